@@ -1,0 +1,69 @@
+import GNSS
+
+/// The payload JSON of the public contract (version ``FleetPayload/version``): how a `Fix`
+/// and a `Heading` look on the wire.
+///
+/// Keys and units follow gpsd's TPV so that gpsd users read them at sight: degrees for
+/// `lat`, `lon`, `track`, `heading`; metres for `altHAE`, `altMSL`, `geoidSep`, `eph`, `epv`;
+/// metres per second for `speed` and `climb`; `time` is ISO 8601 UTC with milliseconds.
+/// A value that is not known is left out, never sent as `null`.
+public enum FleetPayload {
+    /// The contract version, the `"v"` key of every payload.
+    public static let version = 1
+
+    /// What kind of payload a `"kind"` key names, in the decoder's JSON lines and
+    /// fleet-watch's output.
+    public enum Kind: String, Sendable {
+        case fix, heading, status, malformed
+    }
+
+    /// Encodes a fix as contract JSON.
+    ///
+    /// - Parameters:
+    ///   - vehicle: the vehicle id; left out when `nil` (the `decode` command).
+    ///   - seq: the per-vehicle message sequence number; left out when `nil`.
+    ///   - includeKind: adds `"kind":"fix"` (JSON-lines output of `decode` and fleet-watch).
+    public static func encode(_ fix: Fix, vehicle: String? = nil, seq: UInt64? = nil, includeKind: Bool = false) -> [UInt8] {
+        var w = JSONWriter()
+        if includeKind { w.raw("kind", "fix") }
+        w.int("v", version)
+        w.string("vehicle", vehicle)
+        w.int("seq", seq)
+        w.time("time", fix.time)
+        w.number("lat", fix.latitude, decimals: 9)
+        w.number("lon", fix.longitude, decimals: 9)
+        w.number("altHAE", fix.altitudeHAE, decimals: 4)
+        w.number("altMSL", fix.altitudeMSL, decimals: 4)
+        w.number("geoidSep", fix.geoidSeparation, decimals: 3)
+        w.number("speed", fix.speed, decimals: 3)
+        w.number("track", fix.track, decimals: 4)
+        w.number("magvar", fix.magneticVariation, decimals: 1)
+        w.number("climb", fix.climb, decimals: 3)
+        w.int("mode", fix.mode.rawValue)
+        w.int("quality", fix.quality?.rawValue)
+        w.int("sats", fix.satellitesUsed)
+        w.number("hdop", fix.hdop, decimals: 2)
+        w.number("vdop", fix.vdop, decimals: 2)
+        w.number("pdop", fix.pdop, decimals: 2)
+        w.number("eph", fix.eph, decimals: 3)
+        w.number("epv", fix.epv, decimals: 3)
+        return w.finish()
+    }
+
+    /// Encodes a heading as contract JSON: `heading` (true), `magHeading`, `deviation`,
+    /// `magvar` (degrees) and `source`, each only where known.
+    public static func encode(_ heading: Heading, vehicle: String? = nil, seq: UInt64? = nil, includeKind: Bool = false) -> [UInt8] {
+        var w = JSONWriter(capacity: 160)
+        if includeKind { w.raw("kind", "heading") }
+        w.int("v", version)
+        w.string("vehicle", vehicle)
+        w.int("seq", seq)
+        w.time("time", heading.time)
+        w.number("heading", heading.trueHeading, decimals: 4)
+        w.number("magHeading", heading.magneticHeading, decimals: 4)
+        w.number("deviation", heading.magneticDeviation, decimals: 4)
+        w.number("magvar", heading.magneticVariation, decimals: 4)
+        w.string("source", heading.source.rawValue)
+        return w.finish()
+    }
+}

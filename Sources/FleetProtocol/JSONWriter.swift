@@ -1,0 +1,105 @@
+/// A small append-only JSON object writer over bytes, for the contract's flat payloads.
+///
+/// It writes keys in the order they are added and leaves out `nil` and non-finite values
+/// (the contract never sends `null`). Numbers use Swift's shortest round-trip form after
+/// rounding to a fixed number of decimals, so `0.1` prints as `0.1`.
+struct JSONWriter {
+    private(set) var bytes: [UInt8]
+    private var first = true
+
+    init(capacity: Int = 320) {
+        bytes = []
+        bytes.reserveCapacity(capacity)
+        bytes.append(UInt8(ascii: "{"))
+    }
+
+    mutating func finish() -> [UInt8] {
+        bytes.append(UInt8(ascii: "}"))
+        return bytes
+    }
+
+    private mutating func key(_ name: StaticString) {
+        if !first { bytes.append(UInt8(ascii: ",")) }
+        first = false
+        bytes.append(UInt8(ascii: "\""))
+        name.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
+        bytes.append(UInt8(ascii: ":"))
+    }
+
+    mutating func string(_ name: StaticString, _ value: String?) {
+        guard let value else { return }
+        key(name)
+        Self.appendQuoted(value, to: &bytes)
+    }
+
+    mutating func raw(_ name: StaticString, _ value: StaticString) {
+        key(name)
+        bytes.append(UInt8(ascii: "\""))
+        value.withUTF8Buffer { bytes.append(contentsOf: $0) }
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    mutating func int<I: BinaryInteger>(_ name: StaticString, _ value: I?) {
+        guard let value else { return }
+        key(name)
+        bytes.append(contentsOf: String(value).utf8)
+    }
+
+    mutating func bool(_ name: StaticString, _ value: Bool?) {
+        guard let value else { return }
+        key(name)
+        bytes.append(contentsOf: (value ? "true" : "false").utf8)
+    }
+
+    /// Writes a number rounded to `decimals` places; `nil`, NaN and infinities are left out.
+    mutating func number(_ name: StaticString, _ value: Double?, decimals: Int) {
+        guard let value, value.isFinite else { return }
+        key(name)
+        Self.appendNumber(value, decimals: decimals, to: &bytes)
+    }
+
+    mutating func time(_ name: StaticString, _ value: GNSSTimeWritable?) {
+        guard let value else { return }
+        key(name)
+        bytes.append(UInt8(ascii: "\""))
+        value.appendISO8601(to: &bytes)
+        bytes.append(UInt8(ascii: "\""))
+    }
+
+    static let scales: [Double] = [1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10]
+
+    static func appendNumber(_ value: Double, decimals: Int, to bytes: inout [UInt8]) {
+        let scale = scales[min(max(decimals, 0), scales.count - 1)]
+        var rounded = (value * scale).rounded() / scale
+        if rounded == 0 { rounded = 0 }  // no "-0.0"
+        if rounded == rounded.rounded(), abs(rounded) < 1e15 {
+            bytes.append(contentsOf: String(Int64(rounded)).utf8)
+        } else {
+            bytes.append(contentsOf: rounded.description.utf8)
+        }
+    }
+
+    static func appendQuoted(_ value: String, to bytes: inout [UInt8]) {
+        bytes.append(UInt8(ascii: "\""))
+        for b in value.utf8 {
+            switch b {
+            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
+            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
+            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
+            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
+            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
+            case 0..<0x20:
+                let hex = Array("0123456789abcdef".utf8)
+                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
+                                          hex[Int(b >> 4)], hex[Int(b & 0xF)]])
+            default: bytes.append(b)
+            }
+        }
+        bytes.append(UInt8(ascii: "\""))
+    }
+}
+
+import GNSS
+
+typealias GNSSTimeWritable = UTCTimestamp

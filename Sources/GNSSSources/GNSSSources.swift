@@ -1,0 +1,2 @@
+// Serial, gpsd, replay and simulated sources land here (issue 2).
+import GNSS

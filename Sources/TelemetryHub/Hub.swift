@@ -1,0 +1,1 @@
+// Hub<Element> lands here (issue 2).

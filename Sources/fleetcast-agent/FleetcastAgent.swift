@@ -1,0 +1,9 @@
+import ArgumentParser
+
+@main
+struct FleetcastAgent: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "fleetcast-agent",
+        abstract: "Reads a GNSS receiver and publishes its fixes and headings."
+    )
+}

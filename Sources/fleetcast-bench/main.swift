@@ -1,0 +1,1 @@
+// Benchmarks land here (issue 2).

@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# The README's test command: on a fresh Debian machine with the Swift toolchain, installs the
+# system packages the tests use, builds, runs every test, then the concurrency tests again
+# under ThreadSanitizer. Run as root or as a user with sudo.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+packages=(
+  gpsd gpsd-clients          # gpsd and gpsfake/gpsdecode: the real daemon the sources talk to
+  socat                      # pseudo-terminal pairs standing in for a serial receiver
+  mosquitto mosquitto-clients libmosquitto-dev pkg-config openssl   # broker, CLI clients, C client library
+)
+echo "==> installing system packages: ${packages[*]}"
+as_root apt-get update -qq
+as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
+  "${packages[@]}" >/dev/null
+
+echo "==> building"
+swift build --build-tests
+
+echo "==> running every test"
+swift test --skip-build
+
+echo "==> concurrency tests under ThreadSanitizer"
+swift test --sanitize=thread --scratch-path .build-tsan --filter 'TelemetryHubTests'
