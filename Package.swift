@@ -9,17 +9,22 @@ let package = Package(
     products: [
         .executable(name: "fleetcast-agent", targets: ["fleetcast-agent"]),
         .executable(name: "fleetcast-bench", targets: ["fleetcast-bench"]),
+        .executable(name: "fleet-watch", targets: ["fleet-watch"]),
         .library(name: "GNSS", targets: ["GNSS"]),
         .library(name: "NMEA", targets: ["NMEA"]),
         .library(name: "GNSSSources", targets: ["GNSSSources"]),
         .library(name: "TelemetryHub", targets: ["TelemetryHub"]),
         .library(name: "FleetProtocol", targets: ["FleetProtocol"]),
+        .library(name: "MQTT", targets: ["MQTT"]),
+        .library(name: "FleetWatch", targets: ["FleetWatch"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
         .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
         .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.0"),
+        .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: ["YAML"]),
     ],
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
@@ -41,10 +46,52 @@ let package = Package(
         // The public contract: topic layout and payload JSON.
         .target(name: "FleetProtocol", dependencies: ["GNSS"]),
 
+        // libmosquitto, the Eclipse Mosquitto C client, as a system library.
+        .systemLibrary(
+            name: "CMosquitto",
+            pkgConfig: "libmosquitto",
+            providers: [.apt(["libmosquitto-dev"])]
+        ),
+        // An async MQTT 5 / 3.1.1 client over libmosquitto.
+        .target(
+            name: "MQTT",
+            dependencies: [
+                "CMosquitto",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The agent: configuration, reporting policy, outbox, publisher service.
+        .target(
+            name: "EdgeAgent",
+            dependencies: [
+                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ]
+        ),
+        // The subscriber library: MQTT messages back into an AsyncStream of fleet events.
+        .target(
+            name: "FleetWatch",
+            dependencies: [
+                "GNSS", "FleetProtocol", "MQTT",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+
         .executableTarget(
             name: "fleetcast-agent",
             dependencies: [
-                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol",
+                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "EdgeAgent", "MQTT",
+                .product(name: "ArgumentParser", package: "swift-argument-parser"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        .executableTarget(
+            name: "fleet-watch",
+            dependencies: [
+                "FleetWatch", "FleetProtocol", "MQTT", "GNSS",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -73,6 +120,15 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "GNSS"]),
+        .testTarget(name: "MQTTTests", dependencies: ["MQTT", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(
+            name: "EdgeAgentTests",
+            dependencies: ["EdgeAgent", "GNSS", "FleetProtocol", "MQTT", .product(name: "Logging", package: "swift-log")]
+        ),
+        .testTarget(
+            name: "FleetWatchTests",
+            dependencies: ["FleetWatch", "FleetProtocol", "GNSS", "MQTT", .product(name: "Logging", package: "swift-log")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )

@@ -1,1 +1,5 @@
-// Benchmarks land here (issue 2).
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all] [options]
+let arguments = Array(CommandLine.arguments.dropFirst())
+let which = arguments.first ?? "all"
+if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
+if which == "hub" || which == "all" { await runHubBenchmark(arguments: Array(arguments.dropFirst())) }

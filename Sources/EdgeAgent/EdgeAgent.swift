@@ -1,0 +1,1 @@
+// The agent service lands here (issue 3).

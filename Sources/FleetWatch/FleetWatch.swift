@@ -1,0 +1,1 @@
+// The fleet subscriber library lands here (issue 3).

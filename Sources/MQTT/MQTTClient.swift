@@ -1,0 +1,2 @@
+// The async MQTT client over libmosquitto lands here (issue 3).
+import CMosquitto

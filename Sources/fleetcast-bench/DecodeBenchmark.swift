@@ -1,0 +1,1 @@
+func runDecodeBenchmark(arguments: [String]) async {}

@@ -1,0 +1,1 @@
+func runHubBenchmark(arguments: [String]) async {}
