@@ -278,7 +278,7 @@ struct EpochAssembler {
             if s.talker != UInt8(ascii: "P") && s.talker != UInt8(ascii: "N") { seenOtherGSA = true }
             let ignoreMode = s.talker == UInt8(ascii: "P") && seenOtherGSA
             if !ignoreMode, let m = s.mode, let mode = FixMode(rawValue: m) {
-                if mode == .noFix { epoch.mode = .noFix } else { epoch.mode = mode }
+                if mode == .noFix { epoch.mode = .noFix } else { setMode(mode) }
             }
             if let v = s.pdop { epoch.pdop = v }
             if let v = s.hdop { epoch.hdop = v }
