@@ -204,7 +204,7 @@ struct EpochAssembler {
             altitudeHAE: hae, altitudeMSL: e.altitudeMSL, geoidSeparation: e.geoidSeparation,
             speed: e.speed, track: e.track, magneticVariation: e.magneticVariation,
             mode: mode, quality: e.quality,
-            satellitesUsed: e.gsaUsed.map(\.count) ?? e.satellites,
+            satellitesUsed: e.gsaUsed.map(\.count).flatMap { $0 > 0 ? $0 : nil } ?? e.satellites,
             hdop: e.hdop, vdop: e.vdop, pdop: e.pdop, eph: e.eph, epv: e.epv
         )
     }
