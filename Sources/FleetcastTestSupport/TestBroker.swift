@@ -13,14 +13,20 @@ public final class TestBroker: Sendable {
         public var tls: Bool
         /// User name → password; when non-empty, anonymous clients are refused.
         public var users: [String: String]
+        /// With `tls`: refuse clients without a certificate signed by the test CA.
+        public var requireClientCertificate: Bool
         /// The text of an ACL file (mosquitto syntax), if any.
         public var acl: String?
         /// More configuration lines.
         public var extraConfiguration: [String]
 
         /// Creates options (plain TCP, anonymous allowed by default).
-        public init(tls: Bool = false, users: [String: String] = [:], acl: String? = nil, extraConfiguration: [String] = []) {
+        public init(
+            tls: Bool = false, requireClientCertificate: Bool = false, users: [String: String] = [:], acl: String? = nil,
+            extraConfiguration: [String] = []
+        ) {
             self.tls = tls
+            self.requireClientCertificate = requireClientCertificate
             self.users = users
             self.acl = acl
             self.extraConfiguration = extraConfiguration
@@ -37,6 +43,10 @@ public final class TestBroker: Sendable {
         public var serverCertificateFile: String
         /// The server key.
         public var serverKeyFile: String
+        /// A client certificate signed by the CA (for `requireClientCertificate`).
+        public var clientCertificateFile: String
+        /// The client certificate's key.
+        public var clientKeyFile: String
     }
 
     /// The loopback port the broker listens on (kept across restarts).
@@ -85,6 +95,7 @@ public final class TestBroker: Sendable {
                 let made = try await makeCertificates(in: directory)
                 certificates = made
                 lines += ["cafile \(made.caFile)", "certfile \(made.serverCertificateFile)", "keyfile \(made.serverKeyFile)"]
+                if options.requireClientCertificate { lines.append("require_certificate true") }
             }
             if options.users.isEmpty {
                 lines.append("allow_anonymous true")
@@ -185,9 +196,17 @@ public final class TestBroker: Sendable {
             "x509", "-req", "-in", "\(directory)/server.csr", "-CA", "\(directory)/ca.crt", "-CAkey", "\(directory)/ca.key",
             "-CAcreateserial", "-out", "\(directory)/server.crt", "-days", "2", "-extfile", "\(directory)/server.ext",
         ], in: directory)
+        try await runTool("/usr/bin/openssl", ["req"] + ecKey + [
+            "-keyout", "\(directory)/client.key", "-out", "\(directory)/client.csr", "-subj", "/CN=fleetcast-test-client",
+        ], in: directory)
+        try await runTool("/usr/bin/openssl", [
+            "x509", "-req", "-in", "\(directory)/client.csr", "-CA", "\(directory)/ca.crt", "-CAkey", "\(directory)/ca.key",
+            "-CAcreateserial", "-out", "\(directory)/client.crt", "-days", "2",
+        ], in: directory)
         return Certificates(
             caFile: "\(directory)/ca.crt", otherCAFile: "\(directory)/other-ca.crt",
-            serverCertificateFile: "\(directory)/server.crt", serverKeyFile: "\(directory)/server.key")
+            serverCertificateFile: "\(directory)/server.crt", serverKeyFile: "\(directory)/server.key",
+            clientCertificateFile: "\(directory)/client.crt", clientKeyFile: "\(directory)/client.key")
     }
 
     /// Runs a tool to completion; throws with its stderr when it fails.

@@ -15,6 +15,7 @@ public enum TestSupportError: Error, CustomStringConvertible, Sendable {
     /// A helper process failed (exit status and its stderr).
     case processFailed(String, status: Int32, output: String)
 
+    /// What failed, in words.
     public var description: String {
         switch self {
         case .system(let call, let code): "\(call) failed: \(String(cString: strerror(code)))"

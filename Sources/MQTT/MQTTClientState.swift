@@ -153,6 +153,7 @@ struct MQTTClientState: Sendable {
             phase = .closed
             stopRequested = true
             actions.completions.append((continuation, .failure(error)))
+            transition(to: .closed, &actions)
         }
         if phase == .reconnecting || phase == .connected {
             phase = .reconnecting
@@ -186,6 +187,7 @@ struct MQTTClientState: Sendable {
                 connectContinuation = nil
                 actions.completions.append((continuation, .failure(error)))
             }
+            transition(to: .closed, &actions)
             return (false, actions)
         case .connected:
             phase = .reconnecting
@@ -223,7 +225,7 @@ struct MQTTClientState: Sendable {
         earlyAcks.removeAll()
         for subscription in subscriptions.values { actions.finishSubscriptions.append((subscription.continuation, nil)) }
         subscriptions.removeAll()
-        transition(to: .closed, &actions)
+        if connectionState != .closed { transition(to: .closed, &actions) }
         actions.finishObservers = Array(observers.values)
         observers.removeAll()
         actions.resumeDrain = drainWaiter
@@ -358,7 +360,8 @@ struct MQTTClientState: Sendable {
     /// A SUBACK arrived with the granted QoS (or failure code) of each filter.
     mutating func subscribeAcknowledged(mid: Int32, codes: [Int32]) -> Actions {
         guard let pending = pendingSubscribes.removeValue(forKey: mid) else {
-            // Either a restore after reconnect (nobody waits) or an early ack.
+            // Either a restore after reconnect (nobody waits; a refusal is logged by the
+            // caller) or an ack that beat the registration of its mid.
             if subscriptionRestoreMids.remove(mid) == nil { earlyAcks[mid] = codes }
             return Actions()
         }

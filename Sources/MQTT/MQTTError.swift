@@ -40,6 +40,7 @@ public enum MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
     /// Another libmosquitto error.
     case library(operation: String, code: Int32, message: String)
 
+    /// A sentence saying what happened, for logs and command-line errors.
     public var description: String {
         switch self {
         case .invalidBrokerURL(let url, let reason): "invalid broker URL '\(url)': \(reason)"

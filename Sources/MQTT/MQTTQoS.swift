@@ -7,6 +7,7 @@ public enum MQTTQoS: Int, Sendable, Hashable, Comparable, CaseIterable {
     /// Exactly once: four-way handshake, acknowledged by PUBCOMP.
     case exactlyOnce = 2
 
+    /// Orders by guarantee: at most once < at least once < exactly once.
     public static func < (lhs: MQTTQoS, rhs: MQTTQoS) -> Bool { lhs.rawValue < rhs.rawValue }
 }
 

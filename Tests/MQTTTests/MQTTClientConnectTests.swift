@@ -97,6 +97,24 @@ import Testing
         }
     }
 
+    @Test func clientCertificateIsPresentedWhenTheBrokerRequiresOne() async throws {
+        try await withBroker(.init(tls: true, requireClientCertificate: true)) { broker in
+            let certificates = try #require(broker.certificates)
+            let withCertificate = try makeClient(broker, configure: {
+                $0.tls = MQTTTLSConfiguration(
+                    caFile: certificates.caFile, certificateFile: certificates.clientCertificateFile, keyFile: certificates.clientKeyFile)
+            })
+            try await withCertificate.connect()
+            try await withCertificate.publish(topic: "mtls/ok", string: "yes", qos: .atLeastOnce)
+            await withCertificate.shutdown()
+
+            let without = try makeClient(broker)
+            let error = await #expect(throws: MQTTError.self) { try await without.connect() }
+            #expect("\(error.map(String.init(describing:)) ?? "")".contains("certificate required"))
+            #expect(without.connectionState == .closed)
+        }
+    }
+
     @Test func unreadableCAFileIsAConfigurationError() throws {
         #expect {
             _ = try MQTTClient(
