@@ -58,6 +58,7 @@ let package = Package(
             dependencies: [
                 "CMosquitto",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         // The agent: configuration, reporting policy, outbox, publisher service.

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A real `/usr/sbin/mosquitto` on a free loopback port, configured for one test: plain or
 /// TLS (CA and server certificate made with `openssl`), optional password file (made with
@@ -58,7 +57,7 @@ public final class TestBroker: Sendable {
     /// The host to connect to: `localhost` for TLS (the name in the certificate), else 127.0.0.1.
     public let host: String
     private let configurationPath: String
-    private let current: Mutex<(process: TestProcess?, generation: Int)>
+    private let current: Locked<(process: TestProcess?, generation: Int)>
 
     private init(port: Int, directory: String, certificates: Certificates?, configurationPath: String) {
         self.port = port
@@ -66,7 +65,7 @@ public final class TestBroker: Sendable {
         self.certificates = certificates
         self.host = certificates == nil ? "127.0.0.1" : "localhost"
         self.configurationPath = configurationPath
-        self.current = Mutex((nil, 0))
+        self.current = Locked((nil, 0))
     }
 
     deinit {

@@ -1,5 +1,4 @@
 import Foundation
-import Synchronization
 
 /// A child process a test starts and must stop: stdout and stderr go to files in a temp dir
 /// (no pipe to fill up), exit is awaited without blocking a thread, and `deinit` kills a
@@ -11,7 +10,7 @@ public final class TestProcess: Sendable {
     public let stdoutPath: String
     /// Where stderr is written.
     public let stderrPath: String
-    private let process: Mutex<Process>
+    private let process: Locked<Process>
     private let exit: ExitBox
     /// The process id.
     public let pid: Int32
@@ -42,7 +41,7 @@ public final class TestProcess: Sendable {
         try process.run()
         self.pid = process.processIdentifier
         self.exit = exit
-        self.process = Mutex(process)
+        self.process = Locked(process)
     }
 
     deinit {
@@ -89,5 +88,5 @@ public final class TestProcess: Sendable {
 
 /// The exit status of a ``TestProcess`` and the tasks waiting for it.
 private final class ExitBox: Sendable {
-    let state = Mutex<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
+    let state = Locked<(status: Int32?, waiters: [CheckedContinuation<Int32, Never>])>((nil, []))
 }

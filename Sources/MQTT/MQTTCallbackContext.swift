@@ -1,6 +1,5 @@
 import CMosquitto
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc
@@ -12,14 +11,14 @@ import Musl
 /// callbacks need (a C callback sees no task-local logger). Passed retained with
 /// `Unmanaged.passRetained`; ``MosquittoHandle`` releases it after `mosquitto_destroy`.
 final class MQTTCallbackContext: Sendable {
-    let state: Mutex<MQTTClientState>
+    let state: StateLock<MQTTClientState>
     let logger: Logger
     let configuration: MQTTConfiguration
 
     init(configuration: MQTTConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.state = Mutex(MQTTClientState(
+        self.state = StateLock(MQTTClientState(
             protocolVersion: configuration.protocolVersion,
             sentCredentials: configuration.effectiveUsername != nil
         ))

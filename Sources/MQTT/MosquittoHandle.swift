@@ -1,6 +1,5 @@
 import CMosquitto
 import Logging
-import Synchronization
 
 #if canImport(Glibc)
 import Glibc

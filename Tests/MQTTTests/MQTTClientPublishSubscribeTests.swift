@@ -1,5 +1,4 @@
 import FleetcastTestSupport
-import Synchronization
 @testable import MQTT
 import Testing
 
