@@ -67,7 +67,14 @@ final class MQTTCallbackContext: Sendable {
     }
 
     func onSubscribe(mid: Int32, codes: [Int32]) {
-        state.withLock { $0.subscribeAcknowledged(mid: mid, codes: codes) }.run()
+        let (actions, restoreRefused) = state.withLock { state in
+            let restoring = state.subscriptionRestoreMids.contains(mid)
+            return (state.subscribeAcknowledged(mid: mid, codes: codes), restoring && codes.contains { $0 >= 0x80 })
+        }
+        if restoreRefused {
+            logger.warning("MQTT broker refused a restored subscription", metadata: ["mqtt.reason": "\(codes)"])
+        }
+        actions.run()
     }
 
     func onMessage(_ message: MQTTMessage, identifiers: [UInt32]) {

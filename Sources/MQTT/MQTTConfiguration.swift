@@ -70,3 +70,26 @@ public struct MQTTConfiguration: Sendable {
     /// The user name actually sent: the explicit one, else the URL's.
     var effectiveUsername: String? { username ?? broker.username }
 }
+
+extension MQTTConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
+    /// The settings for logs, with the password redacted.
+    public var description: String {
+        var parts = [
+            "broker: \(broker)", "clientID: \(clientID)", "protocol: \(protocolVersion)",
+            "keepAlive: \(keepAlive)", "maxInflightMessages: \(maxInflightMessages)",
+        ]
+        if let username = effectiveUsername { parts.append("username: \(username)") }
+        if password != nil { parts.append("password: <redacted>") }
+        if let tls { parts.append("tls: \(tls)") }
+        if let will { parts.append("will: \(will.topic)") }
+        return "MQTTConfiguration(\(parts.joined(separator: ", ")))"
+    }
+
+    /// Same as `description`: the password never appears.
+    public var debugDescription: String { description }
+
+    /// A mirror without the password, so `dump` and reflection don't print it either.
+    public var customMirror: Mirror {
+        Mirror(self, children: ["description": description], displayStyle: .struct)
+    }
+}

@@ -19,6 +19,18 @@ import Testing
         #expect(url.description == "mqtts://van-7@broker.example.com:9883")
     }
 
+    @Test func configurationNeverPrintsThePassword() throws {
+        let configuration = MQTTConfiguration(
+            broker: try BrokerURL(parsing: "mqtts://van-7@broker.example.com"), clientID: "van-7", password: "hunter2-secret")
+        var dumped = ""
+        dump(configuration, to: &dumped)
+        for text in ["\(configuration)", String(reflecting: configuration), dumped] {
+            #expect(!text.contains("hunter2-secret"))
+            #expect(text.contains("van-7@broker.example.com"))
+        }
+        #expect("\(configuration)".contains("password: <redacted>"))
+    }
+
     @Test func tlsDefaultsToPort8883() throws {
         #expect(try BrokerURL(parsing: "mqtts://localhost").port == 8883)
     }
