@@ -100,8 +100,9 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-bench",
             dependencies: [
-                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol",
+                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+                .product(name: "Logging", package: "swift-log"),
             ]
         ),
 
