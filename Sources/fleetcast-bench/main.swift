@@ -1,5 +1,6 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "hub" || which == "all" { await runHubBenchmark(arguments: Array(arguments.dropFirst())) }
+if which == "mqtt" { await runMQTTBenchmark(arguments: Array(arguments.dropFirst())) }  // needs a running broker
