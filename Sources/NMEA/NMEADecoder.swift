@@ -1,23 +1,88 @@
 import GNSS
 
-/// API placeholder; the real decoder replaces this file.
+/// Decodes a byte stream of NMEA 0183 into fixes, headings and no-fix states.
+///
+/// Pure and synchronous: no I/O, no clock but the receiver's own time. Feed it chunks of
+/// any size with ``decode(_:emit:)`` and call ``finish(emit:)`` at the end of the input;
+/// the events are the same whatever the chunking. Pipeline: ``NMEAFramer`` (bytes →
+/// lines) → ``NMEAChecksum`` → ``NMEAFields`` (tokens) → ``NMEASentence`` (one parser per
+/// type) → the epoch assembler (cycles → `Fix`; see the README of the NMEA module).
+///
+/// Corrupt input never stops it: a bad checksum, a truncated or over-long line, or a
+/// sentence it does not know is counted in ``statistics`` and skipped.
 public struct NMEADecoder: Sendable {
     /// Decoder options.
     public struct Options: Sendable {
         /// Accept sentences that carry no `*hh` checksum (receivers that never send one).
+        /// Off by default: without a checksum, line noise would pass as data.
         public var acceptsMissingChecksum: Bool = false
+        /// Creates options.
         public init(acceptsMissingChecksum: Bool = false) { self.acceptsMissingChecksum = acceptsMissingChecksum }
     }
-    public private(set) var statistics = NMEAStatistics()
-    public init(options: Options = .init()) {}
-    /// Feeds a chunk of bytes (any split), emitting each completed event in order.
-    public mutating func decode(_ bytes: UnsafeRawBufferPointer, emit: (GNSSEvent) -> Void) {}
-    /// Flushes the epoch being assembled at the end of input.
-    public mutating func finish(emit: (GNSSEvent) -> Void) {}
-}
 
-/// Counters of what the decoder saw.
-public struct NMEAStatistics: Sendable, Equatable {
-    public var sentences = 0, fixes = 0, headings = 0, badChecksums = 0, ignored = 0, framingErrors = 0
-    public init() {}
+    /// The options in force.
+    public let options: Options
+    private var framer = NMEAFramer()
+    private var assembler = EpochAssembler()
+    private var counts = NMEAStatistics()
+
+    /// Creates a decoder.
+    public init(options: Options = .init()) {
+        self.options = options
+    }
+
+    /// What the decoder has seen so far.
+    public var statistics: NMEAStatistics {
+        var s = counts
+        s.framingErrors = framer.framingErrors
+        s.fixes = assembler.fixes
+        s.headings = assembler.headings
+        return s
+    }
+
+    /// Feeds a chunk of bytes (any split), emitting each completed event in order.
+    public mutating func decode(_ bytes: UnsafeRawBufferPointer, emit: (GNSSEvent) -> Void) {
+        // The framer is moved out so that the line closure may mutate the rest of `self`.
+        var framer = self.framer
+        framer.append(bytes) { line in self.handle(line: line, emit: emit) }
+        self.framer = framer
+    }
+
+    /// Flushes the epoch being assembled at the end of input (and a last line without
+    /// a line end).
+    public mutating func finish(emit: (GNSSEvent) -> Void) {
+        var framer = self.framer
+        framer.finish { line in self.handle(line: line, emit: emit) }
+        self.framer = framer
+        assembler.finish(emit: emit)
+    }
+
+    /// Decodes one framed line (`$…*hh`, no CR/LF).
+    private mutating func handle(line: UnsafeRawBufferPointer, emit: (GNSSEvent) -> Void) {
+        let payloadLength: Int
+        switch NMEAChecksum.verify(line) {
+        case .valid(let n):
+            payloadLength = n
+        case .missing(let n):
+            guard options.acceptsMissingChecksum else {
+                counts.missingChecksums += 1
+                return
+            }
+            payloadLength = n
+        case .mismatch:
+            counts.badChecksums += 1
+            return
+        }
+        counts.sentences += 1
+        guard line[0] == UInt8(ascii: "$") else {
+            counts.ignored += 1  // `!` encapsulation: AIS and the like
+            return
+        }
+        let payload = UnsafeRawBufferPointer(rebasing: line[1..<(1 + payloadLength)])
+        guard let sentence = NMEASentence.parse(payload: payload) else {
+            counts.ignored += 1
+            return
+        }
+        assembler.ingest(sentence, emit: emit)
+    }
 }

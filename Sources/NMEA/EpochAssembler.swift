@@ -1,0 +1,324 @@
+import GNSS
+
+/// Turns the sentences of each receiver cycle into one `Fix` (and headings as they come).
+///
+/// A cycle is the run of sentences with the same UTC time of day; sentences without a
+/// time (GSA, GSV, VTG, headings) belong to the cycle in progress. Rules follow gpsd's
+/// NMEA driver, so that the fix of a cycle is the one gpsd reports:
+/// - **Emission**: like gpsd, the assembler learns the *cycle ender*, the timed sentence
+///   type seen last before the time changed, and emits the fix as soon as a sentence of
+///   that type completes the cycle, without waiting for the next cycle. Until an ender
+///   is known (the first cycle), and as a fall-back, a cycle is emitted when the time
+///   changes and at ``finish(emit:)``. A sentence arriving after the emission that changes
+///   the cycle's fix (a GSA after the ender, say) emits the corrected fix at once, with
+///   the same time: consumers keep the last fix for a time.
+/// - **Date**: from RMC (`ddmmyy`, years 69–99 → 19xx) or ZDA; as gpsd does, the date is
+///   taken as the receiver gives it, with no GPS-week-rollover correction (a receiver that
+///   says 1999 or 2033 is reported so). Other sentences use the last date seen; a cycle
+///   whose time of day falls more than 12 h before the date's time of day is taken to
+///   be on the next day (midnight passed).
+/// - **Mode**: sentence by sentence as gpsd: GSA's fix type; GGA: position → 2D, 3D with
+///   an altitude and ≥ 4 satellites, no fix with quality 0 or (GP/GN) < 3 satellites;
+///   RMC/GLL: valid → 2D, 3D when the cycle has an altitude or GSA counts ≥ 4 satellites;
+///   GNS: mode `N` → no fix; a 3D cycle is not downgraded to 2D by a later RMC/GLL.
+/// - **Values**: speed (knots × 1852/3600 → m/s) and track from RMC/VTG as reported (the
+///   later wins); altMSL and geoid separation from GGA/GNS, altHAE = altMSL + separation
+///   only when the receiver gives the separation; DOPs from GGA/GNS/GSA (0.01…89.99, else
+///   unknown); eph = √(σlat² + σlon²) and epv = σalt from GST (1 σ, metres); satellites
+///   used from GSA (all talkers of the cycle, without duplicates), else GGA/GNS.
+/// - A cycle without a usable position or a known date and time is never a `Fix`: it ends
+///   with `.state(.noFix)`, emitted once when the receiver goes from fix to no fix.
+struct EpochAssembler {
+    /// The values of the cycle being assembled.
+    struct Epoch {
+        var timeOfDay: Int?
+        var date: NMEADate?
+        var position: NMEAPosition?
+        var mode: FixMode?
+        var altitudeMSL: Double?
+        var geoidSeparation: Double?
+        var speed: Double?
+        var track: Double?
+        var magneticVariation: Double?
+        var quality: FixQuality?
+        var satellites: Int?
+        var gsaUsed: SatelliteSet?
+        var hdop: Double?, vdop: Double?, pdop: Double?
+        var eph: Double?, epv: Double?
+        /// A position sentence (RMC, GGA, GNS, GLL) or GSA was seen: the cycle says something.
+        var hasContent = false
+        var reported = Reported.nothing
+    }
+
+    enum Reported: Equatable {
+        case nothing, noFix, fix(Fix)
+    }
+
+    private(set) var epoch = Epoch()
+    /// The last date the receiver gave, and the time of day it came with.
+    private var date: NMEADate?
+    private var dateTimeOfDay = 0
+    /// Learned cycle enders, one bit per ``NMEASentenceKind``.
+    private(set) var cycleEnders: UInt32 = 0
+    private var lastTimedKind: NMEASentenceKind?
+    private var lastKind: NMEASentenceKind?
+    private var lastGSATalker: UInt8 = 0
+    private var seenOtherGSA = false
+    /// GSA's satellites-used count carries over cycles (gpsd's `satellites_used`).
+    private var gsaSatellites = 0
+    private var previousFix: Fix?
+    private var inNoFixState = false
+    private var pendingGST: GSTSentence?
+
+    /// Counters kept for the decoder's statistics.
+    var fixes = 0, headings = 0
+
+    mutating func ingest(_ sentence: NMEASentence, emit: (GNSSEvent) -> Void) {
+        let kind = sentence.kind
+        let tod = Self.cycleTime(of: sentence)
+        if let tod {
+            if let current = epoch.timeOfDay, current != tod {
+                if let k = lastTimedKind { cycleEnders |= k.bit }
+                close(emit: emit)
+            }
+            if epoch.timeOfDay == nil {
+                epoch.timeOfDay = tod
+                if let gst = pendingGST, gst.timeOfDay == tod { apply(gst) }
+                pendingGST = nil
+            }
+        }
+        apply(sentence, emit: emit)
+        lastKind = kind
+        if tod != nil {
+            lastTimedKind = kind
+            if cycleEnders & kind.bit != 0 {
+                report(emit: emit)
+                return
+            }
+        }
+        if epoch.reported != .nothing { report(emit: emit) }
+    }
+
+    /// Emits the cycle in progress, if it has not been emitted.
+    mutating func finish(emit: (GNSSEvent) -> Void) {
+        close(emit: emit)
+    }
+
+    /// The time of day a sentence registers for cycle detection (gpsd's "fractional time"):
+    /// GGA, GLL, GNS with a time, RMC valid with a time and date, ZDA with a full date.
+    static func cycleTime(of sentence: NMEASentence) -> Int? {
+        switch sentence {
+        case .gga(let s): return s.timeOfDay
+        case .gll(let s): return s.timeOfDay
+        case .gns(let s): return s.timeOfDay
+        case .rmc(let s): return s.isValid && s.date != nil ? s.timeOfDay : nil
+        case .zda(let s): return s.date != nil ? s.timeOfDay : nil
+        default: return nil
+        }
+    }
+
+    private mutating func close(emit: (GNSSEvent) -> Void) {
+        if epoch.reported == .nothing, epoch.hasContent { report(emit: emit) }
+        if case .fix(let f) = epoch.reported { previousFix = f }
+        epoch = Epoch()
+    }
+
+    private mutating func report(emit: (GNSSEvent) -> Void) {
+        if let fix = makeFix() {
+            if epoch.reported != .fix(fix) {
+                epoch.reported = .fix(fix)
+                inNoFixState = false
+                fixes += 1
+                emit(.fix(fix))
+            }
+        } else if epoch.hasContent, epoch.reported != .noFix {
+            epoch.reported = .noFix
+            if !inNoFixState {
+                inNoFixState = true
+                emit(.state(.noFix))
+            }
+        }
+    }
+
+    /// The UTC instant of a time of day, on the cycle's date or the last known one.
+    func timestamp(timeOfDay tod: Int) -> UTCTimestamp? {
+        var day: Int64
+        if let d = epoch.date {
+            guard let t = UTCTimestamp(year: d.year, month: d.month, day: d.day, hour: 0, minute: 0, second: 0)
+            else { return nil }
+            day = t.millisecondsSince1970
+        } else if let d = date {
+            guard let t = UTCTimestamp(year: d.year, month: d.month, day: d.day, hour: 0, minute: 0, second: 0)
+            else { return nil }
+            day = t.millisecondsSince1970
+            if dateTimeOfDay - tod > 43_200_000 { day += 86_400_000 }
+        } else {
+            return nil
+        }
+        return UTCTimestamp(millisecondsSince1970: day + Int64(tod))
+    }
+
+    private func makeFix() -> Fix? {
+        let e = epoch
+        guard let position = e.position, let mode = e.mode, mode != .noFix,
+              let tod = e.timeOfDay, let time = timestamp(timeOfDay: tod)
+        else { return nil }
+        var hae: Double?
+        if let msl = e.altitudeMSL, let sep = e.geoidSeparation { hae = msl + sep }
+        return Fix(
+            time: time, latitude: position.latitude, longitude: position.longitude,
+            altitudeHAE: hae, altitudeMSL: e.altitudeMSL, geoidSeparation: e.geoidSeparation,
+            speed: e.speed, track: e.track, magneticVariation: e.magneticVariation,
+            mode: mode, quality: e.quality,
+            satellitesUsed: e.gsaUsed.map(\.count) ?? e.satellites,
+            hdop: e.hdop, vdop: e.vdop, pdop: e.pdop, eph: e.eph, epv: e.epv
+        )
+    }
+
+    /// Sets the cycle's mode, without downgrading a 3D cycle to 2D when an altitude is
+    /// known (gpsd keeps 3D across RMC/GLL, which carry no altitude).
+    private mutating func setMode(_ mode: FixMode) {
+        if epoch.mode == .threeD, mode == .twoD,
+           epoch.altitudeMSL != nil || previousFix?.altitudeMSL != nil {
+            return
+        }
+        epoch.mode = mode
+    }
+
+    private mutating func setPosition(_ p: NMEAPosition) {
+        epoch.position = p
+    }
+
+    private mutating func apply(_ sentence: NMEASentence, emit: (GNSSEvent) -> Void) {
+        switch sentence {
+        case .rmc(let s):
+            epoch.hasContent = true
+            if let d = s.date, s.isValid, s.timeOfDay != nil {
+                date = d
+                dateTimeOfDay = s.timeOfDay ?? 0
+                epoch.date = d
+            }
+            guard s.isValid, let p = s.position else {
+                epoch.mode = .noFix
+                return
+            }
+            setPosition(p)
+            var mode: FixMode = previousFix?.mode == .threeD ? .threeD : .twoD
+            if gsaSatellites > 3 || epoch.altitudeMSL != nil { mode = .threeD }
+            setMode(mode)
+            if let k = s.speedKnots { epoch.speed = k * 1852 / 3600 }
+            if let t = s.trackDegrees { epoch.track = t }
+            if let v = s.magneticVariation { epoch.magneticVariation = v }
+        case .gga(let s):
+            epoch.hasContent = true
+            if let q = s.quality { epoch.quality = FixQuality(rawValue: q) }
+            if s.satellitesUsed > 0 { epoch.satellites = s.satellitesUsed }
+            if let h = s.hdop { epoch.hdop = h }
+            guard let p = s.position, s.quality != 0 else {
+                epoch.mode = .noFix
+                return
+            }
+            setPosition(p)
+            var mode = FixMode.twoD
+            if let alt = s.altitudeMSL {
+                epoch.altitudeMSL = alt
+                epoch.geoidSeparation = s.geoidSeparation
+                if s.satellitesUsed >= 4 { mode = .threeD }
+            }
+            if s.satellitesUsed < 3, s.talkerFirst == UInt8(ascii: "G"),
+               s.talkerSecond == UInt8(ascii: "P") || s.talkerSecond == UInt8(ascii: "N") {
+                mode = .noFix
+            }
+            if mode == .noFix { epoch.mode = .noFix } else { setMode(mode) }
+        case .gns(let s):
+            epoch.hasContent = true
+            guard let m = s.mode, m != UInt8(ascii: "N") else {
+                epoch.mode = .noFix
+                return
+            }
+            if s.navigationStatus == UInt8(ascii: "U") || s.navigationStatus == UInt8(ascii: "V") { return }
+            if s.satellitesUsed > 0 { epoch.satellites = s.satellitesUsed }
+            guard let p = s.position else {
+                epoch.mode = .noFix
+                return
+            }
+            setPosition(p)
+            if let h = s.hdop { epoch.hdop = h }
+            var mode = FixMode.twoD
+            if let alt = s.altitudeMSL {
+                epoch.altitudeMSL = alt
+                if let sep = s.geoidSeparation { epoch.geoidSeparation = sep }
+                if s.satellitesUsed > 3 { mode = .threeD }
+            }
+            setMode(mode)
+        case .gll(let s):
+            epoch.hasContent = true
+            guard s.status == UInt8(ascii: "A"), s.faaMode != UInt8(ascii: "N"), let p = s.position else {
+                epoch.mode = .noFix
+                return
+            }
+            setPosition(p)
+            if epoch.altitudeMSL != nil || gsaSatellites > 3 {
+                setMode(.threeD)
+            } else if (epoch.mode?.rawValue ?? 0) < FixMode.twoD.rawValue || previousFix?.altitudeMSL == nil {
+                setMode(.twoD)
+            }
+        case .gsa(let s):
+            epoch.hasContent = true
+            let continuing = lastKind == .gsa
+                && (s.talker != lastGSATalker || s.talker == UInt8(ascii: "N") || s.talker == UInt8(ascii: "Q"))
+            if continuing, var used = epoch.gsaUsed {
+                used.formUnion(s.used)
+                epoch.gsaUsed = used
+            } else {
+                epoch.gsaUsed = s.used
+            }
+            gsaSatellites = epoch.gsaUsed?.count ?? 0
+            lastGSATalker = s.talker
+            if s.talker != UInt8(ascii: "P") && s.talker != UInt8(ascii: "N") { seenOtherGSA = true }
+            let ignoreMode = s.talker == UInt8(ascii: "P") && seenOtherGSA
+            if !ignoreMode, let m = s.mode, let mode = FixMode(rawValue: m) {
+                if mode == .noFix { epoch.mode = .noFix } else { setMode(mode) }
+            }
+            if let v = s.pdop { epoch.pdop = v }
+            if let v = s.hdop { epoch.hdop = v }
+            if let v = s.vdop { epoch.vdop = v }
+        case .gsv:
+            break
+        case .vtg(let s):
+            guard s.isUsable, let t = s.trackDegrees, let k = s.speedKnots else { return }
+            epoch.track = t
+            epoch.speed = k * 1852 / 3600
+        case .zda(let s):
+            if let d = s.date, let tod = s.timeOfDay {
+                date = d
+                dateTimeOfDay = tod
+                epoch.date = d
+            }
+        case .gst(let s):
+            if s.timeOfDay == nil || s.timeOfDay == epoch.timeOfDay {
+                apply(s)
+            } else {
+                pendingGST = s
+            }
+        case .heading(let kind, let h):
+            let source: HeadingSource = switch kind {
+            case .hdt: .hdt
+            case .ths: .ths
+            case .hdg: .hdg
+            default: .hdm
+            }
+            let time = epoch.timeOfDay.flatMap { timestamp(timeOfDay: $0) }
+            headings += 1
+            emit(.heading(Heading(
+                time: time, trueHeading: h.trueHeading, magneticHeading: h.magneticHeading,
+                magneticDeviation: h.deviation, magneticVariation: h.variation, source: source
+            )))
+        }
+    }
+
+    private mutating func apply(_ s: GSTSentence) {
+        if let a = s.latitudeSigma, let b = s.longitudeSigma { epoch.eph = (a * a + b * b).squareRoot() }
+        if let v = s.altitudeSigma { epoch.epv = v }
+    }
+}

@@ -1,0 +1,63 @@
+/// One decoded NMEA 0183 sentence of a kind the decoder understands.
+public enum NMEASentence: Sendable, Equatable {
+    case rmc(RMCSentence)
+    case gga(GGASentence)
+    case gns(GNSSentence)
+    case gll(GLLSentence)
+    case gsa(GSASentence)
+    case gsv
+    case vtg(VTGSentence)
+    case zda(ZDASentence)
+    case gst(GSTSentence)
+    case heading(NMEASentenceKind, HeadingSentence)
+
+    /// Which kind of sentence this is.
+    public var kind: NMEASentenceKind {
+        switch self {
+        case .rmc: .rmc
+        case .gga: .gga
+        case .gns: .gns
+        case .gll: .gll
+        case .gsa: .gsa
+        case .gsv: .gsv
+        case .vtg: .vtg
+        case .zda: .zda
+        case .gst: .gst
+        case .heading(let k, _): k
+        }
+    }
+
+    /// Parses a checksum-verified payload (the bytes between `$` and `*`).
+    ///
+    /// Any two-letter talker is accepted (GP, GN, GL, GA, GB, BD, GQ, QZ, GI, IN, HE, HC,
+    /// SD, AP…). Returns `nil` for proprietary (`P…`), unknown sentence types and a heading
+    /// sentence without a usable value: the caller counts those as ignored.
+    public static func parse(payload: UnsafeRawBufferPointer) -> NMEASentence? {
+        NMEAFields.withFields(of: payload) { f in parse(fields: f) }
+    }
+
+    /// Parses already tokenized fields; see ``parse(payload:)``.
+    public static func parse(fields f: NMEAFields) -> NMEASentence? {
+        let address = f[0]
+        guard address.count == 5 else { return nil }
+        let t0 = address[0], t1 = address[1]
+        guard t0 != UInt8(ascii: "P"),
+              (0x41...0x5A).contains(t0), (0x41...0x5A).contains(t1),
+              let kind = NMEASentenceKind(type: UnsafeRawBufferPointer(rebasing: address[2...]))
+        else { return nil }
+        switch kind {
+        case .rmc: return .rmc(RMCSentence(f))
+        case .gga: return .gga(GGASentence(f))
+        case .gns: return .gns(GNSSentence(f))
+        case .gll: return .gll(GLLSentence(f))
+        case .gsa: return .gsa(GSASentence(f, talker: t1))
+        case .gsv: return .gsv
+        case .vtg: return .vtg(VTGSentence(f))
+        case .zda: return .zda(ZDASentence(f))
+        case .gst: return .gst(GSTSentence(f))
+        case .hdt, .hdg, .hdm, .ths:
+            guard let h = HeadingSentence(f, kind: kind) else { return nil }
+            return .heading(kind, h)
+        }
+    }
+}
