@@ -62,6 +62,7 @@ public enum ReplaySpeed: Sendable, Equatable, CustomStringConvertible {
     /// Paced by the recording's fix times divided by this factor (1 = real time).
     case factor(Double)
 
+    /// `max`, or the factor as a number (the form of the URI's `speed=`).
     public var description: String {
         switch self {
         case .max: return "max"

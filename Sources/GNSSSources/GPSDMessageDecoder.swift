@@ -20,6 +20,7 @@ public struct GPSDMessageDecoder: Sendable {
         public var overlong = 0
         /// Objects of classes this decoder does not use (GST, PPS, TOFF…).
         public var ignored = 0
+        /// All counters at zero.
         public init() {}
     }
 

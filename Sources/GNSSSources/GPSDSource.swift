@@ -86,7 +86,7 @@ public struct GPSDSource: GNSSSource {
         } catch {
             if Task.isCancelled { return "cancelled" }
             let text = Self.describe(error)
-            logger.warning("Cannot connect to gpsd", metadata: ["gpsd.address": "\(address)", "error": "\(text)"])
+            logger.debug("Cannot connect to gpsd", metadata: ["gpsd.address": "\(address)", "error": "\(text)"])
             return "gpsd \(address): \(text)"
         }
         logger.debug("Connected to gpsd", metadata: ["gpsd.address": "\(address)"])
@@ -121,11 +121,11 @@ public struct GPSDSource: GNSSSource {
         } catch {
             if Task.isCancelled { return "cancelled" }
             let text = Self.describe(error)
-            logger.warning("Lost gpsd connection", metadata: ["gpsd.address": "\(address)", "error": "\(text)"])
+            logger.info("Lost gpsd connection", metadata: ["gpsd.address": "\(address)", "error": "\(text)"])
             return "gpsd \(address): \(text)"
         }
         if Task.isCancelled { return "cancelled" }
-        logger.warning("Lost gpsd connection", metadata: ["gpsd.address": "\(address)", "error": "closed by gpsd"])
+        logger.info("Lost gpsd connection", metadata: ["gpsd.address": "\(address)", "error": "closed by gpsd"])
         return "gpsd \(address): connection closed by gpsd"
     }
 

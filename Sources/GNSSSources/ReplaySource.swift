@@ -63,7 +63,7 @@ public struct ReplaySource: GNSSSource {
                     return
                 } catch {
                     if Task.isCancelled { return }
-                    source.logger.warning("Cannot read recording", metadata: ["replay.path": "\(source.path)", "error": "\(error)"])
+                    source.logger.info("Cannot read recording", metadata: ["replay.path": "\(source.path)", "error": "\(error)"])
                     let delay = backoff.next()
                     sink.state(.reconnecting(reason: "\(error)", delay: delay))
                     do { try await Task.sleep(for: delay) } catch { return }

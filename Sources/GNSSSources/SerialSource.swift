@@ -59,7 +59,7 @@ public struct SerialSource: GNSSSource {
                     reason = await Self.read(fd: fd, path: path, options: options, sink: sink, logger: logger, backoff: &backoff)
                 } catch {
                     reason = "\(error)"
-                    logger.warning("Cannot open serial device", metadata: ["serial.path": "\(path)", "error": "\(error)"])
+                    logger.debug("Cannot open serial device", metadata: ["serial.path": "\(path)", "error": "\(error)"])
                 }
                 if Task.isCancelled { return }
                 let delay = backoff.next()
@@ -85,7 +85,7 @@ public struct SerialSource: GNSSSource {
         } catch {
             // A failed bootstrap leaves the descriptor with us.
             close(fd)
-            logger.warning("Cannot watch serial device", metadata: ["serial.path": "\(path)", "error": "\(error)"])
+            logger.info("Cannot watch serial device", metadata: ["serial.path": "\(path)", "error": "\(error)"])
             return "\(path): \(error)"
         }
         var decoder = NMEADecoder(options: options)
@@ -104,18 +104,18 @@ public struct SerialSource: GNSSSource {
             }
         } catch let error as IOError {
             if Task.isCancelled { return "cancelled" }
-            logger.warning(
+            logger.info(
                 "Serial device lost",
                 metadata: ["serial.path": "\(path)", "errno": "\(error.errnoCode)", "error": "\(errnoText(error.errnoCode))"])
             return "\(path): \(errnoText(error.errnoCode)) (errno \(error.errnoCode))"
         } catch {
             if Task.isCancelled { return "cancelled" }
-            logger.warning("Serial device lost", metadata: ["serial.path": "\(path)", "error": "\(error)"])
+            logger.info("Serial device lost", metadata: ["serial.path": "\(path)", "error": "\(error)"])
             return "\(path): \(error)"
         }
         decoder.finish { sink.event($0) }
         if Task.isCancelled { return "cancelled" }
-        logger.warning("Serial device lost", metadata: ["serial.path": "\(path)", "error": "end of file"])
+        logger.info("Serial device lost", metadata: ["serial.path": "\(path)", "error": "end of file"])
         return "\(path): end of file (device closed)"
     }
 }
