@@ -25,10 +25,17 @@ final class FakeGPSD {
         process = try ChildProcess("/usr/bin/gpsfake", ["-q", "-P", "\(port)", "-c", "0.02", recording])
     }
 
-    /// Stops gpsfake and its gpsd (the whole process group).
+    /// Stops gpsfake and its gpsd (the whole process group), and waits (bounded) until the
+    /// port refuses connections, so that a restart on the same port finds it free.
     func stop() async {
         await process?.stop()
         process = nil
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(5))
+        // A killed gpsd closes its socket as it exits; there is no event to await for that.
+        while loopbackPortAccepts(port), clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
     }
 }
 

@@ -98,7 +98,28 @@ final class EventRecorder: Sendable {
             defer { s.nextID += 1 }
             return s.nextID
         }
-        let events = try await withTimeout(timeout, what) { [self] in
+        let events: [GNSSEvent]
+        do {
+            events = try await waitForEvents(what, timeout: timeout, id: id, predicate)
+        } catch let error as TimeoutError {
+            // Say what did arrive, so that a failure can be understood from the log.
+            let summary = self.events.suffix(8).map { e -> String in
+                switch e {
+                case .fix(let f): return "fix(\(f.time), \(f.latitude), \(f.longitude))"
+                case .heading: return "heading"
+                case .state(let s): return "state(\(s))"
+                }
+            }
+            throw TimeoutError(what: "\(error.what); \(self.events.count) events, last: \(summary)")
+        }
+        try #require(predicate(events), "stream ended before \(what)")
+        return events
+    }
+
+    private func waitForEvents(
+        _ what: String, timeout: Duration, id: Int, _ predicate: @escaping @Sendable ([GNSSEvent]) -> Bool
+    ) async throws -> [GNSSEvent] {
+        try await withTimeout(timeout, what) { [self] in
             await withTaskCancellationHandler {
                 await withCheckedContinuation { (c: CheckedContinuation<[GNSSEvent], Never>) in
                     let immediate = state.withLock { s -> [GNSSEvent]? in
@@ -119,8 +140,6 @@ final class EventRecorder: Sendable {
                 w?.continuation.resume(returning: [])
             }
         }
-        try #require(predicate(events), "stream ended before \(what)")
-        return events
     }
 
     /// Cancels the iteration and waits for it to stop.
@@ -211,6 +230,22 @@ func freeLoopbackPort() throws -> Int {
     }
     try #require(bound)
     return Int(UInt16(bigEndian: addr.sin_port))
+}
+
+/// Whether something listens on 127.0.0.1:`port`.
+func loopbackPortAccepts(_ port: Int) -> Bool {
+    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+    guard fd >= 0 else { return false }
+    defer { close(fd) }
+    var addr = sockaddr_in()
+    addr.sin_family = sa_family_t(AF_INET)
+    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+    addr.sin_port = in_port_t(UInt16(port).bigEndian)
+    return withUnsafePointer(to: &addr) {
+        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
+        }
+    }
 }
 
 /// A temporary directory removed by ``remove()``.
