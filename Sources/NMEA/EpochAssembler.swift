@@ -5,9 +5,12 @@ import GNSS
 /// A cycle is the run of sentences with the same UTC time of day; sentences without a
 /// time (GSA, GSV, VTG, headings) belong to the cycle in progress. Rules follow gpsd's
 /// NMEA driver, so that the fix of a cycle is the one gpsd reports:
-/// - **Emission**: like gpsd, the assembler learns the *cycle ender*, the timed sentence
-///   type seen last before the time changed, and emits the fix as soon as a sentence of
-///   that type completes the cycle, without waiting for the next cycle. Until an ender
+/// - **Emission**: like gpsd, the assembler learns the *cycle ender*, the sentence seen
+///   last before the time changed, and emits the fix as soon as that sentence completes
+///   the cycle, without waiting for the next cycle. Unlike gpsd, which only tags timed
+///   sentences by type, the ender is the last fix sentence of any kind (GSA, VTG, GST
+///   included) with its ordinal among its kind (the 4th GNGSA of a u-blox cycle), so
+///   that the fix is emitted once, complete, as soon as the receiver has sent it all. Until an ender
 ///   is known (the first cycle), and as a fall-back, a cycle is emitted when the time
 ///   changes and at ``finish(emit:)``. A sentence arriving after the emission that changes
 ///   the cycle's fix (a GSA after the ender, say) emits the corrected fix at once, with
@@ -58,9 +61,19 @@ struct EpochAssembler {
     /// The last date the receiver gave, and the time of day it came with.
     private var date: NMEADate?
     private var dateTimeOfDay = 0
-    /// Learned cycle enders, one bit per ``NMEASentenceKind``.
-    private(set) var cycleEnders: UInt32 = 0
-    private var lastTimedKind: NMEASentenceKind?
+    /// A sentence of a cycle: its kind and its ordinal among that kind in the cycle
+    /// (the 4th GSA of a u-blox cycle, the 2nd GGA of a GP+GN receiver).
+    struct CycleEnder: Equatable {
+        var kind: NMEASentenceKind
+        var ordinal: Int
+    }
+
+    /// The learned last fix sentence of a cycle: the cycle is emitted when it arrives.
+    private(set) var cycleEnder: CycleEnder?
+    /// The last fix sentence of the cycle in progress.
+    private var lastFixSentence: CycleEnder?
+    /// Fix sentences of each kind in the cycle in progress, 8 bits per kind.
+    private var kindCounts: (UInt64, UInt64) = (0, 0)
     private var lastKind: NMEASentenceKind?
     private var lastGSATalker: UInt8 = 0
     private var seenOtherGSA = false
@@ -78,25 +91,44 @@ struct EpochAssembler {
         let tod = Self.cycleTime(of: sentence)
         if let tod {
             if let current = epoch.timeOfDay, current != tod {
-                if let k = lastTimedKind { cycleEnders |= k.bit }
+                // The time changed: the last fix sentence of the cycle is its ender.
+                cycleEnder = lastFixSentence
                 close(emit: emit)
             }
             if epoch.timeOfDay == nil {
                 epoch.timeOfDay = tod
-                if let gst = pendingGST, gst.timeOfDay == tod { apply(gst) }
+                if let gst = pendingGST, gst.timeOfDay == tod {
+                    apply(gst)
+                    note(.gst)
+                }
                 pendingGST = nil
             }
         }
-        apply(sentence, emit: emit)
+        let contributes = apply(sentence, emit: emit)
         lastKind = kind
-        if tod != nil {
-            lastTimedKind = kind
-            if cycleEnders & kind.bit != 0 {
-                report(emit: emit)
-                return
-            }
+        guard contributes else { return }
+        let ordinal = note(kind)
+        if let ender = cycleEnder, ender.kind == kind, ender.ordinal == ordinal {
+            report(emit: emit)
+        } else if epoch.reported != .nothing {
+            report(emit: emit)
         }
-        if epoch.reported != .nothing { report(emit: emit) }
+    }
+
+    /// Counts a fix sentence of the cycle; returns its ordinal among its kind (1, 2…).
+    @discardableResult
+    private mutating func note(_ kind: NMEASentenceKind) -> Int {
+        let shift = UInt64(kind.rawValue % 8) * 8
+        let ordinal: Int
+        if kind.rawValue < 8 {
+            ordinal = Int((kindCounts.0 >> shift) & 0xFF) + 1
+            if ordinal < 255 { kindCounts.0 &+= 1 << shift }
+        } else {
+            ordinal = Int((kindCounts.1 >> shift) & 0xFF) + 1
+            if ordinal < 255 { kindCounts.1 &+= 1 << shift }
+        }
+        lastFixSentence = CycleEnder(kind: kind, ordinal: ordinal)
+        return ordinal
     }
 
     /// Emits the cycle in progress, if it has not been emitted.
@@ -121,6 +153,8 @@ struct EpochAssembler {
         if epoch.reported == .nothing, epoch.hasContent { report(emit: emit) }
         if case .fix(let f) = epoch.reported { previousFix = f }
         epoch = Epoch()
+        kindCounts = (0, 0)
+        lastFixSentence = nil
     }
 
     private mutating func report(emit: (GNSSEvent) -> Void) {
@@ -170,7 +204,7 @@ struct EpochAssembler {
             altitudeHAE: hae, altitudeMSL: e.altitudeMSL, geoidSeparation: e.geoidSeparation,
             speed: e.speed, track: e.track, magneticVariation: e.magneticVariation,
             mode: mode, quality: e.quality,
-            satellitesUsed: e.gsaUsed.map(\.count) ?? e.satellites,
+            satellitesUsed: e.gsaUsed.map(\.count).flatMap { $0 > 0 ? $0 : nil } ?? e.satellites,
             hdop: e.hdop, vdop: e.vdop, pdop: e.pdop, eph: e.eph, epv: e.epv
         )
     }
@@ -189,7 +223,9 @@ struct EpochAssembler {
         epoch.position = p
     }
 
-    private mutating func apply(_ sentence: NMEASentence, emit: (GNSSEvent) -> Void) {
+    /// Applies a sentence to the cycle; returns whether it is a fix sentence of this
+    /// cycle (one that can end it): not GSV, headings, or a GST of another cycle.
+    private mutating func apply(_ sentence: NMEASentence, emit: (GNSSEvent) -> Void) -> Bool {
         switch sentence {
         case .rmc(let s):
             epoch.hasContent = true
@@ -200,7 +236,7 @@ struct EpochAssembler {
             }
             guard s.isValid, let p = s.position else {
                 epoch.mode = .noFix
-                return
+                return true
             }
             setPosition(p)
             var mode: FixMode = previousFix?.mode == .threeD ? .threeD : .twoD
@@ -216,7 +252,7 @@ struct EpochAssembler {
             if let h = s.hdop { epoch.hdop = h }
             guard let p = s.position, s.quality != 0 else {
                 epoch.mode = .noFix
-                return
+                return true
             }
             setPosition(p)
             var mode = FixMode.twoD
@@ -234,13 +270,13 @@ struct EpochAssembler {
             epoch.hasContent = true
             guard let m = s.mode, m != UInt8(ascii: "N") else {
                 epoch.mode = .noFix
-                return
+                return true
             }
-            if s.navigationStatus == UInt8(ascii: "U") || s.navigationStatus == UInt8(ascii: "V") { return }
+            if s.navigationStatus == UInt8(ascii: "U") || s.navigationStatus == UInt8(ascii: "V") { return true }
             if s.satellitesUsed > 0 { epoch.satellites = s.satellitesUsed }
             guard let p = s.position else {
                 epoch.mode = .noFix
-                return
+                return true
             }
             setPosition(p)
             if let h = s.hdop { epoch.hdop = h }
@@ -255,7 +291,7 @@ struct EpochAssembler {
             epoch.hasContent = true
             guard s.status == UInt8(ascii: "A"), s.faaMode != UInt8(ascii: "N"), let p = s.position else {
                 epoch.mode = .noFix
-                return
+                return true
             }
             setPosition(p)
             if epoch.altitudeMSL != nil || gsaSatellites > 3 {
@@ -284,9 +320,9 @@ struct EpochAssembler {
             if let v = s.hdop { epoch.hdop = v }
             if let v = s.vdop { epoch.vdop = v }
         case .gsv:
-            break
+            return false
         case .vtg(let s):
-            guard s.isUsable, let t = s.trackDegrees, let k = s.speedKnots else { return }
+            guard s.isUsable, let t = s.trackDegrees, let k = s.speedKnots else { return true }
             epoch.track = t
             epoch.speed = k * 1852 / 3600
         case .zda(let s):
@@ -296,11 +332,11 @@ struct EpochAssembler {
                 epoch.date = d
             }
         case .gst(let s):
-            if s.timeOfDay == nil || s.timeOfDay == epoch.timeOfDay {
-                apply(s)
-            } else {
+            guard s.timeOfDay == nil || s.timeOfDay == epoch.timeOfDay else {
                 pendingGST = s
+                return false
             }
+            apply(s)
         case .heading(let kind, let h):
             let source: HeadingSource = switch kind {
             case .hdt: .hdt
@@ -314,7 +350,9 @@ struct EpochAssembler {
                 time: time, trueHeading: h.trueHeading, magneticHeading: h.magneticHeading,
                 magneticDeviation: h.deviation, magneticVariation: h.variation, source: source
             )))
+            return false
         }
+        return true
     }
 
     private mutating func apply(_ s: GSTSentence) {

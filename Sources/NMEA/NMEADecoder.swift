@@ -6,7 +6,7 @@ import GNSS
 /// any size with ``decode(_:emit:)`` and call ``finish(emit:)`` at the end of the input;
 /// the events are the same whatever the chunking. Pipeline: ``NMEAFramer`` (bytes →
 /// lines) → ``NMEAChecksum`` → ``NMEAFields`` (tokens) → ``NMEASentence`` (one parser per
-/// type) → the epoch assembler (cycles → `Fix`; see the README of the NMEA module).
+/// type) → the epoch assembler (cycles → `Fix`: see `EpochAssembler` for the rules).
 ///
 /// Corrupt input never stops it: a bad checksum, a truncated or over-long line, or a
 /// sentence it does not know is counted in ``statistics`` and skipped.

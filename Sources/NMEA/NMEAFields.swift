@@ -16,6 +16,7 @@ public struct NMEAFields {
     public static let maximumFields = 100
 
     /// Tokenizes `payload` into fields, with offset storage on the stack, and calls `body`.
+    /// The fields (and the payload they point into) are valid only inside `body`.
     public static func withFields<R>(of payload: UnsafeRawBufferPointer, _ body: (NMEAFields) -> R) -> R {
         withUnsafeTemporaryAllocation(of: Int32.self, capacity: maximumFields + 1) { starts in
             body(NMEAFields(payload: payload, starts: starts))

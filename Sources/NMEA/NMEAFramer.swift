@@ -107,9 +107,8 @@ public struct NMEAFramer: Sendable {
             i += 1
         }
         if state == .sentence {
-            if start >= 0 {
-                pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<count]))
-            }
+            // Keep the open sentence's bytes of this chunk for the next call.
+            pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[max(0, start)..<count]))
         }
     }
 

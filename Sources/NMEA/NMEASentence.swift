@@ -1,14 +1,24 @@
 /// One decoded NMEA 0183 sentence of a kind the decoder understands.
 public enum NMEASentence: Sendable, Equatable {
+    /// Recommended minimum data.
     case rmc(RMCSentence)
+    /// Fix data.
     case gga(GGASentence)
+    /// Multi-constellation fix data.
     case gns(GNSSentence)
+    /// Geographic position.
     case gll(GLLSentence)
+    /// DOP and active satellites.
     case gsa(GSASentence)
+    /// Satellites in view (recognised; it carries nothing a `Fix` uses).
     case gsv
+    /// Track and ground speed.
     case vtg(VTGSentence)
+    /// Time and date.
     case zda(ZDASentence)
+    /// Pseudorange noise statistics.
     case gst(GSTSentence)
+    /// HDT, THS, HDG or HDM.
     case heading(NMEASentenceKind, HeadingSentence)
 
     /// Which kind of sentence this is.

@@ -1,6 +1,13 @@
 /// The sentence types the decoder understands (the three letters after the talker).
 public enum NMEASentenceKind: UInt8, Sendable, CaseIterable {
-    case rmc, gga, gns, gll, gsa, gsv, vtg, zda, gst, hdt, hdg, hdm, ths
+    /// RMC, GGA, GNS, GLL: position sentences.
+    case rmc, gga, gns, gll
+    /// GSA, GSV: satellites used and in view.
+    case gsa, gsv
+    /// VTG, ZDA, GST: speed and track, date, error statistics.
+    case vtg, zda, gst
+    /// HDT, HDG, HDM, THS: headings.
+    case hdt, hdg, hdm, ths
 
     /// Recognises the three-letter type at the start of `bytes`.
     init?(type bytes: UnsafeRawBufferPointer) {

@@ -36,6 +36,7 @@ public struct SatelliteSet: Sendable, Equatable {
         }
     }
 
+    /// Whether two sets hold the same satellites.
     public static func == (a: Self, b: Self) -> Bool {
         var x = a.words, y = b.words
         return withUnsafeBytes(of: &x) { xr in withUnsafeBytes(of: &y) { yr in xr.elementsEqual(yr) } }

@@ -35,23 +35,27 @@ struct DecodeCommand: ParsableCommand {
             case .state: break
             }
         }
-        var failure: String?
+        var failures: [String] = []
         if files.isEmpty {
-            try? decoder.decodeStream(read: { try Self.read(STDIN_FILENO, into: $0, name: "stdin") }, emit: emit)
+            do {
+                try decoder.decodeStream(read: { try Self.read(STDIN_FILENO, into: $0, name: "stdin") }, emit: emit)
+            } catch let error as ReadError {
+                failures.append(error.message)
+            }
         } else {
             for name in files {
                 let fd = open(name, O_RDONLY)
                 if fd < 0 {
-                    failure = "cannot open \(name): \(String(cString: strerror(errno)))"
-                    break
+                    failures.append("cannot open \(name): \(String(cString: strerror(errno)))")
+                    continue
                 }
                 defer { close(fd) }
                 do {
-                    // One decoder across files: they are read as one stream.
-                    try decoder.decodeStream(read: { try Self.read(fd, into: $0, name: name) }, emit: { emit($0) })
+                    // One decoder for all files: the counters add up; each file's end
+                    // flushes the cycle in progress.
+                    try decoder.decodeStream(read: { try Self.read(fd, into: $0, name: name) }, emit: emit)
                 } catch let error as ReadError {
-                    failure = error.message
-                    break
+                    failures.append(error.message)
                 }
             }
         }
@@ -60,21 +64,26 @@ struct DecodeCommand: ParsableCommand {
         var summary = "sentences \(s.sentences), fixes \(s.fixes), headings \(s.headings), "
         summary += "bad checksums \(s.badChecksums), missing checksums \(s.missingChecksums), "
         summary += "ignored \(s.ignored), framing errors \(s.framingErrors)\n"
-        if let failure { summary += "fleetcast-agent decode: \(failure)\n" }
+        for failure in failures { summary += "fleetcast-agent decode: \(failure)\n" }
         _ = summary.utf8CString.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
-        if failure != nil { throw ExitCode(1) }
+        if !failures.isEmpty { throw ExitCode(1) }
     }
 
     struct ReadError: Error { let message: String }
 
     static func read(_ fd: Int32, into buffer: UnsafeMutableRawBufferPointer, name: String) throws -> Int {
         while true {
-            let n = Glibc.read(fd, buffer.baseAddress, buffer.count)
+            let n = systemRead(fd, buffer.baseAddress, buffer.count)
             if n >= 0 { return n }
             if errno == EINTR { continue }
             throw ReadError(message: "cannot read \(name): \(String(cString: strerror(errno)))")
         }
     }
+}
+
+/// The C library's `read(2)`, named apart from `DecodeCommand.read`.
+private func systemRead(_ fd: Int32, _ buffer: UnsafeMutableRawPointer?, _ count: Int) -> Int {
+    read(fd, buffer, count)
 }
 
 /// A buffered writer for stdout: lines collect in memory and go out in large writes.
@@ -95,9 +104,10 @@ struct OutputBuffer {
 
     mutating func flush() {
         bytes.withUnsafeBytes { raw in
+            guard let base = raw.baseAddress else { return }
             var offset = 0
             while offset < raw.count {
-                let n = write(fd, raw.baseAddress! + offset, raw.count - offset)
+                let n = write(fd, base + offset, raw.count - offset)
                 if n < 0 { if errno == EINTR { continue } else { break } }
                 offset += n
             }

@@ -1,0 +1,128 @@
+import GNSS
+import NMEA
+import Testing
+
+@Suite("Epoch assembly")
+struct EpochAssemblerTests {
+    /// One u-blox-like cycle at the given second.
+    func cycle(_ second: Int, lat: String = "4807.038", gsaMode: Int = 3) -> String {
+        let t = String(format2: second)
+        return sentence("GNRMC,1235\(t).00,A,\(lat),N,01131.324,E,10.0,054.7,191124,,,A")
+            + sentence("GNVTG,054.7,T,,M,10.0,N,18.5,K,A")
+            + sentence("GNGGA,1235\(t).00,\(lat),N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,")
+            + sentence("GNGSA,A,\(gsaMode),13,16,21,15,,,,,,,,,1.5,0.9,1.2,1")
+            + sentence("GNGSA,A,\(gsaMode),82,66,81,,,,,,,,,,1.5,0.9,1.2,2")
+            + sentence("GPGSV,1,1,04,13,48,243,32,16,66,049,38,21,15,070,31,15,32,280,35")
+            + sentence("GNGST,1235\(t).00,1.0,2.0,1.5,45.0,3.0,4.0,5.0")
+    }
+
+    @Test("a cycle becomes one fix with every value the receiver gave")
+    func fullFix() throws {
+        let (events, stats) = decodeAll(cycle(10) + cycle(11))
+        let fixes = events.compactMap(\.fix)
+        #expect(fixes.count == 2)
+        let f = try #require(fixes.first)
+        #expect(f.time.iso8601 == "2024-11-19T12:35:10.000Z")
+        #expect(abs(f.latitude - 48.1173) < 1e-9 && abs(f.longitude - 11.522066667) < 1e-8)
+        #expect(f.altitudeMSL == 545.4 && f.geoidSeparation == 46.9)
+        #expect(f.altitudeHAE.map { abs($0 - 592.3) < 1e-9 } == true)
+        #expect(f.speed == 10.0 * 1852 / 3600)
+        #expect(f.track == 54.7)
+        #expect(f.mode == .threeD && f.quality == .gps)
+        #expect(f.satellitesUsed == 7)
+        #expect(f.hdop == 0.9 && f.vdop == 1.2 && f.pdop == 1.5)
+        #expect(f.eph == 5.0 && f.epv == 5.0)
+        #expect(f.climb == nil && f.magneticVariation == nil)
+        #expect(stats.fixes == 2 && stats.badChecksums == 0 && stats.ignored == 0)
+    }
+
+    @Test("once the cycle ender is learned, a fix is out before the next cycle starts")
+    func latency() {
+        var decoder = NMEADecoder()
+        var fixesAfterLine: [Int] = []
+        var line = 0
+        let text = (10..<14).map { cycle($0) }.joined()
+        for l in text.split(separator: "\r\n") {
+            line += 1
+            Array((l + "\r\n").utf8).withUnsafeBytes { raw in
+                decoder.decode(raw) { if $0.fix != nil { fixesAfterLine.append(line) } }
+            }
+        }
+        decoder.finish { if $0.fix != nil { fixesAfterLine.append(-1) } }
+        // 7 lines per cycle. Cycle 1 is emitted when cycle 2 starts (line 8); from then on
+        // each cycle is emitted on its own last fix sentence (GST, line 7 of the cycle).
+        #expect(fixesAfterLine == [8, 14, 21, 28])
+    }
+
+    @Test("no usable position: .noFix once, never a Fix; the fix after it is emitted")
+    func noFix() {
+        let void = sentence("GPRMC,120000.00,V,,,,,,,191124,,,N") + sentence("GPGGA,120000.00,,,,,0,00,99.99,,,,,,")
+        let void2 = sentence("GPRMC,120001.00,V,,,,,,,191124,,,N") + sentence("GPGGA,120001.00,,,,,0,00,99.99,,,,,,")
+        let good = sentence("GPRMC,120002.00,A,4807.038,N,01131.324,E,0.0,,191124,,,A")
+        let (events, _) = decodeAll(void + void2 + good)
+        #expect(events == [.state(.noFix), events.last].compactMap { $0 })
+        #expect(events.last?.fix?.mode == .twoD)
+        #expect(events.last?.fix?.speed == 0)
+        #expect(events.last?.fix?.track == nil)
+    }
+
+    @Test("a cycle with no date is not a fix; nothing is 0 for unknown")
+    func noDate() {
+        let (events, _) = decodeAll(sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,"))
+        #expect(events.compactMap(\.fix).isEmpty)
+        let (dated, _) = decodeAll(sentence("GPZDA,120000.00,19,11,2024,,") + sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,"))
+        let f = dated.compactMap(\.fix).first
+        #expect(f?.time.iso8601 == "2024-11-19T12:00:00.000Z")
+        #expect(f?.mode == .twoD && f?.altitudeMSL == nil && f?.altitudeHAE == nil && f?.speed == nil && f?.eph == nil)
+    }
+
+    @Test("GGA after midnight uses the next day until a date arrives")
+    func midnight() {
+        let text = sentence("GPRMC,235959.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
+            + sentence("GPGGA,000000.00,4807.038,N,01131.324,E,1,08,0.9,545.4,M,,M,,")
+        let times = decodeAll(text).events.compactMap(\.fix).map(\.time.iso8601)
+        #expect(times == ["2024-11-19T23:59:59.000Z", "2024-11-20T00:00:00.000Z"])
+    }
+
+    @Test("headings carry the cycle time and their source; HDG is true only with variation")
+    func headings() {
+        let text = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
+            + sentence("HEHDT,274.07,T") + sentence("GPTHS,77.5,A") + sentence("HCHDG,98.3,0.0,E,12.6,W") + sentence("HCHDM,98.3,M")
+        let headings = decodeAll(text).events.compactMap(\.heading)
+        #expect(headings.map(\.source) == [.hdt, .ths, .hdg, .hdm])
+        #expect(headings.allSatisfy { $0.time?.iso8601 == "2024-11-19T12:00:00.000Z" })
+        #expect(headings[0].trueHeading == 274.07 && headings[1].trueHeading == 77.5)
+        #expect(headings[2].trueHeading.map { abs($0 - 85.7) < 1e-9 } == true && headings[2].magneticHeading == 98.3)
+        #expect(headings[3].trueHeading == nil && headings[3].magneticHeading == 98.3)
+        #expect(decodeAll(sentence("HEHDT,274.07,T")).events.first?.heading?.time == nil)
+    }
+
+    @Test("bad and missing checksums are counted and lose nothing else")
+    func checksums() {
+        let good = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
+        let bad = "$GPRMC,120001.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A*00\r\n"
+        let bare = "$GPRMC,120002.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A\r\n"
+        let strict = decodeAll(good + bad + bare)
+        #expect(strict.events.compactMap(\.fix).map(\.time.iso8601) == ["2024-11-19T12:00:00.000Z"])
+        #expect(strict.statistics.badChecksums == 1 && strict.statistics.missingChecksums == 1 && strict.statistics.sentences == 1)
+        let lenient = decodeAll(good + bad + bare, options: .init(acceptsMissingChecksum: true))
+        #expect(lenient.events.compactMap(\.fix).count == 2)
+        #expect(lenient.statistics.badChecksums == 1 && lenient.statistics.sentences == 2)
+    }
+
+    @Test("proprietary, unknown and AIS sentences are ignored, not errors")
+    func ignored() {
+        let text = sentence("PGRME,15.0,M,45.0,M,25.0,M") + sentence("GPXTE,,,,,N,N")
+            + "!AIVDM,1,1,,A,13aEOK?P00PD2wVMdLDRhgvL289?,0*26\r\n"
+        let r = decodeAll(text)
+        #expect(r.events.isEmpty)
+        #expect(r.statistics.ignored == 3 && r.statistics.sentences == 3 && r.statistics.badChecksums == 0)
+    }
+}
+
+extension String {
+    /// Two-digit zero-padded decimal.
+    init(format2 value: Int) {
+        self = value < 10 ? "0\(value)" : "\(value)"
+    }
+}
