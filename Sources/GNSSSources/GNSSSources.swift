@@ -1,2 +1,0 @@
-// Serial, gpsd, replay and simulated sources land here (issue 2).
-import GNSS

@@ -1,0 +1,155 @@
+import GNSS
+import Logging
+import NIOCore
+import NIOPosix
+
+/// Fixes and headings from a gpsd daemon (`gpsd://HOST[:PORT][?device=PATH]`).
+///
+/// Connects over TCP (swift-nio `ClientBootstrap` + `NIOAsyncChannel`, `\n` framing with a
+/// bounded line length), sends `?WATCH={"enable":true,"json":true}` (with `"device"` when
+/// one is named) and decodes the reports with ``GPSDMessageDecoder``. When the connection
+/// fails or gpsd goes away (restart, upgrade) it reports `.reconnecting(reason:delay:)`
+/// naming the address and error, and connects again with ``Backoff``.
+public struct GPSDSource: GNSSSource {
+    public typealias Element = GNSSEvent
+    public typealias Failure = Never
+
+    /// gpsd's host name or address.
+    public let host: String
+    /// gpsd's TCP port (2947 by default).
+    public let port: Int
+    /// The one device to watch, or `nil` for all of gpsd's devices.
+    public let device: String?
+    /// The URI for logs.
+    public let uri: String
+    /// Longest gpsd line accepted, bytes; longer lines are counted and dropped.
+    public let maximumLineLength: Int
+    private let logger: Logger
+    private let backoff: Backoff
+
+    /// A gpsd source; nothing connects until iteration starts.
+    public init(
+        host: String, port: Int = 2947, device: String? = nil, uri: String? = nil, logger: Logger,
+        backoff: Backoff = .default, maximumLineLength: Int = 32 * 1024
+    ) {
+        self.host = host
+        self.port = port
+        self.device = device
+        self.uri = uri ?? GNSSSourceDescriptor.gpsd(host: host, port: port, device: device).uri
+        var logger = logger
+        logger[metadataKey: "gnss.source"] = "\(self.uri)"
+        self.logger = logger
+        self.backoff = backoff
+        self.maximumLineLength = maximumLineLength
+    }
+
+    /// The `?WATCH` command sent after connecting, with its newline.
+    var watchCommand: String {
+        var command = #"?WATCH={"enable":true,"json":true"#
+        if let device {
+            command += #","device":""# + Self.jsonEscaped(device) + #"""#
+        }
+        return command + "}\n"
+    }
+
+    /// Starts a fresh run: connect, watch, decode, reconnect after loss, until cancelled.
+    public func makeEventStream() -> AsyncStream<GNSSEvent> {
+        let source = self
+        return EventStream.run { sink in
+            var backoff = source.backoff
+            while !Task.isCancelled {
+                sink.state(.connecting)
+                let reason = await source.session(sink: sink, backoff: &backoff)
+                if Task.isCancelled { return }
+                let delay = backoff.next()
+                sink.state(.reconnecting(reason: reason, delay: delay))
+                do { try await Task.sleep(for: delay) } catch { return }
+            }
+        }
+    }
+
+    /// One connection: returns why it ended.
+    private func session(sink: EventSink, backoff: inout Backoff) async -> String {
+        let address = "\(host):\(port)"
+        let maximumLineLength = maximumLineLength
+        let channel: NIOAsyncChannel<FramedLine, ByteBuffer>
+        do {
+            channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
+                .connectTimeout(.seconds(10))
+                .connect(host: host, port: port) { channel in
+                    channel.eventLoop.makeCompletedFuture {
+                        try channel.pipeline.syncOperations.addHandler(
+                            ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineLength)))
+                        return try NIOAsyncChannel<FramedLine, ByteBuffer>(wrappingChannelSynchronously: channel)
+                    }
+                }
+        } catch {
+            if Task.isCancelled { return "cancelled" }
+            let text = Self.describe(error)
+            logger.debug("Cannot connect to gpsd", metadata: ["gpsd.address": "\(address)", "error": "\(text)"])
+            return "gpsd \(address): \(text)"
+        }
+        logger.debug("Connected to gpsd", metadata: ["gpsd.address": "\(address)"])
+        var decoder = GPSDMessageDecoder()
+        var receivedData = false
+        let logger = logger
+        do {
+            try await channel.executeThenClose { inbound, outbound in
+                try await outbound.write(ByteBuffer(string: watchCommand))
+                for try await framed in inbound {
+                    switch framed {
+                    case .overlong:
+                        decoder.noteOverlongLine()
+                        logger.debug("Dropped an overlong gpsd line", metadata: ["gpsd.address": "\(address)"])
+                    case .line(let line):
+                        let before = decoder.statistics.malformed
+                        decoder.decode(line: line.readableBytesView) { sink.event($0) }
+                        if decoder.statistics.malformed != before {
+                            logger.debug("Skipped a malformed gpsd object", metadata: [
+                                "gpsd.address": "\(address)", "gpsd.malformed": "\(decoder.statistics.malformed)",
+                            ])
+                        } else if !receivedData {
+                            receivedData = true
+                            backoff.reset()
+                            logger.debug("gpsd is answering", metadata: [
+                                "gpsd.address": "\(address)", "gpsd.release": "\(decoder.gpsdRelease ?? "unknown")",
+                            ])
+                        }
+                    }
+                }
+            }
+        } catch {
+            if Task.isCancelled { return "cancelled" }
+            let text = Self.describe(error)
+            logger.info("Lost gpsd connection", metadata: ["gpsd.address": "\(address)", "error": "\(text)"])
+            return "gpsd \(address): \(text)"
+        }
+        if Task.isCancelled { return "cancelled" }
+        logger.info("Lost gpsd connection", metadata: ["gpsd.address": "\(address)", "error": "closed by gpsd"])
+        return "gpsd \(address): connection closed by gpsd"
+    }
+
+    /// Error text with errno description where the error carries one.
+    static func describe(_ error: any Error) -> String {
+        if let io = error as? IOError {
+            return "\(errnoText(io.errnoCode)) (errno \(io.errnoCode))"
+        }
+        if let connect = error as? NIOConnectionError, let first = connect.connectionErrors.first {
+            return describe(first.error)
+        }
+        return "\(error)"
+    }
+
+    static func jsonEscaped(_ text: String) -> String {
+        var out = ""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case _ where scalar.value < 0x20: out += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out
+    }
+}

@@ -1,0 +1,111 @@
+import GNSS
+import GNSSSources
+import Testing
+
+@Suite struct GPSDMessageDecoderTests {
+    private func decode(_ lines: [String], into decoder: inout GPSDMessageDecoder) -> [GNSSEvent] {
+        var events: [GNSSEvent] = []
+        for line in lines {
+            decoder.decode(line: Array(line.utf8)) { events.append($0) }
+        }
+        return events
+    }
+
+    @Test func tpvBecomesAFixWithGpsdUnits() throws {
+        var d = GPSDMessageDecoder()
+        let events = decode([
+            #"{"class":"SKY","device":"/dev/pts/1","hdop":0.8,"vdop":1.3,"pdop":1.5,"nSat":12,"uSat":9}"#,
+            #"{"class":"TPV","device":"/dev/pts/1","status":2,"mode":3,"time":"2010-07-08T00:59:47.000Z","ept":0.005,"lat":37.261026667,"lon":-121.961181667,"altHAE":55.9,"altMSL":86.0,"geoidSep":-30.1,"track":12.5,"magvar":13.1,"speed":4.25,"climb":-0.1,"eph":2.1,"epv":3.4}"#,
+        ], into: &d)
+        let fix = try #require(events.fixes.first)
+        #expect(events.count == 1)
+        #expect(fix.time == UTCTimestamp(iso8601: "2010-07-08T00:59:47.000Z"))
+        #expect(fix.latitude == 37.261026667)
+        #expect(fix.longitude == -121.961181667)
+        #expect(fix.altitudeHAE == 55.9)
+        #expect(fix.altitudeMSL == 86.0)
+        #expect(fix.geoidSeparation == -30.1)
+        #expect(fix.speed == 4.25)
+        #expect(fix.track == 12.5)
+        #expect(fix.climb == -0.1)
+        #expect(fix.mode == .threeD)
+        #expect(fix.quality == .dgps)
+        #expect(fix.satellitesUsed == 9)
+        #expect(fix.hdop == 0.8)
+        #expect(fix.eph == 2.1)
+        #expect(fix.epv == 3.4)
+        #expect(d.statistics.objects == 2)
+        #expect(d.statistics.malformed == 0)
+    }
+
+    @Test func modeBelowTwoIsNoFix() {
+        var d = GPSDMessageDecoder()
+        let events = decode([#"{"class":"TPV","mode":1,"time":"2020-01-01T00:00:00.000Z"}"#, #"{"class":"TPV","mode":0}"#], into: &d)
+        #expect(events == [.state(.noFix), .state(.noFix)])
+    }
+
+    @Test func attBecomesAHeading() throws {
+        var d = GPSDMessageDecoder()
+        let events = decode([#"{"class":"ATT","device":"/dev/ttyUSB0","time":"2021-05-01T10:00:00.500Z","heading":271.5,"mheading":268.25,"pitch":1.0}"#], into: &d)
+        let h = try #require(events.first?.heading)
+        #expect(h.trueHeading == 271.5)
+        #expect(h.magneticHeading == 268.25)
+        #expect(h.source == .gpsd)
+        #expect(h.time == UTCTimestamp(iso8601: "2021-05-01T10:00:00.500Z"))
+    }
+
+    @Test func skyWithoutUSatCountsUsedSatellites() throws {
+        var d = GPSDMessageDecoder()
+        let events = decode([
+            #"{"class":"SKY","satellites":[{"PRN":1,"used":true},{"PRN":2,"used":false},{"PRN":3,"used":true}]}"#,
+            #"{"class":"TPV","mode":2,"time":"2020-01-01T00:00:01.000Z","lat":1.5,"lon":2.5}"#,
+        ], into: &d)
+        #expect(events.fixes.first?.satellitesUsed == 2)
+        #expect(events.fixes.first?.mode == .twoD)
+    }
+
+    @Test func deactivatedDeviceIsReportedOnce() {
+        var d = GPSDMessageDecoder()
+        let events = decode([
+            #"{"class":"VERSION","release":"3.25","rev":"3.25","proto_major":3,"proto_minor":15}"#,
+            #"{"class":"DEVICES","devices":[{"class":"DEVICE","path":"/dev/ttyUSB0","activated":"2024-01-01T00:00:00.000Z"}]}"#,
+            #"{"class":"DEVICE","path":"/dev/ttyUSB0","activated":0}"#,
+            #"{"class":"DEVICE","path":"/dev/ttyUSB0","activated":0}"#,
+        ], into: &d)
+        #expect(events.reconnectReasons == ["gpsd: device /dev/ttyUSB0 went away"])
+        #expect(d.gpsdRelease == "3.25")
+        #expect(d.devices == ["/dev/ttyUSB0": false])
+    }
+
+    @Test(arguments: [
+        "not json at all",
+        "[1,2,3]",
+        #"{"no":"class"}"#,
+        #"{"class":"TPV","mode":"3","lat":1,"lon":2,"time":"2020-01-01T00:00:00Z"}"#,
+        #"{"class":"TPV","mode":3,"lat":"north","lon":2,"time":"2020-01-01T00:00:00Z"}"#,
+        #"{"class":"TPV","mode":3,"lat":1,"lon":2}"#,
+        #"{"class":"TPV","mode":3,"lat":100,"lon":2,"time":"2020-01-01T00:00:00Z"}"#,
+        #"{"class":"TPV","mode":3,"lat":1,"lon":2,"time":"yesterday"}"#,
+        #"{"class":"ATT","heading":"north"}"#,
+        #"{"class":"DEVICES","devices":"none"}"#,
+        #"{"class":"TPV","mode":3,"lat":1,"lon":2,"time":"2020-01-01T00:00:00Z""#,
+        "",
+    ])
+    func malformedObjectsAreCountedAndSkipped(line: String) {
+        var d = GPSDMessageDecoder()
+        let events = decode([line], into: &d)
+        #expect(events.isEmpty)
+        #expect(d.statistics.malformed == 1)
+        // The decoder goes on with the next good object.
+        let next = decode([#"{"class":"TPV","mode":2,"time":"2020-01-01T00:00:01.000Z","lat":1.5,"lon":2.5}"#], into: &d)
+        #expect(next.fixes.count == 1)
+    }
+
+    @Test func unknownClassesAreIgnored() {
+        var d = GPSDMessageDecoder()
+        let events = decode([#"{"class":"PPS","real_sec":1}"#, #"{"class":"GST","rms":1.0}"#], into: &d)
+        #expect(events.isEmpty)
+        #expect(d.statistics.ignored == 2)
+        #expect(d.statistics.malformed == 0)
+    }
+}

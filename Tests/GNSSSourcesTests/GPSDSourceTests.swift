@@ -1,0 +1,171 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import GNSS
+import GNSSSources
+import NMEA
+import Synchronization
+import Testing
+
+/// gpsd started by `gpsfake` on a loopback port, replaying a recording in a loop.
+final class FakeGPSD {
+    let port: Int
+    let recording: String
+    private var process: ChildProcess?
+
+    init(port: Int, recording: String) {
+        self.port = port
+        self.recording = recording
+    }
+
+    /// Starts gpsfake (which starts its own gpsd listening on `port`).
+    func start() throws {
+        // -q quiet, -c 0.02 s between sentences (a 20-epoch recording in ~1.5 s), looping.
+        process = try ChildProcess("/usr/bin/gpsfake", ["-q", "-P", "\(port)", "-c", "0.02", recording])
+    }
+
+    /// Stops gpsfake and its gpsd (the whole process group), and waits (bounded) until the
+    /// port refuses connections, so that a restart on the same port finds it free.
+    func stop() async {
+        await process?.stop()
+        process = nil
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(5))
+        // A killed gpsd closes its socket as it exits; there is no event to await for that.
+        while loopbackPortAccepts(port), clock.now < deadline {
+            try? await Task.sleep(for: .milliseconds(20))
+        }
+    }
+}
+
+extension LiveSourceTests {
+    @Suite struct GPSDSourceTests {
+        @Test func fixesFromRealGpsdAndReconnectAfterGpsdRestarts() async throws {
+            let port = try freeLoopbackPort()
+            let recording = try fixturePath("firefly-II.log")
+            var decoder = NMEADecoder()
+            let recorded = decoder.decode(try [UInt8](Data(contentsOf: URL(fileURLWithPath: recording)))).fixes
+            #expect(recorded.count >= 20)
+            let gpsd = FakeGPSD(port: port, recording: recording)
+            try gpsd.start()
+            let source = try GNSSSourceDescriptor(parsing: "gpsd://127.0.0.1:\(port)")
+                .makeSource(logger: quietLogger, backoff: testBackoff)
+            let recorder = EventRecorder(source)
+            do {
+                // gpsfake needs a moment to start gpsd: the source retries until it answers.
+                let first = try await recorder.waitFor("fixes from gpsd", timeout: .seconds(30)) { $0.fixes.count >= 3 }
+                // Every fix is at one of the recording's positions (Los Gatos, CA), through
+                // gpsd's TPV.
+                for fix in first.fixes {
+                    let known = recorded.contains {
+                        abs($0.latitude - fix.latitude) < 1e-8 && abs($0.longitude - fix.longitude) < 1e-8
+                    }
+                    #expect(known, "\(fix.latitude), \(fix.longitude) is not in the recording")
+                    #expect(fix.mode == .twoD)
+                }
+                #expect(first.states.contains(.streaming))
+
+                // gpsd goes away: reported as reconnecting, naming the address; the stream stays.
+                await gpsd.stop()
+                let lost = try await recorder.waitFor("reconnecting after gpsd stopped") {
+                    $0.reconnectReasons.contains { $0.contains("127.0.0.1:\(port)") }
+                }
+                #expect(!recorder.finished)
+                let countAtLoss = lost.count
+                // While it is down, connecting is refused and retried.
+                try await recorder.waitFor("a refused retry") {
+                    $0.reconnectReasons.contains { $0.contains("Connection refused") }
+                }
+
+                // gpsd is back on the same port: fixes resume in the same iteration.
+                try gpsd.start()
+                let resumed = try await recorder.waitFor("fixes after gpsd restarted", timeout: .seconds(30)) {
+                    $0.dropFirst(countAtLoss).compactMap(\.fix).count >= 2
+                }
+                #expect(resumed.dropFirst(countAtLoss).contains(.state(.streaming)))
+            } catch {
+                await recorder.stop()
+                await gpsd.stop()
+                throw error
+            }
+            await recorder.stop()
+            await gpsd.stop()
+        }
+
+        @Test func watchNamesTheDeviceAndBadLinesAreSkipped() async throws {
+            let server = try ScriptedTCPServer(reply: [
+                Array(#"{"class":"VERSION","release":"3.25","proto_major":3,"proto_minor":15}"#.utf8) + [10],
+                [UInt8](repeating: UInt8(ascii: "x"), count: 100_000) + [10],
+                Array("{not json\n".utf8),
+                Array(#"{"class":"TPV","mode":"3","lat":"x"}"#.utf8) + [10],
+                Array(#"{"class":"TPV","mode":3,"time":"2024-05-01T12:00:00.000Z","lat":51.5,"lon":-0.12,"altHAE":70.5}"#.utf8) + [10],
+            ])
+            let recorder = EventRecorder(GPSDSource(
+                host: "127.0.0.1", port: server.port, device: "/dev/ttyACM0", logger: quietLogger, backoff: testBackoff))
+            let events = try await recorder.waitFor("the good fix after the bad lines") { !$0.fixes.isEmpty }
+            await recorder.stop()
+            server.close()
+            let fix = try #require(events.fixes.first)
+            #expect(fix.latitude == 51.5 && fix.longitude == -0.12 && fix.altitudeHAE == 70.5 && fix.mode == .threeD)
+            let stillConnected = !events.contains { $0.isReconnecting }
+            #expect(stillConnected, "bad lines do not drop the connection")
+            #expect(server.received == #"?WATCH={"enable":true,"json":true,"device":"/dev/ttyACM0"}"# + "\n")
+        }
+    }
+}
+
+/// A one-connection TCP server on 127.0.0.1 that records the client's first line and
+/// answers with scripted bytes, then keeps the connection open until closed. It runs on its
+/// own thread (blocking calls must not occupy Swift's cooperative pool).
+final class ScriptedTCPServer: Sendable {
+    let port: Int
+    private let listener: Int32
+    private let state = Mutex<(received: String, connection: Int32)>(("", -1))
+
+    /// What the client sent before the reply.
+    var received: String { state.withLock { $0.received } }
+
+    init(reply: [[UInt8]]) throws {
+        let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        try #require(fd >= 0)
+        var addr = sockaddr_in()
+        addr.sin_family = sa_family_t(AF_INET)
+        addr.sin_addr.s_addr = inet_addr("127.0.0.1")
+        var len = socklen_t(MemoryLayout<sockaddr_in>.size)
+        let ok = withUnsafeMutablePointer(to: &addr) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p in
+                bind(fd, p, len) == 0 && listen(fd, 1) == 0 && getsockname(fd, p, &len) == 0
+            }
+        }
+        guard ok else {
+            Glibc.close(fd)
+            throw TimeoutError(what: "a listening socket")
+        }
+        listener = fd
+        port = Int(UInt16(bigEndian: addr.sin_port))
+        Thread.detachNewThread { [self] in
+            let c = accept(fd, nil, nil)
+            guard c >= 0 else { return }
+            state.withLock { $0.connection = c }
+            var line: [UInt8] = []
+            var byte: UInt8 = 0
+            while read(c, &byte, 1) == 1 {
+                line.append(byte)
+                if byte == 10 { break }
+            }
+            state.withLock { $0.received = String(decoding: line, as: UTF8.self) }
+            for chunk in reply {
+                _ = chunk.withUnsafeBytes { write(c, $0.baseAddress, $0.count) }
+            }
+        }
+    }
+
+    /// Closes the listener and the connection.
+    func close() {
+        shutdown(listener, Int32(SHUT_RDWR))
+        Glibc.close(listener)
+        let c = state.withLock { $0.connection }
+        if c >= 0 { Glibc.close(c) }
+    }
+}

@@ -1,0 +1,165 @@
+#if canImport(Glibc)
+import Glibc
+#endif
+import Foundation
+import GNSS
+import GNSSSources
+import Testing
+
+/// A pseudo-terminal pair made by socat: `gps` is the receiver's port the source opens,
+/// `feed` the far side where the test writes what the receiver would send. Stopping socat
+/// is unplugging the receiver (both links disappear and reads fail); starting it again with
+/// the same links is plugging it back in.
+final class PseudoTerminalPair {
+    let directory: String
+    var gps: String { directory + "/gps" }
+    var feed: String { directory + "/feed" }
+    private var socat: ChildProcess?
+
+    init(directory: String) {
+        self.directory = directory
+    }
+
+    /// Starts socat and waits (bounded) until both links exist.
+    func plug() async throws {
+        socat = try ChildProcess("/usr/bin/socat", [
+            "pty,raw,echo=0,link=\(gps)", "pty,raw,echo=0,link=\(feed)",
+        ])
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: .seconds(5))
+        // socat makes the links right after it starts; there is no event to await.
+        while !(FileManager.default.fileExists(atPath: gps) && FileManager.default.fileExists(atPath: feed)) {
+            try #require(clock.now < deadline, "socat did not create the pty links")
+            try await Task.sleep(for: .milliseconds(10))
+        }
+    }
+
+    /// Stops socat: the receiver is gone.
+    func unplug() async {
+        await socat?.stop()
+        socat = nil
+    }
+
+    /// Writes bytes into the far side, as the receiver would.
+    func send(_ bytes: [UInt8]) throws {
+        try Self.send(bytes, to: feed)
+    }
+
+    /// Writes bytes into the far side at `feed`.
+    static func send(_ bytes: [UInt8], to feed: String) throws {
+        let fd = open(feed, O_WRONLY | O_NOCTTY | O_CLOEXEC)
+        try #require(fd >= 0, "open \(feed): \(String(cString: strerror(errno)))")
+        defer { close(fd) }
+        var offset = 0
+        while offset < bytes.count {
+            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+            try #require(n > 0, "write \(feed): \(String(cString: strerror(errno)))")
+            offset += n
+        }
+    }
+}
+
+/// NMEA epochs of a vehicle, starting at `time`, one per second.
+func nmeaEpochs(count: Int, from startMs: Int64, latitude: Double) -> [UInt8] {
+    var bytes: [UInt8] = []
+    for i in 0..<count {
+        bytes += NMEASentenceGenerator.bytes(for: .init(
+            time: UTCTimestamp(millisecondsSince1970: startMs + Int64(i) * 1000),
+            latitude: latitude + Double(i) * 1e-4, longitude: 4.9, speed: 11, track: 0, heading: 0))
+    }
+    return bytes
+}
+
+extension LiveSourceTests {
+    @Suite struct SerialSourceTests {
+        @Test func fixesFlowAndSurviveUnplugAndReplug() async throws {
+            let dir = try TemporaryDirectory()
+            defer { dir.remove() }
+            let pty = PseudoTerminalPair(directory: dir.path)
+            try await pty.plug()
+            let source = try GNSSSourceDescriptor(parsing: "serial:\(pty.gps)?baud=115200")
+                .makeSource(logger: quietLogger, backoff: testBackoff)
+            let recorder = EventRecorder(source)
+            do {
+                // The source opens the port asynchronously: keep sending until fixes come out.
+                // Each epoch is a new second so every one of them is a new fix.
+                let feed = pty.feed
+                let sender = Task {
+                    var t: Int64 = 1_700_000_000_000
+                    while !Task.isCancelled {
+                        try? PseudoTerminalPair.send(nmeaEpochs(count: 1, from: t, latitude: 52.0), to: feed)
+                        t += 1000
+                        try? await Task.sleep(for: .milliseconds(50))
+                    }
+                }
+                let first = try await recorder.waitFor("fixes from the pty") { $0.fixes.count >= 3 }
+                sender.cancel()
+                await sender.value
+                #expect(first.states.prefix(2) == [.connecting, .streaming])
+                #expect(first.fixes.allSatisfy { abs($0.latitude - 52.0) < 1e-6 && abs($0.longitude - 4.9) < 1e-6 })
+
+                // Unplug: the source says so, naming the device, and keeps the stream open.
+                await pty.unplug()
+                let lost = try await recorder.waitFor("reconnecting after unplug") { $0.contains(where: \.isReconnecting) }
+                let reason = try #require(lost.reconnectReasons.first)
+                #expect(reason.contains(pty.gps))
+                #expect(!recorder.finished)
+                // While it is away, reopening fails with ENOENT and is retried with backoff.
+                try await recorder.waitFor("a retry that finds no device") {
+                    $0.reconnectReasons.contains { $0.contains("No such file or directory") }
+                }
+
+                // Replug with the same path: fixes resume in the same iteration.
+                try await pty.plug()
+                let fixesBefore = recorder.events.fixes.count
+                let resender = Task {
+                    var t: Int64 = 1_700_000_100_000
+                    while !Task.isCancelled {
+                        try? PseudoTerminalPair.send(nmeaEpochs(count: 1, from: t, latitude: 53.0), to: feed)
+                        t += 1000
+                        try? await Task.sleep(for: .milliseconds(50))
+                    }
+                }
+                let resumed = try await recorder.waitFor("fixes after replug") {
+                    $0.fixes.dropFirst(fixesBefore).contains { abs($0.latitude - 53.0) < 1e-6 }
+                }
+                resender.cancel()
+                await resender.value
+                let lastLoss = resumed.lastIndex { $0.isReconnecting }
+                let tail = resumed.suffix(from: try #require(lastLoss))
+                #expect(tail.contains(.state(.streaming)))
+            } catch {
+                await recorder.stop()
+                await pty.unplug()
+                throw error
+            }
+            await recorder.stop()
+            await pty.unplug()
+        }
+
+        @Test func corruptBytesAreSkippedNotFatal() async throws {
+            let dir = try TemporaryDirectory()
+            defer { dir.remove() }
+            let pty = PseudoTerminalPair(directory: dir.path)
+            try await pty.plug()
+            let recorder = EventRecorder(SerialSource(path: pty.gps, baud: 4800, logger: quietLogger, backoff: testBackoff))
+            let garbage: [UInt8] = Array("$GPRMC,garbage*00\r\n\u{0}\u{FF}noise$$$\r\n".utf8) + [0xFF, 0x00, 0x0A]
+            let feed = pty.feed
+            let sender = Task {
+                var t: Int64 = 1_700_000_000_000
+                while !Task.isCancelled {
+                    try? PseudoTerminalPair.send(garbage + nmeaEpochs(count: 1, from: t, latitude: 10.0), to: feed)
+                    t += 1000
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            let events = try await recorder.waitFor("fixes between the noise") { $0.fixes.count >= 3 }
+            sender.cancel()
+            await sender.value
+            let reconnected = events.contains { $0.isReconnecting }
+            #expect(!reconnected)
+            await recorder.stop()
+            await pty.unplug()
+        }
+    }
+}
