@@ -99,7 +99,7 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-bench",
             dependencies: [
-                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol",
+                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "FleetWatch",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
             ]
         ),

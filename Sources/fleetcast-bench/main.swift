@@ -3,3 +3,4 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "hub" || which == "all" { await runHubBenchmark(arguments: Array(arguments.dropFirst())) }
+if which == "watch" || which == "all" { await runFleetWatchBenchmark(arguments: Array(arguments.dropFirst())) }
