@@ -28,48 +28,48 @@ extension PayloadObject {
         }
     }
 
-    func string(_ key: String, maxBytes: Int = 256) throws(FleetPayload.DecodingError) -> String? {
+    func string(_ key: StaticString, maxBytes: Int = 256) throws(FleetPayload.DecodingError) -> String? {
         guard let value = self[key] else { return nil }
-        guard case .string(let s) = value else { throw .wrongType(key: key, expected: "a string") }
-        guard s.utf8.count <= maxBytes else { throw .invalidValue(key: key, detail: "is longer than \(maxBytes) bytes") }
+        guard case .string(let s) = value else { throw .wrongType(key: key.description, expected: "a string") }
+        guard s.utf8.count <= maxBytes else { throw .invalidValue(key: key.description, detail: "is longer than \(maxBytes) bytes") }
         return s
     }
 
-    func number(_ key: String, in range: ClosedRange<Double>? = nil) throws(FleetPayload.DecodingError) -> Double? {
+    func number(_ key: StaticString, in range: ClosedRange<Double>? = nil) throws(FleetPayload.DecodingError) -> Double? {
         guard let value = self[key] else { return nil }
-        guard case .number(let d, _, _) = value else { throw .wrongType(key: key, expected: "a number") }
-        guard d.isFinite else { throw .invalidValue(key: key, detail: "is not finite") }
+        guard case .number(let d, _, _) = value else { throw .wrongType(key: key.description, expected: "a number") }
+        guard d.isFinite else { throw .invalidValue(key: key.description, detail: "is not finite") }
         if let range, !range.contains(d) {
-            throw .invalidValue(key: key, detail: "is outside \(Self.format(range.lowerBound))...\(Self.format(range.upperBound))")
+            throw .invalidValue(key: key.description, detail: "is outside \(Self.format(range.lowerBound))...\(Self.format(range.upperBound))")
         }
         return d
     }
 
-    func requiredNumber(_ key: String, in range: ClosedRange<Double>) throws(FleetPayload.DecodingError) -> Double {
-        guard let d = try number(key, in: range) else { throw .missingKey(key) }
+    func requiredNumber(_ key: StaticString, in range: ClosedRange<Double>) throws(FleetPayload.DecodingError) -> Double {
+        guard let d = try number(key, in: range) else { throw .missingKey(key.description) }
         return d
     }
 
-    func unsigned(_ key: String) throws(FleetPayload.DecodingError) -> UInt64? {
+    func unsigned(_ key: StaticString) throws(FleetPayload.DecodingError) -> UInt64? {
         guard let value = self[key] else { return nil }
-        guard case .number(_, let integer, let negative) = value else { throw .wrongType(key: key, expected: "an integer") }
-        guard let integer else { throw .wrongType(key: key, expected: "an integer") }
-        guard !negative || integer == 0 else { throw .invalidValue(key: key, detail: "is negative") }
+        guard case .number(_, let integer, let negative) = value else { throw .wrongType(key: key.description, expected: "an integer") }
+        guard let integer else { throw .wrongType(key: key.description, expected: "an integer") }
+        guard !negative || integer == 0 else { throw .invalidValue(key: key.description, detail: "is negative") }
         return integer
     }
 
-    func int(_ key: String, in range: ClosedRange<Int>) throws(FleetPayload.DecodingError) -> Int? {
+    func int(_ key: StaticString, in range: ClosedRange<Int>) throws(FleetPayload.DecodingError) -> Int? {
         guard let u = try unsigned(key) else { return nil }
         guard u <= UInt64(range.upperBound), range.contains(Int(u)) else {
-            throw .invalidValue(key: key, detail: "is outside \(range.lowerBound)...\(range.upperBound)")
+            throw .invalidValue(key: key.description, detail: "is outside \(range.lowerBound)...\(range.upperBound)")
         }
         return Int(u)
     }
 
-    func time(_ key: String) throws(FleetPayload.DecodingError) -> UTCTimestamp? {
+    func time(_ key: StaticString) throws(FleetPayload.DecodingError) -> UTCTimestamp? {
         guard let text = try string(key, maxBytes: 40) else { return nil }
         guard let t = UTCTimestamp(iso8601: text) else {
-            throw .invalidValue(key: key, detail: "is not an ISO 8601 UTC time (YYYY-MM-DDTHH:MM:SS.sssZ)")
+            throw .invalidValue(key: key.description, detail: "is not an ISO 8601 UTC time (YYYY-MM-DDTHH:MM:SS.sssZ)")
         }
         return t
     }

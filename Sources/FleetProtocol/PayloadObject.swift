@@ -18,23 +18,39 @@ struct PayloadObject {
     /// Deepest nesting of skipped objects/arrays accepted.
     static let maximumDepth = 16
 
-    private(set) var members: [(key: String, value: Value)] = []
+    /// The keys' UTF-8 bytes (unescaped), one after the other; `members` point into it.
+    private var keyBytes: [UInt8] = []
+    private var members: [(key: Range<Int>, value: Value)] = []
 
     /// The value of `key`, if present.
-    subscript(key: String) -> Value? {
-        for member in members where member.key == key { return member.value }
-        return nil
+    subscript(key: StaticString) -> Value? {
+        key.withUTF8Buffer { wanted in
+            for member in members where member.key.count == wanted.count {
+                var equal = true
+                var j = member.key.lowerBound
+                for b in wanted {
+                    if keyBytes[j] != b { equal = false; break }
+                    j += 1
+                }
+                if equal { return member.value }
+            }
+            return nil
+        }
     }
 
     /// Parses `bytes`; throws a short reason when they are not one JSON object.
     init(parsing bytes: [UInt8]) throws(FleetPayload.DecodingError) {
         var parser = Parser(bytes: bytes)
-        members = try parser.parseTopLevelObject()
+        try parser.parseTopLevelObject()
+        keyBytes = parser.keyBytes
+        members = parser.members
     }
 
     private struct Parser {
         let bytes: [UInt8]
         var index = 0
+        var keyBytes: [UInt8] = []
+        var members: [(key: Range<Int>, value: Value)] = []
 
         init(bytes: [UInt8]) { self.bytes = bytes }
 
@@ -58,21 +74,21 @@ struct PayloadObject {
             index += 1
         }
 
-        mutating func parseTopLevelObject() throws(FleetPayload.DecodingError) -> [(key: String, value: Value)] {
+        mutating func parseTopLevelObject() throws(FleetPayload.DecodingError) {
             skipWhitespace()
             guard current == UInt8(ascii: "{") else { throw fail("expected an object") }
             index += 1
-            var members: [(key: String, value: Value)] = []
             members.reserveCapacity(24)
+            keyBytes.reserveCapacity(160)
             skipWhitespace()
             if current == UInt8(ascii: "}") {
                 index += 1
             } else {
                 while true {
                     skipWhitespace()
-                    let key = try parseString()
-                    if members.contains(where: { $0.key == key }) {
-                        throw .invalidJSON("duplicate key \"\(key.prefix(32))\"")
+                    let key = try parseKey()
+                    if members.contains(where: { keyBytes[$0.key] == keyBytes[key] }) {
+                        throw .invalidJSON("duplicate key \"\(String(decoding: keyBytes[key].prefix(32), as: UTF8.self))\"")
                     }
                     skipWhitespace()
                     try expect(UInt8(ascii: ":"), "':'")
@@ -87,7 +103,24 @@ struct PayloadObject {
             }
             skipWhitespace()
             guard index == bytes.count else { throw fail("unexpected trailing data") }
-            return members
+        }
+
+        /// Parses a member name into `keyBytes` and returns its range there.
+        mutating func parseKey() throws(FleetPayload.DecodingError) -> Range<Int> {
+            guard current == UInt8(ascii: "\"") else { throw fail("expected a string") }
+            let start = keyBytes.count
+            // Fast path: a plain ASCII name without escapes (every contract key).
+            var i = index + 1
+            while i < bytes.count, bytes[i] >= 0x20, bytes[i] < 0x80, bytes[i] != UInt8(ascii: "\""), bytes[i] != UInt8(ascii: "\\") {
+                i += 1
+            }
+            if i < bytes.count, bytes[i] == UInt8(ascii: "\"") {
+                keyBytes.append(contentsOf: bytes[(index + 1)..<i])
+                index = i + 1
+            } else {
+                keyBytes.append(contentsOf: try parseString().utf8)
+            }
+            return start..<keyBytes.count
         }
 
         mutating func parseValue(depth: Int) throws(FleetPayload.DecodingError) -> Value {
@@ -139,48 +172,83 @@ struct PayloadObject {
             }
         }
 
+        static let powersOfTen: [Double] = (0...22).map { n in
+            var p = 1.0
+            for _ in 0..<n { p *= 10 }
+            return p
+        }
+
+        static func isDigit(_ b: UInt8?) -> Bool {
+            guard let b else { return false }
+            return b >= UInt8(ascii: "0") && b <= UInt8(ascii: "9")
+        }
+
         mutating func parseNumber() throws(FleetPayload.DecodingError) -> Value {
             let start = index
             var negative = false
             if current == UInt8(ascii: "-") { negative = true; index += 1 }
-            // Integer part: 0 or [1-9][0-9]*, accumulated exactly while it fits a UInt64.
-            var integer: UInt64? = 0
-            guard let first = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(first) else {
-                throw fail("invalid number")
-            }
+            // All digits (integer and fraction) as one significand while it fits 19 digits.
+            var significand: UInt64 = 0
+            var digits = 0
+            guard let first = current, Self.isDigit(first) else { throw fail("invalid number") }
             if first == UInt8(ascii: "0") {
                 index += 1
+                digits = 1
             } else {
-                while let d = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(d) {
-                    if let value = integer {
-                        let (m, o1) = value.multipliedReportingOverflow(by: 10)
-                        let (s, o2) = m.addingReportingOverflow(UInt64(d - UInt8(ascii: "0")))
-                        integer = o1 || o2 ? nil : s
-                    }
+                while let d = current, Self.isDigit(d) {
+                    if digits < 19 { significand = significand &* 10 &+ UInt64(d &- UInt8(ascii: "0")) }
+                    digits += 1
                     index += 1
                 }
             }
-            var isInteger = true
+            let integerDigits = digits
+            var fractionDigits = 0
             if current == UInt8(ascii: ".") {
-                isInteger = false
                 index += 1
-                guard let d = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(d) else { throw fail("invalid number") }
-                while let d = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(d) { index += 1 }
+                guard Self.isDigit(current) else { throw fail("invalid number") }
+                while let d = current, Self.isDigit(d) {
+                    if digits < 19 { significand = significand &* 10 &+ UInt64(d &- UInt8(ascii: "0")) }
+                    digits += 1
+                    fractionDigits += 1
+                    index += 1
+                }
             }
+            var hasExponent = false
             if current == UInt8(ascii: "e") || current == UInt8(ascii: "E") {
-                isInteger = false
+                hasExponent = true
                 index += 1
                 if current == UInt8(ascii: "+") || current == UInt8(ascii: "-") { index += 1 }
-                guard let d = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(d) else { throw fail("invalid number") }
-                while let d = current, (UInt8(ascii: "0")...UInt8(ascii: "9")).contains(d) { index += 1 }
+                guard Self.isDigit(current) else { throw fail("invalid number") }
+                while Self.isDigit(current) { index += 1 }
             }
-            if isInteger, let integer, integer < (1 << 53) {
-                let magnitude = Double(integer)
-                return .number(negative ? -magnitude : magnitude, integer: integer, negative: negative)
+            let isInteger = fractionDigits == 0 && !hasExponent
+            if isInteger && integerDigits <= 19 {
+                // Exact; 19 digits always fit a UInt64.
+                let magnitude = Double(significand)
+                return .number(negative ? -magnitude : magnitude, integer: significand, negative: negative)
+            }
+            if !hasExponent && digits <= 15 && fractionDigits <= 22 {
+                // Clinger's fast path: significand and power of ten are exact doubles, so one
+                // division is correctly rounded.
+                let magnitude = Double(significand) / Self.powersOfTen[fractionDigits]
+                return .number(negative ? -magnitude : magnitude, integer: nil, negative: negative)
+            }
+            var integer: UInt64?
+            if isInteger {
+                // 20 or more digits: exact when it still fits a UInt64.
+                var value: UInt64 = 0
+                var fits = true
+                for b in bytes[(start + (negative ? 1 : 0))..<index] {
+                    let (m, o1) = value.multipliedReportingOverflow(by: 10)
+                    let (sum, o2) = m.addingReportingOverflow(UInt64(b &- UInt8(ascii: "0")))
+                    if o1 || o2 { fits = false; break }
+                    value = sum
+                }
+                integer = fits ? value : nil
             }
             let text = String(decoding: bytes[start..<index], as: UTF8.self)
             guard let double = Double(text) else { throw fail("invalid number") }
-            return .number(double, integer: isInteger ? integer : nil, negative: negative)
+            return .number(double, integer: integer, negative: negative)
         }
 
         mutating func parseString() throws(FleetPayload.DecodingError) -> String {

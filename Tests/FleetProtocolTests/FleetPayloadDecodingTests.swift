@@ -110,6 +110,21 @@ import Testing
                                                                 latitude: -5, longitude: 100, mode: .twoD)))
     }
 
+    /// The parser's fast path for decimals must give the same double as Swift's own parser.
+    @Test func numbersParseExactlyAsSwiftDoes() throws {
+        var rng = SplitMix64(seed: 42)
+        for _ in 0..<20_000 {
+            var text = rng.next() % 2 == 0 ? "-" : ""
+            text += String(rng.next() % 90)
+            let fraction = Int(rng.next() % 20)
+            if fraction > 0 { text += "." + (0..<fraction).map { _ in String(rng.next() % 10) }.joined() }
+            if rng.next() % 8 == 0 { text += "e-\(rng.next() % 3)" }
+            let payload = #"{"v":1,"time":"2020-03-18T13:28:19.600Z","lon":0,"mode":2,"lat":"# + text + "}"
+            let decoded = try FleetPayload.decodeFix(Array(payload.utf8), vehicle: van)
+            #expect(decoded.fix.latitude == Double(text), "\(text)")
+        }
+    }
+
     /// Random bytes, and random mutations (byte flips, insertions, deletions, truncations) of
     /// valid payloads: the decoders must return or throw, never trap, and a decoded fix must
     /// still satisfy the contract's ranges.
