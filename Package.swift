@@ -104,6 +104,10 @@ let package = Package(
             ]
         ),
 
+        // Test support shared by the MQTT, agent and fleet-watch tests: a real mosquitto
+        // broker on a free loopback port, CLI clients, free ports, bounded waits.
+        .target(name: "FleetcastTestSupport", path: "Sources/FleetcastTestSupport"),
+
         .testTarget(name: "GNSSTests", dependencies: ["GNSS"]),
         .testTarget(
             name: "NMEATests",
@@ -120,14 +124,21 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "GNSS"]),
-        .testTarget(name: "MQTTTests", dependencies: ["MQTT", .product(name: "Logging", package: "swift-log")]),
+        .testTarget(
+            name: "MQTTTests",
+            dependencies: [
+                "MQTT", "FleetcastTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "EdgeAgentTests",
-            dependencies: ["EdgeAgent", "GNSS", "FleetProtocol", "MQTT", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "FleetWatchTests",
-            dependencies: ["FleetWatch", "FleetProtocol", "GNSS", "MQTT", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
     ],
     swiftLanguageModes: [.v6]

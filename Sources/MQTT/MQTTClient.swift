@@ -1,2 +1,260 @@
-// The async MQTT client over libmosquitto lands here (issue 3).
 import CMosquitto
+import Logging
+
+/// An async MQTT 5 (or 3.1.1) client over libmosquitto.
+///
+/// ```swift
+/// let client = try MQTTClient(configuration: config, logger: logger)
+/// try await client.connect()
+/// let fixes = try await client.subscribe(["fleet/+/fix"])
+/// try await client.publish(topic: "fleet/van-1/fix", payload: bytes, qos: .atLeastOnce, retain: true)
+/// await client.shutdown()
+/// ```
+///
+/// After the first successful `connect()`, a lost connection is re-established with
+/// exponential backoff and jitter (``MQTTReconnectPolicy``); subscriptions are restored and
+/// QoS ≥ 1 publishes still awaiting their acknowledgement are resent by libmosquitto. Watch
+/// ``connectionStates()`` to follow it. A client connects once: after `shutdown()` or a failed
+/// `connect()`, make a new one.
+public final class MQTTClient: Sendable {
+    let handle: MosquittoHandle
+    var context: MQTTCallbackContext { handle.context }
+
+    /// Creates a client; nothing is sent until ``connect()``. Throws
+    /// ``MQTTError/invalidConfiguration(_:)`` when libmosquitto refuses a setting (for example
+    /// a TLS file that cannot be read).
+    public init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
+        var logger = logger
+        logger[metadataKey: "mqtt.broker"] = "\(configuration.broker)"
+        handle = try MosquittoHandle(configuration: configuration, logger: logger)
+    }
+
+    deinit {
+        let running = context.state.withLock { state in
+            state.stopRequested = true
+            if state.phase != .closed { state.phase = .shuttingDown }
+            return state.loopRunning
+        }
+        // Wake the loop thread; it ends, drops its reference and the handle is destroyed.
+        if running { _ = mosquitto_disconnect_v5(handle.pointer, 0, nil) }
+    }
+
+    /// The configuration the client was made with.
+    public var configuration: MQTTConfiguration { context.configuration }
+
+    /// The current connection state.
+    public var connectionState: MQTTConnectionState {
+        context.state.withLock { $0.connectionState }
+    }
+
+    /// Connects and returns once the broker has accepted the connection (CONNACK success).
+    ///
+    /// Throws an ``MQTTError`` that says what happened: `connectionRefused`, `hostNotFound`,
+    /// `tlsCertificateNotTrusted`, `tlsHostnameMismatch`, `badUserNameOrPassword`,
+    /// `notAuthorized`, `connectionRejected`…
+    public func connect() async throws {
+        let handle = self.handle
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            let (error, actions) = context.state.withLock { $0.startConnect(continuation) }
+            actions.run()
+            if let error {
+                continuation.resume(throwing: error)
+                return
+            }
+            context.logger.debug("MQTT connecting")
+            MQTTConnectionLoop.start(handle)
+        }
+    }
+
+    /// Publishes `payload` to `topic` and returns when it is done: for QoS 1 when the broker
+    /// sent PUBACK, for QoS 2 PUBCOMP, for QoS 0 when libmosquitto has written it to the socket.
+    ///
+    /// Many publishes may be awaited at once; at most `maxInflightMessages` QoS ≥ 1 messages
+    /// are on the wire, the rest wait inside libmosquitto. While reconnecting, QoS ≥ 1
+    /// publishes are queued and sent after the reconnect; QoS 0 ones throw `notConnected`.
+    /// `properties` are sent on MQTT 5 only. Waiting is not cancellable: once handed over,
+    /// a message may reach the broker, so the caller learns the outcome.
+    public func publish(
+        topic: String,
+        payload: [UInt8],
+        qos: MQTTQoS = .atLeastOnce,
+        retain: Bool = false,
+        properties: MQTTPublishProperties = .none
+    ) async throws {
+        try MQTTTopicFilter.validate(topic: topic)
+        let context = self.context
+        let (refusal, epoch) = context.state.withLock { ($0.publishAllowed(), $0.epoch) }
+        if let refusal { throw refusal }
+        var mid: Int32 = 0
+        let rc = try withPublishProperties(properties) { props in
+            payload.withUnsafeBytes { bytes in
+                mosquitto_publish_v5(
+                    handle.pointer, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain, props)
+            }
+        }
+        // While the connection is down libmosquitto answers NO_CONN, but it has already put a
+        // QoS ≥ 1 message in its outgoing queue (only the write failed) and sends it after the
+        // reconnect; its PUBACK/PUBCOMP then arrives under `mid`. A QoS 0 message is dropped.
+        let queuedWhileDown = rc == MOSQ_ERR_NO_CONN.rawValue && qos != .atMostOnce
+        guard rc == MOSQ_ERR_SUCCESS.rawValue || queuedWhileDown else {
+            throw Self.operationError(rc, operation: "publish to '\(topic)'")
+        }
+        context.logger.trace("MQTT publish sent", metadata: ["mqtt.topic": "\(topic)", "mqtt.mid": "\(mid)"])
+        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+            context.state.withLock {
+                $0.registerPublish(mid: mid, topic: topic, qos: qos, epochAtSend: epoch, continuation: continuation)
+            }.run()
+        }
+    }
+
+    /// Publishes a UTF-8 string; see ``publish(topic:payload:qos:retain:properties:)``.
+    public func publish(
+        topic: String, string: String, qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
+        properties: MQTTPublishProperties = .none
+    ) async throws {
+        try await publish(topic: topic, payload: Array(string.utf8), qos: qos, retain: retain, properties: properties)
+    }
+
+    private func withPublishProperties<R>(
+        _ properties: MQTTPublishProperties, _ body: (OpaquePointer?) -> R
+    ) throws(MQTTError) -> R {
+        guard configuration.protocolVersion == .v5 else { return body(nil) }
+        var list: OpaquePointer? = nil
+        defer { mosquitto_property_free_all(&list) }
+        if let contentType = properties.contentType {
+            let rc = mosquitto_property_add_string(&list, Int32(MQTT_PROP_CONTENT_TYPE.rawValue), contentType)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+                throw .invalidConfiguration("content type '\(contentType)': \(MQTTError.libraryMessage(rc))")
+            }
+        }
+        if let expiry = properties.messageExpirySeconds {
+            let rc = mosquitto_property_add_int32(&list, Int32(MQTT_PROP_MESSAGE_EXPIRY_INTERVAL.rawValue), expiry)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+                throw .invalidConfiguration("message expiry: \(MQTTError.libraryMessage(rc))")
+            }
+        }
+        return body(list)
+    }
+
+    /// Subscribes to `filters` (`+`, `#` and `$share/group/filter` allowed) and returns once
+    /// the broker has acknowledged (SUBACK) — messages published after that are delivered.
+    ///
+    /// Throws `subscribeRejected` when the broker refuses a filter. While reconnecting, the
+    /// subscription is registered and sent after the reconnect.
+    /// - Parameters:
+    ///   - qos: the maximum QoS the broker delivers with.
+    ///   - bufferingPolicy: what to keep when the consumer is slower than the broker.
+    public func subscribe(
+        _ filters: [String],
+        qos: MQTTQoS = .atLeastOnce,
+        bufferingPolicy: AsyncThrowingStream<MQTTMessage, any Error>.Continuation.BufferingPolicy = .unbounded
+    ) async throws -> MQTTSubscription {
+        guard !filters.isEmpty else { throw MQTTError.invalidTopic("", reason: "no filters given") }
+        for filter in filters { try MQTTTopicFilter.validate(filter: filter) }
+        let context = self.context
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: MQTTMessage.self, bufferingPolicy: bufferingPolicy)
+        let id = context.state.withLock { $0.makeID() }
+        continuation.onTermination = { [weak handle] _ in
+            handle?.unsubscribe(subscriptionID: id)
+        }
+        if let refusal = context.state.withLock({ $0.addSubscription(id: id, filters: filters, qos: qos, continuation: continuation) }) {
+            continuation.finish()
+            throw refusal
+        }
+        let subscription = MQTTSubscription(filters: filters, stream: stream)
+        // MQTT 5: one SUBSCRIBE per filter, each with its own subscription identifier (see
+        // `MQTTClientState.route`). MQTT 3.1.1: one SUBSCRIBE for all.
+        let batches: [[String]] = configuration.protocolVersion == .v5 ? filters.map { [$0] } : [filters]
+        for batch in batches {
+            let identifier = configuration.protocolVersion == .v5 ? context.state.withLock { $0.identifier(for: batch[0]) } : nil
+            var mid: Int32 = 0
+            let rc = context.sendSubscribe(handle.pointer, filters: batch, qos: qos, identifier: identifier, mid: &mid)
+            if rc == MOSQ_ERR_NO_CONN.rawValue {
+                context.logger.debug("MQTT subscription deferred until reconnected", metadata: ["mqtt.topic": "\(filters)"])
+                return subscription
+            }
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else {
+                _ = context.state.withLock { $0.removeSubscription(id: id) }
+                continuation.finish()
+                throw Self.operationError(rc, operation: "subscribe to \(filters)")
+            }
+            try await withCheckedThrowingContinuation { (ack: CheckedContinuation<Void, any Error>) in
+                context.state.withLock { $0.registerSubscribe(mid: mid, id: id, filters: batch, continuation: ack) }.run()
+            }
+        }
+        context.logger.debug("MQTT subscribed", metadata: ["mqtt.topic": "\(filters)"])
+        return subscription
+    }
+
+    /// A stream of connection states, starting with the current one and ending after `.closed`.
+    public func connectionStates() -> AsyncStream<MQTTConnectionState> {
+        let (stream, continuation) = AsyncStream.makeStream(of: MQTTConnectionState.self, bufferingPolicy: .unbounded)
+        let context = self.context
+        let added = context.state.withLock { state in
+            let id = state.makeID()
+            continuation.onTermination = { [weak context] _ in
+                _ = context?.state.withLock { $0.observers.removeValue(forKey: id) }
+            }
+            return state.addObserver(id, continuation)
+        }
+        if !added { continuation.finish() }
+        return stream
+    }
+
+    /// Shuts down cleanly: refuses new work, waits up to `flushTimeout` for publishes still
+    /// awaiting their acknowledgement, sends DISCONNECT (so no will is published), stops the
+    /// network thread and finishes every stream. Publishes still unacknowledged then fail
+    /// with ``MQTTError/shutdown``. Safe to call more than once.
+    public func shutdown(flushTimeout: Duration = .seconds(5)) async {
+        let context = self.context
+        let (mustDrain, loopRunning) = context.state.withLock { $0.beginShutdown() }
+        guard loopRunning else {
+            context.state.withLock { $0.closeWithoutLoop() }.run()
+            return
+        }
+        if mustDrain {
+            await withTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    await withCheckedContinuation { waiter in
+                        context.state.withLock { $0.setDrainWaiter(waiter) }.run()
+                    }
+                }
+                group.addTask { try? await Task.sleep(for: flushTimeout) }
+                await group.next()
+                context.state.withLock { $0.cancelDrainWaiter() }.run()
+                group.cancelAll()
+            }
+        }
+        context.state.withLock { $0.stopRequested = true }
+        _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let done = context.state.withLock { state in
+                if state.loopRunning { state.exitWaiters.append(waiter) }
+                return !state.loopRunning
+            }
+            if done { waiter.resume() }
+        }
+        context.logger.debug("MQTT client shut down")
+    }
+
+    /// Maps a libmosquitto return code from publish/subscribe to an error.
+    static func operationError(_ rc: Int32, operation: String) -> MQTTError {
+        switch rc {
+        case MOSQ_ERR_NO_CONN.rawValue: .notConnected
+        case MOSQ_ERR_CONN_LOST.rawValue: .connectionLost(reason: MQTTError.libraryMessage(rc))
+        default: .library(operation: operation, code: rc, message: MQTTError.libraryMessage(rc))
+        }
+    }
+}
+
+extension MosquittoHandle {
+    /// A subscription stream ended: forget it and UNSUBSCRIBE the filters nobody else uses.
+    func unsubscribe(subscriptionID: UInt64) {
+        let filters = context.state.withLock { $0.removeSubscription(id: subscriptionID) }
+        guard !filters.isEmpty else { return }
+        let rc = MQTTCallbackContext.withCStrings(filters) { pointers in
+            mosquitto_unsubscribe_multiple(pointer, nil, Int32(filters.count), pointers, nil)
+        }
+        context.logger.debug("MQTT unsubscribed", metadata: ["mqtt.topic": "\(filters)", "mqtt.rc": "\(rc)"])
+    }
+}

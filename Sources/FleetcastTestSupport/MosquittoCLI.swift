@@ -1,0 +1,47 @@
+import Foundation
+
+/// Runs the mosquitto command-line clients against a ``TestBroker`` and collects their output.
+public enum MosquittoCLI {
+    /// Publishes one message with `mosquitto_pub` and waits for it to finish.
+    public static func publish(
+        broker: TestBroker, topic: String, message: String, qos: Int = 1, retain: Bool = false, extra: [String] = []
+    ) async throws {
+        var arguments = ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-m", message, "-q", "\(qos)"]
+        if retain { arguments.append("-r") }
+        try await TestBroker.runTool("/usr/bin/mosquitto_pub", arguments + extra, in: broker.directory)
+    }
+
+    /// Starts `mosquitto_sub` on `filter` for `count` messages, returning once its SUBACK
+    /// has arrived (so anything published afterwards reaches it).
+    public static func subscribe(
+        broker: TestBroker, filter: String, count: Int, timeoutSeconds: Int = 20, extra: [String] = []
+    ) async throws -> Subscriber {
+        let clientID = "cli-sub-\(UUID().uuidString.prefix(8))"
+        let process = try TestProcess("/usr/bin/mosquitto_sub", [
+            "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", clientID, "-t", filter, "-C", "\(count)",
+            "-W", "\(timeoutSeconds)", "-v", "-q", "1",
+        ] + extra, directory: broker.directory, name: "mosquitto_sub-\(clientID)")
+        // The broker's log (log_type all) says when it acknowledged the subscription.
+        try await waitUntil("mosquitto_sub to be subscribed to \(filter)") {
+            if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+            return broker.log.contains("Sending SUBACK to \(clientID)")
+        }
+        return Subscriber(process: process)
+    }
+
+    /// A running `mosquitto_sub`.
+    public struct Subscriber: Sendable {
+        /// The process.
+        public let process: TestProcess
+
+        /// Waits for `mosquitto_sub` to exit (after its message count or its `-W` timeout)
+        /// and returns the received messages as `topic payload` lines.
+        public func messages() async -> [String] {
+            _ = await process.waitForExit()
+            return process.standardOutput.split(separator: "\n").map(String.init)
+        }
+
+        /// Stops it early.
+        public func stop() async { await process.stop() }
+    }
+}

@@ -1,0 +1,212 @@
+import Foundation
+import Synchronization
+
+/// A real `/usr/sbin/mosquitto` on a free loopback port, configured for one test: plain or
+/// TLS (CA and server certificate made with `openssl`), optional password file (made with
+/// `mosquitto_passwd -b`) and ACL, `user root`, persistence off. Start it with
+/// ``start(_:)``; ``stop()``, ``kill()`` and ``restart()`` (same port) control it;
+/// ``shutdown()`` stops it and deletes its directory (`deinit` kills and cleans up too).
+public final class TestBroker: Sendable {
+    /// What the broker offers.
+    public struct Options: Sendable {
+        /// Serve MQTT over TLS with a certificate for `localhost` signed by a test CA.
+        public var tls: Bool
+        /// User name → password; when non-empty, anonymous clients are refused.
+        public var users: [String: String]
+        /// The text of an ACL file (mosquitto syntax), if any.
+        public var acl: String?
+        /// More configuration lines.
+        public var extraConfiguration: [String]
+
+        /// Creates options (plain TCP, anonymous allowed by default).
+        public init(tls: Bool = false, users: [String: String] = [:], acl: String? = nil, extraConfiguration: [String] = []) {
+            self.tls = tls
+            self.users = users
+            self.acl = acl
+            self.extraConfiguration = extraConfiguration
+        }
+    }
+
+    /// Files made for a TLS broker.
+    public struct Certificates: Sendable {
+        /// The CA that signed the server certificate (PEM).
+        public var caFile: String
+        /// Another CA, which did not sign it: a client trusting only this must refuse the broker.
+        public var otherCAFile: String
+        /// The server certificate (subject alternative name `DNS:localhost` only).
+        public var serverCertificateFile: String
+        /// The server key.
+        public var serverKeyFile: String
+    }
+
+    /// The loopback port the broker listens on (kept across restarts).
+    public let port: Int
+    /// The temp directory holding the configuration, certificates, logs.
+    public let directory: String
+    /// The TLS files, when `options.tls`.
+    public let certificates: Certificates?
+    /// The host to connect to: `localhost` for TLS (the name in the certificate), else 127.0.0.1.
+    public let host: String
+    private let configurationPath: String
+    private let current: Mutex<(process: TestProcess?, generation: Int)>
+
+    private init(port: Int, directory: String, certificates: Certificates?, configurationPath: String) {
+        self.port = port
+        self.directory = directory
+        self.certificates = certificates
+        self.host = certificates == nil ? "127.0.0.1" : "localhost"
+        self.configurationPath = configurationPath
+        self.current = Mutex((nil, 0))
+    }
+
+    deinit {
+        current.withLock { $0.process?.send(SIGKILL) }
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The URL clients use: `mqtt://127.0.0.1:port` or `mqtts://localhost:port`.
+    public var url: String { "\(certificates == nil ? "mqtt" : "mqtts")://\(host):\(port)" }
+
+    /// Writes the configuration (and certificates, password file, ACL), starts mosquitto and
+    /// waits until it accepts connections.
+    public static func start(_ options: Options = Options()) async throws -> TestBroker {
+        let directory = try makeTemporaryDirectory(prefix: "fleetcast-broker")
+        do {
+            let port = try FreePort.next()
+            var lines = [
+                "user root",
+                "persistence false",
+                "log_dest stderr",
+                "log_type all",
+                "listener \(port) 127.0.0.1",
+            ]
+            var certificates: Certificates?
+            if options.tls {
+                let made = try await makeCertificates(in: directory)
+                certificates = made
+                lines += ["cafile \(made.caFile)", "certfile \(made.serverCertificateFile)", "keyfile \(made.serverKeyFile)"]
+            }
+            if options.users.isEmpty {
+                lines.append("allow_anonymous true")
+            } else {
+                let passwordFile = "\(directory)/passwords"
+                for (index, (user, password)) in options.users.sorted(by: { $0.key < $1.key }).enumerated() {
+                    let create = index == 0 ? ["-c"] : []
+                    try await runTool("/usr/bin/mosquitto_passwd", create + ["-b", passwordFile, user, password], in: directory)
+                }
+                lines += ["allow_anonymous false", "password_file \(passwordFile)"]
+            }
+            if let acl = options.acl {
+                let aclFile = "\(directory)/acl"
+                try acl.write(toFile: aclFile, atomically: true, encoding: .utf8)
+                lines.append("acl_file \(aclFile)")
+            }
+            lines += options.extraConfiguration
+            let configurationPath = "\(directory)/mosquitto.conf"
+            try (lines.joined(separator: "\n") + "\n").write(toFile: configurationPath, atomically: true, encoding: .utf8)
+            let broker = TestBroker(port: port, directory: directory, certificates: certificates, configurationPath: configurationPath)
+            try await broker.launch()
+            return broker
+        } catch {
+            try? FileManager.default.removeItem(atPath: directory)
+            throw error
+        }
+    }
+
+    private func launch() async throws {
+        let generation = current.withLock { state -> Int in
+            state.generation += 1
+            return state.generation
+        }
+        let process = try TestProcess("/usr/sbin/mosquitto", ["-c", configurationPath], directory: directory, name: "mosquitto-\(generation)")
+        current.withLock { $0.process = process }
+        let port = self.port
+        try await waitUntil("mosquitto to accept connections on port \(port)", timeout: .seconds(10)) {
+            guard process.isRunning else {
+                throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
+            }
+            return FreePort.isAccepting(port)
+        }
+    }
+
+    /// Stops the broker gracefully (SIGTERM) and waits for it to exit.
+    public func stop() async {
+        let process = current.withLock { state in
+            defer { state.process = nil }
+            return state.process
+        }
+        await process?.stop()
+    }
+
+    /// Kills the broker (SIGKILL): clients see their connection drop, no DISCONNECT.
+    public func kill() async {
+        let process = current.withLock { state in
+            defer { state.process = nil }
+            return state.process
+        }
+        process?.send(SIGKILL)
+        _ = await process?.waitForExit()
+    }
+
+    /// Starts the broker again on the same port with the same configuration (after
+    /// ``stop()`` or ``kill()``; stops it first if it is running).
+    public func restart() async throws {
+        await stop()
+        try await launch()
+    }
+
+    /// Stops the broker and removes its directory.
+    public func shutdown() async {
+        await stop()
+        try? FileManager.default.removeItem(atPath: directory)
+    }
+
+    /// The broker's log so far (all generations).
+    public var log: String {
+        let files = (try? FileManager.default.contentsOfDirectory(atPath: directory)) ?? []
+        return files.filter { $0.hasPrefix("mosquitto-") && $0.hasSuffix(".stderr") }.sorted()
+            .compactMap { try? String(contentsOfFile: "\(directory)/\($0)", encoding: .utf8) }
+            .joined()
+    }
+
+    private static func makeCertificates(in directory: String) async throws -> Certificates {
+        let ecKey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
+        for ca in ["ca", "other-ca"] {
+            try await runTool("/usr/bin/openssl", ["req", "-x509"] + ecKey + [
+                "-keyout", "\(directory)/\(ca).key", "-out", "\(directory)/\(ca).crt", "-days", "2",
+                "-subj", "/CN=Fleetcast test \(ca)",
+            ], in: directory)
+        }
+        try await runTool("/usr/bin/openssl", ["req"] + ecKey + [
+            "-keyout", "\(directory)/server.key", "-out", "\(directory)/server.csr", "-subj", "/CN=localhost",
+        ], in: directory)
+        try "subjectAltName=DNS:localhost\n".write(toFile: "\(directory)/server.ext", atomically: true, encoding: .utf8)
+        try await runTool("/usr/bin/openssl", [
+            "x509", "-req", "-in", "\(directory)/server.csr", "-CA", "\(directory)/ca.crt", "-CAkey", "\(directory)/ca.key",
+            "-CAcreateserial", "-out", "\(directory)/server.crt", "-days", "2", "-extfile", "\(directory)/server.ext",
+        ], in: directory)
+        return Certificates(
+            caFile: "\(directory)/ca.crt", otherCAFile: "\(directory)/other-ca.crt",
+            serverCertificateFile: "\(directory)/server.crt", serverKeyFile: "\(directory)/server.key")
+    }
+
+    /// Runs a tool to completion; throws with its stderr when it fails.
+    static func runTool(_ executable: String, _ arguments: [String], in directory: String) async throws {
+        let name = "tool-\(UUID().uuidString)"
+        let process = try TestProcess(executable, arguments, directory: directory, name: name)
+        let status = await process.waitForExit()
+        let errorText = process.standardError
+        try? FileManager.default.removeItem(atPath: process.stdoutPath)
+        try? FileManager.default.removeItem(atPath: process.stderrPath)
+        guard status == 0 else {
+            throw TestSupportError.processFailed(process.commandLine, status: status, output: errorText)
+        }
+    }
+}
+
+/// Makes a fresh private directory under the system temp directory.
+public func makeTemporaryDirectory(prefix: String) throws -> String {
+    let path = "\(NSTemporaryDirectory())/\(prefix)-\(UUID().uuidString)"
+    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    return path
+}

@@ -1,0 +1,157 @@
+import CMosquitto
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
+/// The object behind libmosquitto's `obj` pointer: shared state and the logger the C
+/// callbacks need (a C callback sees no task-local logger). Passed retained with
+/// `Unmanaged.passRetained`; ``MosquittoHandle`` releases it after `mosquitto_destroy`.
+final class MQTTCallbackContext: Sendable {
+    let state: Mutex<MQTTClientState>
+    let logger: Logger
+    let configuration: MQTTConfiguration
+
+    init(configuration: MQTTConfiguration, logger: Logger) {
+        self.configuration = configuration
+        self.logger = logger
+        self.state = Mutex(MQTTClientState(
+            protocolVersion: configuration.protocolVersion,
+            sentCredentials: configuration.effectiveUsername != nil
+        ))
+    }
+
+    /// Recovers the context from libmosquitto's `obj` pointer without changing its retain count.
+    static func from(_ pointer: UnsafeMutableRawPointer?) -> MQTTCallbackContext? {
+        guard let pointer else { return nil }
+        return Unmanaged<MQTTCallbackContext>.fromOpaque(pointer).takeUnretainedValue()
+    }
+
+    // MARK: callbacks (libmosquitto's thread; never block)
+
+    func onConnect(_ mosq: OpaquePointer?, reasonCode: Int32) {
+        let (restore, actions) = state.withLock { $0.connack(reasonCode: reasonCode) }
+        if reasonCode == 0 {
+            logger.info("MQTT connected")
+            var mids: [Int32] = []
+            for entry in restore {
+                var mid: Int32 = 0
+                let rc = sendSubscribe(mosq, filters: [entry.filter], qos: entry.qos, identifier: entry.identifier, mid: &mid)
+                if rc == MOSQ_ERR_SUCCESS.rawValue {
+                    mids.append(mid)
+                } else {
+                    logger.warning("MQTT could not restore a subscription", metadata: [
+                        "mqtt.topic": "\(entry.filter)", "mqtt.error": "\(MQTTError.libraryMessage(rc))",
+                    ])
+                }
+            }
+            if !mids.isEmpty {
+                state.withLock { $0.subscriptionRestoreMids.formUnion(mids) }
+                logger.debug("MQTT subscriptions restored", metadata: ["mqtt.filters": "\(restore.map(\.filter))"])
+            }
+        } else {
+            logger.info("MQTT connection refused by broker", metadata: ["mqtt.reason": "\(reasonCode)"])
+        }
+        actions.run()
+    }
+
+    func onDisconnect(reasonCode: Int32) {
+        logger.debug("MQTT disconnected", metadata: ["mqtt.reason": "\(reasonCode)"])
+    }
+
+    func onPublish(mid: Int32, reasonCode: Int32) {
+        state.withLock { $0.publishAcknowledged(mid: mid, reasonCode: reasonCode) }.run()
+    }
+
+    func onSubscribe(mid: Int32, codes: [Int32]) {
+        state.withLock { $0.subscribeAcknowledged(mid: mid, codes: codes) }.run()
+    }
+
+    func onMessage(_ message: MQTTMessage, identifiers: [UInt32]) {
+        let targets = state.withLock { $0.route(topic: message.topic, identifiers: identifiers) }
+        if targets.isEmpty {
+            logger.trace("MQTT message matched no subscription", metadata: ["mqtt.topic": "\(message.topic)"])
+        }
+        for target in targets { target.yield(message) }
+    }
+
+    func onLog(level: Int32, line: String) {
+        if level & Int32(MOSQ_LOG_ERR) != 0 || level & Int32(MOSQ_LOG_WARNING) != 0 {
+            state.withLock { $0.recordError(line) }
+            logger.debug("libmosquitto error", metadata: ["mqtt.log": "\(line)"])
+        } else {
+            logger.trace("libmosquitto", metadata: ["mqtt.log": "\(line)"])
+        }
+    }
+
+    // MARK: errors
+
+    /// Explains a failed connect, reconnect or loop step from the libmosquitto code, `errno`
+    /// and libmosquitto's recent error log lines (which name TLS verification failures).
+    func connectError(code: Int32, errnoValue: Int32) -> MQTTError {
+        let broker = configuration.broker
+        let log = state.withLock { $0.errorLog }
+        let joined = log.joined(separator: "; ")
+        if code == MOSQ_ERR_TLS.rawValue || code == MOSQ_ERR_TLS_HANDSHAKE.rawValue || (broker.usesTLS && errnoValue == EPROTO)
+            || log.contains(where: { $0.contains("OpenSSL") })
+        {
+            if log.contains(where: { $0.lowercased().contains("host name verification failed") }) {
+                return .tlsHostnameMismatch(host: broker.host)
+            }
+            if log.contains(where: { $0.contains("certificate verify failed") }) {
+                return .tlsCertificateNotTrusted(host: broker.host, detail: joined)
+            }
+            return .tls(host: broker.host, detail: joined.isEmpty ? MQTTError.libraryMessage(code) : joined)
+        }
+        switch code {
+        case MOSQ_ERR_EAI.rawValue, MOSQ_ERR_LOOKUP.rawValue:
+            return .hostNotFound(host: broker.host)
+        case MOSQ_ERR_ERRNO.rawValue:
+            if errnoValue == ECONNREFUSED { return .connectionRefused(host: broker.host, port: broker.port) }
+            return .network(host: broker.host, port: broker.port, detail: String(cString: strerror(errnoValue)))
+        case MOSQ_ERR_CONN_LOST.rawValue, MOSQ_ERR_NO_CONN.rawValue, MOSQ_ERR_KEEPALIVE.rawValue:
+            return .connectionLost(reason: MQTTError.libraryMessage(code))
+        default:
+            return .library(operation: "connect", code: code, message: MQTTError.libraryMessage(code))
+        }
+    }
+
+    // MARK: helpers
+
+    /// Sends one SUBSCRIBE for `filters`; on MQTT 5 tagged with subscription `identifier`.
+    func sendSubscribe(_ mosq: OpaquePointer?, filters: [String], qos: MQTTQoS, identifier: UInt32?, mid: inout Int32) -> Int32 {
+        var properties: OpaquePointer? = nil
+        defer { mosquitto_property_free_all(&properties) }
+        if configuration.protocolVersion == .v5, let identifier {
+            let rc = mosquitto_property_add_varint(&properties, Int32(MQTT_PROP_SUBSCRIPTION_IDENTIFIER.rawValue), identifier)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+        }
+        return Self.withCStrings(filters) { pointers in
+            mosquitto_subscribe_multiple(mosq, &mid, Int32(filters.count), pointers, Int32(qos.rawValue), 0, properties)
+        }
+    }
+
+    /// The MQTT 5 subscription identifiers in a PUBLISH's properties.
+    static func subscriptionIdentifiers(_ properties: OpaquePointer?) -> [UInt32] {
+        var identifiers: [UInt32] = []
+        var value: UInt32 = 0
+        let key = Int32(MQTT_PROP_SUBSCRIPTION_IDENTIFIER.rawValue)
+        var found = mosquitto_property_read_varint(properties, key, &value, false)
+        while found != nil {
+            identifiers.append(value)
+            found = mosquitto_property_read_varint(found, key, &value, true)
+        }
+        return identifiers
+    }
+
+    /// Calls `body` with a C array of C strings for `strings`.
+    static func withCStrings<R>(_ strings: [String], _ body: (UnsafePointer<UnsafeMutablePointer<CChar>?>?) -> R) -> R {
+        let pointers: [UnsafeMutablePointer<CChar>?] = strings.map { strdup($0) }
+        defer { for pointer in pointers { free(pointer) } }
+        return pointers.withUnsafeBufferPointer { buffer in body(buffer.baseAddress) }
+    }
+}

@@ -1,0 +1,60 @@
+/// Exponential backoff with jitter between reconnection attempts.
+///
+/// The delay before attempt `n` (1-based) is `min(maximumDelay, initialDelay × multiplier^(n-1))`,
+/// then spread uniformly by ± `jitter` (a fraction: 0.2 means ±20 %) so that a fleet of clients
+/// losing the same broker does not come back in lock-step.
+public struct MQTTReconnectPolicy: Sendable, Hashable {
+    /// The delay before the first reconnection attempt.
+    public var initialDelay: Duration
+    /// The ceiling of the delay (before jitter).
+    public var maximumDelay: Duration
+    /// The growth factor per attempt (≥ 1).
+    public var multiplier: Double
+    /// The random spread as a fraction of the delay, 0...1.
+    public var jitter: Double
+
+    /// Creates a policy; out-of-range values are clamped (multiplier ≥ 1, jitter 0...1).
+    public init(
+        initialDelay: Duration = .milliseconds(500),
+        maximumDelay: Duration = .seconds(30),
+        multiplier: Double = 2,
+        jitter: Double = 0.2
+    ) {
+        self.initialDelay = max(initialDelay, .zero)
+        self.maximumDelay = max(maximumDelay, self.initialDelay)
+        self.multiplier = max(multiplier, 1)
+        self.jitter = min(max(jitter, 0), 1)
+    }
+
+    /// The delay before attempt `attempt` (1-based), using `random` for the jitter.
+    public func delay(attempt: Int, using random: inout some RandomNumberGenerator) -> Duration {
+        let initial = initialDelay.secondsDouble
+        let ceiling = maximumDelay.secondsDouble
+        let exponent = Double(max(attempt, 1) - 1)
+        let base = min(ceiling, initial * pow(multiplier, min(exponent, 64)))
+        let spread = jitter == 0 ? 1 : Double.random(in: (1 - jitter)...(1 + jitter), using: &random)
+        return .milliseconds(Int64((base * spread * 1000).rounded()))
+    }
+
+    /// The delay before attempt `attempt` (1-based), with the system random generator.
+    public func delay(attempt: Int) -> Duration {
+        var generator = SystemRandomNumberGenerator()
+        return delay(attempt: attempt, using: &generator)
+    }
+}
+
+extension Duration {
+    /// This duration in seconds, as a `Double`.
+    var secondsDouble: Double {
+        let (seconds, attoseconds) = components
+        return Double(seconds) + Double(attoseconds) / 1e18
+    }
+}
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif

@@ -1,0 +1,52 @@
+import MQTT
+import Testing
+
+@Suite struct BrokerURLTests {
+    @Test func parsesPlainURLWithDefaultPort() throws {
+        let url = try BrokerURL(parsing: "mqtt://broker.example.com")
+        #expect(url.host == "broker.example.com")
+        #expect(url.port == 1883)
+        #expect(!url.usesTLS)
+        #expect(url.username == nil)
+    }
+
+    @Test func parsesTLSURLWithUserAndPort() throws {
+        let url = try BrokerURL(parsing: "mqtts://van-7@broker.example.com:9883")
+        #expect(url.host == "broker.example.com")
+        #expect(url.port == 9883)
+        #expect(url.usesTLS)
+        #expect(url.username == "van-7")
+        #expect(url.description == "mqtts://van-7@broker.example.com:9883")
+    }
+
+    @Test func tlsDefaultsToPort8883() throws {
+        #expect(try BrokerURL(parsing: "mqtts://localhost").port == 8883)
+    }
+
+    @Test func parsesBracketedIPv6() throws {
+        let url = try BrokerURL(parsing: "mqtt://[::1]:1884")
+        #expect(url.host == "::1")
+        #expect(url.port == 1884)
+        #expect(url.description == "mqtt://[::1]:1884")
+    }
+
+    @Test(arguments: [
+        ("broker.example.com", "expected mqtt://"),
+        ("http://broker", "unsupported scheme 'http'"),
+        ("mqtt://", "missing host"),
+        ("mqtt://host:0", "port '0'"),
+        ("mqtt://host:70000", "port '70000'"),
+        ("mqtt://host:abc", "port 'abc'"),
+        ("mqtt://user:secret@host", "a password does not belong in the URL"),
+        ("mqtt://host/path", "no path"),
+        ("mqtt://[::1", "unclosed '['"),
+    ])
+    func rejectsBadURLsWithAReason(text: String, expected: String) {
+        #expect {
+            _ = try BrokerURL(parsing: text)
+        } throws: { error in
+            guard case MQTTError.invalidBrokerURL(let url, let reason) = error else { return false }
+            return url == text && "\(error)".contains(expected) && !reason.isEmpty
+        }
+    }
+}
