@@ -36,14 +36,16 @@ struct LiveTable {
                 var lastDraw = ContinuousClock.now - .seconds(1)
                 while !Task.isCancelled {
                     let now = ContinuousClock.now
-                    let snapshot: FleetState? = shared.value.withLock { v in
+                    let rows = max(3, (output.terminalRows ?? 24) - 3)
+                    // Rendered under the lock: copying a large state out would cost more than
+                    // the few rows drawn.
+                    let frame: String? = shared.value.withLock { v in
                         guard v.changed || now - lastDraw >= .seconds(1) else { return nil }
                         v.changed = false
-                        return v.state
+                        return table.renderANSI(v.state, now: .now, maxRows: rows)
                     }
-                    if let snapshot {
-                        let rows = max(3, (output.terminalRows ?? 24) - 3)
-                        output.write(table.renderANSI(snapshot, now: .now, maxRows: rows))
+                    if let frame {
+                        output.write(frame)
                         lastDraw = now
                     }
                     try await Task.sleep(for: .milliseconds(200))

@@ -99,6 +99,28 @@ import Testing
         }
     }
 
+    @Test func withoutATerminalOrJSONEventsArePlainLines() async throws {
+        try await withBroker { broker in
+            let process = try TestProcess(Self.executable, ["--broker", broker.url, "--vehicle", "van-7"],
+                                          directory: broker.directory, name: "fleet-watch-plain")
+            defer { process.send(SIGKILL) }
+            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
+                if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+                return process.standardError.contains("Subscribed to the fleet")
+            }
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/bus-1/fix", message: fixJSON("bus-1", seq: 1, lat: 1))
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 2, lat: 2))
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"offline"}"#)
+            try await waitUntil("two lines", timeout: .seconds(15)) { process.standardOutput.split(separator: "\n").count >= 2 }
+            await process.stop()
+            #expect(process.standardOutput == """
+                fix van-7 seq=2 2026-01-02T03:04:05.000Z lat=2.000000 lon=-3.250000 speed=36.0km/h sats=7 mode=3D
+                status van-7 offline
+
+                """)
+        }
+    }
+
     @Test func passwordComesFromAFileOrTheEnvironmentAndIsNeverLogged() async throws {
         let secret = "s3cret-\(UUID().uuidString.prefix(6))"
         try await withBroker(.init(users: ["watcher": secret])) { broker in
