@@ -100,7 +100,7 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-bench",
             dependencies: [
-                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT",
+                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "Logging", package: "swift-log"),
             ]

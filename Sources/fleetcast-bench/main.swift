@@ -4,3 +4,4 @@ let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "hub" || which == "all" { await runHubBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "mqtt" { await runMQTTBenchmark(arguments: Array(arguments.dropFirst())) }  // needs a running broker
+if which == "watch" || which == "all" { await runFleetWatchBenchmark(arguments: Array(arguments.dropFirst())) }

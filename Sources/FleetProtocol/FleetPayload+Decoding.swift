@@ -1,0 +1,110 @@
+import GNSS
+
+/// Decoding of received contract payloads, for untrusted input.
+///
+/// Every decoder refuses, with a ``FleetPayload/DecodingError`` naming the key: a payload over
+/// ``FleetPayload/maximumPayloadBytes``, anything that is not one JSON object, a missing
+/// required key, a value of the wrong type, `"v"` other than ``FleetPayload/version``, a
+/// `"vehicle"` that disagrees with the topic's vehicle, `null` values, and numbers that are
+/// non-finite or out of range. Unknown keys are ignored (a later contract version may add
+/// some). No input makes a decoder trap.
+extension FleetPayload {
+    /// The largest payload the decoders read, in bytes (64 KiB); a contract payload is < 1 KiB.
+    public static let maximumPayloadBytes = 65_536
+
+    /// Decodes a `fix` payload.
+    ///
+    /// Required keys: `v`, `time`, `lat`, `lon`, `mode` (2 or 3: a fix is never mode 1), and
+    /// `vehicle` when `vehicle` is `nil`. Ranges: `lat` −90...90, `lon` −180...180, `track`
+    /// 0...360, `magvar` −180...180 (degrees); `speed` ≥ 0 (m/s); `hdop`, `vdop`, `pdop`, `eph`,
+    /// `epv` ≥ 0; `quality` 0...8; `sats` 0...1024.
+    ///
+    /// - Parameters:
+    ///   - payload: the message bytes.
+    ///   - vehicle: the vehicle of the topic it arrived on; the payload's `"vehicle"`, when
+    ///     present, must equal it.
+    public static func decodeFix(_ payload: [UInt8], vehicle: VehicleID?) throws(DecodingError) -> DecodedFix {
+        let o = try object(payload)
+        try o.requireVersion()
+        let id = try o.vehicle(topic: vehicle)
+        let seq = try o.unsigned("seq")
+        guard let time = try o.time("time") else { throw .missingKey("time") }
+        let lat = try o.requiredNumber("lat", in: -90...90)
+        let lon = try o.requiredNumber("lon", in: -180...180)
+        guard let modeNumber = try o.int("mode", in: 2...3), let mode = FixMode(rawValue: modeNumber) else {
+            if o["mode"] == nil { throw .missingKey("mode") }
+            throw .invalidValue(key: "mode", detail: "is outside 2...3")
+        }
+        let quality = try o.int("quality", in: 0...8).flatMap(FixQuality.init(rawValue:))
+        let fix = Fix(
+            time: time, latitude: lat, longitude: lon,
+            altitudeHAE: try o.number("altHAE"), altitudeMSL: try o.number("altMSL"),
+            geoidSeparation: try o.number("geoidSep", in: -1000...1000),
+            speed: try o.number("speed", in: 0...100_000), track: try o.number("track", in: 0...360),
+            magneticVariation: try o.number("magvar", in: -180...180), climb: try o.number("climb"),
+            mode: mode, quality: quality, satellitesUsed: try o.int("sats", in: 0...1024),
+            hdop: try o.number("hdop", in: 0...100_000), vdop: try o.number("vdop", in: 0...100_000),
+            pdop: try o.number("pdop", in: 0...100_000),
+            eph: try o.number("eph", in: 0...100_000_000), epv: try o.number("epv", in: 0...100_000_000)
+        )
+        return DecodedFix(vehicle: id, seq: seq, fix: fix)
+    }
+
+    /// Decodes a `heading` payload.
+    ///
+    /// Required keys: `v`, `source` (`HDT`, `THS`, `HDG`, `HDM`, `gpsd`), at least one of
+    /// `heading` and `magHeading` (degrees, 0...360), and `vehicle` when `vehicle` is `nil`.
+    /// `time` is optional (HDT carries none); `deviation` and `magvar` are −180...180 degrees.
+    public static func decodeHeading(_ payload: [UInt8], vehicle: VehicleID?) throws(DecodingError) -> DecodedHeading {
+        let o = try object(payload)
+        try o.requireVersion()
+        let id = try o.vehicle(topic: vehicle)
+        let seq = try o.unsigned("seq")
+        guard let sourceText = try o.string("source", maxBytes: 16) else { throw .missingKey("source") }
+        guard let source = HeadingSource(rawValue: sourceText) else {
+            throw .invalidValue(key: "source", detail: "is not one of HDT, THS, HDG, HDM, gpsd")
+        }
+        let trueHeading = try o.number("heading", in: 0...360)
+        let magnetic = try o.number("magHeading", in: 0...360)
+        guard trueHeading != nil || magnetic != nil else { throw .missingKey("heading") }
+        let heading = Heading(
+            time: try o.time("time"), trueHeading: trueHeading, magneticHeading: magnetic,
+            magneticDeviation: try o.number("deviation", in: -180...180),
+            magneticVariation: try o.number("magvar", in: -180...180), source: source
+        )
+        return DecodedHeading(vehicle: id, seq: seq, heading: heading)
+    }
+
+    /// Decodes a `status` payload.
+    ///
+    /// Required keys: `v`, `state` (`online` or `offline`), and `vehicle` when `vehicle` is
+    /// `nil`. Optional: `since` (time), `agent`, `source` (≤ 1024 bytes), `reason` (text ≤ 256
+    /// bytes), `gnss` (`fixing`, `no-fix`, `source-lost`, `starting`), `dropped` (count ≥ 0).
+    public static func decodeStatus(_ payload: [UInt8], vehicle: VehicleID?) throws(DecodingError) -> VehicleStatus {
+        let o = try object(payload)
+        try o.requireVersion()
+        let id = try o.vehicle(topic: vehicle)
+        guard let stateText = try o.string("state", maxBytes: 16) else { throw .missingKey("state") }
+        guard let state = VehicleStatus.State(rawValue: stateText) else {
+            throw .invalidValue(key: "state", detail: "is not online or offline")
+        }
+        var gnss: VehicleStatus.GNSSState?
+        if let text = try o.string("gnss", maxBytes: 16) {
+            guard let g = VehicleStatus.GNSSState(rawValue: text) else {
+                throw .invalidValue(key: "gnss", detail: "is not fixing, no-fix, source-lost or starting")
+            }
+            gnss = g
+        }
+        return VehicleStatus(
+            vehicle: id, state: state, since: try o.time("since"), agentVersion: try o.string("agent"),
+            source: try o.string("source", maxBytes: 1024), gnss: gnss, droppedFixes: try o.unsigned("dropped"),
+            reason: try o.string("reason")
+        )
+    }
+
+    private static func object(_ payload: [UInt8]) throws(DecodingError) -> PayloadObject {
+        guard payload.count <= maximumPayloadBytes else { throw .tooLarge(byteCount: payload.count) }
+        let o = try PayloadObject(parsing: payload)
+        return o
+    }
+}

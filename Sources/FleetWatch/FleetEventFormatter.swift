@@ -1,0 +1,90 @@
+import FleetProtocol
+import GNSS
+
+/// Formats single ``FleetEvent``s for fleet-watch's line outputs: JSON lines (`--json`) and
+/// plain text lines (stdout not a terminal).
+public struct FleetEventFormatter: Sendable {
+    /// The topic layout, to name the vehicle of a malformed message where its topic shows it.
+    public let topics: FleetTopics
+
+    /// A formatter for the given layout.
+    public init(topics: FleetTopics = .default) {
+        self.topics = topics
+    }
+
+    /// One JSON object, without a newline: the contract payload with `"kind"` (`fix`,
+    /// `heading`, `status`) and `"vehicle"`, or for a malformed message
+    /// `{"kind":"malformed","vehicle":…,"topic":…,"reason":…}` (`vehicle` only when the topic
+    /// names one).
+    public func jsonLine(_ event: FleetEvent) -> String {
+        let bytes: [UInt8]
+        switch event {
+        case .fix(let vehicle, let seq, let fix):
+            bytes = FleetPayload.encode(fix, vehicle: vehicle.rawValue, seq: seq, includeKind: true)
+        case .heading(let vehicle, let seq, let heading):
+            bytes = FleetPayload.encode(heading, vehicle: vehicle.rawValue, seq: seq, includeKind: true)
+        case .status(let status):
+            bytes = FleetPayload.encode(status, includeKind: true)
+        case .malformed(let topic, let reason):
+            var text = #"{"kind":"malformed""#
+            if let vehicle = topics.parse(topic)?.vehicle {
+                text += #","vehicle":"# + Self.quoted(vehicle.rawValue)
+            }
+            text += #","topic":"# + Self.quoted(topic) + #","reason":"# + Self.quoted(reason) + "}"
+            return text
+        }
+        return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// One human-readable line, e.g.
+    /// `fix van-7 seq=42 2020-03-18T13:28:19.600Z lat=41.574966 lon=-93.750572 speed=0.3km/h track=124.9 sats=10 mode=3D`.
+    public func plainLine(_ event: FleetEvent) -> String {
+        switch event {
+        case .fix(let vehicle, let seq, let fix):
+            var parts = ["fix", vehicle.rawValue]
+            if let seq { parts.append("seq=\(seq)") }
+            parts.append(fix.time.iso8601)
+            parts.append("lat=\(FleetTable.fixed(fix.latitude, 6))")
+            parts.append("lon=\(FleetTable.fixed(fix.longitude, 6))")
+            if let speed = fix.speed { parts.append("speed=\(FleetTable.fixed(speed * 3.6, 1))km/h") }
+            if let track = fix.track { parts.append("track=\(FleetTable.fixed(track, 1))") }
+            if let sats = fix.satellitesUsed { parts.append("sats=\(sats)") }
+            parts.append("mode=\(fix.mode == .threeD ? "3D" : "2D")")
+            return parts.joined(separator: " ")
+        case .heading(let vehicle, let seq, let heading):
+            var parts = ["heading", vehicle.rawValue]
+            if let seq { parts.append("seq=\(seq)") }
+            if let time = heading.time { parts.append(time.iso8601) }
+            if let t = heading.trueHeading { parts.append("heading=\(FleetTable.fixed(t, 1))") }
+            if let m = heading.magneticHeading { parts.append("magHeading=\(FleetTable.fixed(m, 1))") }
+            parts.append("source=\(heading.source.rawValue)")
+            return parts.joined(separator: " ")
+        case .status(let status):
+            var parts = ["status", status.vehicle.rawValue, status.state.rawValue]
+            if let gnss = status.gnss { parts.append("gnss=\(gnss.rawValue)") }
+            if let reason = status.reason { parts.append("reason=\(Self.quoted(reason))") }
+            return parts.joined(separator: " ")
+        case .malformed(let topic, let reason):
+            return "malformed \(Self.quoted(topic)) \(reason)"
+        }
+    }
+
+    /// `text` as a JSON string literal (quotes, backslashes and control characters escaped).
+    static func quoted(_ text: String) -> String {
+        var out = "\""
+        for scalar in text.unicodeScalars {
+            switch scalar {
+            case "\"": out += "\\\""
+            case "\\": out += "\\\\"
+            case "\n": out += "\\n"
+            case "\r": out += "\\r"
+            case "\t": out += "\\t"
+            case "\u{0}"..."\u{1F}", "\u{7F}":
+                let hex = String(scalar.value, radix: 16)
+                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
+            default: out.unicodeScalars.append(scalar)
+            }
+        }
+        return out + "\""
+    }
+}

@@ -1,0 +1,164 @@
+import FleetProtocol
+import GNSS
+
+/// The fleet as the events so far describe it: one ``VehicleSnapshot`` per vehicle.
+///
+/// A plain value: fold events in with ``apply(_:at:)``. Memory stays bounded: at most
+/// ``maximumVehicles`` vehicles are kept (a new vehicle beyond that evicts the one heard from
+/// least recently, in O(1)), and bad messages are only counted, their payloads never kept.
+public struct FleetState: Sendable {
+    /// The default cap on vehicles kept.
+    public static let defaultMaximumVehicles = 100_000
+
+    /// The most vehicles kept at once.
+    public let maximumVehicles: Int
+    /// The topic layout, to attribute malformed messages to a vehicle.
+    public let topics: FleetTopics
+    /// Malformed messages received in total (those on unknown topics included).
+    public private(set) var malformedCount: UInt64 = 0
+    /// The reason of the last malformed message (at most 200 bytes).
+    public private(set) var lastMalformedReason: String?
+    /// Vehicles dropped to stay within ``maximumVehicles``.
+    public private(set) var evictedCount: UInt64 = 0
+    /// Events applied in total.
+    public private(set) var eventCount: UInt64 = 0
+
+    private struct Slot {
+        var snapshot: VehicleSnapshot
+        var older = -1
+        var newer = -1
+    }
+
+    private var slots: [Slot] = []
+    private var index: [VehicleID: Int] = [:]
+    private var oldest = -1
+    private var newest = -1
+
+    /// An empty fleet.
+    ///
+    /// - Parameters:
+    ///   - topics: the layout of the subscribed topics (default prefix `fleet`).
+    ///   - maximumVehicles: the cap on vehicles kept (at least 1).
+    public init(topics: FleetTopics = .default, maximumVehicles: Int = Self.defaultMaximumVehicles) {
+        self.topics = topics
+        self.maximumVehicles = max(1, maximumVehicles)
+    }
+
+    /// The number of vehicles kept.
+    public var count: Int { index.count }
+
+    /// The snapshot of `vehicle`, if kept.
+    public subscript(vehicle: VehicleID) -> VehicleSnapshot? {
+        index[vehicle].map { slots[$0].snapshot }
+    }
+
+    /// All snapshots, ordered by vehicle id.
+    public var vehicles: [VehicleSnapshot] {
+        index.values.map { slots[$0].snapshot }.sorted { $0.vehicle < $1.vehicle }
+    }
+
+    /// Folds one event in, received at `now` (local wall clock, UTC).
+    public mutating func apply(_ event: FleetEvent, at now: UTCTimestamp) {
+        eventCount &+= 1
+        switch event {
+        case .fix(let vehicle, let seq, let fix):
+            update(vehicle, now: now) { s in
+                s.messages &+= 1
+                guard Self.isNewer(seq: seq, than: s.lastFixSeq, in: &s.sequence) ?? (s.fix.map { fix.time >= $0.time } ?? true)
+                else { return false }
+                s.fix = fix
+                s.lastFixSeq = seq ?? s.lastFixSeq
+                return true
+            }
+        case .heading(let vehicle, let seq, let heading):
+            update(vehicle, now: now) { s in
+                s.messages &+= 1
+                let byTime: Bool = {
+                    guard let old = s.heading?.time, let new = heading.time else { return true }
+                    return new >= old
+                }()
+                guard Self.isNewer(seq: seq, than: s.lastHeadingSeq, in: &s.sequence) ?? byTime else { return false }
+                s.heading = heading
+                s.lastHeadingSeq = seq ?? s.lastHeadingSeq
+                return true
+            }
+        case .status(let status):
+            update(status.vehicle, now: now) { s in
+                s.messages &+= 1
+                guard s.status != status else { return false }
+                s.status = status
+                return true
+            }
+        case .malformed(let topic, let reason):
+            malformedCount &+= 1
+            lastMalformedReason = reason.utf8.count <= 200 ? reason : String(decoding: reason.utf8.prefix(200), as: UTF8.self)
+            if let vehicle = topics.parse(topic)?.vehicle, let i = index[vehicle] {
+                slots[i].snapshot.malformed &+= 1
+            }
+        }
+    }
+
+    /// Records `seq` (when present) and says whether the message is newer than the last one
+    /// applied on its channel; `nil` when there is no `seq` to judge by.
+    private static func isNewer(seq: UInt64?, than last: UInt64?, in tracker: inout SequenceTracker) -> Bool? {
+        guard let seq else { return nil }
+        let outcome = tracker.record(seq)
+        if case .duplicate = outcome { return false }
+        guard let last else { return true }
+        return seq > last
+    }
+
+    /// Applies `change` to the vehicle's snapshot, creating it (and evicting the least recently
+    /// heard-from vehicle when full) if needed; `change` returns whether the message was new,
+    /// which refreshes ``VehicleSnapshot/lastSeen`` and the eviction order.
+    private mutating func update(_ vehicle: VehicleID, now: UTCTimestamp, _ change: (inout VehicleSnapshot) -> Bool) {
+        let i: Int
+        if let existing = index[vehicle] {
+            i = existing
+        } else {
+            i = insert(VehicleSnapshot(vehicle: vehicle, lastSeen: now))
+        }
+        if change(&slots[i].snapshot) {
+            slots[i].snapshot.lastSeen = now
+            moveToNewest(i)
+        }
+    }
+
+    private mutating func insert(_ snapshot: VehicleSnapshot) -> Int {
+        let i: Int
+        if index.count >= maximumVehicles, oldest >= 0 {
+            i = oldest
+            unlink(i)
+            index[slots[i].snapshot.vehicle] = nil
+            evictedCount &+= 1
+            slots[i] = Slot(snapshot: snapshot)
+        } else {
+            i = slots.count
+            slots.append(Slot(snapshot: snapshot))
+        }
+        index[snapshot.vehicle] = i
+        link(asNewest: i)
+        return i
+    }
+
+    private mutating func moveToNewest(_ i: Int) {
+        guard newest != i else { return }
+        unlink(i)
+        link(asNewest: i)
+    }
+
+    private mutating func unlink(_ i: Int) {
+        let older = slots[i].older, newer = slots[i].newer
+        if older >= 0 { slots[older].newer = newer } else { oldest = newer }
+        if newer >= 0 { slots[newer].older = older } else { newest = older }
+        slots[i].older = -1
+        slots[i].newer = -1
+    }
+
+    private mutating func link(asNewest i: Int) {
+        slots[i].older = newest
+        slots[i].newer = -1
+        if newest >= 0 { slots[newest].newer = i } else { oldest = i }
+        newest = i
+    }
+}

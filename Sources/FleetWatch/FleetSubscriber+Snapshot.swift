@@ -1,0 +1,72 @@
+import FleetProtocol
+import MQTT
+import Synchronization
+
+extension FleetSubscriber {
+    /// The fleet as its retained messages describe it: connects (retrying an unreachable
+    /// broker until `timeout`), subscribes, and collects messages until none has arrived for
+    /// `quietPeriod` after the broker acknowledged the subscription, or until `timeout`
+    /// overall; then disconnects.
+    ///
+    /// The broker sends retained messages right after the subscription acknowledgement, so a
+    /// short quiet period (default 500 ms) is enough on a local network. Messages that are not
+    /// retained but arrive meanwhile are included too. A shared subscription
+    /// (``Options/shareGroup``) receives no retained messages.
+    ///
+    /// - Returns: the events in arrival order.
+    public func retainedSnapshot(quietPeriod: Duration = .milliseconds(500), timeout: Duration = .seconds(10)) async throws -> [FleetEvent] {
+        let clock = ContinuousClock()
+        let deadline = clock.now + timeout
+        let client = try await connectRetrying(until: deadline)
+        let decoder = FleetMessageDecoder(topics: options.topics)
+        do {
+            let subscription = try await client.subscribe(filters, qos: options.qos, bufferingPolicy: .bufferingNewest(options.bufferLimit))
+            let collected = SnapshotCollector(start: clock.now)
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    for try await message in subscription {
+                        let event = decoder.event(topic: message.topic, payload: message.payload)
+                        collected.add(event, at: clock.now)
+                    }
+                }
+                // Wait until quiet: each wake-up sleeps until the quiet period after the latest
+                // arrival would end, bounded by the deadline.
+                while true {
+                    let quietUntil = collected.lastArrival + quietPeriod
+                    let wake = min(quietUntil, deadline)
+                    if clock.now >= wake { break }
+                    try await clock.sleep(until: wake)
+                }
+                group.cancelAll()
+            }
+            await client.shutdown(flushTimeout: .zero)
+            return collected.events
+        } catch {
+            await client.shutdown(flushTimeout: .zero)
+            throw error
+        }
+    }
+}
+
+/// The events of a snapshot so far and when the latest arrived, shared between the task that
+/// receives and the one that waits for quiet.
+private final class SnapshotCollector: Sendable {
+    private struct State {
+        var events: [FleetEvent] = []
+        var lastArrival: ContinuousClock.Instant
+    }
+
+    private let state: Mutex<State>
+
+    init(start: ContinuousClock.Instant) { state = Mutex(State(lastArrival: start)) }
+
+    func add(_ event: FleetEvent, at instant: ContinuousClock.Instant) {
+        state.withLock {
+            $0.events.append(event)
+            $0.lastArrival = instant
+        }
+    }
+
+    var lastArrival: ContinuousClock.Instant { state.withLock { $0.lastArrival } }
+    var events: [FleetEvent] { state.withLock { $0.events } }
+}

@@ -1,0 +1,176 @@
+import FleetProtocol
+import Logging
+import MQTT
+
+/// Subscribes to the fleet's topics and turns the messages into ``FleetEvent``s.
+///
+/// ```swift
+/// let subscriber = try FleetSubscriber(configuration: mqtt, options: .init(vehicles: [van]), logger: logger)
+/// for try await event in subscriber.events() { state.apply(event, at: now) }
+/// ```
+///
+/// Bad messages arrive as ``FleetEvent/malformed(topic:reason:)``, never as errors. An
+/// unreachable broker is named in the log and retried with the configuration's
+/// ``MQTTReconnectPolicy`` backoff; after the first connection the client itself reconnects and
+/// restores the subscription. Only a failure retrying cannot mend (TLS, credentials,
+/// authorisation, a refused subscription) ends the stream with an error.
+public struct FleetSubscriber: Sendable {
+    /// What to subscribe to.
+    public struct Options: Sendable {
+        /// The topic layout (prefix, default `fleet`).
+        public var topics: FleetTopics
+        /// Only these vehicles' topics; empty for the whole fleet.
+        public var vehicles: [VehicleID]
+        /// A shared-subscription group: filters become `$share/{group}/…`, so that several
+        /// fleet-watch processes in the same group split the fleet's messages between them.
+        /// Brokers send no retained messages to shared subscriptions.
+        public var shareGroup: String?
+        /// The maximum QoS the broker delivers with.
+        public var qos: MQTTQoS
+        /// Messages buffered for a slow consumer before the oldest are dropped (drops show up
+        /// as `seq` gaps), bounding memory.
+        public var bufferLimit: Int
+
+        /// Options for the whole fleet under `fleet/`, QoS 1, 10,000 buffered messages.
+        public init(
+            topics: FleetTopics = .default, vehicles: [VehicleID] = [], shareGroup: String? = nil,
+            qos: MQTTQoS = .atLeastOnce, bufferLimit: Int = 10_000
+        ) {
+            self.topics = topics
+            self.vehicles = vehicles
+            self.shareGroup = shareGroup
+            self.qos = qos
+            self.bufferLimit = max(1, bufferLimit)
+        }
+    }
+
+    /// A share group name that cannot be used.
+    public struct InvalidShareGroup: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The refused name.
+        public let name: String
+        public var description: String {
+            "invalid share group \"\(name.prefix(80))\": expected 1 to 64 characters without '/', '+', '#' or control characters"
+        }
+    }
+
+    /// The MQTT connection settings.
+    public let configuration: MQTTConfiguration
+    /// What is subscribed.
+    public let options: Options
+    let logger: Logger
+
+    /// A subscriber; nothing connects until ``events()`` is iterated or ``retainedSnapshot(quietPeriod:timeout:)``
+    /// is called. Throws ``InvalidShareGroup`` for a share group name MQTT cannot carry.
+    public init(configuration: MQTTConfiguration, options: Options = Options(), logger: Logger) throws(InvalidShareGroup) {
+        if let group = options.shareGroup {
+            guard (1...64).contains(group.utf8.count),
+                  !group.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F })
+            else { throw InvalidShareGroup(name: group) }
+        }
+        self.configuration = configuration
+        self.options = options
+        self.logger = logger
+    }
+
+    /// The subscription filters: `{prefix}/+/+`, or `{prefix}/{vehicle}/+` per vehicle, each
+    /// under `$share/{group}/` when a share group is set.
+    public var filters: [String] {
+        let plain = options.topics.filters(vehicles: options.vehicles)
+        guard let group = options.shareGroup else { return plain }
+        return plain.map { "$share/\(group)/\($0)" }
+    }
+
+    /// The fleet's events, live, until the consumer stops iterating (then the client
+    /// disconnects) or a failure that retrying cannot mend.
+    public func events() -> AsyncThrowingStream<FleetEvent, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(
+            of: FleetEvent.self, bufferingPolicy: .bufferingNewest(options.bufferLimit))
+        let task = Task { [self] in
+            do {
+                try await run(continuation)
+                continuation.finish()
+            } catch is CancellationError {
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private func run(_ continuation: AsyncThrowingStream<FleetEvent, any Error>.Continuation) async throws {
+        let client = try await connectRetrying(until: nil)
+        let decoder = FleetMessageDecoder(topics: options.topics)
+        var dropped: UInt64 = 0
+        do {
+            let subscription = try await client.subscribe(filters, qos: options.qos, bufferingPolicy: .bufferingNewest(options.bufferLimit))
+            logger.info("Subscribed to the fleet", metadata: ["mqtt.broker": "\(configuration.broker)", "mqtt.filters": "\(filters)"])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await logConnectionChanges(client) }
+                for try await message in subscription {
+                    let event = decoder.event(topic: message.topic, payload: message.payload)
+                    if case .dropped = continuation.yield(event) {
+                        dropped &+= 1
+                        if dropped.isMultiple(of: 1000) || dropped == 1 {
+                            logger.debug("Events dropped for a slow consumer", metadata: ["events.dropped": "\(dropped)"])
+                        }
+                    }
+                }
+                group.cancelAll()
+            }
+        } catch {
+            await client.shutdown(flushTimeout: .zero)
+            throw error
+        }
+        await client.shutdown(flushTimeout: .zero)
+    }
+
+    /// Logs the client's reconnections after the first connection (at info: a lost broker
+    /// is worth knowing), until cancelled or the client closes.
+    private func logConnectionChanges(_ client: MQTTClient) async {
+        for await state in client.connectionStates() {
+            switch state {
+            case .disconnected(let reason):
+                logger.info("MQTT connection lost", metadata: ["mqtt.broker": "\(configuration.broker)", "error": "\(reason)"])
+            case .reconnecting(let attempt, let delay):
+                logger.info("MQTT reconnecting", metadata: [
+                    "mqtt.broker": "\(configuration.broker)", "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
+                ])
+            case .connected:
+                logger.debug("MQTT connected", metadata: ["mqtt.broker": "\(configuration.broker)"])
+            case .idle, .connecting, .closed:
+                break
+            }
+            if Task.isCancelled { return }
+        }
+    }
+
+    /// Connects, retrying with backoff while the broker is unreachable, until `deadline`
+    /// (forever when `nil`); a failure retrying cannot mend is thrown at once.
+    func connectRetrying(until deadline: ContinuousClock.Instant?) async throws -> MQTTClient {
+        var attempt = 0
+        while true {
+            try Task.checkCancellation()
+            let client = try MQTTClient(configuration: configuration, logger: logger)
+            do {
+                try await client.connect()
+                logger.info("MQTT connected", metadata: ["mqtt.broker": "\(configuration.broker)"])
+                return client
+            } catch let error as MQTTError where error.isWorthRetrying {
+                await client.shutdown(flushTimeout: .zero)
+                attempt += 1
+                let delay = configuration.reconnect.delay(attempt: attempt)
+                if let deadline, ContinuousClock.now + delay > deadline { throw error }
+                logger.info("MQTT broker unreachable, retrying", metadata: [
+                    "mqtt.broker": "\(configuration.broker)", "error": "\(error)",
+                    "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
+                ])
+                try await Task.sleep(for: delay)
+            } catch {
+                await client.shutdown(flushTimeout: .zero)
+                throw error
+            }
+        }
+    }
+}

@@ -1,1 +1,0 @@
-// The fleet subscriber library lands here (issue 3).

@@ -1,0 +1,50 @@
+import FleetProtocol
+import GNSS
+
+/// What fleet-watch knows about one vehicle: its newest fix and heading, its status, when it
+/// was last heard from, and the health of its message stream.
+public struct VehicleSnapshot: Sendable, Equatable {
+    /// The vehicle.
+    public let vehicle: VehicleID
+    /// The newest fix received (by `seq`, or by fix time when the publisher sends no `seq`).
+    public internal(set) var fix: Fix?
+    /// The newest heading received.
+    public internal(set) var heading: Heading?
+    /// The last status received (`nil` until one arrives).
+    public internal(set) var status: VehicleStatus?
+    /// When (local wall clock, UTC) a new message from the vehicle last arrived. Duplicates
+    /// and repeats of the same status do not count, so a retained message redelivered on
+    /// reconnect does not make a silent vehicle look alive.
+    public internal(set) var lastSeen: UTCTimestamp
+    /// Gap and duplicate detection over the vehicle's `seq` numbers (fix and heading share one
+    /// counter, per the contract).
+    public internal(set) var sequence = SequenceTracker()
+    /// Messages on this vehicle's topics that were not contract messages.
+    public internal(set) var malformed: UInt64 = 0
+    /// Fix, heading and status messages received (duplicates included).
+    public internal(set) var messages: UInt64 = 0
+
+    var lastFixSeq: UInt64?
+    var lastHeadingSeq: UInt64?
+
+    init(vehicle: VehicleID, lastSeen: UTCTimestamp) {
+        self.vehicle = vehicle
+        self.lastSeen = lastSeen
+    }
+
+    /// Whether the vehicle's last status says online; `nil` before any status.
+    public var online: Bool? { status.map { $0.state == .online } }
+
+    /// Messages lost in transit, from `seq` gaps (late arrivals and duplicates not counted).
+    public var gaps: UInt64 { sequence.missing }
+
+    /// Time since ``lastSeen`` at `now` (zero if the clock went back).
+    public func age(now: UTCTimestamp) -> Duration {
+        .milliseconds(max(0, now.millisecondsSince1970 - lastSeen.millisecondsSince1970))
+    }
+
+    /// Whether nothing new has arrived for longer than `staleAfter` at `now`.
+    public func isStale(now: UTCTimestamp, after staleAfter: Duration) -> Bool {
+        age(now: now) > staleAfter
+    }
+}

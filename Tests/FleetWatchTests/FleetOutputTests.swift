@@ -1,0 +1,74 @@
+import FleetProtocol
+import FleetWatch
+import Foundation
+import GNSS
+import Testing
+
+@Suite struct FleetOutputTests {
+    let van = VehicleID("van-7")!
+    let t0 = UTCTimestamp(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5)!
+
+    func at(_ seconds: Int64) -> UTCTimestamp {
+        UTCTimestamp(millisecondsSince1970: t0.millisecondsSince1970 + seconds * 1000)
+    }
+
+    func object(_ line: String) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+    }
+
+    @Test func jsonLinesCarryKindAndVehicle() throws {
+        let f = FleetEventFormatter()
+        let fix = Fix(time: t0, latitude: 41.5, longitude: -93.25, speed: 2, mode: .threeD)
+        let fixLine = try object(f.jsonLine(.fix(van, seq: 9, fix)))
+        #expect(fixLine["kind"] as? String == "fix")
+        #expect(fixLine["vehicle"] as? String == "van-7")
+        #expect(fixLine["seq"] as? Int == 9)
+        #expect(fixLine["lat"] as? Double == 41.5)
+        let heading = try object(f.jsonLine(.heading(van, seq: nil, Heading(trueHeading: 5, source: .hdt))))
+        #expect(heading["kind"] as? String == "heading" && heading["vehicle"] as? String == "van-7")
+        let status = try object(f.jsonLine(.status(VehicleStatus(vehicle: van, state: .online))))
+        #expect(status["kind"] as? String == "status" && status["state"] as? String == "online")
+        let bad = try object(f.jsonLine(.malformed(topic: "fleet/van-7/fix", reason: "invalid JSON: \"x\"\n\u{1}")))
+        #expect(bad["kind"] as? String == "malformed")
+        #expect(bad["vehicle"] as? String == "van-7")
+        #expect(bad["reason"] as? String == "invalid JSON: \"x\"\n\u{1}")
+        let anonymous = try object(f.jsonLine(.malformed(topic: "fleet/#/x", reason: "topic")))
+        #expect(anonymous["vehicle"] == nil && anonymous["topic"] as? String == "fleet/#/x")
+    }
+
+    @Test func plainLinesAreReadable() {
+        let f = FleetEventFormatter()
+        let fix = Fix(time: t0, latitude: 41.5749659, longitude: -93.7505719, speed: 10, track: 124.88,
+                      mode: .threeD, satellitesUsed: 10)
+        #expect(f.plainLine(.fix(van, seq: 42, fix))
+                == "fix van-7 seq=42 2026-01-02T03:04:05.000Z lat=41.574966 lon=-93.750572 speed=36.0km/h track=124.9 sats=10 mode=3D")
+        #expect(f.plainLine(.status(VehicleStatus(vehicle: van, state: .offline))) == "status van-7 offline")
+    }
+
+    @Test func tableShowsEachVehicleAndMarksStaleOnes() {
+        var state = FleetState()
+        let bus = VehicleID("bus-1")!, tram = VehicleID("tram-2")!
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online)), at: at(0))
+        state.apply(.fix(van, seq: 1, Fix(time: t0, latitude: 48.858222, longitude: 2.2945, speed: 13.9,
+                                          mode: .threeD, satellitesUsed: 11)), at: at(100))
+        state.apply(.heading(van, seq: 2, Heading(trueHeading: 271.04, source: .hdt)), at: at(100))
+        state.apply(.fix(bus, seq: 5, Fix(time: t0, latitude: -33.8568, longitude: 151.2153, mode: .twoD)), at: at(10))
+        state.apply(.status(VehicleStatus(vehicle: tram, state: .offline)), at: at(0))
+        let table = FleetTable(staleAfter: .seconds(30))
+        let text = table.render(state, now: at(105))
+        let lines = text.split(separator: "\n").map(String.init)
+        #expect(lines.count == 5)
+        #expect(lines[0].split(separator: " ").map(String.init) == FleetTable.columns)
+        #expect(lines[1].split(separator: " ") == ["bus-1", "stale", "95s", "-33.856800", "151.215300", "-", "-", "-", "2D", "0"])
+        #expect(lines[2].split(separator: " ") == ["tram-2", "offline", "105s", "-", "-", "-", "-", "-", "-", "0"])
+        #expect(lines[3].split(separator: " ") == ["van-7", "online", "5s", "48.858222", "2.294500", "50.0", "271.0", "11", "3D", "0"])
+        #expect(lines[4] == "3 vehicles, 0 malformed messages")
+        #expect(!text.contains("\u{1B}"))
+
+        let ansi = table.renderANSI(state, now: at(105), maxRows: 1)
+        #expect(ansi.hasPrefix("\u{1B}[H"))
+        #expect(ansi.contains("\u{1B}[2mbus-1"))  // stale row dimmed
+        #expect(ansi.contains("… 2 more"))
+        #expect(!ansi.contains("van-7"))
+    }
+}

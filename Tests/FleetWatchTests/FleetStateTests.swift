@@ -1,0 +1,98 @@
+import FleetProtocol
+import FleetWatch
+import GNSS
+import Testing
+
+@Suite struct FleetStateTests {
+    let t0 = UTCTimestamp(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5)!
+    let van = VehicleID("van-7")!
+    let bus = VehicleID("bus-1")!
+
+    func at(_ seconds: Int64) -> UTCTimestamp {
+        UTCTimestamp(millisecondsSince1970: t0.millisecondsSince1970 + seconds * 1000)
+    }
+
+    func fix(_ lat: Double, second: Int64 = 0) -> Fix {
+        Fix(time: at(second), latitude: lat, longitude: 2, speed: 10, mode: .threeD, satellitesUsed: 9)
+    }
+
+    @Test func foldsFixHeadingAndStatusPerVehicle() {
+        var state = FleetState()
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online)), at: at(0))
+        state.apply(.fix(van, seq: 1, fix(1)), at: at(1))
+        state.apply(.heading(van, seq: 2, Heading(trueHeading: 90, source: .hdt)), at: at(2))
+        state.apply(.fix(bus, seq: nil, fix(5)), at: at(3))
+        #expect(state.count == 2)
+        let v = state[van]
+        #expect(v?.fix == fix(1))
+        #expect(v?.heading?.trueHeading == 90)
+        #expect(v?.online == true)
+        #expect(v?.lastSeen == at(2))
+        #expect(v?.age(now: at(12)) == .seconds(10))
+        #expect(v?.isStale(now: at(12), after: .seconds(5)) == true)
+        #expect(v?.isStale(now: at(5), after: .seconds(5)) == false)
+        #expect(state[bus]?.online == nil)
+        #expect(state.vehicles.map(\.vehicle) == [bus, van])
+
+        state.apply(.status(VehicleStatus(vehicle: van, state: .offline)), at: at(20))
+        #expect(state[van]?.online == false)
+    }
+
+    @Test func gapsComeFromSeqAndLateOrRepeatedMessagesDoNotRegress() {
+        var state = FleetState()
+        state.apply(.fix(van, seq: 10, fix(10)), at: at(0))
+        state.apply(.heading(van, seq: 11, Heading(trueHeading: 1, source: .hdt)), at: at(0))
+        state.apply(.fix(van, seq: 15, fix(15)), at: at(1))        // 12, 13, 14 missing
+        state.apply(.fix(van, seq: 13, fix(13)), at: at(2))        // late: fills a hole, not shown
+        state.apply(.fix(van, seq: 15, fix(15)), at: at(9))        // duplicate: not "seen" again
+        let v = state[van]
+        #expect(v?.gaps == 2)
+        #expect(v?.sequence.duplicates == 1)
+        #expect(v?.fix?.latitude == 15)
+        #expect(v?.lastSeen == at(1))
+        #expect(v?.messages == 5)
+    }
+
+    @Test func withoutSeqTheNewestFixTimeWins() {
+        var state = FleetState()
+        state.apply(.fix(van, seq: nil, fix(2, second: 2)), at: at(0))
+        state.apply(.fix(van, seq: nil, fix(1, second: 1)), at: at(1))
+        #expect(state[van]?.fix?.latitude == 2)
+        #expect(state[van]?.gaps == 0)
+    }
+
+    @Test func malformedMessagesAreCountedNotStored() {
+        var state = FleetState()
+        state.apply(.fix(van, seq: 1, fix(1)), at: at(0))
+        state.apply(.malformed(topic: "fleet/van-7/fix", reason: "invalid JSON: x"), at: at(1))
+        state.apply(.malformed(topic: "fleet/ghost/fix", reason: "missing key \"lat\""), at: at(1))
+        state.apply(.malformed(topic: "elsewhere", reason: "topic"), at: at(1))
+        #expect(state.malformedCount == 3)
+        #expect(state[van]?.malformed == 1)
+        #expect(state[van]?.lastSeen == at(0))
+        #expect(state.count == 1)  // a bad message never creates a vehicle
+        #expect(state.lastMalformedReason == "topic")
+    }
+
+    @Test func theVehicleCapEvictsTheLeastRecentlyHeardFrom() throws {
+        var state = FleetState(maximumVehicles: 3)
+        let ids = (0..<5).map { VehicleID("v\($0)")! }
+        state.apply(.fix(ids[0], seq: 1, fix(0)), at: at(0))
+        state.apply(.fix(ids[1], seq: 1, fix(1)), at: at(1))
+        state.apply(.fix(ids[2], seq: 1, fix(2)), at: at(2))
+        state.apply(.fix(ids[0], seq: 2, fix(0)), at: at(3))   // v0 heard again: v1 is now the oldest
+        state.apply(.fix(ids[3], seq: 1, fix(3)), at: at(4))
+        #expect(state.vehicles.map(\.vehicle) == [ids[0], ids[2], ids[3]])
+        state.apply(.fix(ids[4], seq: 1, fix(4)), at: at(5))
+        #expect(state.vehicles.map(\.vehicle) == [ids[0], ids[3], ids[4]])
+        #expect(state.evictedCount == 2)
+
+        var big = FleetState(maximumVehicles: 1000)
+        for i in 0..<20_000 {
+            big.apply(.fix(try #require(VehicleID("car-\(i)")), seq: 1, fix(1)), at: at(Int64(i)))
+        }
+        #expect(big.count == 1000)
+        #expect(big.vehicles.first?.vehicle.rawValue == "car-19000")
+        #expect(big.evictedCount == 19_000)
+    }
+}
