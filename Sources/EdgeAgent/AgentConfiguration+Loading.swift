@@ -217,6 +217,11 @@ struct ConfigurationSources {
         return value
     }
 
+    /// A number as a person writes it: `30`, `2.5`.
+    static func show(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"
+    }
+
     mutating func integer(_ key: String, in range: ClosedRange<Int>, unit: String = "") -> Int? {
         value(key, expected: "a whole number\(unit) from \(range.lowerBound) to \(range.upperBound)") { text in
             Int(text).flatMap { range.contains($0) ? $0 : nil }
@@ -312,7 +317,7 @@ struct ConfigurationSources {
         let minInterval = number("report.minInterval", expected: "a number of seconds, 0 or more") { $0 >= 0 }
         let maxInterval = number("report.maxInterval", expected: "a number of seconds, more than 0") { $0 > 0 }
         if let minInterval, let maxInterval, maxInterval < minInterval, let origin = origins["report.maxInterval"] {
-            problems.append(.invalid("report.maxInterval", origin, expected: "at least report.minInterval (\(minInterval) s)", got: "\(maxInterval)"))
+            problems.append(.invalid("report.maxInterval", origin, expected: "at least report.minInterval (\(Self.show(minInterval)) s)", got: Self.show(maxInterval)))
         }
         let minDistance = number("report.minDistance", expected: "a number of metres, more than 0") { $0 > 0 }
         let minHeadingChange = number("report.minHeadingChange", expected: "a number of degrees, more than 0 and at most 180") { $0 > 0 && $0 <= 180 }

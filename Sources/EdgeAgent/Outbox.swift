@@ -22,7 +22,7 @@ import Synchronization
 public final class Outbox: Sendable {
     private let state: Mutex<OutboxState>
 
-    /// The most messages (fixes and headings) held before the oldest are dropped.
+    /// The most fixes and headings held before the oldest are dropped (statuses not counted).
     public let capacity: Int
 
     /// An empty outbox holding at most `capacity` messages (at least 1).
@@ -82,7 +82,8 @@ public final class Outbox: Sendable {
         for waiter in drained { waiter.resume() }
     }
 
-    /// Sending `id` failed: it stays at the head, to be retried by the next ``next()``.
+    /// Sending `id` failed: it stays at the head, to be retried by the next ``next()`` (a status
+    /// that a newer one has superseded meanwhile is removed instead).
     public func release(_ id: UInt64) {
         state.withLock { $0.release(id) }
     }

@@ -38,7 +38,7 @@ struct OutboxState {
             entries[index].message = message
             return (.superseded, [])
         }
-        if message.kind != .status, entries.count >= capacity {
+        if message.kind != .status, entries.count(where: { $0.message.kind != .status }) >= capacity {
             if let index = oldestDroppable(.heading) {
                 result = .queuedDroppingOldest(droppedKind: .heading, droppedSeq: entries[index].message.seq)
                 entries.remove(at: index)
@@ -93,9 +93,15 @@ struct OutboxState {
         return takeDrainWaitersIfEmpty()
     }
 
-    /// Sending `id` failed: it stays queued (at its place, the head) and may be dropped again.
+    /// Sending `id` failed: it stays queued (at its place, the head) and may be dropped again —
+    /// unless it is a status and a newer status was queued meanwhile: then it is obsolete and
+    /// removed, so only the newest status is retried.
     mutating func release(_ id: UInt64) {
         if inFlight == id { inFlight = nil }
+        guard let index = entries.firstIndex(where: { $0.id == id }), entries[index].message.kind == .status,
+              entries[(index + 1)...].contains(where: { $0.message.kind == .status })
+        else { return }
+        entries.remove(at: index)
     }
 
     /// No more messages are accepted; waiting consumers of an empty outbox get `nil`.

@@ -39,6 +39,8 @@ public final class SequenceStore: Sendable {
         let path = (directory.hasSuffix("/") ? String(directory.dropLast()) : directory) + "/\(vehicle.rawValue).seq"
         self.path = path
         self.blockSize = max(1, blockSize)
+        var logger = logger
+        logger[metadataKey: "vehicle"] = "\(vehicle.rawValue)"
         self.logger = logger
         let start: UInt64
         do {
