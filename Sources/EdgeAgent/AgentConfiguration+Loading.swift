@@ -156,7 +156,7 @@ extension AgentConfiguration {
 /// Collects the keys a YAML file defines while swift-configuration parses it (through the
 /// secrets specifier, which is asked about every key).
 private final class KeyCollector: Sendable {
-    private let storage = Mutex<[String]>([])
+    private let storage = SanitizerVisibleMutex<[String]>([])
     func add(_ key: String) { storage.withLock { $0.append(key) } }
     var keys: [String] { storage.withLock { $0.sorted() } }
 }

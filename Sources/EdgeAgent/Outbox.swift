@@ -20,7 +20,7 @@ import Synchronization
 /// Thread safety: all state is a ``OutboxState`` in a `Mutex`; continuations are resumed after
 /// the lock is released.
 public final class Outbox: Sendable {
-    private let state: Mutex<OutboxState>
+    private let state: SanitizerVisibleMutex<OutboxState>
 
     /// The most fixes and headings held before the oldest are dropped (statuses not counted).
     public let capacity: Int
@@ -28,7 +28,7 @@ public final class Outbox: Sendable {
     /// An empty outbox holding at most `capacity` messages (at least 1).
     public init(capacity: Int) {
         self.capacity = max(1, capacity)
-        state = Mutex(OutboxState(capacity: capacity))
+        state = SanitizerVisibleMutex(OutboxState(capacity: capacity))
     }
 
     /// What ``enqueue(_:)`` did with a message.
@@ -57,7 +57,7 @@ public final class Outbox: Sendable {
     /// outbox is closed and empty. Throws `CancellationError` when the task is cancelled.
     public func next() async throws -> OutboxEntry? {
         if let ready = state.withLock({ $0.next() }) { return ready }
-        let waiterID = Mutex<UInt64?>(nil)
+        let waiterID = SanitizerVisibleMutex<UInt64?>(nil)
         return try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: OutboxState.Waiter) in
                 let immediate: Result<OutboxEntry?, any Error>? = state.withLock { state in
@@ -96,7 +96,7 @@ public final class Outbox: Sendable {
 
     /// Returns when the queue is empty (at once if it is), or when the task is cancelled.
     public func waitUntilEmpty() async {
-        let waiterID = Mutex<UInt64?>(nil)
+        let waiterID = SanitizerVisibleMutex<UInt64?>(nil)
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let registered = state.withLock { state -> Bool in

@@ -88,7 +88,7 @@ public final class Publisher: Sendable {
     private let logger: Logger
     private let now: @Sendable () -> UTCTimestamp
     private let onlineSince: UTCTimestamp
-    private let state: Mutex<State>
+    private let state: SanitizerVisibleMutex<State>
 
     /// A publisher; it queues the `online` status at once.
     ///
@@ -110,7 +110,7 @@ public final class Publisher: Sendable {
         self.logger = logger
         self.now = now
         self.onlineSince = now()
-        self.state = Mutex(State(policy: settings.policy))
+        self.state = SanitizerVisibleMutex(State(policy: settings.policy))
         state.withLock { state in enqueueStatus(&state) }
     }
 
@@ -139,6 +139,11 @@ public final class Publisher: Sendable {
     // MARK: Intake
 
     /// Takes one event from the GNSS source; never waits. After ``finish()`` events are ignored.
+    ///
+    /// Meant to be called from one task (the hub subscription); concurrent callers are safe:
+    /// the policy decision, the `seq` and the enqueueing happen under one lock, so `seq` order is
+    /// queue order. The outbox may resume its waiting consumer inside that lock, which only
+    /// schedules the sender task and never runs it inline.
     public func publish(_ event: GNSSEvent) {
         state.withLock { state in
             guard !state.finishRequested else { return }
@@ -217,10 +222,7 @@ public final class Publisher: Sendable {
             "outbox.capacity": "\(outbox.capacity)",
         ])
         let drained = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await self.senderLoop()
-                return true
-            }
+            group.addTask { await self.senderLoop() }
             await waitForFinishRequest()
             outbox.close()
             group.addTask {
@@ -280,12 +282,14 @@ public final class Publisher: Sendable {
         }
     }
 
-    private func senderLoop() async {
+    /// Sends the outbox's messages in order, retrying failures; returns `true` once the outbox
+    /// is closed and empty, `false` when cancelled.
+    private func senderLoop() async -> Bool {
         var delay = settings.initialRetryDelay
         while true {
             let next: OutboxEntry?
-            do { next = try await outbox.next() } catch { return }
-            guard let entry = next else { return }
+            do { next = try await outbox.next() } catch { return false }
+            guard let entry = next else { return true }
             let message = entry.message
             do {
                 try await sender.send(topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain)
@@ -299,7 +303,7 @@ public final class Publisher: Sendable {
                 if recovered { logger.info("sending resumed", metadata: ["outbox.queued": "\(outbox.count)"]) }
             } catch {
                 outbox.release(entry.id)
-                if Task.isCancelled { return }
+                if Task.isCancelled { return false }
                 let firstFailure = state.withLock { state -> Bool in
                     state.counters.sendFailures += 1
                     defer { state.failing = true }
@@ -310,7 +314,7 @@ public final class Publisher: Sendable {
                         "mqtt.topic": "\(message.topic)", "error": "\(error)",
                     ])
                 }
-                do { try await Task.sleep(for: delay) } catch { return }
+                do { try await Task.sleep(for: delay) } catch { return false }
                 delay = min(delay * 2, settings.maxRetryDelay)
             }
         }

@@ -27,7 +27,7 @@ public final class SequenceStore: Sendable {
         var persistFailures: UInt64 = 0
     }
 
-    private let state: Mutex<State>
+    private let state: SanitizerVisibleMutex<State>
     private let logger: Logger
 
     /// Opens (or creates) the counter of `vehicle` in `directory`, creating the directory if
@@ -63,7 +63,7 @@ public final class SequenceStore: Sendable {
         } catch {
             throw SequenceStoreError.io("\(path): \(error)")
         }
-        state = Mutex(State(next: start, reservedUpTo: start + self.blockSize))
+        state = SanitizerVisibleMutex(State(next: start, reservedUpTo: start + self.blockSize))
         logger.debug("sequence store opened", metadata: ["seq.path": "\(path)", "seq.next": "\(start)"])
     }
 

@@ -82,7 +82,7 @@ struct PublisherTests {
         #expect(counters.published == 6)
         #expect(counters.statusesPublished == 5)
         #expect(counters.dropped == 0)
-        #expect(dir.read("van-7.seq") == "7\n", "a clean finish persists the exact next seq")
+        #expect(dir.contents("van-7.seq") == "7\n", "a clean finish persists the exact next seq")
     }
 
     @Test("an absent broker fills the outbox: oldest fixes dropped, status says so, the rest delivered in order")
@@ -180,7 +180,7 @@ struct PublisherTests {
         publisher.finish()
         try await withTimeout(10) { await running.value }
         #expect(sender.sent.isEmpty)
-        #expect(dir.read("van-7.seq") == "2\n", "the exact next seq is persisted even so")
+        #expect(dir.contents("van-7.seq") == "2\n", "the exact next seq is persisted even so")
     }
 
     @Test("the last will is the retained offline status without a reason")

@@ -16,7 +16,7 @@ struct SequenceStoreTests {
         let taken = (0..<5).map { _ in first.next() }
         #expect(taken == [1, 2, 3, 4, 5])
         try first.close()
-        #expect(dir.read("van-7.seq") == "6\n")
+        #expect(dir.contents("van-7.seq") == "6\n")
 
         let second = try SequenceStore(directory: dir.path, vehicle: vehicle, blockSize: 100, logger: logger)
         #expect(second.next() == 6)
@@ -27,11 +27,11 @@ struct SequenceStoreTests {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
         let crashed = try SequenceStore(directory: dir.path, vehicle: vehicle, blockSize: 1000, logger: logger)
-        #expect(dir.read("van-7.seq") == "1001\n", "the first block is reserved before any number is handed out")
+        #expect(dir.contents("van-7.seq") == "1001\n", "the first block is reserved before any number is handed out")
         var last: UInt64 = 0
         for _ in 0..<1500 { last = crashed.next() }
         #expect(last == 1500)
-        #expect(dir.read("van-7.seq") == "2001\n", "crossing the block reserved the next one")
+        #expect(dir.contents("van-7.seq") == "2001\n", "crossing the block reserved the next one")
         // Simulated crash: no close(). The restart begins past every number handed out.
         let restarted = try SequenceStore(directory: dir.path, vehicle: vehicle, blockSize: 1000, logger: logger)
         let next = restarted.next()
@@ -45,7 +45,7 @@ struct SequenceStoreTests {
         defer { dir.remove() }
         let store = try SequenceStore(directory: dir.path, vehicle: vehicle, blockSize: 1000, logger: logger)
         for _ in 0..<999 { _ = store.next() }
-        #expect(dir.read("van-7.seq") == "1001\n")
+        #expect(dir.contents("van-7.seq") == "1001\n")
     }
 
     @Test("each vehicle has its own counter")
@@ -62,7 +62,7 @@ struct SequenceStoreTests {
     func unwritableDirectory() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        let blocker = dir.write("not-a-directory", "x")
+        let blocker = dir.createFile("not-a-directory", "x")
         let error = #expect(throws: SequenceStoreError.self) {
             try SequenceStore(directory: blocker, vehicle: vehicle, logger: logger)
         }
@@ -80,12 +80,12 @@ struct SequenceStoreTests {
     func corruptFile() throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        let path = dir.write("van-7.seq", "garbage\n")
+        let path = dir.createFile("van-7.seq", "garbage\n")
         let error = #expect(throws: SequenceStoreError.self) {
             try SequenceStore(directory: dir.path, vehicle: vehicle, logger: logger)
         }
         #expect(error == .corrupt(path: path, content: "garbage\n"))
-        #expect(dir.read("van-7.seq") == "garbage\n", "the evidence is left in place")
+        #expect(dir.contents("van-7.seq") == "garbage\n", "the evidence is left in place")
     }
 
     @Test("no temporary file is left behind")
@@ -95,6 +95,6 @@ struct SequenceStoreTests {
         let store = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: logger)
         _ = store.next()
         try store.close()
-        #expect(dir.read("van-7.seq.tmp") == nil)
+        #expect(dir.contents("van-7.seq.tmp") == nil)
     }
 }

@@ -1,5 +1,6 @@
+// @testable for SanitizerVisibleMutex: see its doc comment (Mutex hand-offs TSan cannot see).
+@testable import EdgeAgent
 import Logging
-import Synchronization
 
 /// Log records kept in memory, shared by the handler copies a `Logger` makes.
 final class LogCapture: Sendable {
@@ -9,7 +10,7 @@ final class LogCapture: Sendable {
         let metadata: [String: String]
     }
 
-    private let records = Mutex<[Record]>([])
+    private let records = SanitizerVisibleMutex<[Record]>([])
 
     func append(_ record: Record) { records.withLock { $0.append(record) } }
     var all: [Record] { records.withLock { $0 } }

@@ -1,5 +1,5 @@
-import EdgeAgent
-import Synchronization
+// @testable for SanitizerVisibleMutex: see its doc comment (Mutex hand-offs TSan cannot see).
+@testable import EdgeAgent
 
 /// A `MessageSending` that records what was sent, and can be made to fail (an absent broker)
 /// or to hold sends until released (a slow broker).
@@ -25,7 +25,7 @@ final class RecordingSender: MessageSending {
 
     private typealias Watcher = (id: Int, count: Int, continuation: CheckedContinuation<Void, Never>)
 
-    private let state = Mutex(State())
+    private let state = SanitizerVisibleMutex(State())
 
     init(failing: Bool = false) {
         state.withLock { $0.failing = failing }

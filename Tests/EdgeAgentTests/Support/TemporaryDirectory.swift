@@ -20,23 +20,23 @@ struct TemporaryDirectory {
     func file(_ name: String) -> String { "\(path)/\(name)" }
 
     @discardableResult
-    func write(_ name: String, _ text: String, mode: mode_t = 0o644) -> String {
+    func createFile(_ name: String, _ text: String, mode: mode_t = 0o644) -> String {
         let target = file(name)
         let fd = open(target, O_WRONLY | O_CREAT | O_TRUNC, mode)
         if fd >= 0 {
             let bytes = Array(text.utf8)
-            _ = bytes.withUnsafeBytes { Glibc.write(fd, $0.baseAddress, $0.count) }
+            _ = bytes.withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
             close(fd)
         }
         return target
     }
 
-    func read(_ name: String) -> String? {
+    func contents(_ name: String) -> String? {
         let fd = open(file(name), O_RDONLY)
         guard fd >= 0 else { return nil }
         defer { close(fd) }
         var buffer = [UInt8](repeating: 0, count: 4096)
-        let n = buffer.withUnsafeMutableBytes { Glibc.read(fd, $0.baseAddress, $0.count) }
+        let n = buffer.withUnsafeMutableBytes { read(fd, $0.baseAddress, $0.count) }
         return n >= 0 ? String(decoding: buffer[..<n], as: UTF8.self) : nil
     }
 
