@@ -77,6 +77,8 @@ public final class Publisher: Sendable {
         var finishRequested = false
         var stopWaiter: CheckedContinuation<Void, Never>?
         var failing = false
+        /// Dropping since the outbox last had room (logged once per such episode).
+        var overflowing = false
     }
 
     /// The settings it was made with.
@@ -95,7 +97,8 @@ public final class Publisher: Sendable {
     /// - Parameters:
     ///   - sender: delivers messages (the MQTT client).
     ///   - sequence: hands out `seq` numbers; the publisher closes it on finish.
-    ///   - logger: for start, failures, drops and shutdown (info or lower, warnings on trouble).
+    ///   - logger: debug for start, stop and GNSS state changes; info (once per episode) for
+    ///     failed sends, resumed sends, outbox overflow and an unfinished drain.
     ///   - now: the wall clock for the status `since` (UTC); only the status uses it.
     public init(
         settings: Settings, sender: any MessageSending, sequence: SequenceStore, logger: Logger,
@@ -202,7 +205,7 @@ public final class Publisher: Sendable {
                 for try await event in events { publish(event) }
             } catch {
                 failure = error
-                logger.error("GNSS event stream failed", metadata: ["error": "\(error)"])
+                logger.debug("GNSS event stream failed", metadata: ["error": "\(error)"])
                 publish(.state(.reconnecting(reason: "\(error)", delay: .zero)))
             }
             finish()
@@ -217,7 +220,7 @@ public final class Publisher: Sendable {
     /// the outbox (at most ``Settings/drainTimeout``), sends the `offline` status (at most as
     /// long again) and closes the sequence store. Call it once.
     public func run() async {
-        logger.info("publisher started", metadata: [
+        logger.debug("publisher started", metadata: [
             "mqtt.topic": "\(settings.topics.fix(settings.vehicle))",
             "outbox.capacity": "\(outbox.capacity)",
         ])
@@ -234,16 +237,16 @@ public final class Publisher: Sendable {
             return first
         }
         if !drained {
-            logger.warning("outbox not drained at shutdown", metadata: ["outbox.unsent": "\(outbox.count)"])
+            logger.info("outbox not drained at shutdown", metadata: ["outbox.unsent": "\(outbox.count)"])
         }
         await sendOffline()
         do {
             try sequence.close()
         } catch {
-            logger.error("cannot persist sequence number", metadata: ["error": "\(error)"])
+            logger.info("cannot persist sequence number", metadata: ["error": "\(error)"])
         }
         let counters = self.counters
-        logger.info("publisher stopped", metadata: [
+        logger.debug("publisher stopped", metadata: [
             "published": "\(counters.published)", "dropped": "\(counters.dropped)",
             "skipped": "\(counters.skippedByPolicy)",
         ])
@@ -295,7 +298,9 @@ public final class Publisher: Sendable {
                 try await sender.send(topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain)
                 outbox.acknowledge(entry.id)
                 delay = settings.initialRetryDelay
+                let hasRoom = outbox.count < outbox.capacity / 2
                 let recovered = state.withLock { state -> Bool in
+                    if hasRoom { state.overflowing = false }
                     if message.kind == .status { state.counters.statusesPublished += 1 } else { state.counters.published += 1 }
                     defer { state.failing = false }
                     return state.failing
@@ -310,7 +315,7 @@ public final class Publisher: Sendable {
                     return !state.failing
                 }
                 if firstFailure {
-                    logger.warning("send failed, retrying", metadata: [
+                    logger.info("send failed, retrying", metadata: [
                         "mqtt.topic": "\(message.topic)", "error": "\(error)",
                     ])
                 }
@@ -348,13 +353,13 @@ public final class Publisher: Sendable {
         if sent {
             state.withLock { $0.counters.statusesPublished += 1 }
         } else {
-            logger.warning("offline status not sent", metadata: ["mqtt.topic": "\(topic)"])
+            logger.info("offline status not sent", metadata: ["mqtt.topic": "\(topic)"])
         }
     }
 
     private func changeGNSS(to new: VehicleStatus.GNSSState, _ state: inout State) {
         guard state.gnss != new else { return }
-        logger.info("GNSS state changed", metadata: ["gnss.from": "\(state.gnss.rawValue)", "gnss.to": "\(new.rawValue)"])
+        logger.debug("GNSS state changed", metadata: ["gnss.from": "\(state.gnss.rawValue)", "gnss.to": "\(new.rawValue)"])
         state.gnss = new
         enqueueStatus(&state)
     }
@@ -373,8 +378,9 @@ public final class Publisher: Sendable {
         }
         let dropped = outbox.droppedFixes
         if dropped != state.statusDropped {
-            if state.statusDropped == 0 {
-                logger.warning("outbox full, dropping oldest fixes", metadata: ["outbox.capacity": "\(outbox.capacity)"])
+            if !state.overflowing {
+                state.overflowing = true
+                logger.info("outbox full, dropping oldest fixes", metadata: ["outbox.capacity": "\(outbox.capacity)"])
             }
             enqueueStatus(&state)
         }

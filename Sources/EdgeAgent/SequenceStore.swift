@@ -84,7 +84,7 @@ public final class SequenceStore: Sendable {
                     try AtomicFile.replace(path, with: Array("\(limit)\n".utf8))
                 } catch {
                     state.persistFailures += 1
-                    logger.error(
+                    logger.info(
                         "cannot persist sequence reservation",
                         metadata: ["seq.path": "\(path)", "error": "\(error)"]
                     )
