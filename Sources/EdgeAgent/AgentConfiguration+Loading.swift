@@ -1,0 +1,356 @@
+import Configuration
+import FleetProtocol
+import Logging
+import Synchronization
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+extension AgentConfiguration {
+    /// The prefix of the agent's environment variables: `broker.keepAlive` is read from
+    /// `FLEETCAST_BROKER_KEEP_ALIVE`.
+    public static let environmentPrefix = "FLEETCAST"
+
+    /// Every key the agent understands, in the order of the sample file.
+    public static let knownKeys: [String] = [
+        "vehicle", "source",
+        "broker.url", "broker.username", "broker.password", "broker.passwordFile",
+        "broker.caFile", "broker.certFile", "broker.keyFile",
+        "broker.protocol", "broker.keepAlive", "broker.maxInflight",
+        "topics.prefix", "qos.fix", "qos.heading", "messageExpiry",
+        "report.minInterval", "report.maxInterval", "report.minDistance",
+        "report.minHeadingChange", "report.stationarySpeed",
+        "outbox.capacity", "stateDir", "log.level",
+    ]
+
+    /// Loads and validates the configuration from three layers, each overriding the one before:
+    /// the YAML file, the environment, the flags.
+    ///
+    /// The library never reads the process environment or the command line: the executable
+    /// passes them in.
+    ///
+    /// - Parameters:
+    ///   - filePath: the YAML file (see `config/agent.yaml`); `nil`: no file.
+    ///   - environment: the process environment; only `FLEETCAST_…` variables are read
+    ///     (`FLEETCAST_VEHICLE`, `FLEETCAST_BROKER_URL`, `FLEETCAST_BROKER_PASSWORD`…).
+    ///   - flags: values given on the command line, keyed by configuration key (`"qos.fix"`),
+    ///     shown in errors as flags (`--qos-fix`). A password is never accepted as a flag.
+    /// - Throws: ``ConfigurationError`` listing every problem: the key, the file (or
+    ///   environment variable, or flag) and the expected form; unknown keys in the file and in
+    ///   `flags`; an unreadable file.
+    public static func load(
+        filePath: String?, environment: [String: String], flags: [String: String]
+    ) async throws(ConfigurationError) -> AgentConfiguration {
+        var problems: [ConfigurationError.Problem] = []
+
+        // Flags: only known keys, never a password.
+        var flagValues: [AbsoluteConfigKey: ConfigValue] = [:]
+        for (key, value) in flags.sorted(by: { $0.key < $1.key }) {
+            let origin = ConfigurationOrigin.flag(flagName(key))
+            if key == "broker.password" {
+                problems.append(.init(key: key, origin: origin, message: "broker.password in \(origin): a password is never accepted on the command line; use broker.passwordFile or the environment variable FLEETCAST_BROKER_PASSWORD"))
+            } else if !knownKeys.contains(key) {
+                problems.append(.init(key: key, origin: origin, message: "unknown key \(key) in \(origin)\(suggestion(for: key))"))
+            } else {
+                flagValues[AbsoluteConfigKey(key.split(separator: ".").map(String.init))] = ConfigValue(.string(value), isSecret: false)
+            }
+        }
+        let flagProvider = InMemoryProvider(name: "flags", values: flagValues)
+
+        let passwordVariable = environmentName("broker.password")
+        let environmentProvider = EnvironmentVariablesProvider(
+            environmentVariables: environment.filter { $0.key.uppercased().hasPrefix(environmentPrefix + "_") },
+            secretsSpecifier: .specific([passwordVariable])
+        ).prefixKeys(with: ConfigKey(environmentPrefix.lowercased()))
+
+        // The file: its keys are collected while it is parsed, to report unknown ones.
+        var fileProvider: FileProvider<YAMLSnapshot>?
+        if let filePath {
+            let collector = KeyCollector()
+            do {
+                fileProvider = try await FileProvider<YAMLSnapshot>(
+                    parsingOptions: .init(secretsSpecifier: .dynamic { key, _ in
+                        collector.add(key)
+                        return key == "broker.password"
+                    }),
+                    filePath: .init(filePath)
+                )
+            } catch {
+                throw ConfigurationError(problems: [
+                    .init(key: filePath, origin: .file(filePath), message: "cannot read configuration file \(filePath): \(error)")
+                ])
+            }
+            for key in collector.keys where !knownKeys.contains(key) {
+                problems.append(.init(key: key, origin: .file(filePath), message: "unknown key \(key) in \(filePath)\(suggestion(for: key))"))
+            }
+            if collector.keys.contains("broker.password") {
+                problems.append(.init(key: "broker.password", origin: .file(filePath), message: "broker.password in \(filePath): a password is not accepted in the configuration file; use broker.passwordFile or the environment variable \(passwordVariable)"))
+            }
+        }
+
+        var sources = ConfigurationSources(
+            flags: flagProvider, environment: environmentProvider, file: fileProvider, filePath: filePath
+        )
+        let configuration = sources.build()
+        problems += sources.problems
+        guard problems.isEmpty, let configuration else { throw ConfigurationError(problems: problems) }
+        return configuration
+    }
+
+    /// The environment variable that sets `key`: `broker.keepAlive` → `FLEETCAST_BROKER_KEEP_ALIVE`.
+    public static func environmentName(_ key: String) -> String {
+        var out = environmentPrefix
+        for component in key.split(separator: ".") {
+            out += "_"
+            var previousLower = false
+            for character in component {
+                if previousLower, character.isUppercase { out += "_" }
+                out += character.isLetter || character.isNumber ? character.uppercased() : "_"
+                previousLower = character.isLowercase
+            }
+        }
+        return out
+    }
+
+    /// The flag that sets `key`: `broker.keepAlive` → `--broker-keep-alive`.
+    public static func flagName(_ key: String) -> String {
+        var out = "-"
+        for component in key.split(separator: ".") {
+            out += "-"
+            var previousLower = false
+            for character in component {
+                if previousLower, character.isUppercase { out += "-" }
+                out += character.lowercased()
+                previousLower = character.isLowercase
+            }
+        }
+        return out
+    }
+
+    /// `" (did you mean qos.fix?)"` when a known key is within two edits of `key`.
+    static func suggestion(for key: String) -> String {
+        let best = knownKeys.map { ($0, editDistance($0.lowercased(), key.lowercased())) }.min { $0.1 < $1.1 }
+        guard let best, best.1 <= 2 else { return "" }
+        return " (did you mean \(best.0)?)"
+    }
+
+    static func editDistance(_ a: String, _ b: String) -> Int {
+        let a = Array(a.utf8), b = Array(b.utf8)
+        var previous = Array(0...b.count)
+        for i in 1...max(a.count, 1) where !a.isEmpty {
+            var current = [i] + Array(repeating: 0, count: b.count)
+            for j in stride(from: 1, through: b.count, by: 1) {
+                current[j] = min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (a[i - 1] == b[j - 1] ? 0 : 1))
+            }
+            previous = current
+        }
+        return a.isEmpty ? b.count : previous[b.count]
+    }
+}
+
+/// Collects the keys a YAML file defines while swift-configuration parses it (through the
+/// secrets specifier, which is asked about every key).
+private final class KeyCollector: Sendable {
+    private let storage = SanitizerVisibleMutex<[String]>([])
+    func add(_ key: String) { storage.withLock { $0.append(key) } }
+    var keys: [String] { storage.withLock { $0.sorted() } }
+}
+
+/// The three layers behind one `ConfigReader`, plus what is needed to say where a value came
+/// from. `build()` reads and validates every key, collecting problems.
+struct ConfigurationSources {
+    let reader: ConfigReader
+    let layers: [(provider: any ConfigProvider, origin: (String) -> ConfigurationOrigin)]
+    var problems: [ConfigurationError.Problem] = []
+    var origins: [String: ConfigurationOrigin] = [:]
+
+    init(flags: InMemoryProvider, environment: some ConfigProvider, file: FileProvider<YAMLSnapshot>?, filePath: String?) {
+        var providers: [any ConfigProvider] = [flags, environment]
+        var layers: [(provider: any ConfigProvider, origin: (String) -> ConfigurationOrigin)] = [
+            (flags, { .flag(AgentConfiguration.flagName($0)) }),
+            (environment, { .environment(AgentConfiguration.environmentName($0)) }),
+        ]
+        if let file, let filePath {
+            providers.append(file)
+            layers.append((file, { _ in .file(filePath) }))
+        }
+        reader = ConfigReader(providers: providers)
+        self.layers = layers
+    }
+
+    /// The raw text of `key` from the highest layer that has it, with its origin; empty text,
+    /// `~` and `null` count as not set. A value of the wrong shape (a YAML list or mapping) is
+    /// a problem.
+    mutating func text(_ key: String, secret: Bool = false) -> (String, ConfigurationOrigin)? {
+        let configKey = ConfigKey(key.split(separator: ".").map(String.init))
+        let absolute = AbsoluteConfigKey(configKey.components)
+        guard let value = reader.string(forKey: configKey, isSecret: secret) else {
+            for layer in layers {
+                if case .failure = Result(catching: { try layer.provider.value(forKey: absolute, type: .string) }) {
+                    problems.append(.invalid(key, layer.origin(key), expected: "a single value", got: nil))
+                    return nil
+                }
+            }
+            return nil
+        }
+        let origin = layers.first { layer in
+            (try? layer.provider.value(forKey: absolute, type: .string).value) != nil
+        }?.origin(key) ?? .defaultValue
+        let trimmed = value.trimmingWhitespace()
+        if trimmed.isEmpty || trimmed == "~" || trimmed == "null" { return nil }
+        origins[key] = origin
+        return (trimmed, origin)
+    }
+
+    /// A value parsed by `parse`; a problem naming `expected` when it returns `nil`.
+    mutating func value<T>(_ key: String, expected: String, _ parse: (String) -> T?) -> T? {
+        guard let (text, origin) = text(key) else { return nil }
+        guard let value = parse(text) else {
+            problems.append(.invalid(key, origin, expected: expected, got: text))
+            return nil
+        }
+        return value
+    }
+
+    /// A number as a person writes it: `30`, `2.5`.
+    static func show(_ value: Double) -> String {
+        value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"
+    }
+
+    mutating func integer(_ key: String, in range: ClosedRange<Int>, unit: String = "") -> Int? {
+        value(key, expected: "a whole number\(unit) from \(range.lowerBound) to \(range.upperBound)") { text in
+            Int(text).flatMap { range.contains($0) ? $0 : nil }
+        }
+    }
+
+    mutating func number(_ key: String, expected: String, _ accept: (Double) -> Bool) -> Double? {
+        value(key, expected: expected) { text in
+            Double(text).flatMap { $0.isFinite && accept($0) ? $0 : nil }
+        }
+    }
+
+    mutating func readableFile(_ key: String) -> String? {
+        guard let (path, origin) = text(key) else { return nil }
+        guard access(path, R_OK) == 0 else {
+            problems.append(.invalid(key, origin, expected: "a readable file (\(String(cString: strerror(errno))))", got: path))
+            return nil
+        }
+        return path
+    }
+
+    mutating func build() -> AgentConfiguration? {
+        var vehicle: VehicleID?
+        if let (text, origin) = text("vehicle") {
+            do { vehicle = try VehicleID(validating: text) } catch {
+                problems.append(.invalid("vehicle", origin, expected: "1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-'", got: text))
+            }
+        } else {
+            problems.append(.init(key: "vehicle", origin: .defaultValue, message: "vehicle is required: set it in the configuration file, the environment variable \(AgentConfiguration.environmentName("vehicle")) or the flag \(AgentConfiguration.flagName("vehicle"))"))
+        }
+        let source = value("source", expected: "a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password)") { text -> String? in
+            guard let colon = text.firstIndex(of: ":"), colon != text.startIndex,
+                  text[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }),
+                  text.first?.isLetter == true,
+                  !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0 == " " })
+            else { return nil }
+            // A user:password@ part would end up in the status: refuse it.
+            if let authority = text.range(of: "://"), let at = text[authority.upperBound...].firstIndex(of: "@"),
+               text[authority.upperBound..<at].contains(":") {
+                return nil
+            }
+            return text
+        } ?? "sim:"
+
+        let url = value("broker.url", expected: BrokerURL.expectedForm) { BrokerURL($0) }
+            ?? BrokerURL("mqtt://localhost:1883")
+        let username = text("broker.username")?.0 ?? url?.username
+        var password: Secret?
+        let passwordFromEnvironment = text("broker.password", secret: true)
+        if let (path, origin) = text("broker.passwordFile") {
+            if passwordFromEnvironment != nil {
+                problems.append(.init(key: "broker.passwordFile", origin: origin, message: "broker.passwordFile in \(origin): give either broker.passwordFile or \(AgentConfiguration.environmentName("broker.password")), not both"))
+            }
+            do {
+                guard let bytes = try AtomicFile.contents(of: path, limit: 4096) else {
+                    throw AtomicFile.Failure(operation: "open", path: path, errno: ENOENT)
+                }
+                var secret = String(decoding: bytes, as: UTF8.self)
+                while secret.hasSuffix("\n") || secret.hasSuffix("\r") { secret.removeLast() }
+                if secret.isEmpty {
+                    problems.append(.invalid("broker.passwordFile", origin, expected: "a file holding the password (it is empty)", got: path))
+                }
+                password = Secret(secret)
+            } catch {
+                problems.append(.invalid("broker.passwordFile", origin, expected: "a readable file holding the password (\(error))", got: path))
+            }
+        } else if let (secret, _) = passwordFromEnvironment {
+            password = Secret(secret)
+        }
+        let caFile = readableFile("broker.caFile")
+        let certFile = readableFile("broker.certFile")
+        let keyFile = readableFile("broker.keyFile")
+        if (certFile == nil) != (keyFile == nil), let key = certFile == nil ? "broker.keyFile" : "broker.certFile" as String?,
+           let origin = origins[key] {
+            problems.append(.init(key: key, origin: origin, message: "\(key) in \(origin): broker.certFile and broker.keyFile go together; give both or neither"))
+        }
+        if let url, !url.usesTLS {
+            for key in ["broker.caFile", "broker.certFile", "broker.keyFile"] {
+                if let origin = origins[key] {
+                    problems.append(.init(key: key, origin: origin, message: "\(key) in \(origin): TLS files need a broker.url starting with mqtts://, got \"\(url)\""))
+                }
+            }
+        }
+        let protocolVersion = value("broker.protocol", expected: "5 or 3.1.1") { text in
+            AgentConfiguration.ProtocolVersion(rawValue: text == "5.0" ? "5" : text)
+        } ?? .v5
+        let keepAlive = integer("broker.keepAlive", in: 5...65535, unit: " of seconds") ?? 30
+        let maxInflight = integer("broker.maxInflight", in: 1...65535) ?? 20
+        let topics = value("topics.prefix", expected: "one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet)") { try? FleetTopics(prefix: $0) } ?? .default
+        let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap { (0...2).contains($0) ? $0 : nil } } ?? 1
+        let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap { (0...2).contains($0) ? $0 : nil } } ?? 0
+        let expiry = integer("messageExpiry", in: 1...4_294_967_295, unit: " of seconds")
+        let minInterval = number("report.minInterval", expected: "a number of seconds, 0 or more") { $0 >= 0 }
+        let maxInterval = number("report.maxInterval", expected: "a number of seconds, more than 0") { $0 > 0 }
+        if let minInterval, let maxInterval, maxInterval < minInterval, let origin = origins["report.maxInterval"] {
+            problems.append(.invalid("report.maxInterval", origin, expected: "at least report.minInterval (\(Self.show(minInterval)) s)", got: Self.show(maxInterval)))
+        }
+        let minDistance = number("report.minDistance", expected: "a number of metres, more than 0") { $0 > 0 }
+        let minHeadingChange = number("report.minHeadingChange", expected: "a number of degrees, more than 0 and at most 180") { $0 > 0 && $0 <= 180 }
+        let stationarySpeed = number("report.stationarySpeed", expected: "a speed in m/s, 0 or more (0 turns the track hold off)") { $0 >= 0 } ?? 0.5
+        let capacity = integer("outbox.capacity", in: 1...1_000_000, unit: " of messages") ?? 1000
+        let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
+        let logLevel = value("log.level", expected: "trace, debug, info, notice, warning, error or critical") {
+            Logger.Level(rawValue: $0.lowercased())
+        } ?? .info
+
+        guard problems.isEmpty, let vehicle, let url else { return nil }
+        return AgentConfiguration(
+            vehicle: vehicle, source: source,
+            broker: .init(
+                url: url, username: username, password: password, caFile: caFile, certFile: certFile, keyFile: keyFile,
+                protocolVersion: protocolVersion, keepAliveSeconds: keepAlive, maxInflight: maxInflight
+            ),
+            topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, messageExpirySeconds: expiry,
+            policy: ReportingPolicy(
+                minInterval: minInterval, maxInterval: maxInterval, minDistance: minDistance,
+                minHeadingChange: minHeadingChange, stationarySpeed: stationarySpeed > 0 ? stationarySpeed : nil
+            ),
+            outboxCapacity: capacity, stateDirectory: stateDirectory, logLevel: logLevel, origins: origins
+        )
+    }
+}
+
+extension String {
+    /// The text without leading and trailing spaces, tabs and line breaks.
+    fileprivate func trimmingWhitespace() -> String {
+        var slice = Substring(self)
+        while let first = slice.first, first.isWhitespace { slice.removeFirst() }
+        while let last = slice.last, last.isWhitespace { slice.removeLast() }
+        return String(slice)
+    }
+}

@@ -1,0 +1,124 @@
+import FleetProtocol
+import Logging
+
+/// Everything the edge agent needs to run, validated: which vehicle, which GNSS source, which
+/// broker and how to talk to it, which topics, QoS, reporting policy, outbox size and state
+/// directory.
+///
+/// Load it with ``load(filePath:environment:flags:)`` from a YAML file (see
+/// `config/agent.yaml`), environment variables `FLEETCAST_…` and command-line flags, in that
+/// order of rising priority. The description never shows the broker password.
+public struct AgentConfiguration: Sendable, CustomStringConvertible {
+    /// MQTT protocol version to speak.
+    public enum ProtocolVersion: String, Sendable, Equatable, CaseIterable {
+        /// MQTT 5.
+        case v5 = "5"
+        /// MQTT 3.1.1.
+        case v311 = "3.1.1"
+    }
+
+    /// How to reach and log in to the broker.
+    public struct Broker: Sendable, Equatable {
+        /// Host, port and TLS (`broker.url`).
+        public var url: BrokerURL
+        /// User name (`broker.username`, or the URL's user).
+        public var username: String?
+        /// Password, from `broker.passwordFile` or `FLEETCAST_BROKER_PASSWORD`; never logged.
+        public var password: Secret?
+        /// PEM file of the CA certificates that sign the broker's certificate (TLS).
+        public var caFile: String?
+        /// PEM client certificate for mutual TLS.
+        public var certFile: String?
+        /// PEM private key of the client certificate.
+        public var keyFile: String?
+        /// MQTT protocol version (default 5).
+        public var protocolVersion: ProtocolVersion
+        /// Keep-alive interval, seconds (default 30).
+        public var keepAliveSeconds: Int
+        /// Most QoS 1/2 messages in flight at once (default 20).
+        public var maxInflight: Int
+
+        /// Broker settings; defaults: MQTT 5, keep-alive 30 s, 20 in flight.
+        public init(
+            url: BrokerURL, username: String? = nil, password: Secret? = nil, caFile: String? = nil,
+            certFile: String? = nil, keyFile: String? = nil, protocolVersion: ProtocolVersion = .v5,
+            keepAliveSeconds: Int = 30, maxInflight: Int = 20
+        ) {
+            self.url = url
+            self.username = username
+            self.password = password
+            self.caFile = caFile
+            self.certFile = certFile
+            self.keyFile = keyFile
+            self.protocolVersion = protocolVersion
+            self.keepAliveSeconds = keepAliveSeconds
+            self.maxInflight = maxInflight
+        }
+    }
+
+    /// The vehicle id used in topics and payloads (`vehicle`, required).
+    public var vehicle: VehicleID
+    /// The GNSS source URI (`source`, default `sim:`).
+    public var source: String
+    /// The broker (`broker.*`).
+    public var broker: Broker
+    /// The topic layout (`topics.prefix`, default `fleet`).
+    public var topics: FleetTopics
+    /// QoS of fix messages (`qos.fix`, default 1).
+    public var fixQoS: Int
+    /// QoS of heading messages (`qos.heading`, default 0).
+    public var headingQoS: Int
+    /// MQTT 5 message expiry of fixes and headings, seconds (`messageExpiry`); `nil`: none.
+    public var messageExpirySeconds: Int?
+    /// The reporting policy (`report.*`).
+    public var policy: ReportingPolicy
+    /// Outbox size, messages (`outbox.capacity`, default 1000).
+    public var outboxCapacity: Int
+    /// Directory of the agent's state (sequence numbers) (`stateDir`, default `/var/lib/fleetcast`).
+    public var stateDirectory: String
+    /// Log level (`log.level`, default `info`).
+    public var logLevel: Logger.Level
+    /// Where each key's value came from (keys not listed took their default).
+    public var origins: [String: ConfigurationOrigin]
+
+    /// The publisher settings this configuration implies.
+    public func publisherSettings(agentVersion: String?) -> Publisher.Settings {
+        Publisher.Settings(
+            vehicle: vehicle, topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, sourceURI: source,
+            agentVersion: agentVersion, policy: policy, outboxCapacity: outboxCapacity
+        )
+    }
+
+    /// One `key = value  (origin)` line per setting; the password shows as `<redacted>`.
+    public var description: String {
+        func line(_ key: String, _ value: String?) -> String {
+            "\(key) = \(value ?? "-")  (\(origins[key]?.description ?? "default"))"
+        }
+        func number(_ value: Double?) -> String? { value.map { "\($0)" } }
+        return [
+            line("vehicle", vehicle.rawValue),
+            line("source", source),
+            line("broker.url", broker.url.description),
+            line("broker.username", broker.username),
+            line(origins["broker.password"] != nil ? "broker.password" : "broker.passwordFile", broker.password?.description),
+            line("broker.caFile", broker.caFile),
+            line("broker.certFile", broker.certFile),
+            line("broker.keyFile", broker.keyFile),
+            line("broker.protocol", broker.protocolVersion.rawValue),
+            line("broker.keepAlive", "\(broker.keepAliveSeconds)"),
+            line("broker.maxInflight", "\(broker.maxInflight)"),
+            line("topics.prefix", topics.prefix),
+            line("qos.fix", "\(fixQoS)"),
+            line("qos.heading", "\(headingQoS)"),
+            line("messageExpiry", messageExpirySeconds.map { "\($0)" }),
+            line("report.minInterval", number(policy.minInterval)),
+            line("report.maxInterval", number(policy.maxInterval)),
+            line("report.minDistance", number(policy.minDistance)),
+            line("report.minHeadingChange", number(policy.minHeadingChange)),
+            line("report.stationarySpeed", number(policy.stationarySpeed)),
+            line("outbox.capacity", "\(outboxCapacity)"),
+            line("stateDir", stateDirectory),
+            line("log.level", logLevel.rawValue),
+        ].joined(separator: "\n")
+    }
+}

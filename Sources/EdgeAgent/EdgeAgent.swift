@@ -1,1 +1,0 @@
-// The agent service lands here (issue 3).

@@ -1,0 +1,401 @@
+import FleetProtocol
+import GNSS
+import Logging
+import Synchronization
+
+/// Turns a vehicle's GNSS events into MQTT messages of the public contract and sends them.
+///
+/// Events go in through ``publish(_:)`` (or ``run(events:)``), which never waits: fixes of
+/// mode 2D/3D pass the ``ReportingPolicy``, get the next `seq` from the ``SequenceStore`` and
+/// become contract JSON (`v`, `vehicle`, `seq`) in the ``Outbox``; headings likewise. The
+/// sender loop inside ``run()`` takes messages from the outbox in order and hands them to a
+/// ``MessageSending`` (the MQTT client) with the configured QoS, retained; a failed send is
+/// retried (backing off from ``Settings/initialRetryDelay`` to ``Settings/maxRetryDelay``)
+/// while new fixes keep filling the outbox, whose oldest are dropped when full.
+///
+/// The retained `status` topic says `online` (with `since`, agent version, source URI, the GNSS
+/// state and the dropped-fix count) at start, again whenever the GNSS state (`starting`,
+/// `fixing`, `no-fix`, `source-lost`) or the dropped count changes, and `offline` with reason
+/// `shutdown` after a clean ``finish()``: the outbox is drained (bounded by
+/// ``Settings/drainTimeout``), the offline status sent (bounded likewise), and the sequence
+/// store closed with the exact next number.
+public final class Publisher: Sendable {
+    /// What the publisher publishes and how.
+    public struct Settings: Sendable {
+        /// The vehicle the messages are about.
+        public var vehicle: VehicleID
+        /// The topic layout (prefix).
+        public var topics: FleetTopics
+        /// QoS of fix messages (0, 1 or 2).
+        public var fixQoS: Int
+        /// QoS of heading messages (0, 1 or 2).
+        public var headingQoS: Int
+        /// The GNSS source URI shown in the status (without credentials).
+        public var sourceURI: String?
+        /// The agent's version shown in the status.
+        public var agentVersion: String?
+        /// Which fixes and headings are worth sending.
+        public var policy: ReportingPolicy
+        /// Outbox size in messages.
+        public var outboxCapacity: Int
+        /// How long a clean finish waits for the outbox to drain, and then for the offline status.
+        public var drainTimeout: Duration
+        /// Wait after the first failed send; doubles on each further failure.
+        public var initialRetryDelay: Duration
+        /// Longest wait between retries.
+        public var maxRetryDelay: Duration
+
+        /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix.
+        public init(
+            vehicle: VehicleID, topics: FleetTopics = .default, fixQoS: Int = 1, headingQoS: Int = 0,
+            sourceURI: String? = nil, agentVersion: String? = nil, policy: ReportingPolicy = ReportingPolicy(),
+            outboxCapacity: Int = 1000, drainTimeout: Duration = .seconds(5),
+            initialRetryDelay: Duration = .milliseconds(250), maxRetryDelay: Duration = .seconds(10)
+        ) {
+            self.vehicle = vehicle
+            self.topics = topics
+            self.fixQoS = fixQoS
+            self.headingQoS = headingQoS
+            self.sourceURI = sourceURI
+            self.agentVersion = agentVersion
+            self.policy = policy
+            self.outboxCapacity = outboxCapacity
+            self.drainTimeout = drainTimeout
+            self.initialRetryDelay = initialRetryDelay
+            self.maxRetryDelay = maxRetryDelay
+        }
+    }
+
+    /// The QoS of status messages (the contract fixes it at 1, retained).
+    public static let statusQoS = 1
+
+    private struct State {
+        var policy: ReportingPolicy
+        var gnss: VehicleStatus.GNSSState = .starting
+        var counters = PublisherCounters()
+        var statusDropped: UInt64 = 0
+        var finishRequested = false
+        var stopWaiter: CheckedContinuation<Void, Never>?
+        var failing = false
+        /// Dropping since the outbox last had room (logged once per such episode).
+        var overflowing = false
+    }
+
+    /// The settings it was made with.
+    public let settings: Settings
+    /// The queue between intake and sender; its drop counters feed the status.
+    public let outbox: Outbox
+    private let sender: any MessageSending
+    private let sequence: SequenceStore
+    private let logger: Logger
+    private let now: @Sendable () -> UTCTimestamp
+    private let onlineSince: UTCTimestamp
+    private let state: SanitizerVisibleMutex<State>
+
+    /// A publisher; it queues the `online` status at once.
+    ///
+    /// - Parameters:
+    ///   - sender: delivers messages (the MQTT client).
+    ///   - sequence: hands out `seq` numbers; the publisher closes it on finish.
+    ///   - logger: debug for start, stop and GNSS state changes; info (once per episode) for
+    ///     failed sends, resumed sends, outbox overflow and an unfinished drain.
+    ///   - now: the wall clock for the status `since` (UTC); only the status uses it.
+    public init(
+        settings: Settings, sender: any MessageSending, sequence: SequenceStore, logger: Logger,
+        now: @escaping @Sendable () -> UTCTimestamp = SystemUTCClock.now
+    ) {
+        self.settings = settings
+        self.outbox = Outbox(capacity: settings.outboxCapacity)
+        self.sender = sender
+        self.sequence = sequence
+        var logger = logger
+        logger[metadataKey: "vehicle"] = "\(settings.vehicle.rawValue)"
+        self.logger = logger
+        self.now = now
+        self.onlineSince = now()
+        self.state = SanitizerVisibleMutex(State(policy: settings.policy))
+        state.withLock { state in enqueueStatus(&state) }
+    }
+
+    /// Counters so far (received, queued, published, dropped, skipped by policy…).
+    public var counters: PublisherCounters {
+        let (droppedFixes, droppedHeadings) = (outbox.droppedFixes, outbox.droppedHeadings)
+        var counters = state.withLock { $0.counters }
+        counters.droppedFixes = droppedFixes
+        counters.droppedHeadings = droppedHeadings
+        return counters
+    }
+
+    /// The GNSS state the status reports now.
+    public var gnssState: VehicleStatus.GNSSState { state.withLock { $0.gnss } }
+
+    /// The retained `offline` status to register as the MQTT last will (no reason: the
+    /// connection was lost).
+    public var lastWill: OutboundMessage {
+        let status = VehicleStatus(vehicle: settings.vehicle, state: .offline, source: settings.sourceURI)
+        return OutboundMessage(
+            kind: .status, topic: settings.topics.status(settings.vehicle),
+            payload: FleetPayload.encode(status), qos: Self.statusQoS, retain: true
+        )
+    }
+
+    // MARK: Intake
+
+    /// Takes one event from the GNSS source; never waits. After ``finish()`` events are ignored.
+    ///
+    /// Meant to be called from one task (the hub subscription); concurrent callers are safe:
+    /// the policy decision, the `seq` and the enqueueing happen under one lock, so `seq` order is
+    /// queue order. The outbox may resume its waiting consumer inside that lock, which only
+    /// schedules the sender task and never runs it inline.
+    public func publish(_ event: GNSSEvent) {
+        state.withLock { state in
+            guard !state.finishRequested else { return }
+            switch event {
+            case .fix(let fix):
+                state.counters.fixesReceived += 1
+                guard fix.mode != .noFix else {
+                    state.counters.fixesWithoutPosition += 1
+                    changeGNSS(to: .noFix, &state)
+                    return
+                }
+                changeGNSS(to: .fixing, &state)
+                switch state.policy.evaluate(fix) {
+                case .publish(let fix, _):
+                    let seq = sequence.next()
+                    let payload = FleetPayload.encode(fix, vehicle: settings.vehicle.rawValue, seq: seq)
+                    enqueue(OutboundMessage(
+                        kind: .fix, topic: settings.topics.fix(settings.vehicle), payload: payload,
+                        qos: settings.fixQoS, retain: true, seq: seq
+                    ), &state)
+                case .skip:
+                    state.counters.fixesSkippedByPolicy += 1
+                }
+            case .heading(let heading):
+                state.counters.headingsReceived += 1
+                guard state.policy.evaluate(heading) else {
+                    state.counters.headingsSkippedByPolicy += 1
+                    return
+                }
+                let seq = sequence.next()
+                let payload = FleetPayload.encode(heading, vehicle: settings.vehicle.rawValue, seq: seq)
+                enqueue(OutboundMessage(
+                    kind: .heading, topic: settings.topics.heading(settings.vehicle), payload: payload,
+                    qos: settings.headingQoS, retain: true, seq: seq
+                ), &state)
+            case .state(let sourceState):
+                switch sourceState {
+                case .connecting: break  // keeps `starting` or `source-lost` until data flows
+                case .streaming: changeGNSS(to: .fixing, &state)
+                case .noFix: changeGNSS(to: .noFix, &state)
+                case .reconnecting, .ended: changeGNSS(to: .sourceLost, &state)
+                }
+            }
+        }
+    }
+
+    /// Consumes `events` until they end, running the sender loop meanwhile, then finishes
+    /// cleanly (drain, `offline`). If the sequence throws, the GNSS state becomes
+    /// `source-lost`, the publisher finishes all the same and the error is rethrown.
+    /// Cancelling the task stops at once: nothing more is sent, the sequence store is closed.
+    public func run<Events: AsyncSequence>(events: Events) async throws where Events.Element == GNSSEvent {
+        var failure: (any Error)?
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.run() }
+            do {
+                for try await event in events { publish(event) }
+            } catch {
+                failure = error
+                logger.debug("GNSS event stream failed", metadata: ["error": "\(error)"])
+                publish(.state(.reconnecting(reason: "\(error)", delay: .zero)))
+            }
+            finish()
+            await group.waitForAll()
+        }
+        if let failure { throw failure }
+    }
+
+    // MARK: Lifecycle
+
+    /// Runs the sender loop until ``finish()`` is called (or the task is cancelled), then drains
+    /// the outbox (at most ``Settings/drainTimeout``), sends the `offline` status (at most as
+    /// long again) and closes the sequence store. Call it once.
+    public func run() async {
+        logger.debug("publisher started", metadata: [
+            "mqtt.topic": "\(settings.topics.fix(settings.vehicle))",
+            "outbox.capacity": "\(outbox.capacity)",
+        ])
+        let drained = await withTaskGroup(of: Bool.self) { group in
+            group.addTask { await self.senderLoop() }
+            await waitForFinishRequest()
+            outbox.close()
+            group.addTask {
+                try? await Task.sleep(for: self.settings.drainTimeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if !drained {
+            logger.info("outbox not drained at shutdown", metadata: ["outbox.unsent": "\(outbox.count)"])
+        }
+        await sendOffline()
+        do {
+            try sequence.close()
+        } catch {
+            logger.info("cannot persist sequence number", metadata: ["error": "\(error)"])
+        }
+        let counters = self.counters
+        logger.debug("publisher stopped", metadata: [
+            "published": "\(counters.published)", "dropped": "\(counters.dropped)",
+            "skipped": "\(counters.skippedByPolicy)",
+        ])
+    }
+
+    /// Asks ``run()`` to finish: no more events are taken, the outbox is drained, then `offline`
+    /// is published. Returns at once; ``run()`` returns when it is done. Idempotent.
+    public func finish() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.finishRequested = true
+            defer { state.stopWaiter = nil }
+            return state.stopWaiter
+        }
+        outbox.close()
+        waiter?.resume()
+    }
+
+    // MARK: Internals
+
+    private func waitForFinishRequest() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let already = state.withLock { state -> Bool in
+                    if state.finishRequested || Task.isCancelled { return true }
+                    state.stopWaiter = continuation
+                    return false
+                }
+                if already { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.stopWaiter = nil }
+                return state.stopWaiter
+            }
+            waiter?.resume()
+        }
+    }
+
+    /// Sends the outbox's messages in order, retrying failures; returns `true` once the outbox
+    /// is closed and empty, `false` when cancelled.
+    private func senderLoop() async -> Bool {
+        var delay = settings.initialRetryDelay
+        while true {
+            let next: OutboxEntry?
+            do { next = try await outbox.next() } catch { return false }
+            guard let entry = next else { return true }
+            let message = entry.message
+            do {
+                try await sender.send(topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain)
+                outbox.acknowledge(entry.id)
+                delay = settings.initialRetryDelay
+                let hasRoom = outbox.count < outbox.capacity / 2
+                let recovered = state.withLock { state -> Bool in
+                    if hasRoom { state.overflowing = false }
+                    if message.kind == .status { state.counters.statusesPublished += 1 } else { state.counters.published += 1 }
+                    defer { state.failing = false }
+                    return state.failing
+                }
+                if recovered { logger.info("sending resumed", metadata: ["outbox.queued": "\(outbox.count)"]) }
+            } catch {
+                outbox.release(entry.id)
+                if Task.isCancelled { return false }
+                let firstFailure = state.withLock { state -> Bool in
+                    state.counters.sendFailures += 1
+                    defer { state.failing = true }
+                    return !state.failing
+                }
+                if firstFailure {
+                    logger.info("send failed, retrying", metadata: [
+                        "mqtt.topic": "\(message.topic)", "error": "\(error)",
+                    ])
+                }
+                do { try await Task.sleep(for: delay) } catch { return false }
+                delay = min(delay * 2, settings.maxRetryDelay)
+            }
+        }
+    }
+
+    private func sendOffline() async {
+        let status = VehicleStatus(
+            vehicle: settings.vehicle, state: .offline, since: now(), agentVersion: settings.agentVersion,
+            source: settings.sourceURI, gnss: gnssState, droppedFixes: outbox.droppedFixes, reason: "shutdown"
+        )
+        let topic = settings.topics.status(settings.vehicle)
+        let payload = FleetPayload.encode(status)
+        let sender = self.sender
+        let sent = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                do {
+                    try await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: true)
+                    return true
+                } catch {
+                    return false
+                }
+            }
+            group.addTask {
+                try? await Task.sleep(for: self.settings.drainTimeout)
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if sent {
+            state.withLock { $0.counters.statusesPublished += 1 }
+        } else {
+            logger.info("offline status not sent", metadata: ["mqtt.topic": "\(topic)"])
+        }
+    }
+
+    private func changeGNSS(to new: VehicleStatus.GNSSState, _ state: inout State) {
+        guard state.gnss != new else { return }
+        logger.debug("GNSS state changed", metadata: ["gnss.from": "\(state.gnss.rawValue)", "gnss.to": "\(new.rawValue)"])
+        state.gnss = new
+        enqueueStatus(&state)
+    }
+
+    private func enqueue(_ message: OutboundMessage, _ state: inout State) {
+        switch outbox.enqueue(message) {
+        case .queued:
+            state.counters.queued += 1
+        case .queuedDroppingOldest(let kind, let seq):
+            state.counters.queued += 1
+            if kind == .fix {
+                logger.debug("outbox full, oldest fix dropped", metadata: ["seq": "\(seq.map(String.init) ?? "-")"])
+            }
+        case .droppedIncoming, .superseded, .refusedClosed:
+            break
+        }
+        let dropped = outbox.droppedFixes
+        if dropped != state.statusDropped {
+            if !state.overflowing {
+                state.overflowing = true
+                logger.info("outbox full, dropping oldest fixes", metadata: ["outbox.capacity": "\(outbox.capacity)"])
+            }
+            enqueueStatus(&state)
+        }
+    }
+
+    private func enqueueStatus(_ state: inout State) {
+        let dropped = outbox.droppedFixes
+        state.statusDropped = dropped
+        let status = VehicleStatus(
+            vehicle: settings.vehicle, state: .online, since: onlineSince, agentVersion: settings.agentVersion,
+            source: settings.sourceURI, gnss: state.gnss, droppedFixes: dropped
+        )
+        outbox.enqueue(OutboundMessage(
+            kind: .status, topic: settings.topics.status(settings.vehicle),
+            payload: FleetPayload.encode(status), qos: Self.statusQoS, retain: true
+        ))
+    }
+}

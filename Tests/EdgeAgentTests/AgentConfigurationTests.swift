@@ -1,0 +1,315 @@
+import EdgeAgent
+import FleetProtocol
+import Testing
+
+@Suite("Agent configuration")
+struct AgentConfigurationTests {
+    private func load(
+        yaml: String? = nil, environment: [String: String] = [:], flags: [String: String] = [:],
+        in dir: TemporaryDirectory
+    ) async throws -> AgentConfiguration {
+        let path = yaml.map { dir.createFile("agent.yaml", $0) }
+        return try await AgentConfiguration.load(filePath: path, environment: environment, flags: flags)
+    }
+
+    /// The problems' messages of a refused configuration (empty if it loaded).
+    private func problems(
+        yaml: String? = nil, environment: [String: String] = [:], flags: [String: String] = [:],
+        in dir: TemporaryDirectory
+    ) async -> [String] {
+        do {
+            _ = try await load(yaml: yaml, environment: environment, flags: flags, in: dir)
+            return []
+        } catch let error as ConfigurationError {
+            return error.problems.map(\.message)
+        } catch {
+            return ["unexpected error type: \(error)"]
+        }
+    }
+
+    @Test("defaults: only the vehicle is required")
+    func defaults() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let config = try await load(environment: ["FLEETCAST_VEHICLE": "van-7"], in: dir)
+        #expect(config.vehicle.rawValue == "van-7")
+        #expect(config.source == "sim:")
+        #expect(config.broker.url == BrokerURL("mqtt://localhost:1883"))
+        #expect(config.broker.protocolVersion == .v5)
+        #expect(config.broker.keepAliveSeconds == 30)
+        #expect(config.broker.maxInflight == 20)
+        #expect(config.topics.prefix == "fleet")
+        #expect(config.fixQoS == 1)
+        #expect(config.headingQoS == 0)
+        #expect(config.messageExpirySeconds == nil)
+        #expect(config.policy == ReportingPolicy(stationarySpeed: 0.5))
+        #expect(config.policy.limitsRate == false, "every fix is published by default")
+        #expect(config.outboxCapacity == 1000)
+        #expect(config.stateDirectory == "/var/lib/fleetcast")
+        #expect(config.logLevel == .info)
+    }
+
+    @Test("file < environment < flags")
+    func precedence() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let yaml = """
+            vehicle: from-file
+            broker:
+              url: mqtt://file-broker:1884
+              keepAlive: 40
+            qos:
+              fix: 0
+              heading: 1
+            report:
+              minDistance: 25
+            """
+        let config = try await load(
+            yaml: yaml,
+            environment: ["FLEETCAST_VEHICLE": "from-env", "FLEETCAST_QOS_FIX": "2", "FLEETCAST_BROKER_KEEP_ALIVE": "45", "HOME": "/root"],
+            flags: ["vehicle": "from-flag"],
+            in: dir
+        )
+        #expect(config.vehicle.rawValue == "from-flag")
+        #expect(config.fixQoS == 2)
+        #expect(config.broker.keepAliveSeconds == 45)
+        #expect(config.headingQoS == 1)
+        #expect(config.broker.url.host == "file-broker")
+        #expect(config.broker.url.port == 1884)
+        #expect(config.policy.minDistance == 25)
+        #expect(config.origins["vehicle"] == .flag("--vehicle"))
+        #expect(config.origins["qos.fix"] == .environment("FLEETCAST_QOS_FIX"))
+        #expect(config.origins["broker.keepAlive"] == .environment("FLEETCAST_BROKER_KEEP_ALIVE"))
+        #expect(config.origins["qos.heading"] == .file(dir.file("agent.yaml")))
+    }
+
+    @Test("a bad value in the file names key, file and expected form")
+    func fileError() async {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let messages = await problems(yaml: "vehicle: van-7\nqos:\n  fix: 3\n", in: dir)
+        #expect(messages == ["qos.fix in \(dir.file("agent.yaml")): expected 0, 1 or 2, got \"3\""])
+    }
+
+    @Test("a bad value in the environment names the variable")
+    func environmentError() async {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let messages = await problems(environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_QOS_HEADING": "high"], in: dir)
+        #expect(messages == ["qos.heading in environment variable FLEETCAST_QOS_HEADING: expected 0, 1 or 2, got \"high\""])
+    }
+
+    @Test("a bad value in a flag names the flag")
+    func flagError() async {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let messages = await problems(flags: ["vehicle": "van-7", "broker.keepAlive": "2"], in: dir)
+        #expect(messages == ["broker.keepAlive in flag --broker-keep-alive: expected a whole number of seconds from 5 to 65535, got \"2\""])
+    }
+
+    @Test("every bad value is reported at once, each with its expected form")
+    func manyErrors() async {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let yaml = """
+            vehicle: "van/7"
+            source: "not a uri"
+            broker:
+              url: tcp://broker:1883
+              protocol: 4
+              maxInflight: 0
+            topics:
+              prefix: "fleet/#"
+            messageExpiry: -5
+            report:
+              minInterval: 30
+              maxInterval: 10
+              minDistance: abc
+              minHeadingChange: 270
+              stationarySpeed: -1
+            outbox:
+              capacity: 0
+            log:
+              level: verbose
+            """
+        let messages = await problems(yaml: yaml, in: dir)
+        let path = dir.file("agent.yaml")
+        #expect(messages == [
+            "vehicle in \(path): expected 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-', got \"van/7\"",
+            "source in \(path): expected a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password), got \"not a uri\"",
+            "broker.url in \(path): expected mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path), got \"tcp://broker:1883\"",
+            "broker.protocol in \(path): expected 5 or 3.1.1, got \"4\"",
+            "broker.maxInflight in \(path): expected a whole number from 1 to 65535, got \"0\"",
+            "topics.prefix in \(path): expected one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet), got \"fleet/#\"",
+            "messageExpiry in \(path): expected a whole number of seconds from 1 to 4294967295, got \"-5\"",
+            "report.maxInterval in \(path): expected at least report.minInterval (30 s), got \"10\"",
+            "report.minDistance in \(path): expected a number of metres, more than 0, got \"abc\"",
+            "report.minHeadingChange in \(path): expected a number of degrees, more than 0 and at most 180, got \"270\"",
+            "report.stationarySpeed in \(path): expected a speed in m/s, 0 or more (0 turns the track hold off), got \"-1\"",
+            "outbox.capacity in \(path): expected a whole number of messages from 1 to 1000000, got \"0\"",
+            "log.level in \(path): expected trace, debug, info, notice, warning, error or critical, got \"verbose\"",
+        ])
+    }
+
+    @Test("unknown keys in the file are reported, with a suggestion for typos")
+    func unknownKeys() async {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let yaml = """
+            vehicle: van-7
+            qos:
+              fixx: 2
+            brokr:
+              url: mqtt://x
+            colour: red
+            """
+        let path = dir.file("agent.yaml")
+        let messages = await problems(yaml: yaml, in: dir)
+        #expect(messages == [
+            "unknown key brokr.url in \(path) (did you mean broker.url?)",
+            "unknown key colour in \(path)",
+            "unknown key qos.fixx in \(path) (did you mean qos.fix?)",
+        ])
+    }
+
+    @Test("a missing vehicle, an invalid vehicle, a missing file are refused clearly")
+    func vehicleAndFile() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        #expect(await problems(in: dir) == [
+            "vehicle is required: set it in the configuration file, the environment variable FLEETCAST_VEHICLE or the flag --vehicle"
+        ])
+        #expect(await problems(flags: ["vehicle": "van 7"], in: dir) == [
+            "vehicle in flag --vehicle: expected 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-', got \"van 7\""
+        ])
+        #expect(await problems(flags: ["vehicle": String(repeating: "v", count: 65)], in: dir).count == 1)
+        let missing = dir.file("nope.yaml")
+        do {
+            _ = try await AgentConfiguration.load(filePath: missing, environment: [:], flags: [:])
+            Issue.record("a missing file must be refused")
+        } catch {
+            #expect(error.problems.count == 1)
+            #expect(error.description.hasPrefix("cannot read configuration file \(missing)"))
+        }
+        #expect(await problems(yaml: "- just\n- a list\n", in: dir).first?.hasPrefix("cannot read configuration file") == true)
+    }
+
+    @Test("passwords come from a file or the environment, never flags or the config file, and are never shown")
+    func passwords() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let passwordFile = dir.createFile("password", "s3cr3t-Pa55\n", mode: 0o600)
+        let fromFile = try await load(
+            yaml: "vehicle: van-7\nbroker:\n  url: mqtts://alice@broker.example:8883\n  passwordFile: \(passwordFile)\n", in: dir
+        )
+        #expect(fromFile.broker.password?.value == "s3cr3t-Pa55")
+        #expect(fromFile.broker.username == "alice")
+        #expect(fromFile.broker.url.usesTLS)
+        #expect(!fromFile.description.contains("s3cr3t"))
+        #expect(fromFile.description.contains("<redacted>"))
+
+        let fromEnvironment = try await load(
+            environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_BROKER_PASSWORD": "env-Secret-9"], in: dir
+        )
+        #expect(fromEnvironment.broker.password?.value == "env-Secret-9")
+        #expect(!fromEnvironment.description.contains("env-Secret-9"))
+        #expect(!"\(fromEnvironment)".contains("env-Secret-9"))
+
+        let flagMessages = await problems(flags: ["vehicle": "van-7", "broker.password": "hunter2"], in: dir)
+        #expect(flagMessages == [
+            "broker.password in flag --broker-password: a password is never accepted on the command line; use broker.passwordFile or the environment variable FLEETCAST_BROKER_PASSWORD"
+        ])
+        #expect(!flagMessages.joined().contains("hunter2"))
+
+        let fileMessages = await problems(yaml: "vehicle: van-7\nbroker:\n  password: hunter2\n", in: dir)
+        #expect(fileMessages.count == 1)
+        #expect(fileMessages.first?.hasPrefix("broker.password in \(dir.file("agent.yaml")): a password is not accepted") == true)
+        #expect(!fileMessages.joined().contains("hunter2"))
+
+        let urlPassword = await problems(flags: ["vehicle": "van-7", "broker.url": "mqtt://bob:hunter2@broker"], in: dir)
+        #expect(urlPassword.count == 1)
+        #expect(urlPassword.first?.hasPrefix("broker.url in flag --broker-url: expected mqtt://[user@]host[:port]") == true)
+
+        let unreadable = dir.file("no-such-password")
+        let missingFile = await problems(flags: ["vehicle": "van-7", "broker.passwordFile": unreadable], in: dir)
+        #expect(missingFile.count == 1)
+        #expect(missingFile.first?.contains(unreadable) == true)
+    }
+
+    @Test("TLS files need mqtts, and a client certificate needs its key")
+    func tlsFiles() async {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let ca = dir.createFile("ca.pem", "-----BEGIN CERTIFICATE-----\n")
+        let cert = dir.createFile("client.crt", "-----BEGIN CERTIFICATE-----\n")
+        let plain = await problems(flags: ["vehicle": "van-7", "broker.caFile": ca], in: dir)
+        #expect(plain == ["broker.caFile in flag --broker-ca-file: TLS files need a broker.url starting with mqtts://, got \"mqtt://localhost:1883\""])
+        let lonely = await problems(flags: ["vehicle": "van-7", "broker.url": "mqtts://broker", "broker.certFile": cert], in: dir)
+        #expect(lonely == ["broker.certFile in flag --broker-cert-file: broker.certFile and broker.keyFile go together; give both or neither"])
+        let missing = dir.file("missing-ca.pem")
+        let unreadable = await problems(flags: ["vehicle": "van-7", "broker.url": "mqtts://broker", "broker.caFile": missing], in: dir)
+        #expect(unreadable == ["broker.caFile in flag --broker-ca-file: expected a readable file (No such file or directory), got \"\(missing)\""])
+    }
+
+    @Test("broker URLs: default ports, IPv6, users")
+    func brokerURLs() {
+        #expect(BrokerURL("mqtt://broker")?.port == 1883)
+        #expect(BrokerURL("mqtts://broker")?.port == 8883)
+        #expect(BrokerURL("mqtt://[::1]:1999")?.host == "::1")
+        #expect(BrokerURL("mqtt://[::1]:1999")?.port == 1999)
+        #expect(BrokerURL("mqtts://van-7@broker.example:8883/")?.username == "van-7")
+        #expect(BrokerURL("mqtts://van-7@broker.example:8883")?.description == "mqtts://van-7@broker.example:8883")
+        for bad in ["broker:1883", "http://broker", "mqtt://", "mqtt://broker:0", "mqtt://broker:70000", "mqtt://broker/path",
+                    "mqtt://u:p@broker", "mqtt://bro ker", "mqtt://::1"] {
+            #expect(BrokerURL(bad) == nil, "\(bad) must be refused")
+        }
+    }
+
+    @Test("environment variable and flag names follow the keys")
+    func names() {
+        #expect(AgentConfiguration.environmentName("broker.keepAlive") == "FLEETCAST_BROKER_KEEP_ALIVE")
+        #expect(AgentConfiguration.environmentName("stateDir") == "FLEETCAST_STATE_DIR")
+        #expect(AgentConfiguration.flagName("report.minHeadingChange") == "--report-min-heading-change")
+        #expect(AgentConfiguration.flagName("vehicle") == "--vehicle")
+    }
+
+    @Test("every key can be set through its environment variable")
+    func everyKeyFromEnvironment() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let ca = dir.createFile("ca.pem", "x")
+        let values: [String: String] = [
+            "vehicle": "van-7", "source": "gpsd://localhost:2947", "broker.url": "mqtts://broker.example",
+            "broker.username": "u", "broker.caFile": ca, "broker.protocol": "3.1.1", "broker.keepAlive": "60",
+            "broker.maxInflight": "5", "topics.prefix": "acme/fleet", "qos.fix": "2", "qos.heading": "1",
+            "messageExpiry": "600", "report.minInterval": "2", "report.maxInterval": "120",
+            "report.minDistance": "30", "report.minHeadingChange": "15", "report.stationarySpeed": "0.8",
+            "outbox.capacity": "50", "stateDir": dir.path, "log.level": "debug",
+        ]
+        let environment = Dictionary(uniqueKeysWithValues: values.map { (AgentConfiguration.environmentName($0.key), $0.value) })
+        let config = try await load(environment: environment, in: dir)
+        #expect(config.source == "gpsd://localhost:2947")
+        #expect(config.broker.protocolVersion == .v311)
+        #expect(config.broker.username == "u")
+        #expect(config.broker.caFile == ca)
+        #expect(config.broker.maxInflight == 5)
+        #expect(config.topics.prefix == "acme/fleet")
+        #expect(config.messageExpirySeconds == 600)
+        #expect(config.policy == ReportingPolicy(minInterval: 2, maxInterval: 120, minDistance: 30, minHeadingChange: 15, stationarySpeed: 0.8))
+        #expect(config.outboxCapacity == 50)
+        #expect(config.logLevel == .debug)
+        #expect(Set(config.origins.keys) == Set(values.keys))
+    }
+
+    @Test("the documented sample file uses only known keys and valid values")
+    func sampleFile() async throws {
+        let sample = String(#filePath.split(separator: "/").dropLast(3).joined(separator: "/"))
+        let path = "/" + sample + "/config/agent.yaml"
+        do {
+            _ = try await AgentConfiguration.load(filePath: path, environment: [:], flags: [:])
+        } catch {
+            // Only the files it points to (which exist on a vehicle, not here) may be missing.
+            #expect(Set(error.problems.map(\.key)) == ["broker.passwordFile", "broker.caFile"], "\(error)")
+        }
+    }
+}

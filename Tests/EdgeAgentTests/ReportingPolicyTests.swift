@@ -1,0 +1,142 @@
+import EdgeAgent
+import GNSS
+import Testing
+
+@Suite("Reporting policy")
+struct ReportingPolicyTests {
+    /// Runs fixes through a policy; returns the seconds (since the test start) of the published ones.
+    private func published(_ policy: ReportingPolicy, _ fixes: [Fix]) -> [Double] {
+        var policy = policy
+        return fixes.compactMap { fix in
+            if case .publish(let out, _) = policy.evaluate(fix) {
+                return Double(out.time.millisecondsSince1970 - Fixes.time(0).millisecondsSince1970) / 1000
+            }
+            return nil
+        }
+    }
+
+    /// A van driving east at 12.5 m/s, one fix per second for `count` seconds.
+    private func drive(_ count: Int, speed: Double = 12.5) -> [Fix] {
+        (0..<count).map { Fixes.fix(at: Double($0), east: Double($0) * speed, speed: speed, track: 90) }
+    }
+
+    @Test("publishes every fix by default")
+    func everyFixByDefault() {
+        #expect(published(ReportingPolicy(), drive(5)) == [0, 1, 2, 3, 4])
+    }
+
+    @Test("min interval is a floor: nothing sooner")
+    func minIntervalFloor() {
+        #expect(published(ReportingPolicy(minInterval: 5), drive(12)) == [0, 5, 10])
+    }
+
+    @Test("max interval forces a heartbeat while parked")
+    func heartbeat() {
+        let parked = (0..<125).map { Fixes.fix(at: Double($0), speed: 0, track: nil) }
+        #expect(published(ReportingPolicy(maxInterval: 60, minDistance: 100), parked) == [0, 60, 120])
+    }
+
+    @Test("min distance reports every 95 m at 12.5 m/s: every 8 s (100 m)")
+    func minDistance() {
+        #expect(published(ReportingPolicy(minDistance: 95), drive(25)) == [0, 8, 16, 24])
+    }
+
+    @Test("min heading change reports a turn, respecting the floor")
+    func headingChange() {
+        // Straight east for 5 s, then a 90° right turn south over 3 s, then straight.
+        let tracks: [Double] = [90, 90, 90, 90, 90, 110, 150, 180, 180, 180]
+        let fixes = tracks.enumerated().map { Fixes.fix(at: Double($0.offset), east: Double($0.offset) * 10, speed: 10, track: $0.element) }
+        #expect(published(ReportingPolicy(minHeadingChange: 30), fixes) == [0, 6, 7])
+        #expect(published(ReportingPolicy(minInterval: 2, minHeadingChange: 30), fixes) == [0, 6, 8])
+    }
+
+    @Test("the angle between tracks wraps around north")
+    func angleWraps() {
+        #expect(ReportingPolicy.angle(between: 350, and: 10) == 20)
+        #expect(ReportingPolicy.angle(between: 10, and: 350) == 20)
+        #expect(ReportingPolicy.angle(between: 0, and: 180) == 180)
+        #expect(ReportingPolicy.angle(between: 90, and: 90) == 0)
+    }
+
+    @Test("a turn across north is a small change, not 340°")
+    func turnAcrossNorth() {
+        let fixes = [Fixes.fix(at: 0, speed: 10, track: 355), Fixes.fix(at: 1, north: 10, speed: 10, track: 5)]
+        #expect(published(ReportingPolicy(minHeadingChange: 30), fixes) == [0])
+    }
+
+    @Test("stopping and starting are reported at once, even inside the floor")
+    func motionChangeBypassesFloor() {
+        var fixes = (0..<3).map { Fixes.fix(at: Double($0), east: Double($0) * 5, speed: 5, track: 90) }
+        fixes.append(Fixes.fix(at: 3, east: 12, speed: 0.2, track: 250))  // stops
+        fixes.append(Fixes.fix(at: 4, east: 12, speed: 0.1, track: 17))
+        fixes.append(Fixes.fix(at: 5, east: 13, speed: 4, track: 92))  // drives off
+        let policy = ReportingPolicy(minInterval: 30, stationarySpeed: 0.5)
+        #expect(published(policy, fixes) == [0, 3, 5])
+    }
+
+    @Test("while stationary the last good track is held, not jittered")
+    func stationaryHoldsTrack() {
+        var policy = ReportingPolicy(stationarySpeed: 0.5)
+        var tracks: [Double?] = []
+        let input: [(Double, Double?)] = [(8, 91.5), (0.3, 212), (0.1, 17), (0.2, 301), (6, 93)]
+        for (index, (speed, track)) in input.enumerated() {
+            if case .publish(let fix, _) = policy.evaluate(Fixes.fix(at: Double(index), speed: speed, track: track)) {
+                tracks.append(fix.track)
+                #expect(fix.speed == speed, "the speed itself is not altered")
+            }
+        }
+        #expect(tracks == [91.5, 91.5, 91.5, 91.5, 93])
+    }
+
+    @Test("a vehicle parked since start publishes no track at all")
+    func noTrackBeforeMoving() {
+        var policy = ReportingPolicy(stationarySpeed: 0.5)
+        guard case .publish(let fix, _) = policy.evaluate(Fixes.fix(at: 0, speed: 0.2, track: 143)) else {
+            Issue.record("the first fix must be published")
+            return
+        }
+        #expect(fix.track == nil)
+    }
+
+    @Test("heading changes while stationary do not trigger a report")
+    func stationaryHeadingNoise() {
+        let fixes = [Fixes.fix(at: 0, speed: 0.1, track: 0)] + (1..<10).map {
+            Fixes.fix(at: Double($0), speed: 0.1, track: Double($0 * 40 % 360))
+        }
+        #expect(published(ReportingPolicy(minHeadingChange: 20, stationarySpeed: 0.5), fixes) == [0])
+    }
+
+    @Test("a repeated receiver time is a duplicate; a clock jump back restarts timing")
+    func timeOrdering() {
+        var policy = ReportingPolicy(minInterval: 10)
+        _ = policy.evaluate(Fixes.fix(at: 100))
+        #expect(policy.evaluate(Fixes.fix(at: 100)) == .skip(reason: .duplicate))
+        #expect(policy.evaluate(Fixes.fix(at: 104)) == .skip(reason: .tooSoon))
+        guard case .publish(_, let reason) = policy.evaluate(Fixes.fix(at: 50)) else {
+            Issue.record("a fix earlier than the last published one must be published")
+            return
+        }
+        #expect(reason == .first)
+    }
+
+    @Test("reasons name the rule that fired")
+    func reasons() {
+        var policy = ReportingPolicy(minInterval: 1, maxInterval: 30, minDistance: 100)
+        var reasons: [ReportingPolicy.Reason] = []
+        for fix in [Fixes.fix(at: 0, speed: 1), Fixes.fix(at: 2, east: 150, speed: 1), Fixes.fix(at: 40, east: 160, speed: 1)] {
+            if case .publish(_, let reason) = policy.evaluate(fix) { reasons.append(reason) }
+        }
+        #expect(reasons == [.first, .distance, .heartbeat])
+    }
+
+    @Test("headings: every one by default, at most one per floor otherwise, turns go out")
+    func headings() {
+        var all = ReportingPolicy()
+        #expect((0..<5).allSatisfy { all.evaluate(Heading(time: Fixes.time(Double($0) / 10), trueHeading: 90, source: .hdt)) })
+
+        var limited = ReportingPolicy(minInterval: 1, minHeadingChange: 10)
+        let readings: [(Double, Double)] = [(0, 90), (0.5, 120), (1.0, 92), (1.5, 95), (2.0, 130)]
+        let decisions = readings.map { limited.evaluate(Heading(time: Fixes.time($0.0), trueHeading: $0.1, source: .ths)) }
+        #expect(decisions == [true, false, false, false, true])
+    }
+}

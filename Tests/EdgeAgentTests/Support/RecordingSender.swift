@@ -1,0 +1,122 @@
+// @testable for SanitizerVisibleMutex: see its doc comment (Mutex hand-offs TSan cannot see).
+@testable import EdgeAgent
+
+/// A `MessageSending` that records what was sent, and can be made to fail (an absent broker)
+/// or to hold sends until released (a slow broker).
+final class RecordingSender: MessageSending {
+    struct Sent: Sendable, Equatable {
+        let topic: String
+        let payload: [UInt8]
+        let qos: Int
+        let retain: Bool
+        var text: String { String(decoding: payload, as: UTF8.self) }
+    }
+
+    struct Unreachable: Error {}
+
+    private struct State {
+        var sent: [Sent] = []
+        var attempts = 0
+        var failing = false
+        var watchers: [Watcher] = []
+        var attemptWatchers: [Watcher] = []
+        var nextWatcher = 0
+    }
+
+    private typealias Watcher = (id: Int, count: Int, continuation: CheckedContinuation<Void, Never>)
+
+    private let state = SanitizerVisibleMutex(State())
+
+    init(failing: Bool = false) {
+        state.withLock { $0.failing = failing }
+    }
+
+    var sent: [Sent] { state.withLock { $0.sent } }
+    var attempts: Int { state.withLock { $0.attempts } }
+
+    /// Makes the broker absent (`true`) or back (`false`).
+    func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
+
+    func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
+        try Task.checkCancellation()
+        let (ready, failed) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool) in
+            state.attempts += 1
+            var ready = Self.take(&state.attemptWatchers, upTo: state.attempts)
+            if state.failing { return (ready, true) }
+            state.sent.append(Sent(topic: topic, payload: payload, qos: qos, retain: retain))
+            ready += Self.take(&state.watchers, upTo: state.sent.count)
+            return (ready, false)
+        }
+        for continuation in ready { continuation.resume() }
+        if failed { throw Unreachable() }
+    }
+
+    /// Returns once at least `count` messages were sent, or when cancelled (by the caller's timeout).
+    func waitForSent(_ count: Int) async {
+        await wait(attempts: false, count)
+    }
+
+    /// Returns once at least `count` send attempts were made, or when cancelled.
+    func waitForAttempts(_ count: Int) async {
+        await wait(attempts: true, count)
+    }
+
+    private func wait(attempts: Bool, _ count: Int) async {
+        let id = state.withLock { state -> Int in
+            state.nextWatcher += 1
+            return state.nextWatcher
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    let reached = attempts ? state.attempts >= count : state.sent.count >= count
+                    if reached || Task.isCancelled { return true }
+                    if attempts {
+                        state.attemptWatchers.append((id, count, continuation))
+                    } else {
+                        state.watchers.append((id, count, continuation))
+                    }
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                let found = (state.watchers + state.attemptWatchers).filter { $0.id == id }.map(\.continuation)
+                state.watchers.removeAll { $0.id == id }
+                state.attemptWatchers.removeAll { $0.id == id }
+                return found
+            }
+            for continuation in waiting { continuation.resume() }
+        }
+    }
+
+    private static func take(_ list: inout [Watcher], upTo value: Int) -> [CheckedContinuation<Void, Never>] {
+        let ready = list.filter { $0.count <= value }.map(\.continuation)
+        list.removeAll { $0.count <= value }
+        return ready
+    }
+}
+
+/// Runs `body`, failing the test's expectation if it takes longer than `seconds`.
+func withTimeout<T: Sendable>(
+    _ seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T
+) async throws -> T {
+    try await withThrowingTaskGroup(of: T?.self) { group in
+        group.addTask { try await body() }
+        group.addTask {
+            try await Task.sleep(for: .seconds(seconds))
+            return nil
+        }
+        defer { group.cancelAll() }
+        guard let first = try await group.next(), let value = first else {
+            throw TimedOut(seconds: seconds)
+        }
+        return value
+    }
+}
+
+struct TimedOut: Error, CustomStringConvertible {
+    let seconds: Double
+    var description: String { "timed out after \(seconds) s" }
+}
