@@ -1,5 +1,6 @@
 import Configuration
 import FleetProtocol
+import MQTT
 import Logging
 import Synchronization
 
@@ -15,6 +16,9 @@ extension AgentConfiguration {
     /// The prefix of the agent's environment variables: `broker.keepAlive` is read from
     /// `FLEETCAST_BROKER_KEEP_ALIVE`.
     public static let environmentPrefix = "FLEETCAST"
+
+    /// The accepted form of `broker.url`, for error messages.
+    public static let brokerURLForm = "mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path)"
 
     /// Every key the agent understands, in the order of the sample file.
     public static let knownKeys: [String] = [
@@ -266,8 +270,8 @@ struct ConfigurationSources {
             return text
         } ?? "sim:"
 
-        let url = value("broker.url", expected: BrokerURL.expectedForm) { BrokerURL($0) }
-            ?? BrokerURL("mqtt://localhost:1883")
+        let url = value("broker.url", expected: Self.brokerURLForm) { try? BrokerURL(parsing: $0) }
+            ?? BrokerURL(host: "localhost")
         let username = text("broker.username")?.0 ?? url?.username
         var password: Secret?
         let passwordFromEnvironment = text("broker.password", secret: true)

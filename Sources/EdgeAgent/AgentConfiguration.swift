@@ -1,4 +1,5 @@
 import FleetProtocol
+import MQTT
 import Logging
 
 /// Everything the edge agent needs to run, validated: which vehicle, which GNSS source, which

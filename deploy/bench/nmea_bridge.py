@@ -1,0 +1,55 @@
+#!/usr/bin/env python3
+"""Baseline for `fleetcast-bench e2e`: an NMEA-to-MQTT bridge written the usual way
+(pynmea2 to parse, paho-mqtt to publish one JSON message per fix at QoS 1).
+
+usage: nmea_bridge.py HOST PORT FILE
+Reads FILE as fast as possible, publishes a fix per RMC sentence with a valid position (merged
+with the last GGA's altitude and satellites), waits for every PUBACK, prints "fixes/s <rate>".
+"""
+import json
+import sys
+import time
+
+import paho.mqtt.client as mqtt
+import pynmea2
+
+
+def main():
+    host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="py-bridge", protocol=mqtt.MQTTv5)
+    client.max_inflight_messages_set(100)
+    client.max_queued_messages_set(0)
+    client.connect(host, port)
+    client.loop_start()
+    seq, last_gga, infos = 0, None, []
+    start = time.perf_counter()
+    with open(path, encoding="ascii", errors="replace") as f:
+        for line in f:
+            try:
+                msg = pynmea2.parse(line.strip(), check=True)
+            except (pynmea2.ParseError, ValueError, AttributeError, TypeError):
+                continue
+            if isinstance(msg, pynmea2.types.talker.GGA):
+                last_gga = msg
+            elif isinstance(msg, pynmea2.types.talker.RMC) and msg.status == "A" and msg.datestamp:
+                seq += 1
+                fix = {"v": 1, "vehicle": "py", "seq": seq,
+                       "time": f"{msg.datestamp.isoformat()}T{msg.timestamp.isoformat()}Z",
+                       "lat": msg.latitude, "lon": msg.longitude,
+                       "speed": float(msg.spd_over_grnd or 0) * 0.514444,
+                       "track": float(msg.true_course or 0), "mode": 2}
+                if last_gga is not None and last_gga.altitude is not None:
+                    fix["altMSL"] = float(last_gga.altitude)
+                    fix["sats"] = int(last_gga.num_sats or 0)
+                    fix["mode"] = 3
+                infos.append(client.publish("fleet/py/fix", json.dumps(fix), qos=1, retain=True))
+    for info in infos:
+        info.wait_for_publish(timeout=120)
+    elapsed = time.perf_counter() - start
+    client.disconnect()
+    client.loop_stop()
+    print(f"fixes/s {seq / elapsed:.0f} fixes {seq}")
+
+
+if __name__ == "__main__":
+    main()

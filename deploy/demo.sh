@@ -1,0 +1,66 @@
+#!/usr/bin/env bash
+# The README's demo: installs what it needs (Debian), builds, starts a mosquitto broker on a free
+# loopback port, runs fleetcast-agent on the built-in simulated receiver (`sim:`), and shows the
+# vehicle live in fleet-watch. Ctrl-C stops everything it started.
+#
+# Environment (all optional): DEMO_VEHICLES (default 1), DEMO_SECONDS (stop by itself after N s),
+# DEMO_SKIP_INSTALL=1 (packages already there).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+if [ "${DEMO_SKIP_INSTALL:-0}" != 1 ]; then
+  need=()
+  for p in mosquitto mosquitto-clients libmosquitto-dev pkg-config; do
+    dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
+  done
+  if [ ${#need[@]} -gt 0 ]; then
+    echo "==> installing ${need[*]}"
+    as_root apt-get update -qq
+    as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${need[@]}" >/dev/null
+  fi
+fi
+
+echo "==> building"
+swift build --product fleetcast-agent >/dev/null
+swift build --product fleet-watch >/dev/null
+bin=$(swift build --show-bin-path)
+
+work=$(mktemp -d /tmp/fleetcast-demo.XXXXXX)
+pids=()
+cleanup() {
+  trap - EXIT INT TERM
+  for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  for pid in "${pids[@]}"; do wait "$pid" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+trap 'exit 130' INT TERM
+
+port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+{
+  echo "listener $port 127.0.0.1"
+  echo "allow_anonymous true"
+  echo "persistence false"
+  [ "$(id -u)" -eq 0 ] && echo "user root"
+} > "$work/mosquitto.conf"
+echo "==> mosquitto on 127.0.0.1:$port (log: $work/mosquitto.log)"
+/usr/sbin/mosquitto -c "$work/mosquitto.conf" >"$work/mosquitto.log" 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; sleep 0.1; done
+
+for i in $(seq "${DEMO_VEHICLES:-1}"); do
+  echo "==> fleetcast-agent run --source sim: --vehicle demo-$i (log: $work/agent-$i.log)"
+  "$bin/fleetcast-agent" run --source "sim:?rate=1&seed=$i" --vehicle "demo-$i" \
+    --broker "mqtt://127.0.0.1:$port" --state-dir "$work/state-$i" >"$work/agent-$i.log" 2>&1 &
+  pids+=($!)
+done
+
+echo "==> fleet-watch --broker mqtt://127.0.0.1:$port   (Ctrl-C stops everything)"
+echo "    any MQTT client sees the same: mosquitto_sub -h 127.0.0.1 -p $port -t 'fleet/#' -v"
+if [ -n "${DEMO_SECONDS:-}" ]; then
+  timeout --foreground -s INT "$DEMO_SECONDS" "$bin/fleet-watch" --broker "mqtt://127.0.0.1:$port" || true
+else
+  "$bin/fleet-watch" --broker "mqtt://127.0.0.1:$port" || true
+fi
