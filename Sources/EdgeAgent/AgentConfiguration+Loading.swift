@@ -270,7 +270,7 @@ struct ConfigurationSources {
             return text
         } ?? "sim:"
 
-        let url = value("broker.url", expected: AgentConfiguration.brokerURLForm) { try? BrokerURL(parsing: $0) }
+        let url: BrokerURL? = value("broker.url", expected: AgentConfiguration.brokerURLForm) { try? BrokerURL(parsing: $0) }
             ?? BrokerURL(host: "localhost")
         let username = text("broker.username")?.0 ?? url?.username
         var password: Secret?
