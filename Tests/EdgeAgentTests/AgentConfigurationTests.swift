@@ -116,7 +116,7 @@ struct AgentConfigurationTests {
             vehicle: "van/7"
             source: "not a uri"
             broker:
-              url: tcp://broker:1883
+              url: http://broker:1883
               protocol: 4
               maxInflight: 0
             topics:
@@ -138,7 +138,7 @@ struct AgentConfigurationTests {
         #expect(messages == [
             "vehicle in \(path): expected 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-', got \"van/7\"",
             "source in \(path): expected a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password), got \"not a uri\"",
-            "broker.url in \(path): expected mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path), got \"tcp://broker:1883\"",
+            "broker.url in \(path): expected mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path), got \"http://broker:1883\"",
             "broker.protocol in \(path): expected 5 or 3.1.1, got \"4\"",
             "broker.maxInflight in \(path): expected a whole number from 1 to 65535, got \"0\"",
             "topics.prefix in \(path): expected one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet), got \"fleet/#\"",
