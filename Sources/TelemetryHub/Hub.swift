@@ -26,15 +26,15 @@ import Synchronization
 /// each waiting consumer); waiting consumers are resumed after the lock is released. No
 /// allocation happens per value beyond buffer growth.
 public final class Hub<Element: Sendable>: Sendable {
-    typealias Waiter = UnsafeContinuation<Element?, any Error>
-    typealias State = HubState<Element, Waiter, Task<Void, Never>>
+    @usableFromInline typealias Waiter = UnsafeContinuation<Element?, any Error>
+    @usableFromInline typealias State = HubState<Element, Waiter, Task<Void, Never>>
 
-    let state: Mutex<State>
+    @usableFromInline let state: Mutex<State>
     /// Iterates the source once, feeding `hub` for the given run; nil for a hand-fed hub.
-    private let runSource: (@Sendable (_ hub: Hub<Element>, _ run: UInt64) async -> Void)?
+    @usableFromInline let runSource: (@Sendable (_ hub: Hub<Element>, _ run: UInt64) async -> Void)?
 
     /// Creates a hub fed by hand with ``yield(_:)`` and ``finish(throwing:)``.
-    public init() {
+    @inlinable public init() {
         state = Mutex(State(hasSource: false))
         runSource = nil
     }
@@ -44,7 +44,7 @@ public final class Hub<Element: Sendable>: Sendable {
     /// - Parameter source: an async sequence that can be iterated again to restart: each
     ///   `makeAsyncIterator()` must begin a fresh stream (open the port, connect to gpsd…), and
     ///   cancelling the iterating task must stop it.
-    public init<Source: AsyncSequence & Sendable>(source: Source) where Source.Element == Element {
+    @inlinable public init<Source: AsyncSequence & Sendable>(source: Source) where Source.Element == Element {
         state = Mutex(State(hasSource: true))
         runSource = { hub, run in
             do {
@@ -69,7 +69,7 @@ public final class Hub<Element: Sendable>: Sendable {
     ///
     /// - Parameter bufferingPolicy: what this subscriber keeps while it does not keep up.
     ///   `.unbounded` is lossless (memory grows with the backlog); `.newest(1)` suits a UI.
-    public func subscribe(bufferingPolicy: HubBufferingPolicy = .unbounded) -> HubSubscription<Element> {
+    @inlinable public func subscribe(bufferingPolicy: HubBufferingPolicy = .unbounded) -> HubSubscription<Element> {
         let (id, action) = state.withLock { $0.subscribe(bufferingPolicy: bufferingPolicy) }
         if case .startSource(let run, let previous) = action {
             startSource(run: run, after: previous)
@@ -80,14 +80,14 @@ public final class Hub<Element: Sendable>: Sendable {
     // MARK: Feeding by hand
 
     /// Broadcasts `element` to every current subscriber and makes it ``latest``. Never waits.
-    public func yield(_ element: Element) {
+    @inlinable public func yield(_ element: Element) {
         perform(state.withLock { $0.yield(element) })
     }
 
     /// Ends the stream of every current subscriber: each drains its buffer, then its iteration
     /// ends (`error == nil`) or throws `error`, once. A running source is stopped. The hub stays
     /// usable: later subscribers receive later values (or start the source again).
-    public func finish(throwing error: (any Error)? = nil) {
+    @inlinable public func finish(throwing error: (any Error)? = nil) {
         let terminal: State.Terminal = error.map { .failed($0) } ?? .finished
         perform(state.withLock { $0.finish(terminal) })
     }
@@ -95,22 +95,22 @@ public final class Hub<Element: Sendable>: Sendable {
     // MARK: Reading
 
     /// The last value broadcast, or nil if none was yet. Kept across source restarts.
-    public var latest: Element? {
+    @inlinable public var latest: Element? {
         state.withLock { $0.latest }
     }
 
     /// Counters of every subscriber and of the hub, taken in one consistent snapshot.
-    public var statistics: HubStatistics {
+    @inlinable public var statistics: HubStatistics {
         state.withLock { $0.statistics }
     }
 
     // MARK: Internals used by subscriptions and the source task
 
-    func statistics(of id: HubSubscriberID) -> HubSubscriberStatistics? {
+    @inlinable func statistics(of id: HubSubscriberID) -> HubSubscriberStatistics? {
         state.withLock { $0.statistics(of: id) }
     }
 
-    func cancel(_ id: HubSubscriberID) {
+    @inlinable func cancel(_ id: HubSubscriberID) {
         let action = state.withLock { $0.cancel(id) }
         if case .finish(let waiter, let stop) = action {
             stop?.cancel()
@@ -119,7 +119,7 @@ public final class Hub<Element: Sendable>: Sendable {
     }
 
     /// The next value for subscriber `id`, nil at the end; throws the source's error once.
-    func next(_ id: HubSubscriberID) async throws -> Element? {
+    @inlinable func next(_ id: HubSubscriberID) async throws -> Element? {
         switch state.withLock({ $0.poll(id) }) {
         case .element(let element):
             return element
@@ -148,15 +148,15 @@ public final class Hub<Element: Sendable>: Sendable {
         }
     }
 
-    private func sourceYield(_ element: Element, run: UInt64) {
+    @inlinable func sourceYield(_ element: Element, run: UInt64) {
         perform(state.withLock { $0.sourceYield(element, run: run) })
     }
 
-    private func sourceTerminated(run: UInt64, _ terminal: State.Terminal) {
+    @inlinable func sourceTerminated(run: UInt64, _ terminal: State.Terminal) {
         perform(state.withLock { $0.sourceTerminated(run: run, terminal) })
     }
 
-    private func perform(_ action: State.YieldAction) {
+    @inlinable func perform(_ action: State.YieldAction) {
         guard case .resume(var waiters, let element) = action else { return }
         for waiter in waiters {
             waiter.resume(returning: element)
@@ -164,7 +164,7 @@ public final class Hub<Element: Sendable>: Sendable {
         state.withLock { $0.recycle(&waiters) }
     }
 
-    private func perform(_ action: State.FinishAction) {
+    @inlinable func perform(_ action: State.FinishAction) {
         guard case .terminate(let waiters, let terminal, let stop) = action else { return }
         stop?.cancel()
         for waiter in waiters {
@@ -177,7 +177,7 @@ public final class Hub<Element: Sendable>: Sendable {
         }
     }
 
-    private func startSource(run: UInt64, after previous: Task<Void, Never>?) {
+    @inlinable func startSource(run: UInt64, after previous: Task<Void, Never>?) {
         guard let runSource else { return }
         let task = Task {
             // Never overlap two iterations of the source: wait for the previous one to end.

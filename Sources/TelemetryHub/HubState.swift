@@ -10,30 +10,30 @@
 /// its own, which terminates every subscriber of that run. The next subscriber starts a new run.
 /// A new run's task is told to await the previous run's task first, so two iterations of the
 /// source never overlap (a serial port or gpsd socket is opened once at a time).
-struct HubState<Element, Waiter, SourceHandle> {
+@usableFromInline struct HubState<Element, Waiter, SourceHandle> {
     /// How a subscriber's stream ends.
-    enum Terminal {
+    @usableFromInline enum Terminal: Sendable {
         case finished
         case failed(any Error)
     }
 
-    struct Subscriber {
-        let id: HubSubscriberID
-        let policy: HubBufferingPolicy
-        var buffer = RingBuffer<Element>()
-        var waiter: Waiter?
-        var delivered: UInt64 = 0
-        var dropped: UInt64 = 0
+    @usableFromInline struct Subscriber {
+        @usableFromInline let id: HubSubscriberID
+        @usableFromInline let policy: HubBufferingPolicy
+        @usableFromInline var buffer = RingBuffer<Element>()
+        @usableFromInline var waiter: Waiter?
+        @usableFromInline var delivered: UInt64 = 0
+        @usableFromInline var dropped: UInt64 = 0
         /// Set when the run ended; delivered once the buffer is drained.
-        var terminal: Terminal?
+        @usableFromInline var terminal: Terminal?
 
-        init(id: HubSubscriberID, policy: HubBufferingPolicy) {
+        @inlinable init(id: HubSubscriberID, policy: HubBufferingPolicy) {
             self.id = id
             self.policy = policy
         }
 
         /// Stores `element` according to the policy (the subscriber is not waiting).
-        mutating func enqueue(_ element: Element) {
+        @inlinable mutating func enqueue(_ element: Element) {
             switch policy {
             case .unbounded:
                 buffer.append(element)
@@ -56,7 +56,7 @@ struct HubState<Element, Waiter, SourceHandle> {
             }
         }
 
-        var statistics: HubSubscriberStatistics {
+        @inlinable var statistics: HubSubscriberStatistics {
             HubSubscriberStatistics(
                 id: id, bufferingPolicy: policy, delivered: delivered, dropped: dropped,
                 buffered: buffer.count, isTerminated: terminal != nil
@@ -66,14 +66,14 @@ struct HubState<Element, Waiter, SourceHandle> {
 
     // MARK: Actions
 
-    enum SubscribeAction {
+    @usableFromInline enum SubscribeAction {
         case none
         /// Start a task iterating the source for `run`; it must first await `after` (the
         /// previous run's task) if there is one, then report itself with `sourceStarted`.
         case startSource(run: UInt64, after: SourceHandle?)
     }
 
-    enum SourceStartedAction {
+    @usableFromInline enum SourceStartedAction {
         case none
         /// The run ended before its task was registered: cancel the task.
         case cancelSource(SourceHandle)
@@ -82,14 +82,14 @@ struct HubState<Element, Waiter, SourceHandle> {
         case cancelSourceAndStart(SourceHandle, run: UInt64)
     }
 
-    enum YieldAction {
+    @usableFromInline enum YieldAction {
         case none
         /// Resume these waiters with the element (outside the lock), then hand the array back
         /// with `recycle(_:)` so its storage is reused.
         case resume([Waiter], Element)
     }
 
-    enum NextAction {
+    @usableFromInline enum NextAction {
         case element(Element)
         /// The stream is over: return nil.
         case end
@@ -101,14 +101,14 @@ struct HubState<Element, Waiter, SourceHandle> {
         case suspended
     }
 
-    enum CancelAction {
+    @usableFromInline enum CancelAction {
         case none
         /// Resume the waiter (if any) with the end of the stream, and cancel the source task
         /// (if any) because the last subscriber left.
         case finish(waiter: Waiter?, stopSource: SourceHandle?)
     }
 
-    enum FinishAction {
+    @usableFromInline enum FinishAction {
         case none
         /// Resume each waiter with the terminal event; cancel the source task if given.
         case terminate([Waiter], Terminal, stopSource: SourceHandle?)
@@ -117,37 +117,37 @@ struct HubState<Element, Waiter, SourceHandle> {
     // MARK: State
 
     /// Whether the hub has a source to start and stop (false: fed by hand).
-    let hasSource: Bool
+    @usableFromInline let hasSource: Bool
     /// Subscribers that receive new values, in an array for fast in-place broadcast.
-    private(set) var active: [Subscriber] = []
+    @usableFromInline var active: [Subscriber] = []
     /// Position of each active subscriber in `active`.
-    private var activeIndex: [HubSubscriberID: Int] = [:]
+    @usableFromInline var activeIndex: [HubSubscriberID: Int] = [:]
     /// Subscribers whose run ended and that still owe their consumer buffered values or the end.
-    private(set) var draining: [HubSubscriberID: Subscriber] = [:]
-    private var nextID: UInt64 = 0
+    @usableFromInline var draining: [HubSubscriberID: Subscriber] = [:]
+    @usableFromInline var nextID: UInt64 = 0
     /// The last value broadcast.
-    private(set) var latest: Element?
+    @usableFromInline var latest: Element?
     /// Values broadcast so far.
-    private(set) var yielded: UInt64 = 0
+    @usableFromInline var yielded: UInt64 = 0
     /// Number of the current (or last) run; 0 before the first.
-    private(set) var run: UInt64 = 0
+    @usableFromInline var run: UInt64 = 0
     /// A run is active: the source should be running.
-    private(set) var isSourceRunning = false
+    @usableFromInline var isSourceRunning = false
     /// The task of the current or last run, once registered.
-    private(set) var sourceHandle: SourceHandle?
+    @usableFromInline var sourceHandle: SourceHandle?
     /// A `startSource` was returned whose handle is not registered yet.
-    private(set) var isStartPending = false
+    @usableFromInline var isStartPending = false
     /// Reused storage for the waiter list of `yield` (no allocation per value).
-    private var spareWaiters: [Waiter] = []
+    @usableFromInline var spareWaiters: [Waiter] = []
 
-    init(hasSource: Bool) {
+    @inlinable init(hasSource: Bool) {
         self.hasSource = hasSource
     }
 
     // MARK: Subscribing and leaving
 
     /// Registers a subscriber. The first subscriber of a hub with a source starts a run.
-    mutating func subscribe(bufferingPolicy: HubBufferingPolicy) -> (HubSubscriberID, SubscribeAction) {
+    @inlinable mutating func subscribe(bufferingPolicy: HubBufferingPolicy) -> (HubSubscriberID, SubscribeAction) {
         let id = HubSubscriberID(rawValue: nextID)
         nextID &+= 1
         activeIndex[id] = active.count
@@ -164,7 +164,7 @@ struct HubState<Element, Waiter, SourceHandle> {
     }
 
     /// Registers the task that iterates the source for `run`.
-    mutating func sourceStarted(_ handle: SourceHandle, run startedRun: UInt64) -> SourceStartedAction {
+    @inlinable mutating func sourceStarted(_ handle: SourceHandle, run startedRun: UInt64) -> SourceStartedAction {
         isStartPending = false
         sourceHandle = handle
         if startedRun == run && isSourceRunning {
@@ -179,7 +179,7 @@ struct HubState<Element, Waiter, SourceHandle> {
     }
 
     /// Removes a subscriber (cancelled, finished iterating, or dropped). Idempotent.
-    mutating func cancel(_ id: HubSubscriberID) -> CancelAction {
+    @inlinable mutating func cancel(_ id: HubSubscriberID) -> CancelAction {
         if let subscriber = draining.removeValue(forKey: id) {
             return .finish(waiter: subscriber.waiter, stopSource: nil)
         }
@@ -205,7 +205,7 @@ struct HubState<Element, Waiter, SourceHandle> {
     // MARK: Values in
 
     /// Broadcasts a value to every active subscriber, from the hand-fed side.
-    mutating func yield(_ element: Element) -> YieldAction {
+    @inlinable mutating func yield(_ element: Element) -> YieldAction {
         latest = element
         yielded &+= 1
         guard !active.isEmpty else { return .none }
@@ -228,13 +228,13 @@ struct HubState<Element, Waiter, SourceHandle> {
     }
 
     /// Broadcasts a value from the source task of `run`; ignored if that run is over.
-    mutating func sourceYield(_ element: Element, run sourceRun: UInt64) -> YieldAction {
+    @inlinable mutating func sourceYield(_ element: Element, run sourceRun: UInt64) -> YieldAction {
         guard isSourceRunning && sourceRun == run else { return .none }
         return yield(element)
     }
 
     /// Gives back the waiter array of a `.resume` action after the waiters were resumed.
-    mutating func recycle(_ waiters: inout [Waiter]) {
+    @inlinable mutating func recycle(_ waiters: inout [Waiter]) {
         waiters.removeAll(keepingCapacity: true)
         if waiters.capacity > spareWaiters.capacity {
             swap(&waiters, &spareWaiters)
@@ -244,7 +244,7 @@ struct HubState<Element, Waiter, SourceHandle> {
     /// Ends the stream of every active subscriber (hand-fed `finish`): each drains its buffer
     /// and then sees the end or the error once. A running source is stopped. Later subscribers
     /// join a new run.
-    mutating func finish(_ terminal: Terminal) -> FinishAction {
+    @inlinable mutating func finish(_ terminal: Terminal) -> FinishAction {
         var stop: SourceHandle?
         if isSourceRunning {
             isSourceRunning = false
@@ -255,13 +255,13 @@ struct HubState<Element, Waiter, SourceHandle> {
 
     /// The source task of `run` ended by itself (finished or threw); ignored if the run is over
     /// (it was stopped because the last subscriber left).
-    mutating func sourceTerminated(run sourceRun: UInt64, _ terminal: Terminal) -> FinishAction {
+    @inlinable mutating func sourceTerminated(run sourceRun: UInt64, _ terminal: Terminal) -> FinishAction {
         guard isSourceRunning && sourceRun == run else { return .none }
         isSourceRunning = false
         return terminateAll(terminal, stopSource: nil)
     }
 
-    private mutating func terminateAll(_ terminal: Terminal, stopSource: SourceHandle?) -> FinishAction {
+    @inlinable mutating func terminateAll(_ terminal: Terminal, stopSource: SourceHandle?) -> FinishAction {
         var waiters: [Waiter] = []
         for var subscriber in active {
             if let waiter = subscriber.waiter {
@@ -283,7 +283,7 @@ struct HubState<Element, Waiter, SourceHandle> {
     // MARK: Values out
 
     /// A consumer asks for its next value without suspending.
-    mutating func poll(_ id: HubSubscriberID) -> NextAction {
+    @inlinable mutating func poll(_ id: HubSubscriberID) -> NextAction {
         if let index = activeIndex[id] {
             if let element = active[index].buffer.popFirst() {
                 active[index].delivered &+= 1
@@ -299,7 +299,7 @@ struct HubState<Element, Waiter, SourceHandle> {
 
     /// A consumer that found nothing in `poll` suspends with `waiter`. Values may have arrived
     /// in between, in which case they are returned and the waiter is not stored.
-    mutating func suspend(_ id: HubSubscriberID, waiter: Waiter) -> NextAction {
+    @inlinable mutating func suspend(_ id: HubSubscriberID, waiter: Waiter) -> NextAction {
         if let index = activeIndex[id] {
             if let element = active[index].buffer.popFirst() {
                 active[index].delivered &+= 1
@@ -314,17 +314,16 @@ struct HubState<Element, Waiter, SourceHandle> {
         return pollDraining(id)
     }
 
-    private mutating func pollDraining(_ id: HubSubscriberID) -> NextAction {
-        guard var subscriber = draining[id] else {
+    @inlinable mutating func pollDraining(_ id: HubSubscriberID) -> NextAction {
+        // Mutate in place (a copy of the subscriber would copy its whole buffer on write).
+        if let element = draining[id]?.buffer.popFirst() {
+            draining[id]?.delivered &+= 1
+            return .element(element)
+        }
+        guard let subscriber = draining.removeValue(forKey: id) else {
             // Cancelled, or its end was already delivered.
             return .end
         }
-        if let element = subscriber.buffer.popFirst() {
-            subscriber.delivered &+= 1
-            draining[id] = subscriber
-            return .element(element)
-        }
-        draining[id] = nil
         switch subscriber.terminal {
         case .failed(let error):
             return .fail(error)
@@ -336,7 +335,7 @@ struct HubState<Element, Waiter, SourceHandle> {
     // MARK: Reading
 
     /// Counters of one subscriber, or nil once it is gone.
-    func statistics(of id: HubSubscriberID) -> HubSubscriberStatistics? {
+    @inlinable func statistics(of id: HubSubscriberID) -> HubSubscriberStatistics? {
         if let index = activeIndex[id] {
             return active[index].statistics
         }
@@ -344,7 +343,7 @@ struct HubState<Element, Waiter, SourceHandle> {
     }
 
     /// Counters of the whole hub.
-    var statistics: HubStatistics {
+    @inlinable var statistics: HubStatistics {
         var subscribers = active.map(\.statistics)
         subscribers.append(contentsOf: draining.values.map(\.statistics))
         subscribers.sort { $0.id < $1.id }
@@ -354,3 +353,12 @@ struct HubState<Element, Waiter, SourceHandle> {
         )
     }
 }
+
+extension HubState: Sendable where Element: Sendable, Waiter: Sendable, SourceHandle: Sendable {}
+extension HubState.Subscriber: Sendable where Element: Sendable, Waiter: Sendable {}
+extension HubState.SubscribeAction: Sendable where SourceHandle: Sendable {}
+extension HubState.SourceStartedAction: Sendable where SourceHandle: Sendable {}
+extension HubState.YieldAction: Sendable where Element: Sendable, Waiter: Sendable {}
+extension HubState.NextAction: Sendable where Element: Sendable {}
+extension HubState.CancelAction: Sendable where Waiter: Sendable, SourceHandle: Sendable {}
+extension HubState.FinishAction: Sendable where Waiter: Sendable, SourceHandle: Sendable {}

@@ -14,4 +14,11 @@ public struct HubStatistics: Sendable, Hashable {
     public var activeSubscriberCount: Int {
         subscribers.count(where: { !$0.isTerminated })
     }
+
+    @usableFromInline init(subscribers: [HubSubscriberStatistics], yielded: UInt64, sourceStarts: UInt64, isSourceRunning: Bool) {
+        self.subscribers = subscribers
+        self.yielded = yielded
+        self.sourceStarts = sourceStarts
+        self.isSourceRunning = isSourceRunning
+    }
 }

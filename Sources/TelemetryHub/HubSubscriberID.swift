@@ -4,7 +4,7 @@ public struct HubSubscriberID: Sendable, Hashable, Comparable, CustomStringConve
     public let rawValue: UInt64
 
     /// Wraps a raw subscriber number.
-    public init(rawValue: UInt64) {
+    @inlinable public init(rawValue: UInt64) {
         self.rawValue = rawValue
     }
 

@@ -14,4 +14,13 @@ public struct HubSubscriberStatistics: Sendable, Hashable {
     /// `true` once the source finished or failed for this subscriber: it only drains its buffer
     /// and then receives the end (or the error) once.
     public let isTerminated: Bool
+
+    @usableFromInline init(id: HubSubscriberID, bufferingPolicy: HubBufferingPolicy, delivered: UInt64, dropped: UInt64, buffered: Int, isTerminated: Bool) {
+        self.id = id
+        self.bufferingPolicy = bufferingPolicy
+        self.delivered = delivered
+        self.dropped = dropped
+        self.buffered = buffered
+        self.isTerminated = isTerminated
+    }
 }

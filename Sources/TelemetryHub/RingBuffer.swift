@@ -1,19 +1,19 @@
 /// A growable FIFO ring buffer with power-of-two capacity: O(1) append and removal at both ends,
 /// no allocation once it has reached its working size. Used for each subscriber's buffer.
-struct RingBuffer<Element> {
-    private var storage: ContiguousArray<Element?> = []
-    private var head = 0
-    private(set) var count = 0
+@usableFromInline struct RingBuffer<Element> {
+    @usableFromInline var storage: ContiguousArray<Element?> = []
+    @usableFromInline var head = 0
+    @usableFromInline var count = 0
 
     /// Storage above this many slots is released once the buffer is drained (after a burst).
-    private static var retainedCapacity: Int { 1024 }
+    @inlinable static var retainedCapacity: Int { 1024 }
 
-    var isEmpty: Bool { count == 0 }
+    @inlinable var isEmpty: Bool { count == 0 }
 
     /// Slots currently allocated (count of elements).
-    var capacity: Int { storage.count }
+    @inlinable var capacity: Int { storage.count }
 
-    mutating func append(_ element: Element) {
+    @inlinable mutating func append(_ element: Element) {
         if count == storage.count {
             grow()
         }
@@ -21,7 +21,7 @@ struct RingBuffer<Element> {
         count &+= 1
     }
 
-    mutating func popFirst() -> Element? {
+    @inlinable mutating func popFirst() -> Element? {
         guard count > 0 else { return nil }
         let element = storage[head].take()
         head = (head &+ 1) & (storage.count &- 1)
@@ -35,7 +35,7 @@ struct RingBuffer<Element> {
         return element
     }
 
-    private mutating func grow() {
+    @inlinable mutating func grow() {
         let newCapacity = Swift.max(4, storage.count * 2)
         var newStorage = ContiguousArray<Element?>(repeating: nil, count: newCapacity)
         for offset in 0..<count {
@@ -45,3 +45,5 @@ struct RingBuffer<Element> {
         head = 0
     }
 }
+
+extension RingBuffer: Sendable where Element: Sendable {}
