@@ -23,8 +23,8 @@ if [ "${DEMO_SKIP_INSTALL:-0}" != 1 ]; then
 fi
 
 echo "==> building"
-swift build --product fleetcast-agent >/dev/null
-swift build --product fleet-watch >/dev/null
+swift build --product fleetcast-agent >"${TMPDIR:-/tmp}/fleetcast-demo-build.log" 2>&1 || { cat "${TMPDIR:-/tmp}/fleetcast-demo-build.log"; exit 1; }
+swift build --product fleet-watch >>"${TMPDIR:-/tmp}/fleetcast-demo-build.log" 2>&1 || { cat "${TMPDIR:-/tmp}/fleetcast-demo-build.log"; exit 1; }
 bin=$(swift build --show-bin-path)
 
 work=$(mktemp -d /tmp/fleetcast-demo.XXXXXX)
@@ -52,7 +52,10 @@ for _ in $(seq 50); do (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null && break; 
 
 for i in $(seq "${DEMO_VEHICLES:-1}"); do
   echo "==> fleetcast-agent run --source sim: --vehicle demo-$i (log: $work/agent-$i.log)"
-  "$bin/fleetcast-agent" run --source "sim:?rate=1&seed=$i" --vehicle "demo-$i" \
+  # Each simulated vehicle drives its own loop, a little further north-east than the last.
+  lat=$(awk -v i="$i" 'BEGIN { printf "%.4f", 52.3702 + (i - 1) * 0.01 }')
+  lon=$(awk -v i="$i" 'BEGIN { printf "%.4f", 4.8952 + (i - 1) * 0.015 }')
+  "$bin/fleetcast-agent" run --source "sim:?rate=1&lat=$lat&lon=$lon" --vehicle "demo-$i" \
     --broker "mqtt://127.0.0.1:$port" --state-dir "$work/state-$i" >"$work/agent-$i.log" 2>&1 &
   pids+=($!)
 done

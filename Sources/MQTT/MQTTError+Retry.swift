@@ -1,10 +1,8 @@
-import MQTT
-
 extension MQTTError {
     /// Whether a failed connect may succeed later without a change of configuration: the
     /// broker is down, unreachable, busy or not yet resolvable. TLS, credential and
     /// authorisation failures are not retried: they need the user.
-    var isWorthRetrying: Bool {
+    public var isWorthRetrying: Bool {
         switch self {
         case .connectionRefused, .hostNotFound, .network, .connectionLost, .notConnected, .library:
             true

@@ -1,0 +1,117 @@
+import FleetProtocol
+import GNSS
+import GNSSSources
+import Logging
+import MQTT
+import ServiceLifecycle
+import TelemetryHub
+
+/// The agent as a `Service`: GNSS source → hub → publisher → MQTT, for one vehicle.
+///
+/// `run()` starts the source through a ``Hub`` (the publisher is its lossless subscriber; others
+/// may subscribe for status or tests), connects to the broker with the `offline` status as the
+/// last will, and publishes until the source ends (a replay) or a graceful shutdown
+/// (SIGTERM/SIGINT through the `ServiceGroup`). Either way it drains the outbox, publishes
+/// `offline` with reason `shutdown`, persists `seq` and disconnects, then returns.
+public final class AgentService: Service {
+    /// The configuration it runs with.
+    public let configuration: AgentConfiguration
+    /// Fixes and headings from the receiver, for other subscribers than the publisher.
+    public let hub: Hub<GNSSEvent>
+    /// The publisher, for its counters.
+    public let publisher: Publisher
+
+    private let link: MQTTLink
+    private let logger: Logger
+    private let lossless: Bool
+
+    /// Prepares the agent; nothing runs before `run()`.
+    ///
+    /// Throws when the source URI cannot be parsed or the state directory cannot hold the
+    /// sequence number, each error naming what is wrong.
+    public init(configuration: AgentConfiguration, agentVersion: String, logger: Logger) throws {
+        var logger = logger
+        logger[metadataKey: "vehicle"] = "\(configuration.vehicle)"
+        logger[metadataKey: "gnss.source"] = "\(configuration.source)"
+        self.configuration = configuration
+        self.logger = logger
+
+        let descriptor = try GNSSSourceDescriptor(parsing: configuration.source)
+        if case .replay = descriptor { lossless = true } else { lossless = false }
+        hub = Hub(source: descriptor.makeSource(uri: configuration.source, logger: logger))
+
+        let sequence = try SequenceStore(
+            directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
+        var mqtt = MQTTConfiguration(
+            broker: configuration.broker.url,
+            clientID: "fleetcast-\(configuration.vehicle)",
+            protocolVersion: configuration.broker.protocolVersion == .v311 ? .v311 : .v5,
+            keepAlive: .seconds(configuration.broker.keepAliveSeconds),
+            username: configuration.broker.username,
+            password: configuration.broker.password?.value,
+            maxInflightMessages: configuration.broker.maxInflight
+        )
+        let broker = configuration.broker
+        if broker.url.usesTLS || broker.caFile != nil || broker.certFile != nil {
+            mqtt.tls = MQTTTLSConfiguration(caFile: broker.caFile, certificateFile: broker.certFile, keyFile: broker.keyFile)
+        }
+        let settings = configuration.publisherSettings(agentVersion: agentVersion)
+        link = MQTTLink(configuration: mqtt, messageExpirySeconds: configuration.messageExpirySeconds, logger: logger)
+        publisher = Publisher(settings: settings, sender: link, sequence: sequence, logger: logger)
+    }
+
+    private enum Child: Sendable {
+        case connected, finished
+    }
+
+    /// Runs until the source ends or a graceful shutdown; see the type's documentation.
+    /// Throws when the broker refuses the agent for a reason retrying cannot fix (TLS trust,
+    /// credentials, authorisation), after publishing what it could.
+    public func run() async throws {
+        logger.info("agent starting", metadata: ["mqtt.broker": "\(configuration.broker.url)"])
+        let events = hub.subscribe(bufferingPolicy: .unbounded)
+        let will = publisher.lastWill  // the retained `offline` status
+        let mqttWill = MQTTWill(
+            topic: will.topic, payload: will.payload, qos: MQTTQoS(rawValue: will.qos) ?? .atLeastOnce, retain: will.retain)
+        var failure: (any Error)?
+        await withTaskGroup(of: Result<Child, any Error>.self) { group in
+            group.addTask {
+                do {
+                    try await self.link.connect(will: mqttWill)
+                    return .success(.connected)
+                } catch {
+                    return .failure(error)
+                }
+            }
+            group.addTask {
+                do {
+                    try await self.publisher.run(events: events.cancelOnGracefulShutdown())
+                    return .success(.finished)
+                } catch {
+                    return .failure(error)
+                }
+            }
+            while let result = await group.next() {
+                switch result {
+                case .success(.connected):
+                    continue
+                case .success(.finished):
+                    group.cancelAll()  // still connecting: stop trying
+                case .failure(let error as CancellationError):
+                    _ = error
+                case .failure(let error):
+                    failure = failure ?? error
+                    publisher.finish()
+                    events.cancel()
+                }
+            }
+        }
+        await link.shutdown()
+        let counters = publisher.counters
+        logger.info("agent stopped", metadata: [
+            "published": "\(counters.published)", "dropped": "\(counters.dropped)",
+            "skipped": "\(counters.skippedByPolicy)",
+        ])
+        if let failure { throw failure }
+    }
+}

@@ -1,0 +1,77 @@
+import Logging
+import MQTT
+
+/// The agent's connection to its broker, as the publisher's ``MessageSending``.
+///
+/// libmosquitto reconnects by itself once a connection has been made, but a first connection
+/// that fails ends its client. The link therefore makes a new client and tries again, with
+/// exponential backoff and jitter (``MQTTConfiguration/reconnect``), while the broker cannot be
+/// reached — naming the broker and the error in the log — and gives up at once on what retrying
+/// cannot fix (TLS trust, credentials, authorisation). Until connected, sends fail with
+/// ``MQTTError/notConnected`` and the publisher keeps the messages in its outbox.
+final class MQTTLink: MessageSending {
+    private let configuration: MQTTConfiguration
+    private let properties: MQTTPublishProperties
+    private let logger: Logger
+    private let client = SanitizerVisibleMutex<MQTTClient?>(nil)
+
+    /// - Parameters:
+    ///   - configuration: broker, credentials, TLS, will.
+    ///   - messageExpirySeconds: MQTT 5 message expiry of every publish, when configured.
+    init(configuration: MQTTConfiguration, messageExpirySeconds: Int?, logger: Logger) {
+        self.configuration = configuration
+        self.properties = MQTTPublishProperties(
+            contentType: "application/json", messageExpirySeconds: messageExpirySeconds.map { UInt32(clamping: $0) })
+        var logger = logger
+        logger[metadataKey: "mqtt.broker"] = "\(configuration.broker)"
+        self.logger = logger
+    }
+
+    /// Hands the message to libmosquitto before its first suspension (so sends started in order
+    /// reach the wire in order), then waits for the acknowledgement its QoS asks for.
+    func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
+        guard let client = client.withLock({ $0 }) else { throw MQTTError.notConnected }
+        try await client.publish(
+            topic: topic, payload: payload, qos: MQTTQoS(rawValue: qos) ?? .atLeastOnce, retain: retain,
+            properties: properties)
+    }
+
+    /// Connects with `will` as the last will, retrying while the broker is unreachable. Returns
+    /// once connected; throws the error when retrying cannot help, or `CancellationError` when
+    /// cancelled first.
+    func connect(will: MQTTWill?) async throws {
+        var configuration = self.configuration
+        configuration.will = will
+        var attempt = 0
+        while true {
+            try Task.checkCancellation()
+            let candidate = try MQTTClient(configuration: configuration, logger: logger)
+            do {
+                try await candidate.connect()
+                client.withLock { $0 = candidate }
+                logger.info("connected to MQTT broker")
+                return
+            } catch let error as MQTTError where error.isWorthRetrying {
+                await candidate.shutdown(flushTimeout: .zero)
+                attempt += 1
+                let delay = configuration.reconnect.delay(attempt: attempt)
+                logger.info("MQTT broker unreachable, retrying", metadata: [
+                    "error": "\(error)", "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
+                ])
+                try await Task.sleep(for: delay)
+            } catch {
+                await candidate.shutdown(flushTimeout: .zero)
+                throw error
+            }
+        }
+    }
+
+    /// Disconnects cleanly (no will), after waiting up to `flushTimeout` for unacknowledged publishes.
+    func shutdown(flushTimeout: Duration = .seconds(5)) async {
+        let current = client.withLock { client -> MQTTClient? in
+            defer { client = nil }
+            return client
+        }
+        await current?.shutdown(flushTimeout: flushTimeout)
+    }
+}

@@ -1,0 +1,102 @@
+import ArgumentParser
+import EdgeAgent
+import Foundation
+import Logging
+import ServiceLifecycle
+
+/// `fleetcast-agent run`: reads the receiver and publishes to MQTT until SIGTERM/SIGINT, or
+/// until a `replay:` source ends (a batch upload).
+struct RunCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "run",
+        abstract: "Publish the receiver's fixes and headings to MQTT (the default).",
+        discussion: """
+            Configuration comes from the YAML file (--config), then FLEETCAST_… environment \
+            variables (e.g. FLEETCAST_VEHICLE, FLEETCAST_BROKER_URL), then these flags, each \
+            overriding the one before. The broker password comes from --password-file or \
+            FLEETCAST_BROKER_PASSWORD, never from a flag's value.
+
+            Sources: gpsd://HOST[:PORT][?device=PATH], serial:PATH?baud=N, \
+            replay:PATH?speed=N|max&loop=true, sim:?rate=HZ
+            """
+    )
+
+    @Option(help: "GNSS source URI (default sim:, the built-in simulated receiver).")
+    var source: String?
+
+    @Option(help: "Vehicle id: 1 to 64 characters of A-Z a-z 0-9 . _ -")
+    var vehicle: String?
+
+    @Option(help: "Broker: mqtt[s]://[user@]host[:port] (default mqtt://localhost:1883).")
+    var broker: String?
+
+    @Option(help: "YAML configuration file (see config/agent.yaml).")
+    var config: String?
+
+    @Option(help: "Directory for the persistent message sequence number.")
+    var stateDir: String?
+
+    @Option(help: "CA certificate (PEM) to verify the broker with.")
+    var caFile: String?
+
+    @Option(help: "Client certificate (PEM), for brokers that ask for one.")
+    var certFile: String?
+
+    @Option(help: "Client private key (PEM).")
+    var keyFile: String?
+
+    @Option(help: "File holding the broker password.")
+    var passwordFile: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String?
+
+    func run() async throws {
+        var flags: [String: String] = [:]
+        flags["source"] = source
+        flags["vehicle"] = vehicle
+        flags["broker.url"] = broker
+        flags["stateDir"] = stateDir
+        flags["broker.caFile"] = caFile
+        flags["broker.certFile"] = certFile
+        flags["broker.keyFile"] = keyFile
+        flags["broker.passwordFile"] = passwordFile
+        flags["log.level"] = logLevel
+
+        let configuration: AgentConfiguration
+        do {
+            configuration = try await AgentConfiguration.load(
+                filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
+        } catch {
+            FileHandle.standardError.write(Data("fleetcast-agent: \(error)\n".utf8))
+            throw ExitCode(78)  // EX_CONFIG
+        }
+
+        let level = configuration.logLevel
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "fleetcast.agent")
+
+        let agent: AgentService
+        do {
+            agent = try AgentService(configuration: configuration, agentVersion: FleetcastAgent.version, logger: logger)
+        } catch {
+            logger.error("cannot start", metadata: ["error": "\(error)"])
+            throw ExitCode(78)
+        }
+        let group = ServiceGroup(configuration: .init(
+            services: [.init(service: agent, successTerminationBehavior: .gracefullyShutdownGroup)],
+            gracefulShutdownSignals: [.sigterm, .sigint],
+            logger: logger
+        ))
+        do {
+            try await group.run()
+        } catch {
+            logger.error("agent failed", metadata: ["error": "\(error)"])
+            throw ExitCode.failure
+        }
+    }
+}
