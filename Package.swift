@@ -136,7 +136,8 @@ let package = Package(
         ),
         .testTarget(
             name: "EdgeAgentTests",
-            dependencies: ["EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "NMEA", "EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "FleetWatchTests",

@@ -187,7 +187,8 @@ public final class Publisher: Sendable {
                 case .connecting: break  // keeps `starting` or `source-lost` until data flows
                 case .streaming: changeGNSS(to: .fixing, &state)
                 case .noFix: changeGNSS(to: .noFix, &state)
-                case .reconnecting, .ended: changeGNSS(to: .sourceLost, &state)
+                case .reconnecting: changeGNSS(to: .sourceLost, &state)
+                case .ended: break  // a replay is over; `offline` (reason shutdown) follows
                 }
             }
         }

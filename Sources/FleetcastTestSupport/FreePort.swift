@@ -1,3 +1,4 @@
+import Foundation
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -44,4 +45,14 @@ public enum FreePort {
         }
         return rc == 0
     }
+}
+
+/// The path of an executable product of this package (`fleetcast-agent`, `fleet-watch`…) in
+/// the build directory the running tests were built into (`swift test` builds every product).
+public func builtProduct(_ name: String) -> String {
+    let runner = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath()
+    var directory = runner.deletingLastPathComponent()
+    // On macOS the runner sits inside `…/PackageTests.xctest/Contents/MacOS/`.
+    while directory.path.contains(".xctest") { directory = directory.deletingLastPathComponent() }
+    return directory.appendingPathComponent(name).path
 }

@@ -1,0 +1,118 @@
+import FleetcastTestSupport
+import Foundation
+import NMEA
+import Testing
+
+/// The agent as a user runs it: the built `fleetcast-agent` binary, a real mosquitto, and a
+/// client we did not write (`mosquitto_sub`) reading the topics.
+@Suite("fleetcast-agent run, end to end", .serialized)
+struct AgentEndToEndTests {
+    static let fixtures = URL(fileURLWithPath: #filePath)
+        .deletingLastPathComponent().deletingLastPathComponent()
+        .appendingPathComponent("NMEATests/Fixtures/gpsd")
+
+    /// The fix times our decoder finds in a recording: what the agent must publish.
+    static func fixTimes(in recording: String) throws -> [String] {
+        var decoder = NMEADecoder()
+        var events = decoder.decode(Array(try Data(contentsOf: URL(fileURLWithPath: recording))))
+        decoder.finish { events.append($0) }
+        var times: [String] = []
+        for case .fix(let fix) in events where times.last != fix.time.iso8601 { times.append(fix.time.iso8601) }
+        return times
+    }
+
+    static func json(_ line: Substring) throws -> [String: Any] {
+        try #require(JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any])
+    }
+
+    @Test("replay at speed=max is a complete batch upload: every fix, valid JSON, seq without gaps, online then offline")
+    func replayBatchUpload() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        let recording = Self.fixtures.appendingPathComponent("nmea-rtk.log").path
+        let expected = try Self.fixTimes(in: recording)
+        #expect(expected.count > 100)
+        // online (starting), online (fixing), every fix, offline.
+        let subscriber = try await MosquittoCLI.subscribe(
+            broker: broker, filter: "fleet/rtk-1/#", count: expected.count + 3, timeoutSeconds: 30)
+
+        let state = try makeTemporaryDirectory(prefix: "agent-e2e")
+        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+            "run", "--source", "replay:\(recording)?speed=max", "--vehicle", "rtk-1",
+            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", state,
+        ], directory: state, name: "agent")
+        let status = try await withTimeout(.seconds(60), "the agent to finish the replay") { await agent.waitForExit() }
+        #expect(status == 0, "agent exit status; stderr: \(agent.standardError)")
+
+        let lines = await subscriber.messages()
+        let fixes = try lines.filter { $0.hasPrefix("fleet/rtk-1/fix ") }.map { try Self.json($0.dropFirst("fleet/rtk-1/fix ".count)) }
+        let statuses = try lines.filter { $0.hasPrefix("fleet/rtk-1/status ") }.map { try Self.json($0.dropFirst("fleet/rtk-1/status ".count)) }
+
+        #expect(fixes.compactMap { $0["time"] as? String } == expected)
+        #expect(fixes.compactMap { ($0["seq"] as? NSNumber)?.intValue } == Array(1...expected.count))
+        #expect(fixes.allSatisfy { $0["v"] as? Int == 1 && $0["vehicle"] as? String == "rtk-1" && $0["lat"] is Double && $0["lon"] is Double })
+        #expect(statuses.first?["state"] as? String == "online")
+        #expect(statuses.last?["state"] as? String == "offline")
+        #expect(statuses.last?["reason"] as? String == "shutdown")
+        #expect(statuses.last?["dropped"] as? Int == 0)
+    }
+
+    @Test("a restarted agent continues seq where it stopped")
+    func seqSurvivesRestart() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        let recording = Self.fixtures.appendingPathComponent("magellan-ec10.log").path
+        let perRun = try Self.fixTimes(in: recording).count
+        let state = try makeTemporaryDirectory(prefix: "agent-seq")
+        var seqs: [Int] = []
+        for run in 1...2 {
+            let subscriber = try await MosquittoCLI.subscribe(
+                broker: broker, filter: "fleet/mag-1/fix", count: perRun, timeoutSeconds: 30,
+                extra: ["-R"])  // not the retained fix of the previous run
+            let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+                "run", "--source", "replay:\(recording)?speed=max", "--vehicle", "mag-1",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", state,
+            ], directory: state, name: "agent-\(run)")
+            #expect(try await withTimeout(.seconds(60), "run \(run)") { await agent.waitForExit() } == 0)
+            for line in await subscriber.messages() {
+                seqs.append(try #require((try Self.json(line.dropFirst("fleet/mag-1/fix ".count))["seq"] as? NSNumber)?.intValue))
+            }
+        }
+        // Status messages carry no seq; fixes and headings share one counter per vehicle.
+        #expect(seqs == Array(1...(2 * perRun)))
+    }
+
+    @Test("gpsd → agent → broker: fixes from gpsfake's gpsd arrive; SIGTERM publishes offline and exits 0")
+    func gpsdToBroker() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        let directory = try makeTemporaryDirectory(prefix: "agent-gpsd")
+        let gpsdPort = try FreePort.next()
+        let recording = Self.fixtures.appendingPathComponent("bt451.log").path
+        let gpsfake = try TestProcess("/usr/bin/gpsfake", ["-q", "-P", "\(gpsdPort)", "-c", "0.05", recording],
+                                      directory: directory, name: "gpsfake")
+        defer { gpsfake.send(SIGTERM) }
+        try await waitUntil("gpsd to listen on \(gpsdPort)", timeout: .seconds(20)) { FreePort.isAccepting(gpsdPort) }
+
+        let subscriber = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/gpsd-1/fix", count: 5, timeoutSeconds: 40)
+        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+            "run", "--source", "gpsd://127.0.0.1:\(gpsdPort)", "--vehicle", "gpsd-1",
+            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", directory,
+        ], directory: directory, name: "agent")
+        let fixes = try await subscriber.messages().map { try Self.json($0.dropFirst("fleet/gpsd-1/fix ".count)) }
+        #expect(fixes.count == 5, "agent stderr: \(agent.standardError)")
+        // bt451 was recorded near 49.4°N 8.5°E (gpsd's own decoding; see the .chk file).
+        let chk = try String(contentsOf: URL(fileURLWithPath: recording + ".chk"), encoding: .utf8)
+        for fix in fixes {
+            let lat = try #require(fix["lat"] as? Double), lon = try #require(fix["lon"] as? Double)
+            #expect(chk.contains(String(format: "\"lat\":%.9f", lat)) || chk.contains(String(format: "\"lat\":%.6f", lat)), "lat \(lat)")
+            #expect(abs(lon) <= 180)
+        }
+
+        let offline = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/gpsd-1/status", count: 2, timeoutSeconds: 20)
+        agent.send(SIGTERM)
+        #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0)
+        let last = try #require(await offline.messages().last)
+        #expect(try Self.json(last.dropFirst("fleet/gpsd-1/status ".count))["state"] as? String == "offline")
+    }
+}
