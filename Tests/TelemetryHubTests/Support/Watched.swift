@@ -16,18 +16,29 @@ final class Watched<Value: Sendable>: Sendable {
         var abandoned: Set<Int> = []
     }
 
-    private let state: Mutex<State>
+    private let mutex: Mutex<State>
+    /// Acquire/release around each critical section so ThreadSanitizer sees the ordering that
+    /// `Mutex`'s kernel hand-off under contention hides from it (see `Hub.lockOrder`).
+    private let lockOrder = Atomic<UInt8>(0)
+
+    private func withState<Result>(_ body: (inout sending State) -> sending Result) -> sending Result {
+        mutex.withLock { state in
+            _ = lockOrder.load(ordering: .acquiring)
+            defer { lockOrder.store(0, ordering: .releasing) }
+            return body(&state)
+        }
+    }
 
     init(_ value: Value) {
-        state = Mutex(State(value: value))
+        mutex = Mutex(State(value: value))
     }
 
     var value: Value {
-        state.withLock { $0.value }
+        withState { $0.value }
     }
 
     func update(_ body: @Sendable (inout Value) -> Void) {
-        let ready = state.withLock { state -> [Waiter] in
+        let ready = withState { state -> [Waiter] in
             body(&state.value)
             let value = state.value
             let ready = state.waiters.filter { $0.condition(value) }
@@ -43,7 +54,7 @@ final class Watched<Value: Sendable>: Sendable {
     func wait(
         timeout: Duration = .seconds(20), until condition: @escaping @Sendable (Value) -> Bool
     ) async -> Bool {
-        let id = state.withLock { state in
+        let id = withState { state in
             defer { state.nextID += 1 }
             return state.nextID
         }
@@ -51,7 +62,7 @@ final class Watched<Value: Sendable>: Sendable {
             group.addTask {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { continuation in
-                        let resumeNow: Bool? = self.state.withLock { state in
+                        let resumeNow: Bool? = self.withState { state in
                             if state.abandoned.remove(id) != nil { return false }
                             if condition(state.value) { return true }
                             state.waiters.append(Waiter(id: id, condition: condition, continuation: continuation))
@@ -62,7 +73,7 @@ final class Watched<Value: Sendable>: Sendable {
                         }
                     }
                 } onCancel: {
-                    let waiter = self.state.withLock { state -> Waiter? in
+                    let waiter = self.withState { state -> Waiter? in
                         guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
                             state.abandoned.insert(id)
                             return nil
