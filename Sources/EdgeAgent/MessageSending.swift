@@ -1,9 +1,23 @@
 /// Something that delivers MQTT messages: the real MQTT client in the agent, a recorder in
-/// tests. The publisher's sender loop is its only caller, one message at a time, in order.
+/// tests. The publisher's sender loop is its only caller; it keeps up to
+/// ``Publisher/Settings/sendWindow`` sends outstanding at once.
+///
+/// **Ordering requirement.** The sender loop starts each send as an immediate child task
+/// (`addImmediateTask`, SE-0472), which runs synchronously on the loop's thread up to its first
+/// suspension point, and starts sends in queue order. An implementation must therefore hand the
+/// message to its transport (for libmosquitto: `mosquitto_publish`, which queues it for the
+/// wire) **before its first suspension point**, and only then await the acknowledgement. Then
+/// messages reach the transport — and the broker — in exactly the order the loop started them:
+/// `seq` order on the wire matches queue order, and the last retained fix is the newest.
+/// An implementation that awaits anything first (an actor hop, a lock taken asynchronously)
+/// lets sends overtake each other. `MQTTClient.publish(topic:payload:qos:retain:properties:)`
+/// meets the requirement.
 public protocol MessageSending: Sendable {
-    /// Sends one message and returns once it is acknowledged as its QoS requires (handed to
-    /// the network for QoS 0, PUBACK for 1, PUBCOMP for 2). Throws when it was not delivered
-    /// (not connected, refused, timed out, cancelled); the publisher then retries it.
+    /// Hands one message to the transport (before any suspension, see the protocol) and
+    /// returns once it is acknowledged as its QoS requires (handed to the network for QoS 0,
+    /// PUBACK for 1, PUBCOMP for 2). Throws when it was not delivered (not connected, refused,
+    /// timed out, cancelled); the publisher then retries it. Called concurrently for different
+    /// messages.
     ///
     /// - Parameters:
     ///   - topic: the MQTT topic.

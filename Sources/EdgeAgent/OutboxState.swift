@@ -1,44 +1,78 @@
-/// The outbox's state machine: the queue, the message in flight, the drop counters and the
-/// waiting consumers. A plain value: each event is a `mutating func` that decides under the
-/// outbox's lock and returns what to do (continuations to resume), which the ``Outbox`` performs
-/// after releasing the lock.
+/// The outbox's state machine: the queue, which entries are leased (in flight), the drop
+/// counters and the waiting tasks. A plain value: each event is a `mutating func` that decides
+/// under the outbox's lock and returns what to do (continuations to resume, as
+/// ``Resumptions``), which the ``Outbox`` performs after releasing the lock.
 struct OutboxState {
-    /// A queued message with the id the consumer acknowledges it by.
+    /// A queued message with the id the consumer acknowledges it by, and whether it is leased.
     struct Entry {
         let id: UInt64
         var message: OutboundMessage
+        var leased = false
+    }
+
+    /// What a task waiting with ``addSignalWaiter(_:_:)`` waits for.
+    enum Condition {
+        /// The queue is empty (everything acknowledged).
+        case empty
+        /// Fewer than `capacity` fixes and headings are queued, or the outbox is closed.
+        case room
+        /// No entry is leased (every handed-out message was acknowledged or released).
+        case idle
+    }
+
+    /// Continuations to resume once the lock is released.
+    struct Resumptions {
+        var consumers: [(Waiter, OutboxEntry?)] = []
+        var signals: [Signal] = []
+
+        /// Resumes them; call it outside the lock.
+        func run() {
+            for (waiter, entry) in consumers { waiter.resume(returning: entry) }
+            for signal in signals { signal.resume() }
+        }
     }
 
     typealias EnqueueResult = Outbox.EnqueueResult
     typealias Waiter = CheckedContinuation<OutboxEntry?, any Error>
+    typealias Signal = CheckedContinuation<Void, Never>
 
     let capacity: Int
+    /// The most entries leased at once.
+    let window: Int
     private(set) var entries: [Entry] = []
-    private(set) var inFlight: UInt64?
+    private(set) var leasedCount = 0
     private var nextID: UInt64 = 0
     private(set) var droppedFixes: UInt64 = 0
     private(set) var droppedHeadings: UInt64 = 0
     private(set) var closed = false
-    private var waiters: [UInt64: Waiter] = [:]
-    private var drainWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    /// Waiting consumers, served first come, first served.
+    private var consumers: [(id: UInt64, waiter: Waiter)] = []
+    private var signalWaiters: [UInt64: (condition: Condition, signal: Signal)] = [:]
     private var nextWaiterID: UInt64 = 0
+    /// Per topic, the id of the newest acknowledged message (ids rise in creation order, so a
+    /// larger id on the same topic is a newer message).
+    private var newestAcknowledged: [String: UInt64] = [:]
 
-    init(capacity: Int) {
+    init(capacity: Int, window: Int) {
         self.capacity = max(1, capacity)
+        self.window = max(1, window)
     }
 
+    /// Fixes and headings queued, leased ones included (statuses are not counted).
+    var queuedCount: Int { entries.count(where: { $0.message.kind != .status }) }
+
     /// Adds a message, dropping the oldest droppable one when full (headings first, then
-    /// fixes; never a status, never the message in flight). Returns what happened and the
-    /// consumers to hand the head to.
-    mutating func enqueue(_ message: OutboundMessage) -> (EnqueueResult, [(Waiter, OutboxEntry)]) {
-        guard !closed else { return (.refusedClosed, []) }
+    /// fixes; never a status, never a leased message). Returns what happened and the consumers
+    /// to hand entries to.
+    mutating func enqueue(_ message: OutboundMessage) -> (EnqueueResult, Resumptions) {
+        guard !closed else { return (.refusedClosed, Resumptions()) }
         var result = EnqueueResult.queued
         if message.kind == .status,
-           let index = entries.lastIndex(where: { $0.message.kind == .status && $0.id != inFlight }) {
+           let index = entries.lastIndex(where: { $0.message.kind == .status && !$0.leased }) {
             entries[index].message = message
-            return (.superseded, [])
+            return (.superseded, Resumptions())
         }
-        if message.kind != .status, entries.count(where: { $0.message.kind != .status }) >= capacity {
+        if message.kind != .status, queuedCount >= capacity {
             if let index = oldestDroppable(.heading) {
                 result = .queuedDroppingOldest(droppedKind: .heading, droppedSeq: entries[index].message.seq)
                 entries.remove(at: index)
@@ -49,98 +83,136 @@ struct OutboxState {
                 droppedFixes += 1
             } else {
                 if message.kind == .fix { droppedFixes += 1 } else { droppedHeadings += 1 }
-                return (.droppedIncoming, [])
+                return (.droppedIncoming, Resumptions())
             }
         }
         let entry = Entry(id: nextID, message: message)
         nextID &+= 1
         if message.kind == .status {
-            // Statuses go first (after the message in flight): small and what watchers need.
-            entries.insert(entry, at: entries.first.map { $0.id == inFlight ? 1 : 0 } ?? 0)
+            // Statuses go first (right after the leased messages): small and what watchers need.
+            entries.insert(entry, at: entries.firstIndex(where: { !$0.leased }) ?? entries.endIndex)
         } else {
             entries.append(entry)
         }
-        return (result, handOutHead())
+        return (result, serve())
     }
 
-    /// The consumer asks for the head. Returns it at once (marking it in flight), `nil` when
-    /// closed and empty, or no value: the caller must wait with ``addWaiter(_:)``.
+    /// The consumer asks for the next entry. Returns it at once (leasing it), `nil` when closed
+    /// and empty, or no value: the caller must wait with ``addConsumer(_:)``.
     mutating func next() -> OutboxEntry?? {
-        if let head = entries.first {
-            inFlight = head.id
-            return .some(OutboxEntry(id: head.id, message: head.message))
-        }
-        return closed ? .some(nil) : .none
+        if consumers.isEmpty, let entry = lease() { return .some(entry) }
+        return closed && entries.isEmpty ? .some(nil) : .none
     }
 
     /// Registers a waiting consumer; returns its id (for cancellation).
-    mutating func addWaiter(_ waiter: Waiter) -> UInt64 {
-        let id = nextWaiterID
-        nextWaiterID &+= 1
-        waiters[id] = waiter
+    mutating func addConsumer(_ waiter: Waiter) -> UInt64 {
+        let id = makeWaiterID()
+        consumers.append((id, waiter))
         return id
     }
 
     /// Removes a waiting consumer (cancelled); returns it to be resumed, if still waiting.
-    mutating func removeWaiter(_ id: UInt64) -> Waiter? {
-        waiters.removeValue(forKey: id)
+    mutating func removeConsumer(_ id: UInt64) -> Waiter? {
+        guard let index = consumers.firstIndex(where: { $0.id == id }) else { return nil }
+        return consumers.remove(at: index).waiter
     }
 
-    /// The message `id` was sent: remove it. Returns drain waiters to resume when now empty.
-    mutating func acknowledge(_ id: UInt64) -> [CheckedContinuation<Void, Never>] {
-        if inFlight == id { inFlight = nil }
-        if let index = entries.firstIndex(where: { $0.id == id }) { entries.remove(at: index) }
-        return takeDrainWaitersIfEmpty()
+    /// The message `id` was sent: remove it, freeing its lease.
+    mutating func acknowledge(_ id: UInt64) -> Resumptions {
+        guard let index = entries.firstIndex(where: { $0.id == id }) else { return Resumptions() }
+        let entry = entries.remove(at: index)
+        if entry.leased { leasedCount -= 1 }
+        let topic = entry.message.topic
+        newestAcknowledged[topic] = max(newestAcknowledged[topic] ?? 0, id)
+        return serve()
     }
 
-    /// Sending `id` failed: it stays queued (at its place, the head) and may be dropped again —
-    /// unless it is a status and a newer status was queued meanwhile: then it is obsolete and
-    /// removed, so only the newest status is retried.
-    mutating func release(_ id: UInt64) {
-        if inFlight == id { inFlight = nil }
-        guard let index = entries.firstIndex(where: { $0.id == id }), entries[index].message.kind == .status,
-              entries[(index + 1)...].contains(where: { $0.message.kind == .status })
-        else { return }
-        entries.remove(at: index)
+    /// Sending `id` failed: its lease ends and it stays queued at its place, to be handed out
+    /// again in queue order (and it may now be dropped like any unleased message) — unless it
+    /// is a status and a newer status is queued or already acknowledged: then it is obsolete
+    /// and removed, so only the newest status is retried.
+    mutating func release(_ id: UInt64) -> Resumptions {
+        guard let index = entries.firstIndex(where: { $0.id == id }), entries[index].leased else { return Resumptions() }
+        entries[index].leased = false
+        leasedCount -= 1
+        let message = entries[index].message
+        if message.kind == .status,
+           entries.contains(where: { $0.message.kind == .status && $0.id > id })
+            || (newestAcknowledged[message.topic] ?? 0) > id {
+            entries.remove(at: index)
+        }
+        return serve()
     }
 
     /// No more messages are accepted; waiting consumers of an empty outbox get `nil`.
-    mutating func close() -> [Waiter] {
+    mutating func close() -> Resumptions {
         closed = true
-        guard entries.isEmpty else { return [] }
-        defer { waiters.removeAll() }
-        return Array(waiters.values)
+        return serve()
     }
 
-    /// Registers someone waiting for the outbox to become empty; `false` if already empty.
-    mutating func addDrainWaiter(_ waiter: CheckedContinuation<Void, Never>) -> UInt64? {
-        guard !entries.isEmpty else { return nil }
-        let id = nextWaiterID
-        nextWaiterID &+= 1
-        drainWaiters[id] = waiter
+    /// Registers a task waiting for `condition`; `nil` if it already holds.
+    mutating func addSignalWaiter(_ condition: Condition, _ signal: Signal) -> UInt64? {
+        guard !holds(condition) else { return nil }
+        let id = makeWaiterID()
+        signalWaiters[id] = (condition, signal)
         return id
     }
 
-    /// Removes a drain waiter (cancelled); returns it to be resumed, if still waiting.
-    mutating func removeDrainWaiter(_ id: UInt64) -> CheckedContinuation<Void, Never>? {
-        drainWaiters.removeValue(forKey: id)
+    /// Removes a signal waiter (cancelled); returns it to be resumed, if still waiting.
+    mutating func removeSignalWaiter(_ id: UInt64) -> Signal? {
+        signalWaiters.removeValue(forKey: id)?.signal
+    }
+
+    // MARK: Internals
+
+    private func holds(_ condition: Condition) -> Bool {
+        switch condition {
+        case .empty: entries.isEmpty
+        case .room: closed || queuedCount < capacity
+        case .idle: leasedCount == 0
+        }
+    }
+
+    private mutating func makeWaiterID() -> UInt64 {
+        defer { nextWaiterID &+= 1 }
+        return nextWaiterID
     }
 
     private func oldestDroppable(_ kind: OutboundMessage.Kind) -> Int? {
-        entries.firstIndex { $0.message.kind == kind && $0.id != inFlight }
+        entries.firstIndex { $0.message.kind == kind && !$0.leased }
     }
 
-    private mutating func handOutHead() -> [(Waiter, OutboxEntry)] {
-        guard !waiters.isEmpty, let head = entries.first else { return [] }
-        inFlight = head.id
-        let entry = OutboxEntry(id: head.id, message: head.message)
-        defer { waiters.removeAll() }
-        return waiters.values.map { ($0, entry) }
+    /// Leases the first unleased entry if the window has room. A message retried after a newer
+    /// one on its topic was acknowledged goes out unretained, so the broker keeps the newest.
+    private mutating func lease() -> OutboxEntry? {
+        guard leasedCount < window, let index = entries.firstIndex(where: { !$0.leased }) else { return nil }
+        entries[index].leased = true
+        leasedCount += 1
+        var message = entries[index].message
+        if message.retain, (newestAcknowledged[message.topic] ?? 0) > entries[index].id {
+            message = OutboundMessage(
+                kind: message.kind, topic: message.topic, payload: message.payload, qos: message.qos, retain: false,
+                seq: message.seq
+            )
+        }
+        return OutboxEntry(id: entries[index].id, message: message)
     }
 
-    private mutating func takeDrainWaitersIfEmpty() -> [CheckedContinuation<Void, Never>] {
-        guard entries.isEmpty, !drainWaiters.isEmpty else { return [] }
-        defer { drainWaiters.removeAll() }
-        return Array(drainWaiters.values)
+    /// Hands entries to waiting consumers, in order, and collects satisfied signal waiters.
+    private mutating func serve() -> Resumptions {
+        var resumptions = Resumptions()
+        while !consumers.isEmpty, let entry = lease() {
+            resumptions.consumers.append((consumers.removeFirst().waiter, entry))
+        }
+        if closed, entries.isEmpty {
+            resumptions.consumers += consumers.map { ($0.waiter, nil) }
+            consumers.removeAll()
+        }
+        if !signalWaiters.isEmpty {
+            let ready = signalWaiters.filter { holds($0.value.condition) }
+            for id in ready.keys { signalWaiters.removeValue(forKey: id) }
+            resumptions.signals = ready.values.map(\.signal)
+        }
+        return resumptions
     }
 }

@@ -5,13 +5,25 @@ import Synchronization
 
 /// Turns a vehicle's GNSS events into MQTT messages of the public contract and sends them.
 ///
-/// Events go in through ``publish(_:)`` (or ``run(events:)``), which never waits: fixes of
-/// mode 2D/3D pass the ``ReportingPolicy``, get the next `seq` from the ``SequenceStore`` and
-/// become contract JSON (`v`, `vehicle`, `seq`) in the ``Outbox``; headings likewise. The
-/// sender loop inside ``run()`` takes messages from the outbox in order and hands them to a
-/// ``MessageSending`` (the MQTT client) with the configured QoS, retained; a failed send is
-/// retried (backing off from ``Settings/initialRetryDelay`` to ``Settings/maxRetryDelay``)
-/// while new fixes keep filling the outbox, whose oldest are dropped when full.
+/// Events go in through ``publish(_:)`` (or ``run(events:lossless:)``): fixes of mode 2D/3D
+/// pass the ``ReportingPolicy``, get the next `seq` from the ``SequenceStore`` and become
+/// contract JSON (`v`, `vehicle`, `seq`) in the ``Outbox``; headings likewise. Two intakes:
+///
+/// - **Live** (``publish(_:)``, `lossless: false`): never waits, so a live receiver is never
+///   stalled; when the outbox is full its oldest fixes are dropped (and counted in the status).
+/// - **Lossless** (``publishWaitingForRoom(_:)``, `lossless: true`): waits for room in the
+///   outbox before each fix or heading, so nothing is dropped: for finite sources (a replay
+///   uploaded as a batch), where waiting only slows the reading of the file.
+///
+/// The sender loop inside ``run()`` leases messages from the outbox in order and hands them to
+/// a ``MessageSending`` (the MQTT client) with the configured QoS, retained, keeping up to
+/// ``Settings/sendWindow`` sends outstanding at once (pipelining: one round trip no longer
+/// caps the rate). Sends start in queue order and reach the transport in that order (see
+/// ``MessageSending``). When a send fails, its message is released back to its place, no new
+/// send starts until the outstanding ones have settled, and then, after a back-off (from
+/// ``Settings/initialRetryDelay`` doubling to ``Settings/maxRetryDelay``), the queue is sent
+/// again in order from the first unacknowledged message; meanwhile new fixes keep filling
+/// the outbox.
 ///
 /// The retained `status` topic says `online` (with `since`, agent version, source URI, the GNSS
 /// state and the dropped-fix count) at start, again whenever the GNSS state (`starting`,
@@ -44,13 +56,19 @@ public final class Publisher: Sendable {
         public var initialRetryDelay: Duration
         /// Longest wait between retries.
         public var maxRetryDelay: Duration
+        /// The most sends outstanding (awaiting their acknowledgement) at once, messages (at
+        /// least 1). Set it to the MQTT client's maximum in-flight messages (`broker.maxInflight`):
+        /// more would only wait inside libmosquitto.
+        public var sendWindow: Int
 
-        /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix.
+        /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix,
+        /// 32 sends outstanding.
         public init(
             vehicle: VehicleID, topics: FleetTopics = .default, fixQoS: Int = 1, headingQoS: Int = 0,
             sourceURI: String? = nil, agentVersion: String? = nil, policy: ReportingPolicy = ReportingPolicy(),
             outboxCapacity: Int = 1000, drainTimeout: Duration = .seconds(5),
-            initialRetryDelay: Duration = .milliseconds(250), maxRetryDelay: Duration = .seconds(10)
+            initialRetryDelay: Duration = .milliseconds(250), maxRetryDelay: Duration = .seconds(10),
+            sendWindow: Int = 32
         ) {
             self.vehicle = vehicle
             self.topics = topics
@@ -63,6 +81,7 @@ public final class Publisher: Sendable {
             self.drainTimeout = drainTimeout
             self.initialRetryDelay = initialRetryDelay
             self.maxRetryDelay = maxRetryDelay
+            self.sendWindow = sendWindow
         }
     }
 
@@ -76,7 +95,13 @@ public final class Publisher: Sendable {
         var statusDropped: UInt64 = 0
         var finishRequested = false
         var stopWaiter: CheckedContinuation<Void, Never>?
+        /// In an outage (a send failed; none succeeded since): logged once per outage.
         var failing = false
+        /// A send failed since the sender loop last backed off: the loop must stop, let the
+        /// outstanding sends settle, back off, and resend in order.
+        var failurePending = false
+        /// The next back-off.
+        var retryDelay: Duration
         /// Dropping since the outbox last had room (logged once per such episode).
         var overflowing = false
     }
@@ -105,7 +130,7 @@ public final class Publisher: Sendable {
         now: @escaping @Sendable () -> UTCTimestamp = SystemUTCClock.now
     ) {
         self.settings = settings
-        self.outbox = Outbox(capacity: settings.outboxCapacity)
+        self.outbox = Outbox(capacity: settings.outboxCapacity, window: settings.sendWindow)
         self.sender = sender
         self.sequence = sequence
         var logger = logger
@@ -113,7 +138,7 @@ public final class Publisher: Sendable {
         self.logger = logger
         self.now = now
         self.onlineSince = now()
-        self.state = SanitizerVisibleMutex(State(policy: settings.policy))
+        self.state = SanitizerVisibleMutex(State(policy: settings.policy, retryDelay: settings.initialRetryDelay))
         state.withLock { state in enqueueStatus(&state) }
     }
 
@@ -141,7 +166,8 @@ public final class Publisher: Sendable {
 
     // MARK: Intake
 
-    /// Takes one event from the GNSS source; never waits. After ``finish()`` events are ignored.
+    /// Takes one event from a live GNSS source; never waits: when the outbox is full, its oldest
+    /// fixes are dropped (see ``Outbox``). After ``finish()`` events are ignored.
     ///
     /// Meant to be called from one task (the hub subscription); concurrent callers are safe:
     /// the policy decision, the `seq` and the enqueueing happen under one lock, so `seq` order is
@@ -194,16 +220,43 @@ public final class Publisher: Sendable {
         }
     }
 
+    /// Takes one event from a finite source that must lose nothing (a replay uploaded as a
+    /// batch): before a fix or heading it waits until the outbox has room, then publishes it as
+    /// ``publish(_:)`` does, so no fix is dropped for lack of room. It paces the caller to the
+    /// broker's acknowledgements.
+    ///
+    /// Lossless only as the publisher's single intake: call it from one task, and not
+    /// alongside ``publish(_:)`` (which could take the room it waited for). Returns at once
+    /// after ``finish()`` (the event is ignored). Throws `CancellationError` when the task is
+    /// cancelled while waiting; the event is then not published.
+    public func publishWaitingForRoom(_ event: GNSSEvent) async throws {
+        switch event {
+        case .fix, .heading: try await outbox.waitForRoom()
+        case .state: break
+        }
+        publish(event)
+    }
+
     /// Consumes `events` until they end, running the sender loop meanwhile, then finishes
     /// cleanly (drain, `offline`). If the sequence throws, the GNSS state becomes
     /// `source-lost`, the publisher finishes all the same and the error is rethrown.
     /// Cancelling the task stops at once: nothing more is sent, the sequence store is closed.
-    public func run<Events: AsyncSequence>(events: Events) async throws where Events.Element == GNSSEvent {
+    ///
+    /// - Parameter lossless: `false` for a live receiver: events go through ``publish(_:)``,
+    ///   which never waits (the oldest fixes are dropped when the outbox is full). `true` for a
+    ///   finite source such as a replay at full speed: events go through
+    ///   ``publishWaitingForRoom(_:)``, which waits for room, so every fix is published.
+    public func run<Events: AsyncSequence>(events: Events, lossless: Bool = false) async throws
+    where Events.Element == GNSSEvent {
         var failure: (any Error)?
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.run() }
             do {
-                for try await event in events { publish(event) }
+                for try await event in events {
+                    if lossless { try await publishWaitingForRoom(event) } else { publish(event) }
+                }
+            } catch is CancellationError where Task.isCancelled {
+                // Cancelled while waiting for room: stop as a cancelled event stream does.
             } catch {
                 failure = error
                 logger.debug("GNSS event stream failed", metadata: ["error": "\(error)"])
@@ -286,44 +339,80 @@ public final class Publisher: Sendable {
         }
     }
 
-    /// Sends the outbox's messages in order, retrying failures; returns `true` once the outbox
-    /// is closed and empty, `false` when cancelled.
+    /// Sends the outbox's messages in order with up to ``Settings/sendWindow`` outstanding,
+    /// retrying failures in order; returns `true` once the outbox is closed and empty, `false`
+    /// when cancelled.
     private func senderLoop() async -> Bool {
-        var delay = settings.initialRetryDelay
-        while true {
-            let next: OutboxEntry?
-            do { next = try await outbox.next() } catch { return false }
-            guard let entry = next else { return true }
-            let message = entry.message
-            do {
-                try await sender.send(topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain)
-                outbox.acknowledge(entry.id)
-                delay = settings.initialRetryDelay
-                let hasRoom = outbox.count < outbox.capacity / 2
-                let recovered = state.withLock { state -> Bool in
-                    if hasRoom { state.overflowing = false }
-                    if message.kind == .status { state.counters.statusesPublished += 1 } else { state.counters.published += 1 }
-                    defer { state.failing = false }
-                    return state.failing
+        await withDiscardingTaskGroup(returning: Bool.self) { group in
+            while true {
+                let next: OutboxEntry?
+                do { next = try await outbox.next() } catch {
+                    group.cancelAll()
+                    return false
                 }
-                if recovered { logger.info("sending resumed", metadata: ["outbox.queued": "\(outbox.count)"]) }
-            } catch {
-                outbox.release(entry.id)
-                if Task.isCancelled { return false }
-                let firstFailure = state.withLock { state -> Bool in
-                    state.counters.sendFailures += 1
-                    defer { state.failing = true }
-                    return !state.failing
+                guard let entry = next else { return true }
+                if let delay = takeBackOffIfFailed() {
+                    // A send failed: put this one back, let the outstanding sends settle (each
+                    // acknowledged or released), back off, then resend from the first
+                    // unacknowledged message, in order.
+                    outbox.release(entry.id)
+                    await outbox.waitUntilNoneLeased()
+                    do { try await Task.sleep(for: delay) } catch {
+                        group.cancelAll()
+                        return false
+                    }
+                    state.withLock { $0.failurePending = false }
+                    continue
                 }
-                if firstFailure {
-                    logger.info("send failed, retrying", metadata: [
-                        "mqtt.topic": "\(message.topic)", "error": "\(error)",
-                    ])
-                }
-                do { try await Task.sleep(for: delay) } catch { return false }
-                delay = min(delay * 2, settings.maxRetryDelay)
+                // Runs synchronously up to the sender's first suspension, by which point the
+                // message is with the transport: sends reach the wire in loop order.
+                group.addImmediateTask { await self.send(entry) }
             }
         }
+    }
+
+    /// The back-off to wait when a send failed since the last one (doubling it for next
+    /// time), or `nil` when sending may go on.
+    private func takeBackOffIfFailed() -> Duration? {
+        state.withLock { state -> Duration? in
+            guard state.failurePending else { return nil }
+            let delay = state.retryDelay
+            state.retryDelay = min(delay * 2, settings.maxRetryDelay)
+            return delay
+        }
+    }
+
+    /// Sends one leased message; acknowledges it on success, releases it on failure (after
+    /// marking the failure, so the loop backs off before handing it out again).
+    private func send(_ entry: OutboxEntry) async {
+        let message = entry.message
+        do {
+            try await sender.send(topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain)
+        } catch {
+            let firstFailure = state.withLock { state -> Bool in
+                state.counters.sendFailures += 1
+                state.failurePending = true
+                defer { state.failing = true }
+                return !state.failing
+            }
+            outbox.release(entry.id)
+            if firstFailure, !Task.isCancelled {
+                logger.info("send failed, retrying", metadata: [
+                    "mqtt.topic": "\(message.topic)", "error": "\(error)",
+                ])
+            }
+            return
+        }
+        outbox.acknowledge(entry.id)
+        let hasRoom = outbox.count < outbox.capacity / 2
+        let recovered = state.withLock { state -> Bool in
+            if hasRoom { state.overflowing = false }
+            if message.kind == .status { state.counters.statusesPublished += 1 } else { state.counters.published += 1 }
+            state.retryDelay = settings.initialRetryDelay
+            defer { state.failing = false }
+            return state.failing
+        }
+        if recovered { logger.info("sending resumed", metadata: ["outbox.queued": "\(outbox.count)"]) }
     }
 
     private func sendOffline() async {

@@ -74,6 +74,14 @@ public final class MQTTClient: Sendable {
     /// publishes are queued and sent after the reconnect; QoS 0 ones throw `notConnected`.
     /// `properties` are sent on MQTT 5 only. Waiting is not cancellable: once handed over,
     /// a message may reach the broker, so the caller learns the outcome.
+    ///
+    /// Ordering guarantee: everything before the acknowledgement wait is synchronous — the
+    /// topic is validated, the state checked under its lock and the message handed to
+    /// libmosquitto (`mosquitto_publish_v5`, which queues it for the wire in call order) —
+    /// and the first suspension point is the wait itself. So publishes started one after the
+    /// other as immediate tasks (`TaskGroup.addImmediateTask`, SE-0472), which run
+    /// synchronously up to their first suspension, go out in the order they were started,
+    /// while all of them are awaited at once.
     public func publish(
         topic: String,
         payload: [UInt8],

@@ -1,0 +1,196 @@
+import EdgeAgent
+import FleetProtocol
+import Foundation
+import GNSS
+import Logging
+import Testing
+
+/// The publisher's sender loop with many sends outstanding, and the lossless intake.
+@Suite("Pipelined publisher")
+struct PipelinedPublisherTests {
+    private let vehicle = VehicleID("van-7")!
+
+    private func makePublisher(
+        sender: HoldingSender, dir: TemporaryDirectory, capacity: Int = 100, window: Int
+    ) throws -> Publisher {
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let store = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: logger)
+        let settings = Publisher.Settings(
+            vehicle: vehicle, outboxCapacity: capacity, drainTimeout: .seconds(20),
+            initialRetryDelay: .milliseconds(1), maxRetryDelay: .milliseconds(20), sendWindow: window
+        )
+        return Publisher(settings: settings, sender: sender, sequence: store, logger: logger)
+    }
+
+    /// The `seq` of a fix or heading payload.
+    private static func seq(_ started: HoldingSender.Started) -> Int? {
+        ((try? JSONSerialization.jsonObject(with: Data(started.payload))) as? [String: Any])?["seq"] as? Int
+    }
+
+    /// The first position where `started` does not carry seq 1, 2, 3… (`nil`: all in order).
+    private static func firstOutOfOrder(_ started: [HoldingSender.Started]) -> Int? {
+        started.indices.first { seq(started[$0]) != $0 + 1 }
+    }
+
+    @Test("never more than `window` sends outstanding, and the window is used")
+    func windowRespected() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = HoldingSender()
+        let publisher = try makePublisher(sender: sender, dir: dir, window: 4)
+        for second in 0..<20 { publisher.publish(.fix(Fixes.fix(at: Double(second)))) }
+        let running = Task { await publisher.run() }
+
+        // 21 messages (online + 20 fixes): complete them one by one, oldest first.
+        for index in 0..<21 {
+            try await withTimeout {
+                await sender.waitUntil { $0.started.count >= min(21, index + 4) && $0.outstanding.contains(index) }
+            }
+            #expect(sender.snapshot.outstanding.count == min(4, 21 - index), "a full window while messages wait")
+            sender.complete(index)
+        }
+        sender.completeAll()
+        publisher.finish()
+        try await withTimeout { await running.value }
+
+        let snapshot = sender.snapshot
+        #expect(snapshot.mostOutstanding == 4)
+        #expect(snapshot.started.filter { !$0.isStatus }.map(Self.seq) == (1...20).map { $0 })
+        #expect(publisher.counters.published == 20)
+    }
+
+    @Test("hand-off order is queue order while acknowledgements arrive in any order")
+    func orderUnderConcurrency() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = HoldingSender()
+        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 5_000, window: 8)
+        let running = Task { await publisher.run() }
+        let total = 2_000
+
+        // Acknowledge outstanding sends in random order while the intake keeps publishing.
+        let acknowledger = Task {
+            var generator = SystemRandomNumberGenerator()
+            while !Task.isCancelled {
+                await sender.waitUntil { !$0.outstanding.isEmpty }
+                if let index = sender.snapshot.outstanding.randomElement(using: &generator) { sender.complete(index) }
+            }
+        }
+        let intake = Task {
+            for index in 0..<total {
+                if index % 3 == 2 {
+                    publisher.publish(.heading(Heading(time: Fixes.time(Double(index)), trueHeading: Double(index % 360), source: .hdt)))
+                } else {
+                    publisher.publish(.fix(Fixes.fix(at: Double(index), east: Double(index))))
+                }
+                if index % 50 == 0 { await Task.yield() }
+            }
+        }
+        await intake.value
+        try await withTimeout(30) { await sender.waitUntil { $0.succeeded.count >= total + 1 } }
+        acknowledger.cancel()
+        sender.completeAll()
+        publisher.finish()
+        try await withTimeout { await running.value }
+
+        let started = sender.snapshot.started.filter { !$0.isStatus }
+        #expect(started.count == total, "no message sent twice, none lost")
+        let outOfOrder = Self.firstOutOfOrder(started)
+        #expect(outOfOrder == nil, "sends start in seq (= queue) order; first out of order at \(outOfOrder ?? -1)")
+        #expect(sender.snapshot.mostOutstanding <= 8)
+        #expect(sender.snapshot.mostOutstanding > 1, "sends overlapped")
+        #expect(publisher.counters.published == UInt64(total))
+        #expect(publisher.counters.dropped == 0)
+    }
+
+    @Test("a failed send is released and, after the outstanding ones settle, resent in order; the retained fix stays the newest")
+    func failureResendsInOrder() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = HoldingSender()
+        let publisher = try makePublisher(sender: sender, dir: dir, window: 4)
+        for second in 0..<8 { publisher.publish(.fix(Fixes.fix(at: Double(second)))) }
+        let running = Task { await publisher.run() }
+
+        // Started: 0 online, 1 fix 1, 2 fix 2, 3 fix 3; the online ack lets fix 4 start.
+        try await withTimeout { await sender.waitUntil { $0.started.count == 4 } }
+        sender.complete(0)
+        try await withTimeout { await sender.waitUntil { $0.started.count == 5 } }
+        sender.complete(1, ok: false)  // fix 1 fails: nothing new starts until the others settle
+        sender.complete(2)
+        sender.complete(3, ok: false)  // fix 3 fails too
+        #expect(sender.snapshot.started.count == 5)
+        sender.complete(4)
+        // Settled: back off, then resend from the first unacknowledged fix, in order.
+        try await withTimeout { await sender.waitUntil { $0.started.count == 9 } }
+        let resent = Array(sender.snapshot.started[5...])
+        #expect(resent.map(Self.seq) == [1, 3, 5, 6])
+        #expect(resent.map(\.retain) == [false, false, true, true], "fixes 2 and 4 were acknowledged: 1 and 3 must not replace them as retained")
+        sender.completeAll()
+        publisher.finish()
+        try await withTimeout { await running.value }
+
+        let snapshot = sender.snapshot
+        let acknowledgedFixes = snapshot.succeeded.map { snapshot.started[$0] }.filter { !$0.isStatus }
+        #expect(Set(acknowledgedFixes.compactMap(Self.seq)) == Set(1...8), "every fix delivered")
+        #expect(acknowledgedFixes.count == 8, "each once")
+        #expect(snapshot.mostOutstanding <= 4)
+        let counters = publisher.counters
+        #expect(counters.published == 8)
+        #expect(counters.sendFailures == 2)
+        #expect(counters.statusesPublished == 2, "online and offline")
+    }
+
+    @Test("the lossless intake delivers every one of 20,000 fixes through a 16-message outbox and a slow sender")
+    func losslessIntake() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let total = 20_000
+        let sender = HoldingSender(latency: .microseconds(20))
+        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 16, window: 4)
+        let events = AsyncStream<GNSSEvent>(bufferingPolicy: .unbounded) { continuation in
+            continuation.yield(.state(.streaming))
+            for index in 0..<total { continuation.yield(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }
+            continuation.finish()
+        }
+        try await withTimeout(120) { try await publisher.run(events: events, lossless: true) }
+
+        let fixes = sender.snapshot.started.filter { !$0.isStatus }
+        #expect(fixes.count == total)
+        let outOfOrder = Self.firstOutOfOrder(fixes)
+        #expect(outOfOrder == nil, "every fix, in order, no gap; first out of order at \(outOfOrder ?? -1)")
+        let counters = publisher.counters
+        #expect(counters.droppedFixes == 0)
+        #expect(counters.published == UInt64(total))
+        #expect(publisher.outbox.count == 0)
+    }
+
+    @Test("the live intake, in the same setting, drops the oldest fixes instead of waiting")
+    func liveIntakeDrops() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let total = 2_000
+        let sender = HoldingSender()  // a broker that does not answer until the end
+        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 16, window: 4)
+        let events = AsyncStream<GNSSEvent>(bufferingPolicy: .unbounded) { continuation in
+            for index in 0..<total { continuation.yield(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }
+            continuation.finish()
+        }
+        // Signalled when the intake takes the last fix: by then the held sends have let nothing through.
+        let (lastTaken, lastTakenSignal) = AsyncStream.makeStream(of: Void.self)
+        let lastTime = Fixes.time(Double(total - 1) / 10)
+        let counted = events.map { event in
+            if case .fix(let fix) = event, fix.time == lastTime { lastTakenSignal.yield() }
+            return event
+        }
+        let running = Task { try await publisher.run(events: counted, lossless: false) }
+        try await withTimeout { for await _ in lastTaken { break } }
+        sender.completeAll()
+        try await withTimeout(60) { try await running.value }
+
+        let counters = publisher.counters
+        #expect(counters.fixesReceived == UInt64(total), "the live intake never waited")
+        #expect(counters.droppedFixes > 0)
+        #expect(counters.published + counters.droppedFixes == UInt64(total), "every fix accounted for")
+    }
+}

@@ -1,0 +1,138 @@
+// @testable for SanitizerVisibleMutex: see its doc comment (Mutex hand-offs TSan cannot see).
+@testable import EdgeAgent
+
+/// A `MessageSending` that records each send synchronously when it starts (as the protocol
+/// requires of a transport) and then holds it until the test completes it — successfully or
+/// failing, in any order — or, in automatic mode, completes it itself after `latency` (a slow
+/// broker). It tracks how many sends are outstanding at once.
+final class HoldingSender: MessageSending {
+    struct Started: Sendable, Equatable {
+        let topic: String
+        let payload: [UInt8]
+        let qos: Int
+        let retain: Bool
+        var text: String { String(decoding: payload, as: UTF8.self) }
+        var isStatus: Bool { topic.hasSuffix("/status") }
+    }
+
+    struct Refused: Error {}
+
+    struct Snapshot: Sendable {
+        var started: [Started] = []
+        /// Start indices of sends not completed yet.
+        var outstanding: Set<Int> = []
+        /// The most sends outstanding at once.
+        var mostOutstanding = 0
+        /// Start indices of sends that completed successfully, in completion order.
+        var succeeded: [Int] = []
+    }
+
+    private struct State {
+        var snapshot = Snapshot()
+        var held: [Int: CheckedContinuation<Void, any Error>] = [:]
+        var results: [Int: Bool] = [:]  // completion decided before the send registered: ok?
+        var automatic: Duration?
+        var watchers: [(id: Int, predicate: @Sendable (Snapshot) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
+        var nextWatcher = 0
+
+        mutating func readyWatchers() -> [CheckedContinuation<Void, Never>] {
+            let snapshot = self.snapshot
+            let ready = watchers.filter { $0.predicate(snapshot) }
+            watchers.removeAll { $0.predicate(snapshot) }
+            return ready.map(\.continuation)
+        }
+    }
+
+    private let state = SanitizerVisibleMutex(State())
+
+    /// A sender holding every send (`latency` nil) or completing each after `latency`.
+    init(latency: Duration? = nil) {
+        state.withLock { $0.automatic = latency }
+    }
+
+    var snapshot: Snapshot { state.withLock { $0.snapshot } }
+
+    func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
+        // Everything up to the first suspension is synchronous: the "transport" has the message.
+        let (index, automatic, ready) = state.withLock { state -> (Int, Duration?, [CheckedContinuation<Void, Never>]) in
+            let index = state.snapshot.started.count
+            state.snapshot.started.append(Started(topic: topic, payload: payload, qos: qos, retain: retain))
+            state.snapshot.outstanding.insert(index)
+            state.snapshot.mostOutstanding = max(state.snapshot.mostOutstanding, state.snapshot.outstanding.count)
+            return (index, state.automatic, state.readyWatchers())
+        }
+        for continuation in ready { continuation.resume() }
+        if let automatic {
+            try? await Task.sleep(for: automatic)
+            finish(index, ok: true)
+            return
+        }
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let decided = state.withLock { state -> Bool? in
+                    if let ok = state.results.removeValue(forKey: index) { return ok }
+                    state.held[index] = continuation
+                    return nil
+                }
+                if let decided { continuation.resume(with: decided ? .success(()) : .failure(Refused())) }
+            }
+        } onCancel: {
+            complete(index, ok: false)
+        }
+    }
+
+    /// Completes the send started `index`-th (0-based): successfully, or failing.
+    func complete(_ index: Int, ok: Bool = true) {
+        let continuation = state.withLock { state -> CheckedContinuation<Void, any Error>? in
+            guard let held = state.held.removeValue(forKey: index) else {
+                if state.snapshot.outstanding.contains(index) { state.results[index] = ok }
+                return nil
+            }
+            return held
+        }
+        finish(index, ok: ok)
+        continuation?.resume(with: ok ? .success(()) : .failure(Refused()))
+    }
+
+    /// Completes every held send successfully, and every later one after `latency`.
+    func completeAll(thenEvery latency: Duration = .zero) {
+        let indices = state.withLock { state -> [Int] in
+            state.automatic = latency
+            return Array(state.held.keys) + Array(state.results.keys)
+        }
+        for index in indices.sorted() { complete(index) }
+    }
+
+    /// Returns once `predicate` holds for the sender's state (bounded by the caller's timeout).
+    func waitUntil(_ predicate: @escaping @Sendable (Snapshot) -> Bool) async {
+        let id = state.withLock { state -> Int in
+            state.nextWatcher += 1
+            return state.nextWatcher
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if predicate(state.snapshot) || Task.isCancelled { return true }
+                    state.watchers.append((id, predicate, continuation))
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+                defer { state.watchers.removeAll { $0.id == id } }
+                return state.watchers.filter { $0.id == id }.map(\.continuation)
+            }
+            for continuation in waiting { continuation.resume() }
+        }
+    }
+
+    private func finish(_ index: Int, ok: Bool) {
+        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+            guard state.snapshot.outstanding.remove(index) != nil else { return [] }
+            if ok { state.snapshot.succeeded.append(index) }
+            return state.readyWatchers()
+        }
+        for continuation in ready { continuation.resume() }
+    }
+}
