@@ -86,7 +86,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     public func publisherSettings(agentVersion: String?) -> Publisher.Settings {
         Publisher.Settings(
             vehicle: vehicle, topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, sourceURI: source,
-            agentVersion: agentVersion, policy: policy, outboxCapacity: outboxCapacity
+            agentVersion: agentVersion, policy: policy, outboxCapacity: outboxCapacity,
+            sendWindow: broker.maxInflight  // as many awaiting acknowledgement as the broker link allows
         )
     }
 

@@ -23,6 +23,8 @@ public final class AgentService: Service {
 
     private let link: MQTTLink
     private let logger: Logger
+    /// A replay is a batch upload: its intake waits for room in the outbox instead of dropping
+    /// the oldest fix (a live receiver must never be stalled, a file can wait).
     private let lossless: Bool
 
     /// Prepares the agent; nothing runs before `run()`.
@@ -85,7 +87,7 @@ public final class AgentService: Service {
             }
             group.addTask {
                 do {
-                    try await self.publisher.run(events: events.cancelOnGracefulShutdown())
+                    try await self.publisher.run(events: events.cancelOnGracefulShutdown(), lossless: self.lossless)
                     return .success(.finished)
                 } catch {
                     return .failure(error)

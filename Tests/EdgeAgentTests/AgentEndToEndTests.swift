@@ -32,9 +32,10 @@ struct AgentEndToEndTests {
         let recording = Self.fixtures.appendingPathComponent("nmea-rtk.log").path
         let expected = try Self.fixTimes(in: recording)
         #expect(expected.count > 100)
-        // online (starting), online (fixing), every fix, offline.
-        let subscriber = try await MosquittoCLI.subscribe(
-            broker: broker, filter: "fleet/rtk-1/#", count: expected.count + 3, timeoutSeconds: 30)
+        let fixSubscriber = try await MosquittoCLI.subscribe(
+            broker: broker, filter: "fleet/rtk-1/fix", count: expected.count, timeoutSeconds: 30)
+        let firstStatus = try await MosquittoCLI.subscribe(
+            broker: broker, filter: "fleet/rtk-1/status", count: 1, timeoutSeconds: 30)
 
         let state = try makeTemporaryDirectory(prefix: "agent-e2e")
         let agent = try TestProcess(builtProduct("fleetcast-agent"), [
@@ -44,17 +45,18 @@ struct AgentEndToEndTests {
         let status = try await withTimeout(.seconds(60), "the agent to finish the replay") { await agent.waitForExit() }
         #expect(status == 0, "agent exit status; stderr: \(agent.standardError)")
 
-        let lines = await subscriber.messages()
-        let fixes = try lines.filter { $0.hasPrefix("fleet/rtk-1/fix ") }.map { try Self.json($0.dropFirst("fleet/rtk-1/fix ".count)) }
-        let statuses = try lines.filter { $0.hasPrefix("fleet/rtk-1/status ") }.map { try Self.json($0.dropFirst("fleet/rtk-1/status ".count)) }
-
+        let fixes = try await fixSubscriber.messages().map { try Self.json($0.dropFirst("fleet/rtk-1/fix ".count)) }
         #expect(fixes.compactMap { $0["time"] as? String } == expected)
         #expect(fixes.compactMap { ($0["seq"] as? NSNumber)?.intValue } == Array(1...expected.count))
         #expect(fixes.allSatisfy { $0["v"] as? Int == 1 && $0["vehicle"] as? String == "rtk-1" && $0["lat"] is Double && $0["lon"] is Double })
-        #expect(statuses.first?["state"] as? String == "online")
-        #expect(statuses.last?["state"] as? String == "offline")
-        #expect(statuses.last?["reason"] as? String == "shutdown")
-        #expect(statuses.last?["dropped"] as? Int == 0)
+        let online = try #require(await firstStatus.messages().first)
+        #expect(try Self.json(online.dropFirst("fleet/rtk-1/status ".count))["state"] as? String == "online")
+        // After the agent has gone, the broker's retained status says so, for any later client.
+        let retained = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/rtk-1/status", count: 1, timeoutSeconds: 10)
+        let offline = try Self.json(try #require(await retained.messages().first).dropFirst("fleet/rtk-1/status ".count))
+        #expect(offline["state"] as? String == "offline")
+        #expect(offline["reason"] as? String == "shutdown")
+        #expect(offline["dropped"] as? Int == 0)
     }
 
     @Test("a restarted agent continues seq where it stopped")
