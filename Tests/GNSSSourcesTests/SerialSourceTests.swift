@@ -40,12 +40,7 @@ final class PseudoTerminalPair {
         socat = nil
     }
 
-    /// Writes bytes into the far side, as the receiver would; see ``send(_:to:timeout:)``.
-    func send(_ bytes: [UInt8], timeout: Duration = .seconds(2)) async throws {
-        try await Self.send(bytes, to: feed, timeout: timeout)
-    }
-
-    /// Writes bytes into the far side at `feed`, failing after `timeout` if they do not fit.
+    /// Writes bytes into the far side at `feed`, as the receiver would, failing after `timeout` if they do not fit.
     ///
     /// The descriptor is non-blocking: when nobody reads the receiver's port the pty and
     /// socat's buffers fill up (some 34 KB), and a blocking `write` would then never return —
