@@ -47,6 +47,7 @@ public struct SimulatorSource: GNSSSource {
             let clock = ContinuousClock()
             var deadline = clock.now
             logger.debug("Simulator started", metadata: ["sim.rate": "\(rate)"])
+            var epochs = 0
             while !Task.isCancelled {
                 let p = vehicle.position
                 let epoch = NMEASentenceGenerator.Epoch(
@@ -57,9 +58,11 @@ public struct SimulatorSource: GNSSSource {
                     decoder.decode(raw) { sink.event($0) }
                 }
                 vehicle.step(seconds: 1 / Double(rate))
+                epochs += 1
                 deadline = deadline.advanced(by: period)
                 do { try await clock.sleep(until: deadline) } catch { break }
             }
+            logger.debug("Simulator stopped", metadata: ["sim.epochs": "\(epochs)"])
         }
     }
 

@@ -49,36 +49,52 @@ final class ChildProcess {
         return true
     }
 
-    /// Stops the whole process group (SIGTERM, then SIGKILL after `grace`) and reaps it.
+    /// Stops the whole process group (SIGTERM, then SIGKILL after `grace`) and reaps it;
+    /// every wait is bounded, and a process that outlives SIGKILL is reported as an issue.
     func stop(grace: Duration = .seconds(3)) async {
         guard !reaped else {
+            // Whatever the leader left in its group (a gpsd that outlived gpsfake).
             kill(-pid, SIGKILL)
             return
         }
         kill(-pid, SIGTERM)
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: grace)
-        var status: Int32 = 0
-        while clock.now < deadline {
-            if waitpid(pid, &status, WNOHANG) == pid {
-                reaped = true
-                break
+        // There is no event for a child's exit short of SIGCHLD, which belongs to the test
+        // runner: poll with WNOHANG (bounded).
+        if !(await reap(within: grace)) {
+            kill(-pid, SIGKILL)
+            if !(await reap(within: .seconds(5))) {
+                Issue.record("process \(pid) did not exit after SIGKILL")
+                return
             }
-            try? await Task.sleep(for: .milliseconds(20))
         }
         // Whatever is left of the group (a gpsd that outlived gpsfake) goes now.
         kill(-pid, SIGKILL)
-        if !reaped {
-            waitpid(pid, &status, 0)
-            reaped = true
+    }
+
+    /// Polls for the leader's exit for up to `limit`; `true` once reaped.
+    private func reap(within limit: Duration) async -> Bool {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: limit)
+        var status: Int32 = 0
+        while !reaped {
+            if waitpid(pid, &status, WNOHANG) == pid {
+                reaped = true
+            } else if clock.now >= deadline {
+                return false
+            } else {
+                try? await Task.sleep(for: .milliseconds(20))
+            }
         }
+        return true
     }
 
     deinit {
-        if !reaped {
-            kill(-pid, SIGKILL)
-            var status: Int32 = 0
-            waitpid(pid, &status, 0)
+        // A test that failed before `stop()`: kill the group and reap (a SIGKILLed process
+        // exits at once; the loop is bounded all the same, never waiting forever).
+        kill(-pid, SIGKILL)
+        var status: Int32 = 0
+        for _ in 0..<500 where !reaped {
+            if waitpid(pid, &status, WNOHANG) == pid { reaped = true } else { usleep(10_000) }
         }
     }
 }

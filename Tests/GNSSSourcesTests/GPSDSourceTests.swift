@@ -161,11 +161,18 @@ final class ScriptedTCPServer: Sendable {
         }
     }
 
-    /// Closes the listener and the connection.
+    /// Closes the listener and the connection (shut down first, which wakes the server
+    /// thread if it is still blocked in `accept` or `read`).
     func close() {
         shutdown(listener, Int32(SHUT_RDWR))
         Glibc.close(listener)
-        let c = state.withLock { $0.connection }
-        if c >= 0 { Glibc.close(c) }
+        let c = state.withLock { s in
+            defer { s.connection = -1 }
+            return s.connection
+        }
+        if c >= 0 {
+            shutdown(c, Int32(SHUT_RDWR))
+            Glibc.close(c)
+        }
     }
 }

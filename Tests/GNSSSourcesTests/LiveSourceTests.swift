@@ -1,5 +1,6 @@
 import Testing
 
-/// Tests that open descriptors, start processes or count `/proc/self/fd` run one at a time,
-/// so that one test's descriptors never show up in another's count.
+/// Tests that start real processes (socat, gpsfake and gpsd) or play recordings run one at a
+/// time, to keep the load they add to the package's parallel test run small. Their leak
+/// checks look only at what one source owns, so they do not depend on this.
 @Suite(.serialized) enum LiveSourceTests {}

@@ -40,22 +40,44 @@ final class PseudoTerminalPair {
         socat = nil
     }
 
-    /// Writes bytes into the far side, as the receiver would.
-    func send(_ bytes: [UInt8]) throws {
-        try Self.send(bytes, to: feed)
-    }
-
-    /// Writes bytes into the far side at `feed`.
-    static func send(_ bytes: [UInt8], to feed: String) throws {
-        let fd = open(feed, O_WRONLY | O_NOCTTY | O_CLOEXEC)
+    /// Writes bytes into the far side at `feed`, as the receiver would, failing after `timeout` if they do not fit.
+    ///
+    /// The descriptor is non-blocking: when nobody reads the receiver's port the pty and
+    /// socat's buffers fill up (some 34 KB), and a blocking `write` would then never return —
+    /// a test task stuck in a system call cannot be cancelled and holds a thread of the
+    /// cooperative pool. What does not fit in `timeout` is dropped, as on a real line.
+    static func send(_ bytes: [UInt8], to feed: String, timeout: Duration = .seconds(2)) async throws {
+        let fd = open(feed, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK)
         try #require(fd >= 0, "open \(feed): \(String(cString: strerror(errno)))")
         defer { close(fd) }
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: timeout)
         var offset = 0
         while offset < bytes.count {
             let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            try #require(n > 0, "write \(feed): \(String(cString: strerror(errno)))")
-            offset += n
+            if n > 0 {
+                offset += n
+                continue
+            }
+            let code = errno
+            if n < 0, code == EINTR { continue }
+            guard n < 0, code == EAGAIN || code == EWOULDBLOCK else {
+                throw FeedError(feed: feed, reason: String(cString: strerror(code)))
+            }
+            guard clock.now < deadline else {
+                throw FeedError(feed: feed, reason: "\(bytes.count - offset) of \(bytes.count) bytes not taken in \(timeout)")
+            }
+            // The line is full; room appears when the source (or socat) reads, which this
+            // side cannot await without blocking a thread: retry shortly (bounded above).
+            try await Task.sleep(for: .milliseconds(10))
         }
+    }
+
+    /// A write into the far side failed or did not fit in time.
+    struct FeedError: Error, CustomStringConvertible {
+        let feed: String
+        let reason: String
+        var description: String { "write \(feed): \(reason)" }
     }
 }
 
@@ -70,6 +92,23 @@ func nmeaEpochs(count: Int, from startMs: Int64, latitude: Double) -> [UInt8] {
     return bytes
 }
 
+/// Starts a receiver that talks whether or not anyone listens: every `interval` it writes
+/// `prefix` and one epoch (a new second each time) into `feed`, until cancelled. What does
+/// not fit within half a second is dropped, so the task always ends soon after `cancel()`.
+func startReceiver(
+    feed: String, latitude: Double, from startMs: Int64, prefix: [UInt8] = [], interval: Duration = .milliseconds(50)
+) -> Task<Void, Never> {
+    Task {
+        var t = startMs
+        while !Task.isCancelled {
+            try? await PseudoTerminalPair.send(
+                prefix + nmeaEpochs(count: 1, from: t, latitude: latitude), to: feed, timeout: .milliseconds(500))
+            t += 1000
+            try? await Task.sleep(for: interval)
+        }
+    }
+}
+
 extension LiveSourceTests {
     @Suite struct SerialSourceTests {
         @Test func fixesFlowAndSurviveUnplugAndReplug() async throws {
@@ -80,21 +119,13 @@ extension LiveSourceTests {
             let source = try GNSSSourceDescriptor(parsing: "serial:\(pty.gps)?baud=115200")
                 .makeSource(logger: quietLogger, backoff: testBackoff)
             let recorder = EventRecorder(source)
+            var receiver: Task<Void, Never>?
             do {
                 // The source opens the port asynchronously: keep sending until fixes come out.
-                // Each epoch is a new second so every one of them is a new fix.
-                let feed = pty.feed
-                let sender = Task {
-                    var t: Int64 = 1_700_000_000_000
-                    while !Task.isCancelled {
-                        try? PseudoTerminalPair.send(nmeaEpochs(count: 1, from: t, latitude: 52.0), to: feed)
-                        t += 1000
-                        try? await Task.sleep(for: .milliseconds(50))
-                    }
-                }
+                receiver = startReceiver(feed: pty.feed, latitude: 52.0, from: 1_700_000_000_000)
                 let first = try await recorder.waitFor("fixes from the pty") { $0.fixes.count >= 3 }
-                sender.cancel()
-                await sender.value
+                receiver?.cancel()
+                if let receiver { try await awaitEnd(of: receiver, "the receiver task to stop") }
                 #expect(first.states.prefix(2) == [.connecting, .streaming])
                 #expect(first.fixes.allSatisfy { abs($0.latitude - 52.0) < 1e-6 && abs($0.longitude - 4.9) < 1e-6 })
 
@@ -112,23 +143,17 @@ extension LiveSourceTests {
                 // Replug with the same path: fixes resume in the same iteration.
                 try await pty.plug()
                 let fixesBefore = recorder.events.fixes.count
-                let resender = Task {
-                    var t: Int64 = 1_700_000_100_000
-                    while !Task.isCancelled {
-                        try? PseudoTerminalPair.send(nmeaEpochs(count: 1, from: t, latitude: 53.0), to: feed)
-                        t += 1000
-                        try? await Task.sleep(for: .milliseconds(50))
-                    }
-                }
+                receiver = startReceiver(feed: pty.feed, latitude: 53.0, from: 1_700_000_100_000)
                 let resumed = try await recorder.waitFor("fixes after replug") {
                     $0.fixes.dropFirst(fixesBefore).contains { abs($0.latitude - 53.0) < 1e-6 }
                 }
-                resender.cancel()
-                await resender.value
+                receiver?.cancel()
+                if let receiver { try await awaitEnd(of: receiver, "the receiver task to stop") }
                 let lastLoss = resumed.lastIndex { $0.isReconnecting }
                 let tail = resumed.suffix(from: try #require(lastLoss))
                 #expect(tail.contains(.state(.streaming)))
             } catch {
+                receiver?.cancel()
                 await recorder.stop()
                 await pty.unplug()
                 throw error
@@ -144,20 +169,19 @@ extension LiveSourceTests {
             try await pty.plug()
             let recorder = EventRecorder(SerialSource(path: pty.gps, baud: 4800, logger: quietLogger, backoff: testBackoff))
             let garbage: [UInt8] = Array("$GPRMC,garbage*00\r\n\u{0}\u{FF}noise$$$\r\n".utf8) + [0xFF, 0x00, 0x0A]
-            let feed = pty.feed
-            let sender = Task {
-                var t: Int64 = 1_700_000_000_000
-                while !Task.isCancelled {
-                    try? PseudoTerminalPair.send(garbage + nmeaEpochs(count: 1, from: t, latitude: 10.0), to: feed)
-                    t += 1000
-                    try? await Task.sleep(for: .milliseconds(50))
-                }
+            let receiver = startReceiver(feed: pty.feed, latitude: 10.0, from: 1_700_000_000_000, prefix: garbage)
+            do {
+                let events = try await recorder.waitFor("fixes between the noise") { $0.fixes.count >= 3 }
+                receiver.cancel()
+                try await awaitEnd(of: receiver, "the receiver task to stop")
+                let reconnected = events.contains { $0.isReconnecting }
+                #expect(!reconnected)
+            } catch {
+                receiver.cancel()
+                await recorder.stop()
+                await pty.unplug()
+                throw error
             }
-            let events = try await recorder.waitFor("fixes between the noise") { $0.fixes.count >= 3 }
-            sender.cancel()
-            await sender.value
-            let reconnected = events.contains { $0.isReconnecting }
-            #expect(!reconnected)
             await recorder.stop()
             await pty.unplug()
         }

@@ -15,19 +15,96 @@ struct TimeoutError: Error, CustomStringConvertible {
 }
 
 /// Runs `operation`, failing with ``TimeoutError`` after `limit`.
+///
+/// The wait is bounded even when `operation` ignores cancellation (a task stuck in a
+/// blocking system call): on timeout the operation is cancelled and left behind instead of
+/// awaited, so the test fails with a message rather than hanging the whole run.
 func withTimeout<T: Sendable>(
     _ limit: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await withThrowingTaskGroup(of: T.self) { group in
-        group.addTask { try await operation() }
-        group.addTask {
-            try await Task.sleep(for: limit)
-            throw TimeoutError(what: what)
+    let race = TimeoutRace<T>()
+    return try await withTaskCancellationHandler {
+        let work = Task {
+            do { race.finish(.success(try await operation())) } catch { race.finish(.failure(error)) }
         }
-        defer { group.cancelAll() }
-        guard let first = try await group.next() else { throw TimeoutError(what: what) }
-        return first
+        let timer = Task {
+            // Cancelled when the operation finishes first.
+            guard (try? await Task.sleep(for: limit)) != nil else { return }
+            race.finish(.failure(TimeoutError(what: what)))
+        }
+        race.track(work, timer)
+        return try await race.outcome()
+    } onCancel: {
+        race.finish(.failure(CancellationError()))
     }
+}
+
+/// The state of one ``withTimeout(_:_:_:)``: the first of operation, timer and cancellation
+/// to finish decides the outcome; the others are cancelled.
+private final class TimeoutRace<T: Sendable>: Sendable {
+    private struct State {
+        var result: Result<T, any Error>?
+        var continuation: CheckedContinuation<T, any Error>?
+        var tasks: [Task<Void, Never>] = []
+    }
+
+    private let state = Mutex(State())
+
+    /// Records the outcome unless one is already recorded; resumes the waiter and cancels
+    /// the tasks that lost.
+    func finish(_ result: Result<T, any Error>) {
+        let (continuation, tasks) = state.withLock { s -> (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) in
+            guard s.result == nil else { return (nil, []) }
+            s.result = result
+            defer {
+                s.continuation = nil
+                s.tasks = []
+            }
+            return (s.continuation, s.tasks)
+        }
+        tasks.forEach { $0.cancel() }
+        continuation?.resume(with: result)
+    }
+
+    /// Keeps the tasks to cancel when the race is decided (at once if it already is).
+    func track(_ tasks: Task<Void, Never>...) {
+        let decided = state.withLock { s in
+            if s.result == nil { s.tasks += tasks }
+            return s.result != nil
+        }
+        if decided { tasks.forEach { $0.cancel() } }
+    }
+
+    /// Waits for the outcome.
+    func outcome() async throws -> T {
+        try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
+            let decided = state.withLock { s -> Result<T, any Error>? in
+                if let result = s.result { return result }
+                s.continuation = c
+                return nil
+            }
+            if let decided { c.resume(with: decided) }
+        }
+    }
+}
+
+/// Awaits the end of a helper task (a sender loop) that was just cancelled, bounded: a task
+/// stuck in a system call fails the test instead of hanging it.
+func awaitEnd(of task: Task<Void, Never>, _ what: String, timeout: Duration = .seconds(10)) async throws {
+    try await withTimeout(timeout, what) { await task.value }
+}
+
+/// Polls `condition` until it holds or `timeout` passes; returns whether it held. Only for
+/// state that offers no event to await (a descriptor closed by the event loop after the
+/// source's task ended, a process gone).
+func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
+    let clock = ContinuousClock()
+    let deadline = clock.now.advanced(by: timeout)
+    while !condition() {
+        guard clock.now < deadline else { return false }
+        try? await Task.sleep(for: .milliseconds(20))
+    }
+    return true
 }
 
 /// Iterates a source in its own task and records every event, so that a test can wait for
@@ -142,11 +219,16 @@ final class EventRecorder: Sendable {
         }
     }
 
-    /// Cancels the iteration and waits for it to stop.
-    func stop() async {
+    /// Cancels the iteration and waits (bounded) for it to stop; records an issue if the
+    /// stream does not end.
+    func stop(timeout: Duration = .seconds(10)) async {
         let t = task.withLock { $0 }
         t?.cancel()
-        await t?.value
+        do {
+            try await withTimeout(timeout, "the event stream to end after cancel") { await t?.value }
+        } catch {
+            Issue.record(error)
+        }
     }
 }
 
@@ -192,25 +274,6 @@ let testBackoff = Backoff(initial: .milliseconds(100), maximum: .milliseconds(40
 /// The path of a fixture recording.
 func fixturePath(_ name: String) throws -> String {
     try #require(Bundle.module.path(forResource: name, ofType: nil, inDirectory: "Fixtures"))
-}
-
-/// Number of open file descriptors of this process.
-func openDescriptorCount() -> Int {
-    (try? FileManager.default.contentsOfDirectory(atPath: "/proc/self/fd").count) ?? -1
-}
-
-/// Waits (bounded) until the descriptor count is back at `baseline` or below; returns the last count.
-func settledDescriptorCount(baseline: Int, timeout: Duration = .seconds(5)) async -> Int {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    var count = openDescriptorCount()
-    // Descriptors are closed by the event loop after the task ends; there is no event to
-    // await for that, so poll briefly (bounded).
-    while count > baseline, clock.now < deadline {
-        try? await Task.sleep(for: .milliseconds(20))
-        count = openDescriptorCount()
-    }
-    return count
 }
 
 /// A free TCP port on 127.0.0.1, chosen by the kernel.
