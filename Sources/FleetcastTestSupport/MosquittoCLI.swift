@@ -26,22 +26,42 @@ public enum MosquittoCLI {
             if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
             return broker.log.contains("Sending SUBACK to \(clientID)")
         }
-        return Subscriber(process: process)
+        return Subscriber(process: process, timeoutSeconds: timeoutSeconds)
     }
 
     /// A running `mosquitto_sub`.
     public struct Subscriber: Sendable {
         /// The process.
         public let process: TestProcess
+        /// Its `-W` limit in seconds: it exits by itself after this long.
+        public let timeoutSeconds: Int
 
-        /// Waits for `mosquitto_sub` to exit (after its message count or its `-W` timeout)
-        /// and returns the received messages as `topic payload` lines.
-        public func messages() async -> [String] {
-            _ = await process.waitForExit()
+        /// The messages received so far as `topic payload` lines (complete lines only), so
+        /// a test can poll for the message it expects and then ``stop()``.
+        public var messagesSoFar: [String] {
+            var output = process.standardOutput
+            if let lastNewline = output.lastIndex(of: "\n") {
+                output = String(output[...lastNewline])
+            } else {
+                output = ""
+            }
+            return output.split(separator: "\n").map(String.init)
+        }
+
+        /// Waits for `mosquitto_sub` to exit (after its message count or its `-W` limit) and
+        /// returns the received messages as `topic payload` lines. The wait is bounded by
+        /// `timeout` (by default the `-W` limit plus 10 s): a subscriber still running then is
+        /// stopped (SIGTERM, then SIGKILL) and what had arrived is returned, so that the
+        /// test's expectation on the content fails instead of hanging.
+        public func messages(timeout: Duration? = nil) async -> [String] {
+            let limit = timeout ?? .seconds(timeoutSeconds + 10)
+            if (try? await process.waitForExit(timeout: limit)) == nil {
+                await process.stop(grace: .seconds(2))
+            }
             return process.standardOutput.split(separator: "\n").map(String.init)
         }
 
-        /// Stops it early.
+        /// Stops it early (SIGTERM, then SIGKILL).
         public func stop() async { await process.stop() }
     }
 }

@@ -25,16 +25,14 @@ public final class TCPProxy: Sendable {
     }
 
     deinit {
-        process.send(SIGKILL)
+        process.send(SIGKILL, toGroup: true)
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// Kills socat and every forked child (its process group is not separate, so kill the
-    /// children by parent id first), cutting the connections abruptly.
+    /// Kills socat and every child it forked per connection (they share its process group),
+    /// cutting the connections abruptly, and waits (at most 10 s) for socat to exit.
     public func kill() async {
-        let children = (try? String(contentsOfFile: "/proc/\(process.pid)/task/\(process.pid)/children", encoding: .utf8)) ?? ""
-        for child in children.split(separator: " ").compactMap({ Int32($0) }) { Foundation.kill(child, SIGKILL) }
-        process.send(SIGKILL)
-        _ = await process.waitForExit()
+        process.send(SIGKILL, toGroup: true)
+        _ = try? await process.waitForExit(timeout: .seconds(10))
     }
 }

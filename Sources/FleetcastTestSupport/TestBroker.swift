@@ -69,7 +69,7 @@ public final class TestBroker: Sendable {
     }
 
     deinit {
-        current.withLock { $0.process?.send(SIGKILL) }
+        current.withLock { $0.process?.send(SIGKILL, toGroup: true) }
         try? FileManager.default.removeItem(atPath: directory)
     }
 
@@ -139,7 +139,7 @@ public final class TestBroker: Sendable {
         }
     }
 
-    /// Stops the broker gracefully (SIGTERM) and waits for it to exit.
+    /// Stops the broker gracefully (SIGTERM; SIGKILL after 5 s) and waits for it to exit.
     public func stop() async {
         let process = current.withLock { state in
             defer { state.process = nil }
@@ -148,14 +148,15 @@ public final class TestBroker: Sendable {
         await process?.stop()
     }
 
-    /// Kills the broker (SIGKILL): clients see their connection drop, no DISCONNECT.
+    /// Kills the broker (SIGKILL): clients see their connection drop, no DISCONNECT. Waits
+    /// (at most 10 s) for it to exit.
     public func kill() async {
         let process = current.withLock { state in
             defer { state.process = nil }
             return state.process
         }
-        process?.send(SIGKILL)
-        _ = await process?.waitForExit()
+        process?.send(SIGKILL, toGroup: true)
+        _ = try? await process?.waitForExit(timeout: .seconds(10))
     }
 
     /// Starts the broker again on the same port with the same configuration (after
@@ -208,14 +209,25 @@ public final class TestBroker: Sendable {
             clientCertificateFile: "\(directory)/client.crt", clientKeyFile: "\(directory)/client.key")
     }
 
-    /// Runs a tool to completion; throws with its stderr when it fails.
-    static func runTool(_ executable: String, _ arguments: [String], in directory: String) async throws {
+    /// Runs a tool to completion; throws with its stderr when it fails, and
+    /// ``TestSupportError/timedOut(_:_:)`` (after stopping it) when it takes over `timeout`.
+    static func runTool(
+        _ executable: String, _ arguments: [String], in directory: String, timeout: Duration = .seconds(30)
+    ) async throws {
         let name = "tool-\(UUID().uuidString)"
         let process = try TestProcess(executable, arguments, directory: directory, name: name)
-        let status = await process.waitForExit()
+        defer {
+            try? FileManager.default.removeItem(atPath: process.stdoutPath)
+            try? FileManager.default.removeItem(atPath: process.stderrPath)
+        }
+        let status: Int32
+        do {
+            status = try await process.waitForExit(timeout: timeout)
+        } catch {
+            await process.stop(grace: .seconds(2))
+            throw error
+        }
         let errorText = process.standardError
-        try? FileManager.default.removeItem(atPath: process.stdoutPath)
-        try? FileManager.default.removeItem(atPath: process.stderrPath)
         guard status == 0 else {
             throw TestSupportError.processFailed(process.commandLine, status: status, output: errorText)
         }
