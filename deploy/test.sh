@@ -24,4 +24,4 @@ echo "==> running every test"
 swift test --skip-build
 
 echo "==> concurrency tests under ThreadSanitizer"
-swift test --sanitize=thread --scratch-path .build-tsan --filter 'TelemetryHubTests'
+swift test --sanitize=thread --scratch-path .build-tsan --filter 'TelemetryHubTests|EdgeAgentTests|MQTTTests'

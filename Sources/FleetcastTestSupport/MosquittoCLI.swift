@@ -29,6 +29,16 @@ public enum MosquittoCLI {
         return Subscriber(process: process, timeoutSeconds: timeoutSeconds)
     }
 
+    /// The message retained on `topic` (as a `topic payload` line), read by a `mosquitto_sub`
+    /// that connects, takes one message and exits; `nil` when nothing is retained there.
+    public static func retained(broker: TestBroker, topic: String, timeoutSeconds: Int = 5) async throws -> String? {
+        let process = try TestProcess("/usr/bin/mosquitto_sub", [
+            "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-C", "1", "-W", "\(timeoutSeconds)", "-v",
+        ], directory: broker.directory, name: "mosquitto_sub-retained-\(UUID().uuidString.prefix(8))")
+        _ = try await process.waitForExit(timeout: .seconds(timeoutSeconds + 5))
+        return process.standardOutput.split(separator: "\n").first.map(String.init)
+    }
+
     /// A running `mosquitto_sub`.
     public struct Subscriber: Sendable {
         /// The process.

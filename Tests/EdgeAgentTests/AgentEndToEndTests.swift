@@ -52,8 +52,8 @@ struct AgentEndToEndTests {
         let online = try #require(await firstStatus.messages().first)
         #expect(try Self.json(online.dropFirst("fleet/rtk-1/status ".count))["state"] as? String == "online")
         // After the agent has gone, the broker's retained status says so, for any later client.
-        let retained = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/rtk-1/status", count: 1, timeoutSeconds: 10)
-        let offline = try Self.json(try #require(await retained.messages().first).dropFirst("fleet/rtk-1/status ".count))
+        let retained = try await MosquittoCLI.retained(broker: broker, topic: "fleet/rtk-1/status")
+        let offline = try Self.json(try #require(retained).dropFirst("fleet/rtk-1/status ".count))
         #expect(offline["state"] as? String == "offline")
         #expect(offline["reason"] as? String == "shutdown")
         #expect(offline["dropped"] as? Int == 0)
