@@ -29,15 +29,17 @@ let package = Package(
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
         .target(name: "GNSS"),
+        // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff.
+        .target(name: "FleetcastCore"),
         // NMEA 0183: framing, checksum, sentence parsers, epoch assembly. Pure, no I/O.
         .target(name: "NMEA", dependencies: ["GNSS"]),
         // The multi-subscriber broadcaster between sources and consumers.
-        .target(name: "TelemetryHub"),
+        .target(name: "TelemetryHub", dependencies: ["FleetcastCore"]),
         // Serial, gpsd, replay and simulated receivers as restartable async sequences.
         .target(
             name: "GNSSSources",
             dependencies: [
-                "GNSS", "NMEA",
+                "GNSS", "NMEA", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
@@ -75,7 +77,7 @@ let package = Package(
         .target(
             name: "FleetWatch",
             dependencies: [
-                "GNSS", "FleetProtocol", "MQTT",
+                "GNSS", "FleetProtocol", "MQTT", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -92,7 +94,7 @@ let package = Package(
         .executableTarget(
             name: "fleet-watch",
             dependencies: [
-                "FleetWatch", "FleetProtocol", "MQTT", "GNSS",
+                "FleetWatch", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -111,6 +113,7 @@ let package = Package(
         .target(name: "FleetcastTestSupport", path: "Sources/FleetcastTestSupport"),
 
         .testTarget(name: "GNSSTests", dependencies: ["GNSS"]),
+        .testTarget(name: "FleetcastCoreTests", dependencies: ["FleetcastCore"]),
         .testTarget(
             name: "NMEATests",
             dependencies: ["NMEA", "GNSS", "FleetProtocol"],
@@ -120,7 +123,7 @@ let package = Package(
         .testTarget(
             name: "GNSSSourcesTests",
             dependencies: [
-                "GNSSSources", "GNSS", "NMEA",
+                "GNSSSources", "GNSS", "NMEA", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
             ],
             resources: [.copy("Fixtures")]

@@ -1,3 +1,4 @@
+import FleetcastCore
 import FleetProtocol
 import MQTT
 import Synchronization
@@ -56,9 +57,9 @@ private final class SnapshotCollector: Sendable {
         var lastArrival: ContinuousClock.Instant
     }
 
-    private let state: Mutex<State>
+    private let state: SanitizerVisibleMutex<State>
 
-    init(start: ContinuousClock.Instant) { state = Mutex(State(lastArrival: start)) }
+    init(start: ContinuousClock.Instant) { state = SanitizerVisibleMutex(State(lastArrival: start)) }
 
     func add(_ event: FleetEvent, at instant: ContinuousClock.Instant) {
         state.withLock {

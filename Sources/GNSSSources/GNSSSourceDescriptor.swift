@@ -1,3 +1,4 @@
+import FleetcastCore
 import Logging
 
 /// What a source URI asks for: which receiver, and how to read it.

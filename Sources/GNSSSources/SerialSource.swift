@@ -1,3 +1,4 @@
+import FleetcastCore
 import GNSS
 import Logging
 import NIOCore

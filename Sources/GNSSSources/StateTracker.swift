@@ -1,9 +1,10 @@
+import FleetcastCore
 import GNSS
 import Synchronization
 
 /// The last state a source reported, so that each change is reported exactly once.
 final class StateTracker: Sendable {
-    private let current = Mutex<SourceState?>(nil)
+    private let current = SanitizerVisibleMutex<SourceState?>(nil)
 
     /// Records `state`; `true` when it differs from the previous one (and must be reported).
     func change(to state: SourceState) -> Bool {

@@ -1,3 +1,4 @@
+import FleetcastCore
 import Synchronization
 
 /// A multi-subscriber broadcaster: every value yielded reaches every current subscriber, each
@@ -29,19 +30,15 @@ public final class Hub<Element: Sendable>: Sendable {
     @usableFromInline typealias Waiter = UnsafeContinuation<Element?, any Error>
     @usableFromInline typealias State = HubState<Element, Waiter, Task<Void, Never>>
 
-    @usableFromInline let state: Mutex<State>
-    /// Touched at the start (acquire) and end (release) of every critical section, so that
-    /// ThreadSanitizer sees the ordering between critical sections: under contention
-    /// `Mutex` hands the lock over inside the kernel (PI futex, in the uninstrumented
-    /// libswiftSynchronization), which TSan cannot see, and it would report false races on
-    /// `state`. Both are plain moves on x86-64; the real ordering is the mutex's own.
-    @usableFromInline let lockOrder = Atomic<UInt8>(0)
+    /// The hub's state: a `Mutex` whose ordering ThreadSanitizer can see (see
+    /// `SanitizerVisibleMutex`).
+    @usableFromInline let state: SanitizerVisibleMutex<State>
     /// Iterates the source once, feeding `hub` for the given run; nil for a hand-fed hub.
     @usableFromInline let runSource: (@Sendable (_ hub: Hub<Element>, _ run: UInt64) async -> Void)?
 
     /// Creates a hub fed by hand with ``yield(_:)`` and ``finish(throwing:)``.
     @inlinable public init() {
-        state = Mutex(State(hasSource: false))
+        state = SanitizerVisibleMutex(State(hasSource: false))
         runSource = nil
     }
 
@@ -51,7 +48,7 @@ public final class Hub<Element: Sendable>: Sendable {
     ///   `makeAsyncIterator()` must begin a fresh stream (open the port, connect to gpsd…), and
     ///   cancelling the iterating task must stop it.
     @inlinable public init<Source: AsyncSequence & Sendable>(source: Source) where Source.Element == Element {
-        state = Mutex(State(hasSource: true))
+        state = SanitizerVisibleMutex(State(hasSource: true))
         runSource = { hub, run in
             do {
                 for try await element in source {
@@ -112,13 +109,9 @@ public final class Hub<Element: Sendable>: Sendable {
 
     // MARK: Internals used by subscriptions and the source task
 
-    /// Runs `body` on the state under the lock (see ``lockOrder``).
+    /// Runs `body` on the state under the lock.
     @inlinable func withState<Result>(_ body: (inout sending State) -> sending Result) -> sending Result {
-        state.withLock { state in
-            _ = lockOrder.load(ordering: .acquiring)
-            defer { lockOrder.store(0, ordering: .releasing) }
-            return body(&state)
-        }
+        state.withLock { state in body(&state) }
     }
 
     @inlinable func statistics(of id: HubSubscriberID) -> HubSubscriberStatistics? {

@@ -1,3 +1,4 @@
+import FleetcastCore
 import FleetProtocol
 import FleetWatch
 import GNSS
@@ -15,8 +16,8 @@ struct LiveTable {
             var state: FleetState
             var changed = true
         }
-        let value: Mutex<Value>
-        init(topics: FleetTopics) { value = Mutex(Value(state: FleetState(topics: topics))) }
+        let value: SanitizerVisibleMutex<Value>
+        init(topics: FleetTopics) { value = SanitizerVisibleMutex(Value(state: FleetState(topics: topics))) }
     }
 
     func run(_ events: AsyncThrowingStream<FleetEvent, any Error>) async throws {

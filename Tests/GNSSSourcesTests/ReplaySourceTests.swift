@@ -1,3 +1,4 @@
+import FleetcastCore
 import Foundation
 import GNSS
 import GNSSSources

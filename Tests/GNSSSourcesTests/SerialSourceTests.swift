@@ -1,4 +1,5 @@
 #if canImport(Glibc)
+import FleetcastCore
 import Glibc
 #endif
 import Foundation

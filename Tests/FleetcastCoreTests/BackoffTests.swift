@@ -1,4 +1,4 @@
-import GNSSSources
+import FleetcastCore
 import Testing
 
 /// A deterministic generator for jitter (SplitMix64).
