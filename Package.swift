@@ -58,7 +58,7 @@ let package = Package(
         .target(
             name: "MQTT",
             dependencies: [
-                "CMosquitto",
+                "CMosquitto", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]

@@ -37,15 +37,23 @@ public struct Backoff: Sendable, Equatable {
 
     /// The delay before the next attempt, drawing the jitter from `rng`.
     public mutating func next<R: RandomNumberGenerator>(using rng: inout R) -> Duration {
+        let delay = delay(attempt: attempt < Int.max ? attempt + 1 : attempt, using: &rng)
+        if attempt < Int.max { attempt += 1 }
+        return delay
+    }
+
+    /// The delay before retry number `attempt` (1 for the first retry), without changing any
+    /// state: `initial × multiplier^(attempt−1)`, capped at `maximum`, then shortened by a random
+    /// fraction up to `jitter` (so it never exceeds the cap).
+    public func delay<R: RandomNumberGenerator>(attempt: Int, using rng: inout R) -> Duration {
         let cap = Self.seconds(maximum)
         var base = Self.seconds(initial)
-        var n = 0
+        var n = 1
         while n < attempt, base < cap {
             base *= multiplier
             n += 1
         }
         base = min(base, cap)
-        if attempt < Int.max { attempt += 1 }
         let reduction = jitter > 0 ? Double.random(in: 0...jitter, using: &rng) : 0
         return .nanoseconds(Int64((base * (1 - reduction) * 1e9).rounded()))
     }

@@ -1,7 +1,9 @@
+import FleetcastCore
+
 /// Exponential backoff with jitter between reconnection attempts.
 ///
 /// The delay before attempt `n` (1-based) is `min(maximumDelay, initialDelay × multiplier^(n-1))`,
-/// then spread uniformly by ± `jitter` (a fraction: 0.2 means ±20 %) so that a fleet of clients
+/// then shortened by a random fraction up to `jitter` (0.2 means up to 20 % shorter; never past the cap) so that a fleet of clients
 /// losing the same broker does not come back in lock-step.
 public struct MQTTReconnectPolicy: Sendable, Hashable {
     /// The delay before the first reconnection attempt.
@@ -28,33 +30,13 @@ public struct MQTTReconnectPolicy: Sendable, Hashable {
 
     /// The delay before attempt `attempt` (1-based), using `random` for the jitter.
     public func delay(attempt: Int, using random: inout some RandomNumberGenerator) -> Duration {
-        let initial = initialDelay.secondsDouble
-        let ceiling = maximumDelay.secondsDouble
-        let exponent = Double(max(attempt, 1) - 1)
-        let base = min(ceiling, initial * pow(multiplier, min(exponent, 64)))
-        let spread = jitter == 0 ? 1 : Double.random(in: (1 - jitter)...(1 + jitter), using: &random)
-        return .milliseconds(Int64((base * spread * 1000).rounded()))
+        Backoff(initial: initialDelay, maximum: maximumDelay, multiplier: multiplier, jitter: jitter)
+            .delay(attempt: max(attempt, 1), using: &random)
     }
 
-    /// The delay before attempt `attempt` (1-based), with the system random generator.
     public func delay(attempt: Int) -> Duration {
         var generator = SystemRandomNumberGenerator()
         return delay(attempt: attempt, using: &generator)
     }
 }
 
-extension Duration {
-    /// This duration in seconds, as a `Double`.
-    var secondsDouble: Double {
-        let (seconds, attoseconds) = components
-        return Double(seconds) + Double(attoseconds) / 1e18
-    }
-}
-
-#if canImport(Glibc)
-import Glibc
-#elseif canImport(Musl)
-import Musl
-#elseif canImport(Darwin)
-import Darwin
-#endif

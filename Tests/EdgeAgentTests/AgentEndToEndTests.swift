@@ -93,7 +93,7 @@ struct AgentEndToEndTests {
         let recording = Self.fixtures.appendingPathComponent("bt451.log").path
         let gpsfake = try TestProcess("/usr/bin/gpsfake", ["-q", "-P", "\(gpsdPort)", "-c", "0.05", recording],
                                       directory: directory, name: "gpsfake")
-        defer { gpsfake.send(SIGTERM) }
+        defer { gpsfake.send(SIGTERM, toGroup: true) }  // gpsfake and the gpsd it started
         try await waitUntil("gpsd to listen on \(gpsdPort)", timeout: .seconds(20)) { FreePort.isAccepting(gpsdPort) }
 
         let subscriber = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/gpsd-1/fix", count: 5, timeoutSeconds: 40)
