@@ -60,7 +60,6 @@ let package = Package(
             dependencies: [
                 "CMosquitto", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "NIOConcurrencyHelpers", package: "swift-nio"),
             ]
         ),
         // The agent: configuration, reporting policy, outbox, publisher service.
@@ -110,7 +109,7 @@ let package = Package(
 
         // Test support shared by the MQTT, agent and fleet-watch tests: a real mosquitto
         // broker on a free loopback port, CLI clients, free ports, bounded waits.
-        .target(name: "FleetcastTestSupport", path: "Sources/FleetcastTestSupport"),
+        .target(name: "FleetcastTestSupport", dependencies: ["FleetcastCore"], path: "Sources/FleetcastTestSupport"),
 
         .testTarget(name: "GNSSTests", dependencies: ["GNSS"]),
         .testTarget(name: "FleetcastCoreTests", dependencies: ["FleetcastCore"]),
@@ -132,7 +131,7 @@ let package = Package(
         .testTarget(
             name: "MQTTTests",
             dependencies: [
-                "MQTT", "FleetcastTestSupport",
+                "MQTT", "FleetcastTestSupport", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ]

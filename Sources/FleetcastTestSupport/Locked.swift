@@ -1,21 +1,18 @@
-import Foundation
+import FleetcastCore
 
-/// A value behind an `NSLock` (a pthread mutex, visible to ThreadSanitizer — unlike
-/// `Synchronization.Mutex` on Linux, whose futex TSan cannot see).
-///
-/// `@unchecked Sendable` is safe because `value` is only read or written inside `withLock`,
-/// which holds `lock` for the whole access.
-final class Locked<Value>: @unchecked Sendable {
-    private let lock = NSLock()
-    private var value: Value
+/// A reference to a value guarded by the project's lock (`SanitizerVisibleMutex`), for state
+/// that test helpers and tests share between tasks, threads and escaping closures (a
+/// `~Copyable` mutex cannot be captured by them; this class can).
+public final class Locked<Value>: Sendable {
+    private let state: SanitizerVisibleMutex<Value>
 
-    init(_ value: Value) {
-        self.value = value
+    /// A lock around `value`.
+    public init(_ value: sending Value) {
+        state = SanitizerVisibleMutex(value)
     }
 
-    func withLock<R>(_ body: (inout Value) throws -> R) rethrows -> R {
-        lock.lock()
-        defer { lock.unlock() }
-        return try body(&value)
+    /// Runs `body` with exclusive access to the value.
+    public func withLock<R, E: Error>(_ body: (inout sending Value) throws(E) -> sending R) throws(E) -> sending R {
+        try state.withLock(body)
     }
 }

@@ -1,3 +1,4 @@
+import FleetcastCore
 import CMosquitto
 import Logging
 
@@ -11,14 +12,14 @@ import Musl
 /// callbacks need (a C callback sees no task-local logger). Passed retained with
 /// `Unmanaged.passRetained`; ``MosquittoHandle`` releases it after `mosquitto_destroy`.
 final class MQTTCallbackContext: Sendable {
-    let state: StateLock<MQTTClientState>
+    let state: SanitizerVisibleMutex<MQTTClientState>
     let logger: Logger
     let configuration: MQTTConfiguration
 
     init(configuration: MQTTConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.state = StateLock(MQTTClientState(
+        self.state = SanitizerVisibleMutex(MQTTClientState(
             protocolVersion: configuration.protocolVersion,
             sentCredentials: configuration.effectiveUsername != nil
         ))

@@ -1,3 +1,4 @@
+import FleetcastCore
 import FleetcastTestSupport
 @testable import MQTT
 import Testing
@@ -20,7 +21,7 @@ import Testing
             let publisher = try makeClient(broker, configure: { $0.maxInflightMessages = 32 })
             try await publisher.connect()
             let count = 500
-            let outstanding = StateLock(Outstanding())
+            let outstanding = Locked(Outstanding())
 
             try await withThrowingDiscardingTaskGroup { group in
                 for index in 0..<count {
