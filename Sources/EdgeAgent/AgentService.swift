@@ -108,7 +108,13 @@ public final class AgentService: Service {
                 }
             }
         }
-        await link.shutdown()
+        // The publisher has already waited for its messages (drain, then `offline`, each
+        // bounded by `drainTimeout`): nothing is awaited any more, so the flush is short and
+        // the whole disconnect is bounded, even when the broker is gone.
+        let drainTimeout = publisher.settings.drainTimeout
+        if await !link.shutdown(flushTimeout: .seconds(1), timeout: drainTimeout) {
+            logger.info("MQTT disconnect not finished in time")
+        }
         let counters = publisher.counters
         logger.info("agent stopped", metadata: [
             "published": "\(counters.published)", "dropped": "\(counters.dropped)",

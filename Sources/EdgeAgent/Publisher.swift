@@ -272,7 +272,12 @@ public final class Publisher: Sendable {
 
     /// Runs the sender loop until ``finish()`` is called (or the task is cancelled), then drains
     /// the outbox (at most ``Settings/drainTimeout``), sends the `offline` status (at most as
-    /// long again) and closes the sequence store. Call it once.
+    /// long again) and closes the sequence store (persisting the exact next `seq`). Call it once.
+    ///
+    /// Bounded even when the broker is gone: at each timeout the sends still awaiting their
+    /// acknowledgement are cancelled, which ends their wait at once (the ``MessageSending``
+    /// contract; the MQTT client may still deliver them later), their messages go back to the
+    /// outbox, and the number left undelivered is logged.
     public func run() async {
         logger.debug("publisher started", metadata: [
             "mqtt.topic": "\(settings.topics.fix(settings.vehicle))",
@@ -291,6 +296,7 @@ public final class Publisher: Sendable {
             return first
         }
         if !drained {
+            // Every send has settled (the group awaited them): the cancelled ones were released.
             logger.info("outbox not drained at shutdown", metadata: ["outbox.unsent": "\(outbox.count)"])
         }
         await sendOffline()
