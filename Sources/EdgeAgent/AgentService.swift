@@ -87,7 +87,14 @@ public final class AgentService: Service {
             }
             group.addTask {
                 do {
-                    try await self.publisher.run(events: events.cancelOnGracefulShutdown(), lossless: self.lossless)
+                    // The events end on graceful shutdown, but a lossless intake may be waiting
+                    // for room in the outbox (a replay while the broker is gone), not for the
+                    // next event: finishing the publisher ends that wait too.
+                    try await withGracefulShutdownHandler {
+                        try await self.publisher.run(events: events.cancelOnGracefulShutdown(), lossless: self.lossless)
+                    } onGracefulShutdown: { [publisher = self.publisher] in
+                        publisher.finish()
+                    }
                     return .success(.finished)
                 } catch {
                     return .failure(error)

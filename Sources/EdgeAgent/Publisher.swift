@@ -241,6 +241,7 @@ public final class Publisher: Sendable {
     /// cleanly (drain, `offline`). If the sequence throws, the GNSS state becomes
     /// `source-lost`, the publisher finishes all the same and the error is rethrown.
     /// Cancelling the task stops at once: nothing more is sent, the sequence store is closed.
+    /// After ``finish()`` (a graceful shutdown) it stops taking events, drains and returns.
     ///
     /// - Parameter lossless: `false` for a live receiver: events go through ``publish(_:)``,
     ///   which never waits (the oldest fixes are dropped when the outbox is full). `true` for a
@@ -254,6 +255,9 @@ public final class Publisher: Sendable {
             do {
                 for try await event in events {
                     if lossless { try await publishWaitingForRoom(event) } else { publish(event) }
+                    // After finish() no more events are taken (a lossless intake waiting for
+                    // room returns once finish() closes the outbox).
+                    if state.withLock({ $0.finishRequested }) { break }
                 }
             } catch is CancellationError where Task.isCancelled {
                 // Cancelled while waiting for room: stop as a cancelled event stream does.
@@ -302,6 +306,7 @@ public final class Publisher: Sendable {
         await sendOffline()
         do {
             try sequence.close()
+            logger.debug("sequence number persisted", metadata: ["seq.next": "\(sequence.peekNext)"])
         } catch {
             logger.info("cannot persist sequence number", metadata: ["error": "\(error)"])
         }

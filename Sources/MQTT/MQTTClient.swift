@@ -238,7 +238,9 @@ public final class MQTTClient: Sendable {
     /// Shuts down cleanly: refuses new work, waits up to `flushTimeout` for publishes still
     /// awaiting their acknowledgement, sends DISCONNECT (so no will is published), stops the
     /// network thread and finishes every stream. Publishes still unacknowledged then fail
-    /// with ``MQTTError/shutdown``. Safe to call more than once.
+    /// with ``MQTTError/shutdown``. Safe to call more than once. Publishes whose wait was
+    /// cancelled are not waited for (nobody awaits their outcome); libmosquitto drops what it
+    /// still holds of them when the network thread stops.
     ///
     /// Cancelling the task cuts both waits short: the flush, and the wait for the network
     /// thread to end (which it then does by itself, possibly later).

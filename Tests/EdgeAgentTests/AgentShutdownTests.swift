@@ -10,11 +10,19 @@ struct AgentShutdownTests {
     /// Drain and offline timeouts (5 s each) and a margin for a loaded machine.
     static let exitLimit: Duration = .seconds(20)
 
-    /// Starts the agent on the simulator at 10 Hz, tracing (so each hand-over to libmosquitto
-    /// is visible in its log), with its state in `directory`.
-    static func startAgent(brokerPort: Int, directory: String) throws -> TestProcess {
+    /// The live simulator at 10 Hz, and a replay looping at full speed: a lossless intake,
+    /// which waits for room in the outbox once the broker is gone, instead of dropping.
+    static let sources = [
+        "sim:?rate=10",
+        "replay:" + URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("NMEATests/Fixtures/gpsd/nmea-rtk.log").path + "?speed=max&loop=true",
+    ]
+
+    /// Starts the agent on `source` (the simulator at 10 Hz by default), tracing (so each
+    /// hand-over to libmosquitto is visible in its log), with its state in `directory`.
+    static func startAgent(source: String = "sim:?rate=10", brokerPort: Int, directory: String) throws -> TestProcess {
         try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(brokerPort)",
+            "run", "--source", source, "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(brokerPort)",
             "--state-dir", "\(directory)/state", "--log-level", "trace",
         ], directory: directory, name: "agent")
     }
@@ -34,40 +42,53 @@ struct AgentShutdownTests {
         return (status, clock.now - start)
     }
 
-    /// Waits until the agent has handed one more message to libmosquitto than it had when
-    /// called: after the broker went away, that message cannot be acknowledged.
-    static func waitForAnotherSend(_ agent: TestProcess) async throws {
-        let before = agent.standardError.components(separatedBy: "MQTT publish sent").count
-        try await waitUntil("the agent to send another message", timeout: .seconds(10)) {
-            agent.standardError.components(separatedBy: "MQTT publish sent").count > before
+    /// Waits until the agent has handed one more QoS 1 fix to libmosquitto than it had when
+    /// called: with the broker frozen, it waits for a PUBACK that cannot come. (A QoS 0
+    /// heading would count as done once written to the socket.)
+    static func waitForAnotherFixSent(_ agent: TestProcess) async throws {
+        func fixesSent() -> Int {
+            agent.standardError.split(separator: "\n").count { $0.contains("MQTT publish sent") && $0.contains("mqtt.topic=fleet/v1/fix") }
         }
+        let before = fixesSent()
+        try await waitUntil("the agent to send another fix", timeout: .seconds(10)) { fixesSent() > before }
     }
 
-    /// The persisted next `seq`. The store reserves 1000 numbers ahead while running (the file
-    /// says 1001 after the start); a clean close writes the exact next number.
-    static func persistedNextSeq(_ directory: String) throws -> Int {
+    /// Whether the log shows a connection loss after `before`, and a message that cannot be
+    /// delivered: a QoS 0 heading that failed (`notConnected`; "send failed" is logged once per
+    /// outage) and went back to the outbox, or a message handed to libmosquitto after the loss,
+    /// waiting for a PUBACK that cannot come — the case that used to hang forever.
+    static func lostWithMessageUndelivered(_ log: String, before: String) -> Bool {
+        func count(_ text: String, _ line: String) -> Int { text.components(separatedBy: line).count - 1 }
+        guard count(log, "MQTT connection lost") > count(before, "MQTT connection lost") else { return false }
+        let afterLoss = log.components(separatedBy: "MQTT connection lost").last ?? ""
+        return count(log, "send failed, retrying") > count(before, "send failed, retrying") || afterLoss.contains("MQTT publish sent")
+    }
+
+    /// Checks that `seq` was persisted on the way out: the store reserves 1000 numbers ahead
+    /// while running (the file says 1001 after the start), and a clean close writes the exact
+    /// next number, which the publisher then logs.
+    static func expectSeqPersisted(_ directory: String, log: String) throws {
         let text = try String(contentsOfFile: "\(directory)/state/v1.seq", encoding: .utf8)
-        return try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let next = try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let line = log.split(separator: "\n").first { $0.contains("sequence number persisted") }
+        #expect(line?.contains("seq.next=\(next)") == true, "seq file holds \(next); log line: \(line ?? "none")")
+        #expect(next > 1)
     }
 
-    @Test("broker killed, then SIGTERM: exits 0 in bounded time, logs what it could not deliver, persists seq")
-    func brokerKilledThenSIGTERM() async throws {
+    @Test("broker killed, then SIGTERM: exits 0 in bounded time, logs what it could not deliver, persists seq",
+          arguments: sources)
+    func brokerKilledThenSIGTERM(source: String) async throws {
         let broker = try await TestBroker.start()
         let directory = try makeTemporaryDirectory(prefix: "agent-shutdown")
         defer { try? FileManager.default.removeItem(atPath: directory) }
         let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 5, timeoutSeconds: 20)
-        let agent = try Self.startAgent(brokerPort: broker.port, directory: directory)
+        let agent = try Self.startAgent(source: source, brokerPort: broker.port, directory: directory)
         #expect(await fixes.messages().count == 5, "agent stderr: \(agent.standardError.suffix(2000))")
 
-        // "send failed" is logged once per outage (there may have been one before the first
-        // connection): wait for the next one.
-        let outagesBefore = agent.standardError.components(separatedBy: "send failed, retrying").count
+        let before = agent.standardError
         await broker.kill()
-        // Once the client sees the loss, the next QoS 0 heading fails (`notConnected`) and goes
-        // back to the outbox; the QoS 1 fixes handed over meanwhile wait for PUBACKs that
-        // cannot come — the case that used to hang forever.
-        try await waitUntil("the agent to see the broker gone", timeout: .seconds(10)) {
-            agent.standardError.components(separatedBy: "send failed, retrying").count > outagesBefore
+        try await waitUntil("the agent to see the broker gone with a message undelivered", timeout: .seconds(10)) {
+            Self.lostWithMessageUndelivered(agent.standardError, before: before)
         }
         let (status, elapsed) = await Self.terminate(agent)
         await broker.shutdown()
@@ -78,8 +99,7 @@ struct AgentShutdownTests {
         #expect(log.contains("outbox not drained at shutdown") && log.contains("outbox.unsent="), "stderr: \(log.suffix(6000))")
         #expect(log.contains("offline status not sent"))
         #expect(log.contains("agent stopped"))
-        let next = try Self.persistedNextSeq(directory)
-        #expect(next > 5 && next < 1001, "seq file holds \(next): the exact next number, not the reservation")
+        try Self.expectSeqPersisted(directory, log: log)
     }
 
     @Test("SIGTERM while the broker hangs, then the broker is killed during the drain: exits 0 in bounded time")
@@ -97,7 +117,7 @@ struct AgentShutdownTests {
         let agent = try Self.startAgent(brokerPort: port, directory: directory)
         try await waitUntil("the agent to connect", timeout: .seconds(10)) { agent.standardError.contains("connected to MQTT broker") }
         Foundation.kill(broker.pid, SIGSTOP)  // the broker stops answering: nothing is acknowledged
-        try await Self.waitForAnotherSend(agent)
+        try await Self.waitForAnotherFixSent(agent)
         let termination = Task { await Self.terminate(agent) }
         // The drain now waits for acknowledgements that will never come: kill the broker.
         try await waitUntil("the agent to start its shutdown", timeout: .seconds(5)) {
@@ -109,9 +129,9 @@ struct AgentShutdownTests {
 
         #expect(status == 0, "exit status after \(elapsed); stderr: \(agent.standardError.suffix(3000))")
         #expect(elapsed < Self.exitLimit)
+        #expect(agent.standardError.contains("outbox not drained at shutdown"))
         #expect(agent.standardError.contains("offline status not sent"))
-        let next = try Self.persistedNextSeq(directory)
-        #expect(next > 1 && next < 1001, "seq file holds \(next)")
+        try Self.expectSeqPersisted(directory, log: agent.standardError)
     }
 
     @Test("SIGTERM while still trying the first connection to an unreachable broker: exits 0 in bounded time")
@@ -127,7 +147,6 @@ struct AgentShutdownTests {
         #expect(status == 0, "exit status after \(elapsed); stderr: \(agent.standardError.suffix(3000))")
         #expect(elapsed < Self.exitLimit)
         #expect(agent.standardError.contains("agent stopped"))
-        let next = try Self.persistedNextSeq(directory)
-        #expect(next < 1001, "seq file holds \(next)")
+        try Self.expectSeqPersisted(directory, log: agent.standardError)
     }
 }
