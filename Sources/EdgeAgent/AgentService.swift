@@ -87,7 +87,14 @@ public final class AgentService: Service {
             }
             group.addTask {
                 do {
-                    try await self.publisher.run(events: events.cancelOnGracefulShutdown(), lossless: self.lossless)
+                    // The events end on graceful shutdown, but a lossless intake may be waiting
+                    // for room in the outbox (a replay while the broker is gone), not for the
+                    // next event: finishing the publisher ends that wait too.
+                    try await withGracefulShutdownHandler {
+                        try await self.publisher.run(events: events.cancelOnGracefulShutdown(), lossless: self.lossless)
+                    } onGracefulShutdown: { [publisher = self.publisher] in
+                        publisher.finish()
+                    }
                     return .success(.finished)
                 } catch {
                     return .failure(error)
@@ -108,7 +115,13 @@ public final class AgentService: Service {
                 }
             }
         }
-        await link.shutdown()
+        // The publisher has already waited for its messages (drain, then `offline`, each
+        // bounded by `drainTimeout`): nothing is awaited any more, so the flush is short and
+        // the whole disconnect is bounded, even when the broker is gone.
+        let drainTimeout = publisher.settings.drainTimeout
+        if await !link.shutdown(flushTimeout: .seconds(1), timeout: drainTimeout) {
+            logger.info("MQTT disconnect not finished in time")
+        }
         let counters = publisher.counters
         logger.info("agent stopped", metadata: [
             "published": "\(counters.published)", "dropped": "\(counters.dropped)",

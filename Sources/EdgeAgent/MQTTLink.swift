@@ -66,12 +66,29 @@ final class MQTTLink: MessageSending {
         }
     }
 
-    /// Disconnects cleanly (no will), after waiting up to `flushTimeout` for unacknowledged publishes.
-    func shutdown(flushTimeout: Duration = .seconds(5)) async {
+    /// Disconnects cleanly (no will), after waiting up to `flushTimeout` for unacknowledged
+    /// publishes, and gives up waiting after `timeout` in all (the network thread may be stuck
+    /// in a TCP connect to an unreachable broker; it ends by itself). Returns `false` when it
+    /// gave up.
+    @discardableResult
+    func shutdown(flushTimeout: Duration = .seconds(5), timeout: Duration = .seconds(10)) async -> Bool {
         let current = client.withLock { client -> MQTTClient? in
             defer { client = nil }
             return client
         }
-        await current?.shutdown(flushTimeout: flushTimeout)
+        guard let current else { return true }
+        return await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                await current.shutdown(flushTimeout: flushTimeout)
+                return true
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return false
+            }
+            let finished = await group.next() ?? false
+            group.cancelAll()  // MQTTClient.shutdown stops waiting when cancelled
+            return finished
+        }
     }
 }

@@ -241,6 +241,7 @@ public final class Publisher: Sendable {
     /// cleanly (drain, `offline`). If the sequence throws, the GNSS state becomes
     /// `source-lost`, the publisher finishes all the same and the error is rethrown.
     /// Cancelling the task stops at once: nothing more is sent, the sequence store is closed.
+    /// After ``finish()`` (a graceful shutdown) it stops taking events, drains and returns.
     ///
     /// - Parameter lossless: `false` for a live receiver: events go through ``publish(_:)``,
     ///   which never waits (the oldest fixes are dropped when the outbox is full). `true` for a
@@ -254,6 +255,9 @@ public final class Publisher: Sendable {
             do {
                 for try await event in events {
                     if lossless { try await publishWaitingForRoom(event) } else { publish(event) }
+                    // After finish() no more events are taken (a lossless intake waiting for
+                    // room returns once finish() closes the outbox).
+                    if state.withLock({ $0.finishRequested }) { break }
                 }
             } catch is CancellationError where Task.isCancelled {
                 // Cancelled while waiting for room: stop as a cancelled event stream does.
@@ -272,7 +276,12 @@ public final class Publisher: Sendable {
 
     /// Runs the sender loop until ``finish()`` is called (or the task is cancelled), then drains
     /// the outbox (at most ``Settings/drainTimeout``), sends the `offline` status (at most as
-    /// long again) and closes the sequence store. Call it once.
+    /// long again) and closes the sequence store (persisting the exact next `seq`). Call it once.
+    ///
+    /// Bounded even when the broker is gone: at each timeout the sends still awaiting their
+    /// acknowledgement are cancelled, which ends their wait at once (the ``MessageSending``
+    /// contract; the MQTT client may still deliver them later), their messages go back to the
+    /// outbox, and the number left undelivered is logged.
     public func run() async {
         logger.debug("publisher started", metadata: [
             "mqtt.topic": "\(settings.topics.fix(settings.vehicle))",
@@ -291,11 +300,13 @@ public final class Publisher: Sendable {
             return first
         }
         if !drained {
+            // Every send has settled (the group awaited them): the cancelled ones were released.
             logger.info("outbox not drained at shutdown", metadata: ["outbox.unsent": "\(outbox.count)"])
         }
         await sendOffline()
         do {
             try sequence.close()
+            logger.debug("sequence number persisted", metadata: ["seq.next": "\(sequence.peekNext)"])
         } catch {
             logger.info("cannot persist sequence number", metadata: ["error": "\(error)"])
         }

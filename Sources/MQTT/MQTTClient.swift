@@ -52,17 +52,26 @@ public final class MQTTClient: Sendable {
     /// Throws an ``MQTTError`` that says what happened: `connectionRefused`, `hostNotFound`,
     /// `tlsCertificateNotTrusted`, `tlsHostnameMismatch`, `badUserNameOrPassword`,
     /// `notAuthorized`, `connectionRejected`…
+    ///
+    /// Cancelling the task ends the wait with `CancellationError` and shuts the client down
+    /// (a client connects once); a TCP connect under way ends by itself in the background.
     public func connect() async throws {
         let handle = self.handle
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            let (error, actions) = context.state.withLock { $0.startConnect(continuation) }
-            actions.run()
-            if let error {
-                continuation.resume(throwing: error)
-                return
+        let context = self.context
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                let (error, startLoop, actions) = context.state.withLock { $0.startConnect(continuation, cancelled: Task.isCancelled) }
+                actions.run()
+                if let error {
+                    continuation.resume(throwing: error)
+                    return
+                }
+                guard startLoop else { return }
+                context.logger.debug("MQTT connecting")
+                MQTTConnectionLoop.start(handle)
             }
-            context.logger.debug("MQTT connecting")
-            MQTTConnectionLoop.start(handle)
+        } onCancel: {
+            context.state.withLock { $0.cancelConnect() }.run()
         }
     }
 
@@ -72,8 +81,16 @@ public final class MQTTClient: Sendable {
     /// Many publishes may be awaited at once; at most `maxInflightMessages` QoS ≥ 1 messages
     /// are on the wire, the rest wait inside libmosquitto. While reconnecting, QoS ≥ 1
     /// publishes are queued and sent after the reconnect; QoS 0 ones throw `notConnected`.
-    /// `properties` are sent on MQTT 5 only. Waiting is not cancellable: once handed over,
-    /// a message may reach the broker, so the caller learns the outcome.
+    /// `properties` are sent on MQTT 5 only.
+    ///
+    /// Cancellation: cancelling the task ends the *wait* for the acknowledgement at once with
+    /// `CancellationError` — so a caller can bound it, even when the broker has gone away.
+    /// The message itself is not taken back: libmosquitto has it and may still deliver it
+    /// (after a reconnect, for QoS ≥ 1) until the client shuts down, so a cancelled publish
+    /// means "outcome unknown", and an at-least-once receiver may see it later. Its late
+    /// acknowledgement is ignored and never completes another publish. A task cancelled
+    /// before the call still hands the message over (see the ordering guarantee) and then
+    /// throws `CancellationError` unless the acknowledgement is already known.
     ///
     /// Ordering guarantee: everything before the acknowledgement wait is synchronous — the
     /// topic is validated, the state checked under its lock and the message handed to
@@ -91,7 +108,7 @@ public final class MQTTClient: Sendable {
     ) async throws {
         try MQTTTopicFilter.validate(topic: topic)
         let context = self.context
-        let (refusal, epoch) = context.state.withLock { ($0.publishAllowed(), $0.epoch) }
+        let (refusal, epoch, token) = context.state.withLock { ($0.publishAllowed(), $0.epoch, $0.makeID()) }
         if let refusal { throw refusal }
         var mid: Int32 = 0
         let rc = try withPublishProperties(properties) { props in
@@ -107,11 +124,20 @@ public final class MQTTClient: Sendable {
         guard rc == MOSQ_ERR_SUCCESS.rawValue || queuedWhileDown else {
             throw Self.operationError(rc, operation: "publish to '\(topic)'")
         }
-        context.logger.trace("MQTT publish sent", metadata: ["mqtt.topic": "\(topic)", "mqtt.mid": "\(mid)"])
-        try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-            context.state.withLock {
-                $0.registerPublish(mid: mid, topic: topic, qos: qos, epochAtSend: epoch, continuation: continuation)
-            }.run()
+        let sentMid = mid
+        context.logger.trace("MQTT publish sent", metadata: ["mqtt.topic": "\(topic)", "mqtt.mid": "\(sentMid)"])
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                context.state.withLock {
+                    // Read under the lock: a cancellation handler that already ran found no
+                    // registered wait, so this registration must see the cancellation.
+                    $0.registerPublish(
+                        mid: sentMid, topic: topic, qos: qos, epochAtSend: epoch, token: token, cancelled: Task.isCancelled,
+                        continuation: continuation)
+                }.run()
+            }
+        } onCancel: {
+            context.state.withLock { $0.cancelPublish(mid: sentMid, token: token) }.run()
         }
     }
 
@@ -212,7 +238,12 @@ public final class MQTTClient: Sendable {
     /// Shuts down cleanly: refuses new work, waits up to `flushTimeout` for publishes still
     /// awaiting their acknowledgement, sends DISCONNECT (so no will is published), stops the
     /// network thread and finishes every stream. Publishes still unacknowledged then fail
-    /// with ``MQTTError/shutdown``. Safe to call more than once.
+    /// with ``MQTTError/shutdown``. Safe to call more than once. Publishes whose wait was
+    /// cancelled are not waited for (nobody awaits their outcome); libmosquitto drops what it
+    /// still holds of them when the network thread stops.
+    ///
+    /// Cancelling the task cuts both waits short: the flush, and the wait for the network
+    /// thread to end (which it then does by itself, possibly later).
     public func shutdown(flushTimeout: Duration = .seconds(5)) async {
         let context = self.context
         let (mustDrain, loopRunning) = context.state.withLock { $0.beginShutdown() }
@@ -221,26 +252,38 @@ public final class MQTTClient: Sendable {
             return
         }
         if mustDrain {
+            let drainID = context.state.withLock { $0.makeID() }
             await withTaskGroup(of: Void.self) { group in
                 group.addTask {
-                    await withCheckedContinuation { waiter in
-                        context.state.withLock { $0.setDrainWaiter(waiter) }.run()
+                    await withTaskCancellationHandler {
+                        await withCheckedContinuation { waiter in
+                            context.state.withLock { $0.setDrainWaiter(id: drainID, cancelled: Task.isCancelled, waiter) }.run()
+                        }
+                    } onCancel: {
+                        context.state.withLock { $0.cancelDrainWaiter(id: drainID) }.run()
                     }
                 }
                 group.addTask { try? await Task.sleep(for: flushTimeout) }
                 await group.next()
-                context.state.withLock { $0.cancelDrainWaiter() }.run()
                 group.cancelAll()
             }
         }
         context.state.withLock { $0.stopRequested = true }
         _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let done = context.state.withLock { state in
-                if state.loopRunning { state.exitWaiters.append(waiter) }
-                return !state.loopRunning
+        // Wait for the loop thread to end — unless the task is cancelled: the thread may be
+        // stuck in a blocking TCP connect to an unreachable host; it ends by itself later.
+        let waiterID = context.state.withLock { $0.makeID() }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+                let done = context.state.withLock { state in
+                    let done = !state.loopRunning || Task.isCancelled
+                    if !done { state.exitWaiters[waiterID] = waiter }
+                    return done
+                }
+                if done { waiter.resume() }
             }
-            if done { waiter.resume() }
+        } onCancel: {
+            context.state.withLock { $0.exitWaiters.removeValue(forKey: waiterID) }?.resume()
         }
         context.logger.debug("MQTT client shut down")
     }

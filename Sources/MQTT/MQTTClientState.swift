@@ -14,6 +14,9 @@ struct MQTTClientState: Sendable {
         var continuation: CheckedContinuation<Void, any Error>
         var topic: String
         var qos: MQTTQoS
+        /// Tells this publish's wait apart from a later one that libmosquitto gave the same
+        /// (16-bit, reused) message id.
+        var token: UInt64
     }
 
     struct PendingSubscribe: Sendable {
@@ -34,17 +37,20 @@ struct MQTTClientState: Sendable {
         var stateUpdates: [(AsyncStream<MQTTConnectionState>.Continuation, MQTTConnectionState)] = []
         var finishObservers: [AsyncStream<MQTTConnectionState>.Continuation] = []
         var finishSubscriptions: [(MessageContinuation, MQTTError?)] = []
-        var resumeDrain: CheckedContinuation<Void, Never>? = nil
+        var resumeDrain: [CheckedContinuation<Void, Never>] = []
         var resumeExit: [CheckedContinuation<Void, Never>] = []
+        /// Waits ended by their task's cancellation: resumed with `CancellationError`.
+        var cancellations: [CheckedContinuation<Void, any Error>] = []
 
         func run() {
             for (continuation, result) in completions { continuation.resume(with: result.mapError { $0 }) }
+            for continuation in cancellations { continuation.resume(throwing: CancellationError()) }
             for (observer, state) in stateUpdates { observer.yield(state) }
             for observer in finishObservers { observer.finish() }
             for (continuation, error) in finishSubscriptions {
                 if let error { continuation.finish(throwing: error) } else { continuation.finish() }
             }
-            resumeDrain?.resume()
+            for waiter in resumeDrain { waiter.resume() }
             for waiter in resumeExit { waiter.resume() }
         }
     }
@@ -62,6 +68,12 @@ struct MQTTClientState: Sendable {
     /// Acknowledgements that arrived before the API call that sent the packet had registered
     /// its message id: libmosquitto's thread can answer before `mosquitto_publish` returns.
     var earlyAcks: [Int32: [Int32]] = [:]
+    /// Message ids of publishes whose caller stopped waiting (its task was cancelled) while
+    /// libmosquitto still holds the message: their acknowledgement, if it ever comes, is
+    /// dropped, not kept in `earlyAcks` where a later publish reusing the id would take it.
+    /// An id leaves the set when its acknowledgement arrives, when libmosquitto hands it to a
+    /// new publish, or when the loop ends — so it holds at most 65535 ids.
+    var abandonedPublishes: Set<Int32> = []
     /// Bumped at every connection loss: a QoS 0 publish taken before a loss is never reported.
     var epoch: UInt64 = 0
     /// How many publishes libmosquitto has accepted so far.
@@ -76,8 +88,10 @@ struct MQTTClientState: Sendable {
     var nextID: UInt64 = 0
     var stopRequested = false
     var reconnectAttempt = 0
-    var drainWaiter: CheckedContinuation<Void, Never>?
-    var exitWaiters: [CheckedContinuation<Void, Never>] = []
+    /// Tasks in `shutdown()` waiting for the awaited publishes to complete, by waiter id.
+    var drainWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    /// Tasks in `shutdown()` waiting for the loop thread to end, by waiter id.
+    var exitWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     var loopRunning = false
     /// Recent error lines from libmosquitto's log, to explain TLS failures.
     var errorLog: [String] = []
@@ -106,21 +120,45 @@ struct MQTTClientState: Sendable {
         return true
     }
 
-    /// `connect()` was called. Returns an error when the client is not idle.
-    mutating func startConnect(_ continuation: CheckedContinuation<Void, any Error>) -> (MQTTError?, Actions) {
+    /// `connect()` was called. Returns an error when the client is not idle, and whether to
+    /// start the loop thread. `cancelled` is the calling task's cancellation read under the
+    /// lock: a cancelled connect starts nothing, fails with `CancellationError` and closes the
+    /// client (it connects once).
+    mutating func startConnect(
+        _ continuation: CheckedContinuation<Void, any Error>, cancelled: Bool = false
+    ) -> (error: MQTTError?, startLoop: Bool, actions: Actions) {
         var actions = Actions()
         switch phase {
+        case .idle where cancelled:
+            phase = .closed
+            stopRequested = true
+            actions.cancellations.append(continuation)
+            transition(to: .closed, &actions)
+            return (nil, false, actions)
         case .idle:
             phase = .connecting
             connectContinuation = continuation
             loopRunning = true
             transition(to: .connecting, &actions)
-            return (nil, actions)
+            return (nil, true, actions)
         case .closed, .shuttingDown:
-            return (.shutdown, actions)
+            return (.shutdown, false, actions)
         case .connecting, .connected, .reconnecting:
-            return (.invalidConfiguration("connect() called twice"), actions)
+            return (.invalidConfiguration("connect() called twice"), false, actions)
         }
+    }
+
+    /// The task awaiting `connect()` was cancelled before the CONNACK: the wait ends with
+    /// `CancellationError` and the client shuts down (the loop thread ends by itself, after a
+    /// blocking TCP connect under way returns). A no-op once the connect was answered.
+    mutating func cancelConnect() -> Actions {
+        var actions = Actions()
+        guard phase == .connecting, let continuation = connectContinuation else { return actions }
+        connectContinuation = nil
+        phase = .shuttingDown
+        stopRequested = true
+        actions.cancellations.append(continuation)
+        return actions
     }
 
     /// A CONNACK arrived. Returns the filters to subscribe again (with their QoS and MQTT 5
@@ -223,14 +261,15 @@ struct MQTTClientState: Sendable {
         for pending in pendingSubscribes.values { actions.completions.append((pending.continuation, .failure(.shutdown))) }
         pendingSubscribes.removeAll()
         earlyAcks.removeAll()
+        abandonedPublishes.removeAll()
         for subscription in subscriptions.values { actions.finishSubscriptions.append((subscription.continuation, nil)) }
         subscriptions.removeAll()
         if connectionState != .closed { transition(to: .closed, &actions) }
         actions.finishObservers = Array(observers.values)
         observers.removeAll()
-        actions.resumeDrain = drainWaiter
-        drainWaiter = nil
-        actions.resumeExit = exitWaiters
+        actions.resumeDrain = Array(drainWaiters.values)
+        drainWaiters.removeAll()
+        actions.resumeExit = Array(exitWaiters.values)
         exitWaiters.removeAll()
         return actions
     }
@@ -246,14 +285,21 @@ struct MQTTClientState: Sendable {
         }
     }
 
-    /// Registers a publish libmosquitto accepted with `mid`, unless its acknowledgement has
-    /// already arrived (then it is completed at once).
+    /// Registers the wait of a publish libmosquitto accepted with `mid`, unless its
+    /// acknowledgement has already arrived (then it is completed at once with that outcome).
+    ///
+    /// `cancelled` is whether the waiting task was already cancelled, read under the lock: a
+    /// cancellation handler that ran before this registration found nothing to cancel
+    /// (``cancelPublish(mid:token:)`` is then a no-op), so the registration itself must fail
+    /// the wait with `CancellationError` and abandon `mid`.
     mutating func registerPublish(
-        mid: Int32, topic: String, qos: MQTTQoS, epochAtSend: UInt64,
+        mid: Int32, topic: String, qos: MQTTQoS, epochAtSend: UInt64, token: UInt64 = 0, cancelled: Bool = false,
         continuation: CheckedContinuation<Void, any Error>
     ) -> Actions {
         var actions = Actions()
         publishesHandedOver += 1
+        // libmosquitto handed `mid` out again: whatever used it before is settled.
+        abandonedPublishes.remove(mid)
         if let codes = earlyAcks.removeValue(forKey: mid) {
             actions.completions.append((continuation, Self.publishResult(topic: topic, codes: codes)))
             completeDrainIfIdle(&actions)
@@ -261,9 +307,26 @@ struct MQTTClientState: Sendable {
             actions.completions.append((continuation, .failure(.connectionLost(reason: "lost before the message was sent"))))
         } else if phase == .closed {
             actions.completions.append((continuation, .failure(.shutdown)))
+        } else if cancelled {
+            abandonedPublishes.insert(mid)
+            actions.cancellations.append(continuation)
         } else {
-            pendingPublishes[mid] = PendingPublish(continuation: continuation, topic: topic, qos: qos)
+            pendingPublishes[mid] = PendingPublish(continuation: continuation, topic: topic, qos: qos, token: token)
         }
+        return actions
+    }
+
+    /// The task waiting for publish `mid` (registered with `token`) was cancelled: its wait
+    /// ends with `CancellationError` and `mid` is abandoned (libmosquitto may still deliver the
+    /// message; a late acknowledgement is dropped). A no-op when that wait is not registered
+    /// (yet, or any more: already completed, or `mid` now belongs to another publish).
+    mutating func cancelPublish(mid: Int32, token: UInt64) -> Actions {
+        var actions = Actions()
+        guard let pending = pendingPublishes[mid], pending.token == token else { return actions }
+        pendingPublishes[mid] = nil
+        abandonedPublishes.insert(mid)
+        actions.cancellations.append(pending.continuation)
+        completeDrainIfIdle(&actions)
         return actions
     }
 
@@ -273,6 +336,8 @@ struct MQTTClientState: Sendable {
         if let pending = pendingPublishes.removeValue(forKey: mid) {
             actions.completions.append((pending.continuation, Self.publishResult(topic: pending.topic, codes: [reasonCode])))
             completeDrainIfIdle(&actions)
+        } else if abandonedPublishes.remove(mid) != nil {
+            // Nobody waits for it any more (the caller was cancelled); not an early ack.
         } else {
             earlyAcks[mid] = [reasonCode]
         }
@@ -290,27 +355,30 @@ struct MQTTClientState: Sendable {
         return (!pendingPublishes.isEmpty && loopRunning, loopRunning)
     }
 
-    mutating func setDrainWaiter(_ continuation: CheckedContinuation<Void, Never>) -> Actions {
+    /// A `shutdown()` waits (as `id`) until no publish awaits its acknowledgement. Resumed at
+    /// once when none does, when the loop has ended, or when `cancelled` (its task's
+    /// cancellation, read under the lock, so a handler that ran first is not missed).
+    mutating func setDrainWaiter(id: UInt64, cancelled: Bool = false, _ continuation: CheckedContinuation<Void, Never>) -> Actions {
         var actions = Actions()
-        if pendingPublishes.isEmpty || !loopRunning {
-            actions.resumeDrain = continuation
+        if pendingPublishes.isEmpty || !loopRunning || cancelled {
+            actions.resumeDrain = [continuation]
         } else {
-            drainWaiter = continuation
+            drainWaiters[id] = continuation
         }
         return actions
     }
 
-    mutating func cancelDrainWaiter() -> Actions {
+    /// The drain wait `id` ends early (timeout or cancellation).
+    mutating func cancelDrainWaiter(id: UInt64) -> Actions {
         var actions = Actions()
-        actions.resumeDrain = drainWaiter
-        drainWaiter = nil
+        if let waiter = drainWaiters.removeValue(forKey: id) { actions.resumeDrain = [waiter] }
         return actions
     }
 
     private mutating func completeDrainIfIdle(_ actions: inout Actions) {
-        if pendingPublishes.isEmpty, let waiter = drainWaiter {
-            drainWaiter = nil
-            actions.resumeDrain = waiter
+        if pendingPublishes.isEmpty, !drainWaiters.isEmpty {
+            actions.resumeDrain = Array(drainWaiters.values)
+            drainWaiters.removeAll()
         }
     }
 

@@ -1,0 +1,156 @@
+import FleetcastTestSupport
+import Foundation
+import Testing
+
+/// SIGTERM stops the built `fleetcast-agent` within a bounded time — drain (`drainTimeout`,
+/// 5 s) + `offline` status (5 s) + a margin — even when the broker has gone away, and it
+/// still exits 0, says what it could not deliver and persists `seq`.
+@Suite("fleetcast-agent stops on SIGTERM when the broker is gone", .serialized)
+struct AgentShutdownTests {
+    /// Drain and offline timeouts (5 s each) and a margin for a loaded machine.
+    static let exitLimit: Duration = .seconds(20)
+
+    /// The live simulator at 10 Hz, and a replay looping at full speed: a lossless intake,
+    /// which waits for room in the outbox once the broker is gone, instead of dropping.
+    static let sources = [
+        "sim:?rate=10",
+        "replay:" + URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+            .appendingPathComponent("NMEATests/Fixtures/gpsd/nmea-rtk.log").path + "?speed=max&loop=true",
+    ]
+
+    /// Starts the agent on `source` (the simulator at 10 Hz by default), with its state in
+    /// `directory`. Tracing shows each hand-over to libmosquitto in its log (too much for a
+    /// replay at full speed: it logs at debug).
+    static func startAgent(source: String = "sim:?rate=10", brokerPort: Int, directory: String) throws -> TestProcess {
+        let level = source.hasPrefix("replay:") ? "debug" : "trace"
+        return try TestProcess(builtProduct("fleetcast-agent"), [
+            "run", "--source", source, "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(brokerPort)",
+            "--state-dir", "\(directory)/state", "--log-level", level,
+        ], directory: directory, name: "agent")
+    }
+
+    /// Sends SIGTERM (with `kill(2)`, not through `TestProcess`) and waits for the exit,
+    /// SIGKILLing the agent after ``exitLimit`` so a hang fails the test instead of blocking it.
+    static func terminate(_ agent: TestProcess) async -> (status: Int32, elapsed: Duration) {
+        let clock = ContinuousClock()
+        let start = clock.now
+        Foundation.kill(agent.pid, SIGTERM)
+        let killer = Task { [pid = agent.pid] in
+            try await Task.sleep(for: exitLimit)
+            Foundation.kill(pid, SIGKILL)
+        }
+        let status = await agent.waitForExit()
+        killer.cancel()
+        return (status, clock.now - start)
+    }
+
+    /// Waits until the agent has handed one more QoS 1 fix to libmosquitto than it had when
+    /// called: with the broker frozen, it waits for a PUBACK that cannot come. (A QoS 0
+    /// heading would count as done once written to the socket.)
+    static func waitForAnotherFixSent(_ agent: TestProcess) async throws {
+        func fixesSent() -> Int {
+            agent.standardError.split(separator: "\n").count { $0.contains("MQTT publish sent") && $0.contains("mqtt.topic=fleet/v1/fix") }
+        }
+        let before = fixesSent()
+        try await waitUntil("the agent to send another fix", timeout: .seconds(10)) { fixesSent() > before }
+    }
+
+    /// Whether the log shows a connection loss after `before`, and a message that cannot be
+    /// delivered: a QoS 0 heading that failed (`notConnected`; "send failed" is logged once per
+    /// outage) and went back to the outbox, or a message handed to libmosquitto after the loss,
+    /// waiting for a PUBACK that cannot come — the case that used to hang forever. A replay at
+    /// full speed fills the outbox within milliseconds of the loss: the loss is enough.
+    static func lostWithMessageUndelivered(_ log: String, before: String, replay: Bool) -> Bool {
+        func count(_ text: String, _ line: String) -> Int { text.components(separatedBy: line).count - 1 }
+        guard count(log, "MQTT connection lost") > count(before, "MQTT connection lost") else { return false }
+        if replay { return true }
+        let afterLoss = log.components(separatedBy: "MQTT connection lost").last ?? ""
+        return count(log, "send failed, retrying") > count(before, "send failed, retrying") || afterLoss.contains("MQTT publish sent")
+    }
+
+    /// Checks that `seq` was persisted on the way out: the store reserves 1000 numbers ahead
+    /// while running (the file says 1001 after the start), and a clean close writes the exact
+    /// next number, which the publisher then logs.
+    static func expectSeqPersisted(_ directory: String, log: String) throws {
+        let text = try String(contentsOfFile: "\(directory)/state/v1.seq", encoding: .utf8)
+        let next = try #require(Int(text.trimmingCharacters(in: .whitespacesAndNewlines)))
+        let line = log.split(separator: "\n").first { $0.contains("sequence number persisted") }
+        #expect(line?.contains("seq.next=\(next)") == true, "seq file holds \(next); log line: \(line ?? "none")")
+        #expect(next > 1)
+    }
+
+    @Test("broker killed, then SIGTERM: exits 0 in bounded time, logs what it could not deliver, persists seq",
+          arguments: sources)
+    func brokerKilledThenSIGTERM(source: String) async throws {
+        let broker = try await TestBroker.start()
+        let directory = try makeTemporaryDirectory(prefix: "agent-shutdown")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 5, timeoutSeconds: 20)
+        let agent = try Self.startAgent(source: source, brokerPort: broker.port, directory: directory)
+        #expect(await fixes.messages().count == 5, "agent stderr: \(agent.standardError.suffix(2000))")
+
+        let before = agent.standardError
+        await broker.kill()
+        try await waitUntil("the agent to see the broker gone with a message undelivered", timeout: .seconds(10)) {
+            Self.lostWithMessageUndelivered(agent.standardError, before: before, replay: source.hasPrefix("replay:"))
+        }
+        let (status, elapsed) = await Self.terminate(agent)
+        await broker.shutdown()
+
+        let log = agent.standardError
+        #expect(status == 0, "exit status after \(elapsed); stderr: \(log.suffix(3000))")
+        #expect(elapsed < Self.exitLimit)
+        #expect(log.contains("outbox not drained at shutdown") && log.contains("outbox.unsent="), "stderr: \(log.suffix(6000))")
+        #expect(log.contains("offline status not sent"))
+        #expect(log.contains("agent stopped"))
+        try Self.expectSeqPersisted(directory, log: log)
+    }
+
+    @Test("SIGTERM while the broker hangs, then the broker is killed during the drain: exits 0 in bounded time")
+    func brokerKilledDuringTheDrain() async throws {
+        // Our own mosquitto process, so that it can be frozen (SIGSTOP) and then killed.
+        let directory = try makeTemporaryDirectory(prefix: "agent-shutdown-drain")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let port = try FreePort.next()
+        try "user root\nallow_anonymous true\npersistence false\nlistener \(port) 127.0.0.1\n"
+            .write(toFile: "\(directory)/mosquitto.conf", atomically: true, encoding: .utf8)
+        let broker = try TestProcess("/usr/sbin/mosquitto", ["-c", "\(directory)/mosquitto.conf"], directory: directory, name: "mosquitto")
+        defer { broker.send(SIGKILL) }
+        try await waitUntil("mosquitto to listen on \(port)") { FreePort.isAccepting(port) }
+
+        let agent = try Self.startAgent(brokerPort: port, directory: directory)
+        try await waitUntil("the agent to connect", timeout: .seconds(10)) { agent.standardError.contains("connected to MQTT broker") }
+        Foundation.kill(broker.pid, SIGSTOP)  // the broker stops answering: nothing is acknowledged
+        try await Self.waitForAnotherFixSent(agent)
+        let termination = Task { await Self.terminate(agent) }
+        // The drain now waits for acknowledgements that will never come: kill the broker.
+        try await waitUntil("the agent to start its shutdown", timeout: .seconds(5)) {
+            agent.standardError.contains("Signal caught. Shutting down the group.") || !agent.isRunning
+        }
+        broker.send(SIGKILL)
+        _ = await broker.waitForExit()
+        let (status, elapsed) = await termination.value
+
+        #expect(status == 0, "exit status after \(elapsed); stderr: \(agent.standardError.suffix(3000))")
+        #expect(elapsed < Self.exitLimit)
+        #expect(agent.standardError.contains("outbox not drained at shutdown"))
+        #expect(agent.standardError.contains("offline status not sent"))
+        try Self.expectSeqPersisted(directory, log: agent.standardError)
+    }
+
+    @Test("SIGTERM while still trying the first connection to an unreachable broker: exits 0 in bounded time")
+    func sigtermDuringTheFirstConnection() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "agent-shutdown-unreachable")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let port = try FreePort.next()  // nothing listens there
+        let agent = try Self.startAgent(brokerPort: port, directory: directory)
+        try await waitUntil("the agent to retry the broker", timeout: .seconds(10)) {
+            agent.standardError.contains("MQTT broker unreachable, retrying")
+        }
+        let (status, elapsed) = await Self.terminate(agent)
+        #expect(status == 0, "exit status after \(elapsed); stderr: \(agent.standardError.suffix(3000))")
+        #expect(elapsed < Self.exitLimit)
+        #expect(agent.standardError.contains("agent stopped"))
+        try Self.expectSeqPersisted(directory, log: agent.standardError)
+    }
+}
