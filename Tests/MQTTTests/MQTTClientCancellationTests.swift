@@ -75,7 +75,7 @@ import Musl
 
         // libmosquitto wraps around and hands mid 9 to a new publish: it must wait for its own
         // acknowledgement, and a stale cancellation (old token) must not touch it.
-        let completed = StateLock(false)
+        let completed = Locked(false)
         try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
             let registered = state.registerPublish(
                 mid: 9, topic: "new", qos: .atLeastOnce, epochAtSend: state.epoch, token: 4,
@@ -106,7 +106,7 @@ import Musl
     @Test func cancellingTheLastAwaitedPublishEndsTheShutdownDrain() async throws {
         var initial = connectedState()
         initial.loopRunning = true
-        let shared = StateLock(initial)
+        let shared = Locked(initial)
         let waiting = Task {
             try await withCheckedThrowingContinuation { continuation in
                 shared.withLock {
