@@ -66,7 +66,7 @@ let package = Package(
         .target(
             name: "EdgeAgent",
             dependencies: [
-                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT",
+                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Configuration", package: "swift-configuration"),
@@ -139,7 +139,7 @@ let package = Package(
         .testTarget(
             name: "EdgeAgentTests",
             dependencies: [
-                "NMEA", "EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log")]
+                "NMEA", "EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", "FleetcastCore", .product(name: "Logging", package: "swift-log")]
         ),
         .testTarget(
             name: "FleetWatchTests",

@@ -1,3 +1,4 @@
+import FleetcastCore
 import Configuration
 import FleetProtocol
 import MQTT

@@ -1,3 +1,4 @@
+import FleetcastCore
 import Logging
 import MQTT
 

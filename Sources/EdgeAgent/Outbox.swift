@@ -1,3 +1,4 @@
+import FleetcastCore
 import Synchronization
 
 /// The bounded in-memory queue between the publisher's intake and its sender loop.

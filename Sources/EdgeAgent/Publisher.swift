@@ -1,3 +1,4 @@
+import FleetcastCore
 import FleetProtocol
 import GNSS
 import Logging

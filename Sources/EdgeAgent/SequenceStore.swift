@@ -1,3 +1,4 @@
+import FleetcastCore
 import FleetProtocol
 import Logging
 import Synchronization

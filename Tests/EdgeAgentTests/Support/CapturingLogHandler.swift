@@ -1,5 +1,5 @@
-// @testable for SanitizerVisibleMutex: see its doc comment (Mutex hand-offs TSan cannot see).
-@testable import EdgeAgent
+import FleetcastCore
+import EdgeAgent
 import Logging
 
 /// Log records kept in memory, shared by the handler copies a `Logger` makes.

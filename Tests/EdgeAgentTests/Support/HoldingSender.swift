@@ -1,5 +1,5 @@
-// @testable for SanitizerVisibleMutex: see its doc comment (Mutex hand-offs TSan cannot see).
-@testable import EdgeAgent
+import FleetcastCore
+import EdgeAgent
 
 /// A `MessageSending` that records each send synchronously when it starts (as the protocol
 /// requires of a transport) and then holds it until the test completes it — successfully or

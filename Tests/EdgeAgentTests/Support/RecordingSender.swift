@@ -1,5 +1,5 @@
-// @testable for SanitizerVisibleMutex: see its doc comment (Mutex hand-offs TSan cannot see).
-@testable import EdgeAgent
+import FleetcastCore
+import EdgeAgent
 
 /// A `MessageSending` that records what was sent, and can be made to fail (an absent broker)
 /// or to hold sends until released (a slow broker).
