@@ -102,6 +102,8 @@ let package = Package(
             name: "fleetcast-bench",
             dependencies: [
                 "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch",
+                // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
+                "GNSSSources", "FleetcastTestSupport",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -103,6 +103,7 @@ public final class AgentService: Service {
             while let result = await group.next() {
                 switch result {
                 case .success(.connected):
+                    publisher.retryNow()  // sends that failed before the connection: no back-off
                     continue
                 case .success(.finished):
                     group.cancelAll()  // still connecting: stop trying

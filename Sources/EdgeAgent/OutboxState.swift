@@ -58,8 +58,11 @@ struct OutboxState {
         self.window = max(1, window)
     }
 
-    /// Fixes and headings queued, leased ones included (statuses are not counted).
-    var queuedCount: Int { entries.count(where: { $0.message.kind != .status }) }
+    /// Fixes and headings queued, leased ones included (statuses are not counted). Kept as a
+    /// count updated wherever a fix or heading enters or leaves `entries`, because it is read on
+    /// every enqueue and every room check: recounting a full outbox each time (copying each
+    /// entry) made a batch replay spend most of its time here.
+    private(set) var queuedCount = 0
 
     /// Adds a message, dropping the oldest droppable one when full (headings first, then
     /// fixes; never a status, never a leased message). Returns what happened and the consumers
@@ -76,10 +79,12 @@ struct OutboxState {
             if let index = oldestDroppable(.heading) {
                 result = .queuedDroppingOldest(droppedKind: .heading, droppedSeq: entries[index].message.seq)
                 entries.remove(at: index)
+                queuedCount -= 1
                 droppedHeadings += 1
             } else if message.kind == .fix, let index = oldestDroppable(.fix) {
                 result = .queuedDroppingOldest(droppedKind: .fix, droppedSeq: entries[index].message.seq)
                 entries.remove(at: index)
+                queuedCount -= 1
                 droppedFixes += 1
             } else {
                 if message.kind == .fix { droppedFixes += 1 } else { droppedHeadings += 1 }
@@ -93,6 +98,7 @@ struct OutboxState {
             entries.insert(entry, at: entries.firstIndex(where: { !$0.leased }) ?? entries.endIndex)
         } else {
             entries.append(entry)
+            queuedCount += 1
         }
         return (result, serve())
     }
@@ -122,6 +128,7 @@ struct OutboxState {
         guard let index = entries.firstIndex(where: { $0.id == id }) else { return Resumptions() }
         let entry = entries.remove(at: index)
         if entry.leased { leasedCount -= 1 }
+        if entry.message.kind != .status { queuedCount -= 1 }
         let topic = entry.message.topic
         newestAcknowledged[topic] = max(newestAcknowledged[topic] ?? 0, id)
         return serve()

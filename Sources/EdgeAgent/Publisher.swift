@@ -103,6 +103,10 @@ public final class Publisher: Sendable {
         var failurePending = false
         /// The next back-off.
         var retryDelay: Duration
+        /// The sender loop's back-off wait, which ``retryNow()`` ends early.
+        var backOffWaiter: CheckedContinuation<Void, Never>?
+        /// ``retryNow()`` was called since the last failed send: the next back-off is skipped.
+        var retryRequested = false
         /// Dropping since the outbox last had room (logged once per such episode).
         var overflowing = false
     }
@@ -330,6 +334,21 @@ public final class Publisher: Sendable {
         waiter?.resume()
     }
 
+    /// Says the transport is usable now (the agent calls it when its MQTT link has connected):
+    /// a retry back-off in progress ends at once, or the next one is skipped if no send has
+    /// failed since, so queued messages go out without waiting out a delay meant for an
+    /// unreachable broker. (At start-up the first send usually fails with "not connected"
+    /// a millisecond before the connection is made; without this the whole outbox then waited
+    /// the initial retry delay, and up to the maximum one after a long outage.)
+    public func retryNow() {
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.retryRequested = true
+            defer { state.backOffWaiter = nil }
+            return state.backOffWaiter
+        }
+        waiter?.resume()
+    }
+
     // MARK: Internals
 
     private func waitForFinishRequest() async {
@@ -369,7 +388,7 @@ public final class Publisher: Sendable {
                     // unacknowledged message, in order.
                     outbox.release(entry.id)
                     await outbox.waitUntilNoneLeased()
-                    do { try await Task.sleep(for: delay) } catch {
+                    guard await backOff(delay) else {
                         group.cancelAll()
                         return false
                     }
@@ -380,6 +399,37 @@ public final class Publisher: Sendable {
                 // message is with the transport: sends reach the wire in loop order.
                 group.addImmediateTask { await self.send(entry) }
             }
+        }
+    }
+
+    /// Waits `delay`, or less if ``retryNow()`` is called meanwhile (or was since the last
+    /// failure); returns `false` when the task is cancelled.
+    private func backOff(_ delay: Duration) async -> Bool {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: delay) }
+            group.addTask { await self.waitForRetryRequest() }
+            await group.next()
+            group.cancelAll()
+        }
+        return !Task.isCancelled
+    }
+
+    private func waitForRetryRequest() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.retryRequested || Task.isCancelled { return true }
+                    state.backOffWaiter = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.backOffWaiter = nil }
+                return state.backOffWaiter
+            }
+            waiter?.resume()
         }
     }
 
@@ -404,6 +454,7 @@ public final class Publisher: Sendable {
             let firstFailure = state.withLock { state -> Bool in
                 state.counters.sendFailures += 1
                 state.failurePending = true
+                state.retryRequested = false
                 defer { state.failing = true }
                 return !state.failing
             }

@@ -51,6 +51,9 @@ final class MosquittoHandle: @unchecked Sendable {
         let version: Int32 = configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
         try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
         try check(mosquitto_threaded_set(mosq, true), "threaded mode")
+        // Nagle's algorithm off: a fix PUBLISH written right after a heading PUBLISH (QoS 0, no
+        // reply) would otherwise wait for the broker's delayed ACK of the heading, ~40 ms.
+        try check(mosquitto_int_option(mosq, MOSQ_OPT_TCP_NODELAY, 1), "TCP no-delay")
         try check(
             mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Int32(clamping: max(1, configuration.maxInflightMessages))),
             "max in-flight messages")

@@ -11,13 +11,14 @@ struct PipelinedPublisherTests {
     private let vehicle = VehicleID("van-7")!
 
     private func makePublisher(
-        sender: HoldingSender, dir: TemporaryDirectory, capacity: Int = 100, window: Int
+        sender: HoldingSender, dir: TemporaryDirectory, capacity: Int = 100, window: Int,
+        retryDelay: Duration = .milliseconds(1)
     ) throws -> Publisher {
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let store = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: logger)
         let settings = Publisher.Settings(
             vehicle: vehicle, outboxCapacity: capacity, drainTimeout: .seconds(20),
-            initialRetryDelay: .milliseconds(1), maxRetryDelay: .milliseconds(20), sendWindow: window
+            initialRetryDelay: retryDelay, maxRetryDelay: max(retryDelay, .milliseconds(20)), sendWindow: window
         )
         return Publisher(settings: settings, sender: sender, sequence: store, logger: logger)
     }
@@ -139,6 +140,33 @@ struct PipelinedPublisherTests {
         #expect(counters.published == 8)
         #expect(counters.sendFailures == 2)
         #expect(counters.statusesPublished == 2, "online and offline")
+    }
+
+    @Test("retryNow ends the back-off after a failed send: the message is resent without waiting an hour")
+    func retryNowEndsBackOff() async throws {
+        let dir = TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = HoldingSender()
+        let publisher = try makePublisher(sender: sender, dir: dir, window: 4, retryDelay: .seconds(3600))
+        publisher.publish(.fix(Fixes.fix(at: 0)))
+        let running = Task { await publisher.run() }
+
+        // Started: 0 online, 1 fix 1. The online status fails ("not connected", as at start-up).
+        try await withTimeout { await sender.waitUntil { $0.started.count == 2 } }
+        sender.complete(0, ok: false)
+        sender.complete(1)
+        try await withTimeout {
+            while publisher.counters.sendFailures < 1 { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(sender.snapshot.started.count == 2, "nothing resent during the back-off")
+        publisher.retryNow()  // the link connected: only this can end a one-hour back-off in time
+        try await withTimeout { await sender.waitUntil { $0.started.count == 3 } }
+        #expect(sender.snapshot.started[2].isStatus, "the failed online status is resent")
+        sender.completeAll()
+        publisher.finish()
+        try await withTimeout { await running.value }
+        #expect(publisher.counters.published == 1)
+        #expect(publisher.counters.statusesPublished == 2, "online and offline")
     }
 
     @Test("the lossless intake delivers every one of 20,000 fixes through a 16-message outbox and a slow sender")

@@ -2,9 +2,11 @@
 """Baseline for `fleetcast-bench e2e`: an NMEA-to-MQTT bridge written the usual way
 (pynmea2 to parse, paho-mqtt to publish one JSON message per fix at QoS 1).
 
-usage: nmea_bridge.py HOST PORT FILE
+usage: nmea_bridge.py HOST PORT FILE [VEHICLE [INFLIGHT]]
 Reads FILE as fast as possible, publishes a fix per RMC sentence with a valid position (merged
-with the last GGA's altitude and satellites), waits for every PUBACK, prints "fixes/s <rate>".
+with the last GGA's altitude and satellites) to fleet/VEHICLE/fix (default vehicle "py"), with
+INFLIGHT (default 100) messages awaiting PUBACK at once, waits for every PUBACK, prints
+"fixes/s <rate>". The time is written as the contract says (ISO 8601, milliseconds, Z).
 """
 import json
 import sys
@@ -16,8 +18,11 @@ import pynmea2
 
 def main():
     host, port, path = sys.argv[1], int(sys.argv[2]), sys.argv[3]
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="py-bridge", protocol=mqtt.MQTTv5)
-    client.max_inflight_messages_set(100)
+    vehicle = sys.argv[4] if len(sys.argv) > 4 else "py"
+    inflight = int(sys.argv[5]) if len(sys.argv) > 5 else 100
+    topic = f"fleet/{vehicle}/fix"
+    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"py-bridge-{vehicle}", protocol=mqtt.MQTTv5)
+    client.max_inflight_messages_set(inflight)
     client.max_queued_messages_set(0)
     client.connect(host, port)
     client.loop_start()
@@ -33,8 +38,10 @@ def main():
                 last_gga = msg
             elif isinstance(msg, pynmea2.types.talker.RMC) and msg.status == "A" and msg.datestamp:
                 seq += 1
-                fix = {"v": 1, "vehicle": "py", "seq": seq,
-                       "time": f"{msg.datestamp.isoformat()}T{msg.timestamp.isoformat()}Z",
+                t = msg.timestamp
+                fix = {"v": 1, "vehicle": vehicle, "seq": seq,
+                       "time": f"{msg.datestamp.isoformat()}T{t.hour:02d}:{t.minute:02d}:{t.second:02d}"
+                               f".{t.microsecond // 1000:03d}Z",
                        "lat": msg.latitude, "lon": msg.longitude,
                        "speed": float(msg.spd_over_grnd or 0) * 0.514444,
                        "track": float(msg.true_course or 0), "mode": 2}
@@ -42,7 +49,7 @@ def main():
                     fix["altMSL"] = float(last_gga.altitude)
                     fix["sats"] = int(last_gga.num_sats or 0)
                     fix["mode"] = 3
-                infos.append(client.publish("fleet/py/fix", json.dumps(fix), qos=1, retain=True))
+                infos.append(client.publish(topic, json.dumps(fix), qos=1, retain=True))
     for info in infos:
         info.wait_for_publish(timeout=120)
     elapsed = time.perf_counter() - start
