@@ -2,19 +2,19 @@ import GNSS
 
 /// Runs a source's producer loop in its own task and hands its events out as an `AsyncStream`.
 ///
-/// The stream keeps the newest `bufferLimit` events when its consumer is slower than the
-/// receiver (a position that is seconds old is worth less than the current one); ending
-/// the stream (consumer cancelled or iterator dropped) cancels the producer task, which
-/// closes its descriptor on the way out.
+/// The stream's buffer is unbounded: it loses nothing. Its consumer is the hub's source task,
+/// which only moves each event into the subscribers' own buffers and never waits, so the
+/// buffer stays near empty for a live receiver; a replay at `speed=max` decodes faster than
+/// that, and a bound here would drop fixes silently (it did: blocks of hundreds of epochs in
+/// a batch upload) instead of leaving the decision to the subscribers' buffering policies,
+/// where drops are counted. Ending the stream (consumer cancelled or iterator dropped)
+/// cancels the producer task, which closes its descriptor on the way out.
 enum EventStream {
-    /// Events kept for a slow consumer before the oldest are dropped.
-    static let bufferLimit = 1024
-
     static func run(
         _ body: @escaping @Sendable (EventSink) async -> Void
     ) -> AsyncStream<GNSSEvent> {
         let (stream, continuation) = AsyncStream.makeStream(
-            of: GNSSEvent.self, bufferingPolicy: .bufferingNewest(bufferLimit)
+            of: GNSSEvent.self, bufferingPolicy: .unbounded
         )
         let task = Task {
             await body(EventSink(continuation: continuation))

@@ -33,6 +33,36 @@ extension LiveSourceTests {
             #expect(abs((events.fixes.first?.longitude ?? 0) + 121.961181667) < 1e-6)
         }
 
+        @Test func maxSpeedLosesNothingWhenTheConsumerIsLate() async throws {
+            // Sixty copies of a recording: thousands of events, decoded far faster than a
+            // consumer that starts late and reads slowly takes them.
+            let one = try Data(contentsOf: URL(fileURLWithPath: try fixturePath("firefly-II.log")))
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("replay-late-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let path = directory.appendingPathComponent("long.log").path
+            let long = (0..<60).reduce(into: Data()) { data, _ in data.append(one) }
+            try long.write(to: URL(fileURLWithPath: path))
+            let expected = try expectedFixes(path)
+            #expect(expected.count > 1200)
+            let source = try GNSSSourceDescriptor(parsing: "replay:\(path)?speed=max").makeSource(logger: quietLogger)
+            let fixes = try await withTimeout(.seconds(30), "the replay to end") {
+                var iterator = source.makeAsyncIterator()
+                var fixes: [Fix] = []
+                _ = await iterator.next()  // the producer starts with the first request…
+                try await Task.sleep(for: .milliseconds(500))  // …and runs ahead meanwhile
+                while let event = await iterator.next() {
+                    if case .fix(let fix) = event {
+                        fixes.append(fix)
+                        if fixes.count % 100 == 0 { await Task.yield() }
+                    }
+                }
+                return fixes
+            }
+            #expect(fixes.count == expected.count, "got \(fixes.count) of \(expected.count)")
+            #expect(fixes == expected)
+        }
+
         @Test func pacedReplayTakesTheRecordingsDurationOverSpeed() async throws {
             let path = try fixturePath("firefly-II.log")
             let fixes = try expectedFixes(path)
