@@ -1,44 +1,78 @@
+import FleetcastTestSupport
+import Foundation
 import Logging
 import MQTT
 
-/// `fleetcast-bench mqtt [mqtt://host:port] [count]`: publish rate of `MQTTClient` at QoS 0
-/// and QoS 1 against a running broker, with up to 256 publishes awaited at once and a
-/// 200-byte payload (the size of a fix JSON). Prints messages per second.
+/// `fleetcast-bench mqtt [--count N] [--python PATH]`: publish rate at QoS 0 and QoS 1 of our
+/// `MQTTClient` and of paho-mqtt (`deploy/bench/paho_publish.py`), side by side in one run
+/// against the same freshly started mosquitto, with the same 200-byte payload (the size of a fix
+/// JSON) and the same window of 100 messages in flight. Prints messages per second and the ratio.
 func runMQTTBenchmark(arguments: [String]) async {
-    let url = arguments.first ?? "mqtt://127.0.0.1:1883"
-    let count = arguments.dropFirst().first.flatMap { Int($0) } ?? 20_000
+    let count = intOption(arguments, "--count", 20_000)
+    let python = stringOption(arguments, "--python", "python3")
     let logger = Logger(label: "fleetcast-bench", factory: { _ in SwiftLogNoOpLogHandler() })
     let payload = [UInt8](repeating: UInt8(ascii: "x"), count: 200)
+    let broker: BenchBroker
+    do {
+        broker = try await BenchBroker.start(inflight: 100)
+    } catch {
+        print("mqtt: cannot start mosquitto: \(error)")
+        return
+    }
+    defer { Task { await broker.shutdown() } }
+    let payloadFile = "\(broker.directory)/payload.bin"
+    FileManager.default.createFile(atPath: payloadFile, contents: Data(payload))
+    print("mqtt publish: \(count) messages of \(payload.count) bytes, 100 in flight, mosquitto on \(broker.url)")
     for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
+        var ours: Double?
         do {
-            let broker = try BrokerURL(parsing: url)
-            let configuration = MQTTConfiguration(broker: broker, clientID: "fleetcast-bench-\(qos.rawValue)", maxInflightMessages: 100)
+            let configuration = MQTTConfiguration(
+                broker: try BrokerURL(parsing: broker.url), clientID: "fleetcast-bench-\(qos.rawValue)", maxInflightMessages: 100)
             let client = try MQTTClient(configuration: configuration, logger: logger)
             try await client.connect()
             let clock = ContinuousClock()
             let started = clock.now
             try await withThrowingTaskGroup(of: Void.self) { group in
-                let window = 256
                 for index in 0..<count {
-                    if index >= window { try await group.next() }
-                    group.addTask { try await client.publish(topic: "bench/fix", payload: payload, qos: qos) }
+                    if index >= 100 { try await group.next() }
+                    group.addTask { try await client.publish(topic: "bench/fleetcast/fix", payload: payload, qos: qos) }
                 }
                 try await group.waitForAll()
             }
-            let seconds = (clock.now - started).components
-            let elapsed = Double(seconds.seconds) + Double(seconds.attoseconds) / 1e18
+            let elapsed = seconds(clock.now - started)
             await client.shutdown()
-            print("mqtt publish qos\(qos.rawValue): \(count) messages in \(elapsed.formatted3) s = \(Int(Double(count) / elapsed)) msg/s")
+            ours = Double(count) / elapsed
         } catch {
-            print("mqtt publish qos\(qos.rawValue): failed: \(error)")
+            print("  qos\(qos.rawValue) fleetcast: failed: \(error)")
         }
+        let paho = await pahoRate(python: python, broker: broker, qos: qos.rawValue, count: count, payloadFile: payloadFile)
+        let ratio = (ours != nil && paho != nil) ? String(format: "%.1fx", ours! / paho!) : "n/a"
+        print(String(format: "  qos%d  fleetcast %8.0f msg/s   paho-mqtt %@ msg/s   ratio %@",
+                     qos.rawValue, ours ?? 0, paho.map { String(format: "%8.0f", $0) } ?? "     n/a", ratio))
     }
 }
 
-extension Double {
-    fileprivate var formatted3: String {
-        let thousandths = Int((self * 1000).rounded())
-        let fraction = String(thousandths % 1000)
-        return "\(thousandths / 1000).\(String(repeating: "0", count: 3 - fraction.count))\(fraction)"
+/// Runs the paho-mqtt baseline; `nil` (with a note) when Python or paho-mqtt is missing.
+private func pahoRate(python: String, broker: BenchBroker, qos: Int, count: Int, payloadFile: String) async -> Double? {
+    do {
+        let process = try TestProcess("/usr/bin/env", [
+            python, "deploy/bench/paho_publish.py", "127.0.0.1", "\(broker.port)", "\(qos)", "\(count)", payloadFile,
+        ], directory: broker.directory, name: "paho-\(qos)")
+        let status = try await process.waitForExit(timeout: .seconds(300))
+        guard status == 0, let line = process.standardOutput.split(separator: "\n").last(where: { $0.hasPrefix("messages/s ") }),
+              let rate = Double(line.dropFirst("messages/s ".count))
+        else {
+            print("  paho-mqtt skipped (pip install paho-mqtt; run from the repository root): \(process.standardError.prefix(200))")
+            return nil
+        }
+        return rate
+    } catch {
+        print("  paho-mqtt skipped: \(error)")
+        return nil
     }
+}
+
+private func seconds(_ duration: Duration) -> Double {
+    let c = duration.components
+    return Double(c.seconds) + Double(c.attoseconds) / 1e18
 }

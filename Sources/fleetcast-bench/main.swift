@@ -3,7 +3,7 @@ let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "hub" || which == "all" { await runHubBenchmark(arguments: Array(arguments.dropFirst())) }
-if which == "mqtt" { await runMQTTBenchmark(arguments: Array(arguments.dropFirst())) }  // needs a running broker
+if which == "mqtt" { await runMQTTBenchmark(arguments: Array(arguments.dropFirst())) }  // starts its own mosquitto
 if which == "watch" || which == "all" { await runFleetWatchBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "e2e" { await runEndToEndBenchmark(arguments: Array(arguments.dropFirst())) }  // starts mosquitto, runs the agent binary
 if which == "latency" { await runLatencyBenchmark(arguments: Array(arguments.dropFirst())) }  // pty + mosquitto + agent binary
