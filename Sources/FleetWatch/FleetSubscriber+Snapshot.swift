@@ -5,9 +5,9 @@ import Synchronization
 
 extension FleetSubscriber {
     /// The fleet as its retained messages describe it: connects (retrying an unreachable
-    /// broker until `timeout`), subscribes, and collects messages until none has arrived for
-    /// `quietPeriod` after the broker acknowledged the subscription, or until `timeout`
-    /// overall; then disconnects.
+    /// broker until `timeout`), subscribes, and collects messages until no retained message has
+    /// arrived for `quietPeriod` (counted from the subscription acknowledgement at first), or
+    /// until `timeout` overall; then disconnects.
     ///
     /// The broker sends retained messages right after the subscription acknowledgement, so a
     /// short quiet period (default 500 ms) is enough on a local network. Messages that are not
@@ -27,11 +27,12 @@ extension FleetSubscriber {
                 group.addTask {
                     for try await message in subscription {
                         let event = decoder.event(topic: message.topic, payload: message.payload)
-                        collected.add(event, at: clock.now)
+                        collected.add(event, at: clock.now, retained: message.retain)
                     }
                 }
-                // Wait until quiet: each wake-up sleeps until the quiet period after the latest
-                // arrival would end, bounded by the deadline.
+                // Wait until the retained burst is over: each wake-up sleeps until the quiet
+                // period after the latest retained arrival would end, bounded by the deadline.
+                // Live (not retained) messages do not extend it: a moving fleet is never quiet.
                 while true {
                     let quietUntil = collected.lastArrival + quietPeriod
                     let wake = min(quietUntil, deadline)
@@ -49,8 +50,8 @@ extension FleetSubscriber {
     }
 }
 
-/// The events of a snapshot so far and when the latest arrived, shared between the task that
-/// receives and the one that waits for quiet.
+/// The events of a snapshot so far and when the latest retained one arrived, shared between the
+/// task that receives and the one that waits for quiet.
 private final class SnapshotCollector: Sendable {
     private struct State {
         var events: [FleetEvent] = []
@@ -61,10 +62,11 @@ private final class SnapshotCollector: Sendable {
 
     init(start: ContinuousClock.Instant) { state = SanitizerVisibleMutex(State(lastArrival: start)) }
 
-    func add(_ event: FleetEvent, at instant: ContinuousClock.Instant) {
+    /// Adds an event; only a retained one moves ``lastArrival``.
+    func add(_ event: FleetEvent, at instant: ContinuousClock.Instant, retained: Bool) {
         state.withLock {
             $0.events.append(event)
-            $0.lastArrival = instant
+            if retained { $0.lastArrival = instant }
         }
     }
 

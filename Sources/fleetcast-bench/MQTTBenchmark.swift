@@ -21,7 +21,7 @@ func runMQTTBenchmark(arguments: [String]) async {
     }
     defer { Task { await broker.shutdown() } }
     let payloadFile = "\(broker.directory)/payload.bin"
-    FileManager.default.createFile(atPath: payloadFile, contents: Data(payload))
+    _ = FileManager.default.createFile(atPath: payloadFile, contents: Data(payload))
     print("mqtt publish: \(count) messages of \(payload.count) bytes, 100 in flight, mosquitto on \(broker.url)")
     for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
         var ours: Double?

@@ -127,6 +127,34 @@ import Testing
         }
     }
 
+    @Test func retainedSnapshotOfAMovingFleetEndsWithTheRetainedBurst() async throws {
+        try await withBroker { broker in
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(1, lat: 1, vehicle: "van-7"), retain: true)
+            // A live vehicle keeps publishing (not retained) every 50 ms: the fleet is never quiet.
+            let live = try MQTTClient(configuration: configuration(broker), logger: Logger(label: "live"))
+            try await live.connect()
+            let feeder = Task {
+                var seq: UInt64 = 2
+                while !Task.isCancelled {
+                    try? await live.publish(topic: "fleet/van-7/fix", string: fixJSON(seq, lat: 2, vehicle: "van-7"), qos: .atLeastOnce)
+                    seq += 1
+                    try? await Task.sleep(for: .milliseconds(50))
+                }
+            }
+            defer { feeder.cancel() }
+            let subscriber = try FleetSubscriber(configuration: configuration(broker), logger: Logger(label: "test"))
+            let clock = ContinuousClock()
+            let started = clock.now
+            let snapshot = try await subscriber.retainedSnapshot(quietPeriod: .milliseconds(300), timeout: .seconds(10))
+            // Done a quiet period after the retained message, not at the timeout.
+            #expect(started.duration(to: clock.now) < .seconds(5))
+            #expect(snapshot.contains { if case .fix(_, let seq, _) = $0 { seq == 1 } else { false } })
+            feeder.cancel()
+            _ = await feeder.value
+            await live.shutdown()
+        }
+    }
+
     @Test func aShareGroupSplitsTheFleetBetweenSubscribers() async throws {
         try await withBroker { broker in
             let options = FleetSubscriber.Options(shareGroup: "watchers")
