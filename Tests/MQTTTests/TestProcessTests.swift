@@ -112,7 +112,7 @@ import Glibc
                 "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "idle/#", "-C", "1", "-W", "1", "-v",
             ], directory: broker.directory, name: "mosquitto_sub-idle")
             _ = try await process.waitForExit(timeout: .seconds(10))
-            #expect(start.duration(to: clock.now) < .seconds(4), "-W 1 should end it after about a second")
+            #expect(start.duration(to: clock.now) < .seconds(9), "-W 1 should end it after about a second (bound loose for sanitizer runs)")
             #expect(process.standardOutput.isEmpty)
             let termination = process.termination
             #expect(termination != .signalled(SIGTERM) && termination != .signalled(SIGKILL), "it exited by itself: \(String(describing: termination))")
@@ -127,7 +127,7 @@ import Glibc
             let clock = ContinuousClock()
             let start = clock.now
             let lines = await subscriber.messages(timeout: .seconds(1))
-            #expect(start.duration(to: clock.now) < .seconds(4), "1 s, then at most 2 s to stop it")
+            #expect(start.duration(to: clock.now) < .seconds(9), "1 s, then at most 2 s to stop it (bound loose for sanitizer runs)")
             #expect(lines == ["fleet/van-1/fix one"])
             #expect(!subscriber.process.isRunning)
         }
