@@ -79,6 +79,20 @@ public final class TestBroker: Sendable {
     /// Writes the configuration (and certificates, password file, ACL), starts mosquitto and
     /// waits until it accepts connections.
     public static func start(_ options: Options = Options()) async throws -> TestBroker {
+        // A free port can be taken by a parallel test between FreePort.next() and mosquitto's
+        // bind, and mosquitto then exits at once: start again on another port (3 attempts).
+        var attempt = 1
+        while true {
+            do {
+                return try await startOnce(options)
+            } catch TestSupportError.processFailed(let command, let status, let output) where attempt < 3 {
+                _ = (command, status, output)
+                attempt += 1
+            }
+        }
+    }
+
+    private static func startOnce(_ options: Options) async throws -> TestBroker {
         let directory = try makeTemporaryDirectory(prefix: "fleetcast-broker")
         do {
             let port = try FreePort.next()
