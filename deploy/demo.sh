@@ -42,7 +42,11 @@ cleanup() {
 trap cleanup EXIT
 trap 'exit 130' INT TERM
 
-port=$(python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# A free loopback port: a random one in the ephemeral range that nothing answers on.
+for _ in $(seq 50); do
+  port=$(shuf -i 20000-60999 -n 1)
+  (echo >"/dev/tcp/127.0.0.1/$port") 2>/dev/null || break
+done
 {
   echo "listener $port 127.0.0.1"
   echo "allow_anonymous true"
