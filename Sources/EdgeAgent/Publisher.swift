@@ -89,13 +89,30 @@ public final class Publisher: Sendable {
     /// The QoS of status messages (the contract fixes it at 1, retained).
     public static let statusQoS = 1
 
+    /// A flag raised once and the task waiting for it, kept under the publisher's lock.
+    private struct Wakeup {
+        var raised = false
+        var waiter: CheckedContinuation<Void, Never>?
+
+        /// Takes the waiting task out, to be resumed after the lock is released.
+        mutating func takeWaiter() -> CheckedContinuation<Void, Never>? {
+            defer { waiter = nil }
+            return waiter
+        }
+    }
+
+    /// Which ``Wakeup`` of the state a wait or a signal is about.
+    private enum WakeupKind: Sendable {
+        case finish, retry
+    }
+
     private struct State {
         var policy: ReportingPolicy
         var gnss: VehicleStatus.GNSSState = .starting
         var counters = PublisherCounters()
         var statusDropped: UInt64 = 0
-        var finishRequested = false
-        var stopWaiter: CheckedContinuation<Void, Never>?
+        /// ``finish()`` was called; ``run()`` waits on it.
+        var finish = Wakeup()
         /// In an outage (a send failed; none succeeded since): logged once per outage.
         var failing = false
         /// A send failed since the sender loop last backed off: the loop must stop, let the
@@ -103,12 +120,16 @@ public final class Publisher: Sendable {
         var failurePending = false
         /// The next back-off.
         var retryDelay: Duration
-        /// The sender loop's back-off wait, which ``retryNow()`` ends early.
-        var backOffWaiter: CheckedContinuation<Void, Never>?
-        /// ``retryNow()`` was called since the last failed send: the next back-off is skipped.
-        var retryRequested = false
+        /// ``retryNow()`` was called since the last failed send: the sender loop's back-off
+        /// wait ends early, or the next one is skipped.
+        var retry = Wakeup()
         /// Dropping since the outbox last had room (logged once per such episode).
         var overflowing = false
+
+        subscript(kind: WakeupKind) -> Wakeup {
+            get { kind == .finish ? finish : retry }
+            set { if kind == .finish { finish = newValue } else { retry = newValue } }
+        }
     }
 
     /// The settings it was made with.
@@ -180,7 +201,7 @@ public final class Publisher: Sendable {
     /// schedules the sender task and never runs it inline.
     public func publish(_ event: GNSSEvent) {
         state.withLock { state in
-            guard !state.finishRequested else { return }
+            guard !state.finish.raised else { return }
             switch event {
             case .fix(let fix):
                 state.counters.fixesReceived += 1
@@ -262,7 +283,7 @@ public final class Publisher: Sendable {
                     if lossless { try await publishWaitingForRoom(event) } else { publish(event) }
                     // After finish() no more events are taken (a lossless intake waiting for
                     // room returns once finish() closes the outbox).
-                    if state.withLock({ $0.finishRequested }) { break }
+                    if state.withLock({ $0.finish.raised }) { break }
                 }
             } catch is CancellationError where Task.isCancelled {
                 // Cancelled while waiting for room: stop as a cancelled event stream does.
@@ -294,7 +315,7 @@ public final class Publisher: Sendable {
         ])
         let drained = await withTaskGroup(of: Bool.self) { group in
             group.addTask { await self.senderLoop() }
-            await waitForFinishRequest()
+            await wait(for: .finish)
             outbox.close()
             group.addTask {
                 try? await Task.sleep(for: self.settings.drainTimeout)
@@ -325,11 +346,7 @@ public final class Publisher: Sendable {
     /// Asks ``run()`` to finish: no more events are taken, the outbox is drained, then `offline`
     /// is published. Returns at once; ``run()`` returns when it is done. Idempotent.
     public func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.finishRequested = true
-            defer { state.stopWaiter = nil }
-            return state.stopWaiter
-        }
+        let waiter = raise(.finish)
         outbox.close()
         waiter?.resume()
     }
@@ -341,32 +358,34 @@ public final class Publisher: Sendable {
     /// a millisecond before the connection is made; without this the whole outbox then waited
     /// the initial retry delay, and up to the maximum one after a long outage.)
     public func retryNow() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-            state.retryRequested = true
-            defer { state.backOffWaiter = nil }
-            return state.backOffWaiter
-        }
-        waiter?.resume()
+        raise(.retry)?.resume()
     }
 
     // MARK: Internals
 
-    private func waitForFinishRequest() async {
+    /// Raises the flag of `kind` and returns the task waiting for it, to be resumed after the
+    /// lock is released.
+    private func raise(_ kind: WakeupKind) -> CheckedContinuation<Void, Never>? {
+        state.withLock { state in
+            state[kind].raised = true
+            return state[kind].takeWaiter()
+        }
+    }
+
+    /// Returns once the flag of `kind` is raised (at once if it already is) or the task is
+    /// cancelled.
+    private func wait(for kind: WakeupKind) async {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let already = state.withLock { state -> Bool in
-                    if state.finishRequested || Task.isCancelled { return true }
-                    state.stopWaiter = continuation
+                    if state[kind].raised || Task.isCancelled { return true }
+                    state[kind].waiter = continuation
                     return false
                 }
                 if already { continuation.resume() }
             }
         } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.stopWaiter = nil }
-                return state.stopWaiter
-            }
-            waiter?.resume()
+            state.withLock { $0[kind].takeWaiter() }?.resume()
         }
     }
 
@@ -407,30 +426,11 @@ public final class Publisher: Sendable {
     private func backOff(_ delay: Duration) async -> Bool {
         await withTaskGroup(of: Void.self) { group in
             group.addTask { try? await Task.sleep(for: delay) }
-            group.addTask { await self.waitForRetryRequest() }
+            group.addTask { await self.wait(for: .retry) }
             await group.next()
             group.cancelAll()
         }
         return !Task.isCancelled
-    }
-
-    private func waitForRetryRequest() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { state -> Bool in
-                    if state.retryRequested || Task.isCancelled { return true }
-                    state.backOffWaiter = continuation
-                    return false
-                }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.backOffWaiter = nil }
-                return state.backOffWaiter
-            }
-            waiter?.resume()
-        }
     }
 
     /// The back-off to wait when a send failed since the last one (doubling it for next
@@ -454,7 +454,7 @@ public final class Publisher: Sendable {
             let firstFailure = state.withLock { state -> Bool in
                 state.counters.sendFailures += 1
                 state.failurePending = true
-                state.retryRequested = false
+                state.retry.raised = false
                 defer { state.failing = true }
                 return !state.failing
             }
