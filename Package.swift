@@ -125,7 +125,7 @@ let package = Package(
             name: "GNSSSourcesTests",
             dependencies: [
                 "GNSSSources", "GNSS", "NMEA", "FleetcastCore",
-                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ],
             resources: [.copy("Fixtures")]
         ),
@@ -141,11 +141,11 @@ let package = Package(
         .testTarget(
             name: "EdgeAgentTests",
             dependencies: [
-                "NMEA", "EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", "FleetcastCore", .product(name: "Logging", package: "swift-log")]
+                "NMEA", "EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", "FleetcastCore", .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log")]
         ),
         .testTarget(
             name: "FleetWatchTests",
-            dependencies: ["FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log")]
+            dependencies: ["FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log")]
         ),
     ],
     swiftLanguageModes: [.v6]

@@ -2,6 +2,7 @@ import EdgeAgent
 import FleetProtocol
 import Foundation
 import GNSS
+import InMemoryLogging
 import Logging
 import Testing
 
@@ -89,9 +90,11 @@ struct PublisherTests {
     func absentBroker() async throws {
         let dir = TemporaryDirectory()
         defer { dir.remove() }
-        let capture = LogCapture()
+        let capture = InMemoryLogHandler()
+        var captureLogger = Logger(label: "test") { _ in capture }
+        captureLogger.logLevel = .trace
         let sender = RecordingSender(failing: true)
-        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 5, logger: capture.logger())
+        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 5, logger: captureLogger)
         let running = Task { await publisher.run() }
 
         publisher.publish(.state(.streaming))
@@ -117,12 +120,12 @@ struct PublisherTests {
         #expect(statuses.last.map { json($0)["dropped"] as? Int } == 16)
         #expect(publisher.counters.sendFailures >= 3)
 
-        #expect(capture.all.allSatisfy { $0.level <= .info }, "a library logs at info or lower")
-        let infos = capture.all.filter { $0.level == .info }.map(\.message)
+        #expect(capture.entries.allSatisfy { $0.level <= .info }, "a library logs at info or lower")
+        let infos = capture.entries.filter { $0.level == .info }.map(\.message.description)
         #expect(infos.filter { $0 == "send failed, retrying" }.count == 1, "once per outage, not per retry")
         #expect(infos.filter { $0 == "outbox full, dropping oldest fixes" }.count == 1, "once per overflow, not per drop")
         #expect(infos.contains("sending resumed"))
-        #expect(capture.all.allSatisfy { $0.metadata["vehicle"] == "van-7" })
+        #expect(capture.entries.allSatisfy { $0.metadata["vehicle"]?.description == "van-7" })
     }
 
     @Test("the reporting policy decides which fixes are sent; skipped ones are counted")

@@ -3,6 +3,7 @@ import FleetWatch
 import FleetcastTestSupport
 import Foundation
 import GNSS
+import InMemoryLogging
 import Logging
 import MQTT
 import Synchronization
@@ -188,17 +189,19 @@ import Testing
     @Test func anUnreachableBrokerIsNamedInTheLogAndRetried() async throws {
         try await withBroker { broker in
             await broker.stop()
-            let recorder = LogRecorder()
-            let subscriber = try FleetSubscriber(configuration: configuration(broker), logger: recorder.logger())
+            let memory = InMemoryLogHandler()
+            var logger = Logger(label: "test") { _ in memory }
+            logger.logLevel = .trace
+            let subscriber = try FleetSubscriber(configuration: configuration(broker), logger: logger)
             let collector = Collector()
             let task = collector.collect(subscriber.events())
             defer { task.cancel() }
             try await waitUntil("two retries in the log", timeout: .seconds(15)) {
-                recorder.all.filter { $0.message == "MQTT broker unreachable, retrying" }.count >= 2
+                memory.entries.filter { $0.message.description == "MQTT broker unreachable, retrying" }.count >= 2
             }
-            let retry = try #require(recorder.all.first { $0.message == "MQTT broker unreachable, retrying" })
-            #expect(retry.metadata["mqtt.broker"] == "mqtt://127.0.0.1:\(broker.port)")
-            #expect(retry.metadata["error"]?.contains("connection refused") == true)
+            let retry = try #require(memory.entries.first { $0.message.description == "MQTT broker unreachable, retrying" })
+            #expect(retry.metadata["mqtt.broker"]?.description == "mqtt://127.0.0.1:\(broker.port)")
+            #expect(retry.metadata["error"]?.description.contains("connection refused") == true)
 
             try await broker.restart()
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"online"}"#, retain: true)

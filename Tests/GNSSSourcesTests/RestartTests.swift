@@ -1,6 +1,8 @@
 import FleetcastCore
 import Foundation
 import GNSS
+import InMemoryLogging
+import Logging
 import GNSSSources
 import Testing
 
@@ -46,9 +48,12 @@ extension LiveSourceTests {
 
         @Test func simulatorRestarts() async throws {
             // The simulator owns no descriptor; what it must give back is its producer task.
-            let log = LogRecorder()
-            try await restart(SimulatorSource(options: SimulatorOptions(rateHz: 10), logger: log.logger())) {
-                let running = log.count("Simulator started") - log.count("Simulator stopped")
+            let log = InMemoryLogHandler()
+            var logger = Logger(label: "test") { _ in log }
+            logger.logLevel = .trace
+            @Sendable func count(_ message: String) -> Int { log.entries.count { $0.message.description == message } }
+            try await restart(SimulatorSource(options: SimulatorOptions(rateHz: 10), logger: logger)) {
+                let running = count("Simulator started") - count("Simulator stopped")
                 return running > 0 ? ["\(running) producer task(s) still running"] : []
             }
         }
