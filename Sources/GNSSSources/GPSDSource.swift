@@ -9,7 +9,7 @@ import NIOPosix
 /// Connects over TCP (swift-nio `ClientBootstrap` + `NIOAsyncChannel`, `\n` framing with a
 /// bounded line length), sends `?WATCH={"enable":true,"json":true}` (with `"device"` when
 /// one is named) and decodes the reports with ``GPSDMessageDecoder``. When the connection
-/// fails or gpsd goes away (restart, upgrade) it reports `.reconnecting(reason:delay:)`
+/// fails, gpsd goes away (restart, upgrade) or stays silent for ``idleTimeout`` it reports `.reconnecting(reason:delay:)`
 /// naming the address and error, and connects again with ``Backoff``.
 public struct GPSDSource: GNSSSource {
     public typealias Element = GNSSEvent
@@ -25,13 +25,15 @@ public struct GPSDSource: GNSSSource {
     public let uri: String
     /// Longest gpsd line accepted, bytes; longer lines are counted and dropped.
     public let maximumLineLength: Int
+    /// How long gpsd may stay silent after the watch before the session is restarted.
+    public let idleTimeout: Duration
     private let logger: Logger
     private let backoff: Backoff
 
     /// A gpsd source; nothing connects until iteration starts.
     public init(
         host: String, port: Int = 2947, device: String? = nil, uri: String? = nil, logger: Logger,
-        backoff: Backoff = .default, maximumLineLength: Int = 32 * 1024
+        backoff: Backoff = .default, maximumLineLength: Int = 32 * 1024, idleTimeout: Duration = .seconds(10)
     ) {
         self.host = host
         self.port = port
@@ -42,6 +44,7 @@ public struct GPSDSource: GNSSSource {
         self.logger = logger
         self.backoff = backoff
         self.maximumLineLength = maximumLineLength
+        self.idleTimeout = idleTimeout
     }
 
     /// The `?WATCH` command sent after connecting, with its newline.
@@ -73,12 +76,20 @@ public struct GPSDSource: GNSSSource {
     private func session(sink: EventSink, backoff: inout Backoff) async -> String {
         let address = "\(host):\(port)"
         let maximumLineLength = maximumLineLength
+        let idleTimeout = idleTimeout
         let channel: NIOAsyncChannel<FramedLine, ByteBuffer>
         do {
             channel = try await ClientBootstrap(group: MultiThreadedEventLoopGroup.singleton)
                 .connectTimeout(.seconds(10))
                 .connect(host: host, port: port) { channel in
                     channel.eventLoop.makeCompletedFuture {
+                        // A watched gpsd with a device reports every receiver cycle (TPV, SKY, even
+                        // without a fix). Silence means a gpsd that accepted the connection but
+                        // streams nothing (seen right after a restart): end the session, so the
+                        // source reconnects and watches again instead of waiting forever.
+                        try channel.pipeline.syncOperations.addHandler(
+                            IdleStateHandler(readTimeout: TimeAmount(idleTimeout)))
+                        try channel.pipeline.syncOperations.addHandler(CloseWhenSilent(timeout: idleTimeout))
                         try channel.pipeline.syncOperations.addHandler(
                             ByteToMessageHandler(LineFrameDecoder(maximumLength: maximumLineLength)))
                         return try NIOAsyncChannel<FramedLine, ByteBuffer>(wrappingChannelSynchronously: channel)
@@ -153,4 +164,28 @@ public struct GPSDSource: GNSSSource {
         }
         return out
     }
+}
+
+/// Ends a gpsd session that has been silent for the read timeout of the `IdleStateHandler`
+/// before it: raises ``GPSDSilence`` (the session's reason) and closes the connection.
+final class CloseWhenSilent: ChannelInboundHandler {
+    typealias InboundIn = ByteBuffer
+    let timeout: Duration
+
+    init(timeout: Duration) { self.timeout = timeout }
+
+    func userInboundEventTriggered(context: ChannelHandlerContext, event: Any) {
+        if let idle = event as? IdleStateHandler.IdleStateEvent, idle == .read {
+            context.fireErrorCaught(GPSDSilence(timeout: timeout))
+            context.close(promise: nil)
+        } else {
+            context.fireUserInboundEventTriggered(event)
+        }
+    }
+}
+
+/// gpsd sent nothing for `timeout` after the watch command.
+struct GPSDSilence: Error, CustomStringConvertible {
+    let timeout: Duration
+    var description: String { "nothing received for \(timeout)" }
 }

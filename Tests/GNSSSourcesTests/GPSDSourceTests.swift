@@ -94,6 +94,22 @@ extension LiveSourceTests {
             await gpsd.stop()
         }
 
+        @Test func aSilentGpsdIsReconnectedNotWaitedOnForever() async throws {
+            // gpsd accepts and says who it is, then streams nothing (seen right after a restart).
+            let server = try ScriptedTCPServer(reply: [
+                Array(#"{"class":"VERSION","release":"3.25","proto_major":3,"proto_minor":15}"#.utf8) + [10],
+            ])
+            let recorder = EventRecorder(GPSDSource(
+                host: "127.0.0.1", port: server.port, logger: quietLogger, backoff: testBackoff,
+                idleTimeout: .milliseconds(300)))
+            let events = try await recorder.waitFor("a reconnect after the silence") {
+                $0.reconnectReasons.contains { $0.contains("nothing received") }
+            }
+            await recorder.stop()
+            server.close()
+            #expect(events.reconnectReasons.first?.contains("127.0.0.1:\(server.port)") == true)
+        }
+
         @Test func watchNamesTheDeviceAndBadLinesAreSkipped() async throws {
             let server = try ScriptedTCPServer(reply: [
                 Array(#"{"class":"VERSION","release":"3.25","proto_major":3,"proto_minor":15}"#.utf8) + [10],
