@@ -78,6 +78,10 @@ final class MQTTCallbackContext: Sendable {
         actions.run()
     }
 
+    func onUnsubscribe(mid: Int32) {
+        state.withLock { $0.unsubscribeAcknowledged(mid: mid) }.run()
+    }
+
     func onMessage(_ message: MQTTMessage, identifiers: [UInt32]) {
         let targets = state.withLock { $0.route(topic: message.topic, identifiers: identifiers) }
         if targets.isEmpty {

@@ -242,8 +242,15 @@ public final class MQTTClient: Sendable {
     /// cancelled are not waited for (nobody awaits their outcome); libmosquitto drops what it
     /// still holds of them when the network thread stops.
     ///
-    /// Cancelling the task cuts both waits short: the flush, and the wait for the network
-    /// thread to end (which it then does by itself, possibly later).
+    /// Before the DISCONNECT it waits, at most ``closeGrace``, for the broker to acknowledge
+    /// UNSUBSCRIBEs still on their way (a stream that ended just before). Closing a socket
+    /// with an unread UNSUBACK in it makes the kernel reset the connection, and the broker
+    /// then counts it as lost, not closed — so it would publish the will.
+    ///
+    /// Cancelling the task cuts the flush short. The round trips of a clean close (the
+    /// UNSUBACKs, the DISCONNECT written and the network thread ended) are still waited for,
+    /// but at most ``closeGrace`` each; a thread stuck in a TCP connect to an unreachable
+    /// host then ends by itself, later.
     public func shutdown(flushTimeout: Duration = .seconds(5)) async {
         let context = self.context
         let (mustDrain, loopRunning) = context.state.withLock { $0.beginShutdown() }
@@ -268,24 +275,47 @@ public final class MQTTClient: Sendable {
                 group.cancelAll()
             }
         }
+        await Self.wait(context, bound: Self.closeGrace) { $0.addUnsubackWaiter(id: $1, $2) }
         context.state.withLock { $0.stopRequested = true }
         _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
-        // Wait for the loop thread to end — unless the task is cancelled: the thread may be
-        // stuck in a blocking TCP connect to an unreachable host; it ends by itself later.
-        let waiterID = context.state.withLock { $0.makeID() }
+        await Self.wait(context, bound: nil) { $0.addExitWaiter(id: $1, $2) }
+        context.logger.debug("MQTT client shut down")
+    }
+
+    /// How long `shutdown()` waits for each step of a clean close that needs the broker or
+    /// the network thread (UNSUBACKs; the thread's end once the task is cancelled).
+    public static let closeGrace: Duration = .seconds(1)
+
+    /// Waits until the state machine resumes the waiter that `register` stores (it returns
+    /// false when there is nothing to wait for) — at most `bound` when given, and at most
+    /// ``closeGrace`` once the task is cancelled.
+    private static func wait(
+        _ context: MQTTCallbackContext, bound: Duration?,
+        register: (inout MQTTClientState, UInt64, CheckedContinuation<Void, Never>) -> Bool
+    ) async {
+        let id = context.state.withLock { $0.makeID() }
+        @Sendable func expire(after delay: Duration) {
+            // Not a child task: a cancelled caller's children would wake at once.
+            Task {
+                try? await Task.sleep(for: delay)
+                context.state.withLock { $0.removeShutdownWaiter(id: id) }?.resume()
+            }
+        }
         await withTaskCancellationHandler {
             await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-                let done = context.state.withLock { state in
-                    let done = !state.loopRunning || Task.isCancelled
-                    if !done { state.exitWaiters[waiterID] = waiter }
-                    return done
+                guard context.state.withLock({ register(&$0, id, waiter) }) else {
+                    waiter.resume()
+                    return
                 }
-                if done { waiter.resume() }
+                if let bound {
+                    expire(after: Task.isCancelled ? min(bound, closeGrace) : bound)
+                } else if Task.isCancelled {
+                    expire(after: closeGrace)
+                }
             }
         } onCancel: {
-            context.state.withLock { $0.exitWaiters.removeValue(forKey: waiterID) }?.resume()
+            expire(after: closeGrace)
         }
-        context.logger.debug("MQTT client shut down")
     }
 
     /// Maps a libmosquitto return code from publish/subscribe to an error.
@@ -301,10 +331,14 @@ public final class MQTTClient: Sendable {
 extension MosquittoHandle {
     /// A subscription stream ended: forget it and UNSUBSCRIBE the filters nobody else uses.
     func unsubscribe(subscriptionID: UInt64) {
-        let filters = context.state.withLock { $0.removeSubscription(id: subscriptionID) }
+        let (filters, epoch) = context.state.withLock { $0.removeSubscription(id: subscriptionID) }
         guard !filters.isEmpty else { return }
+        var mid: Int32 = 0
         let rc = MQTTCallbackContext.withCStrings(filters) { pointers in
-            mosquitto_unsubscribe_multiple(pointer, nil, Int32(filters.count), pointers, nil)
+            mosquitto_unsubscribe_multiple(pointer, &mid, Int32(filters.count), pointers, nil)
+        }
+        if rc == MOSQ_ERR_SUCCESS.rawValue {
+            context.state.withLock { $0.registerUnsubscribe(mid: mid, epoch: epoch) }.run()
         }
         context.logger.debug("MQTT unsubscribed", metadata: ["mqtt.topic": "\(filters)", "mqtt.rc": "\(rc)"])
     }

@@ -92,6 +92,12 @@ struct MQTTClientState: Sendable {
     var drainWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     /// Tasks in `shutdown()` waiting for the loop thread to end, by waiter id.
     var exitWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+    /// Message ids of UNSUBSCRIBEs sent on the current connection and not yet acknowledged.
+    var pendingUnsubscribes: Set<Int32> = []
+    /// UNSUBACKs that arrived before the call that sent the UNSUBSCRIBE registered its id.
+    var earlyUnsubacks: Set<Int32> = []
+    /// Tasks in `shutdown()` waiting for `pendingUnsubscribes` to empty, by waiter id.
+    var unsubackWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
     var loopRunning = false
     /// Recent error lines from libmosquitto's log, to explain TLS failures.
     var errorLog: [String] = []
@@ -209,6 +215,11 @@ struct MQTTClientState: Sendable {
             pendingPublishes[mid] = nil
             actions.completions.append((pending.continuation, .failure(.connectionLost(reason: error.description))))
         }
+        // An UNSUBSCRIBE lost with the connection is never answered; nobody waits for it.
+        pendingUnsubscribes.removeAll()
+        earlyUnsubacks.removeAll()
+        actions.resumeExit += unsubackWaiters.values
+        unsubackWaiters.removeAll()
         // A SUBSCRIBE lost with the connection is sent again (with every other filter) after
         // the next CONNACK; the caller's subscription is registered, so report success.
         for (mid, pending) in pendingSubscribes {
@@ -269,8 +280,11 @@ struct MQTTClientState: Sendable {
         observers.removeAll()
         actions.resumeDrain = Array(drainWaiters.values)
         drainWaiters.removeAll()
-        actions.resumeExit = Array(exitWaiters.values)
+        actions.resumeExit = Array(exitWaiters.values) + unsubackWaiters.values
         exitWaiters.removeAll()
+        unsubackWaiters.removeAll()
+        pendingUnsubscribes.removeAll()
+        earlyUnsubacks.removeAll()
         return actions
     }
 
@@ -382,6 +396,27 @@ struct MQTTClientState: Sendable {
         }
     }
 
+    /// A `shutdown()` waits (as `id`) for the loop thread to end. Returns false, storing
+    /// nothing, when it has already ended.
+    mutating func addExitWaiter(id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
+        guard loopRunning else { return false }
+        exitWaiters[id] = continuation
+        return true
+    }
+
+    /// A `shutdown()` waits (as `id`) until every UNSUBSCRIBE sent is acknowledged. Returns
+    /// false, storing nothing, when none is outstanding.
+    mutating func addUnsubackWaiter(id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
+        guard loopRunning, !pendingUnsubscribes.isEmpty else { return false }
+        unsubackWaiters[id] = continuation
+        return true
+    }
+
+    /// The wait `id` (for the loop's end or for UNSUBACKs) ends early: its time is up.
+    mutating func removeShutdownWaiter(id: UInt64) -> CheckedContinuation<Void, Never>? {
+        exitWaiters.removeValue(forKey: id) ?? unsubackWaiters.removeValue(forKey: id)
+    }
+
     /// Shutdown when the loop never ran: close at once.
     mutating func closeWithoutLoop() -> Actions {
         loopEnded()
@@ -456,15 +491,45 @@ struct MQTTClientState: Sendable {
     }
 
     /// Removes a subscription whose stream ended. Returns the filters no other subscription
-    /// uses, to UNSUBSCRIBE (only while connected).
-    mutating func removeSubscription(id: UInt64) -> [String] {
-        guard let removed = subscriptions.removeValue(forKey: id) else { return [] }
-        guard phase == .connected || phase == .reconnecting else { return [] }
+    /// uses, to UNSUBSCRIBE (only while connected), and the connection epoch they are sent on.
+    mutating func removeSubscription(id: UInt64) -> (filters: [String], epoch: UInt64) {
+        guard let removed = subscriptions.removeValue(forKey: id) else { return ([], epoch) }
+        guard phase == .connected || phase == .reconnecting else { return ([], epoch) }
         let stillUsed = Set(subscriptions.values.flatMap(\.filters))
         var seen = Set<String>()
         let unused = removed.filters.filter { !stillUsed.contains($0) && seen.insert($0).inserted }
         for filter in unused { filterIdentifiers[filter] = nil }
-        return unused
+        return (unused, epoch)
+    }
+
+    /// libmosquitto took an UNSUBSCRIBE as `mid` on connection `epoch`: it is outstanding
+    /// until its UNSUBACK — unless that came first, or the connection has since been lost.
+    mutating func registerUnsubscribe(mid: Int32, epoch sentOn: UInt64) -> Actions {
+        var actions = Actions()
+        if earlyUnsubacks.remove(mid) != nil {
+            completeUnsubacksIfIdle(&actions)
+        } else if sentOn == epoch, loopRunning {
+            pendingUnsubscribes.insert(mid)
+        }
+        return actions
+    }
+
+    /// The broker acknowledged the UNSUBSCRIBE `mid`.
+    mutating func unsubscribeAcknowledged(mid: Int32) -> Actions {
+        var actions = Actions()
+        if pendingUnsubscribes.remove(mid) != nil {
+            completeUnsubacksIfIdle(&actions)
+        } else if earlyUnsubacks.count < 1024 {
+            earlyUnsubacks.insert(mid)
+        }
+        return actions
+    }
+
+    private mutating func completeUnsubacksIfIdle(_ actions: inout Actions) {
+        if pendingUnsubscribes.isEmpty, !unsubackWaiters.isEmpty {
+            actions.resumeExit += unsubackWaiters.values
+            unsubackWaiters.removeAll()
+        }
     }
 
     /// The streams a message on `topic` goes to. Without subscription identifiers (MQTT

@@ -99,6 +99,9 @@ final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment
             let codes = (0..<Int(max(count, 0))).map { granted?[$0] ?? 0x80 }
             MQTTCallbackContext.from(obj)?.onSubscribe(mid: mid, codes: codes)
         }
+        mosquitto_unsubscribe_v5_callback_set(mosq) { _, obj, mid, _ in
+            MQTTCallbackContext.from(obj)?.onUnsubscribe(mid: mid)
+        }
         mosquitto_message_v5_callback_set(mosq) { _, obj, message, properties in
             guard let context = MQTTCallbackContext.from(obj), let message, let topicPointer = message.pointee.topic else { return }
             // Copy topic and payload now: libmosquitto frees them when the callback returns.

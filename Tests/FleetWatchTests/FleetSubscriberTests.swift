@@ -222,7 +222,13 @@ import Testing
             try await collector.wait("the retained status") { !$0.isEmpty }
             task.cancel()
             _ = try? await task.value
-            try await waitUntil("the broker to log the disconnect") { broker.log.contains("Client \(id) disconnected") }
+            // "disconnected" needs a DISCONNECT; a socket just closed is "closed its connection".
+            do {
+                try await waitUntil("the broker to log the disconnect") { broker.log.contains("Client \(id) disconnected.") }
+            } catch {
+                Issue.record("The broker's log ends with:\n\(broker.log.suffix(2000))")
+                throw error
+            }
         }
     }
 

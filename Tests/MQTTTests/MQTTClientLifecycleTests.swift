@@ -62,5 +62,44 @@ import Testing
             await subscriber.shutdown()
         }
     }
-}
 
+    /// A stream that ends right before `shutdown()` sends an UNSUBSCRIBE; a DISCONNECT
+    /// written before its UNSUBACK is read made the kernel reset the connection, so the
+    /// broker saw a lost client and published its will (about 1 close in 60 before the fix).
+    @Test func endingASubscriptionRightBeforeShutdownStillClosesCleanly() async throws {
+        try await withBroker { broker in
+            let watcher = try makeClient(broker)
+            try await watcher.connect()
+            let wills = try await watcher.subscribe(["clean-close/#"])
+            var ids: [String] = []
+            for round in 0..<100 {
+                let id = uniqueClientID("clean-close-\(round)")
+                ids.append(id)
+                let client = try makeClient(broker, id: id) {
+                    $0.will = MQTTWill(topic: "clean-close/will/\(round)", payload: Array("lost".utf8), qos: .atLeastOnce, retain: false)
+                }
+                try await client.connect()
+                let subscribed = Locked(false)
+                // What fleet-watch does: iterate until cancelled, then shut down in the cancelled task.
+                let consumer = Task {
+                    let subscription = try await client.subscribe(["clean-close/data/\(round)"])
+                    subscribed.withLock { $0 = true }
+                    for try await _ in subscription {}
+                    await client.shutdown(flushTimeout: .zero)
+                }
+                try await waitUntil("round \(round) subscribed", interval: .milliseconds(1)) { subscribed.withLock { $0 } }
+                consumer.cancel()
+                try await consumer.value
+            }
+            // The broker handles each connection in order: once this marker arrives, any will
+            // published at those closes has arrived before it.
+            try await watcher.publish(topic: "clean-close/marker", string: "end", qos: .atLeastOnce)
+            let received = try await collect(1, from: wills)
+            #expect(received.map(\.topic) == ["clean-close/marker"], "no will may be published after a clean shutdown")
+            let log = broker.log
+            let unclean = ids.filter { !log.contains("Client \($0) disconnected.") }
+            #expect(unclean.isEmpty, "closed without a DISCONNECT: \(unclean)")
+            await watcher.shutdown()
+        }
+    }
+}

@@ -85,8 +85,42 @@ import Testing
         #expect(state.addSubscription(id: 2, filters: ["a/#"], qos: .atLeastOnce, continuation: second) == nil)
         #expect(state.route(topic: "a/x").count == 2)
         #expect(state.route(topic: "b/x").count == 1)
-        #expect(state.removeSubscription(id: 1) == ["b/#"])
-        #expect(state.removeSubscription(id: 2) == ["a/#"])
+        #expect(state.removeSubscription(id: 1).filters == ["b/#"])
+        #expect(state.removeSubscription(id: 2).filters == ["a/#"])
         #expect(state.route(topic: "a/x").isEmpty)
+    }
+
+    @Test func shutdownWaitsForTheUnsubackOfEveryUnsubscribeStillOnItsWay() async {
+        var state = MQTTClientState(protocolVersion: .v5, sentCredentials: false)
+        state.phase = .connected
+        state.loopRunning = true
+        // libmosquitto's thread can deliver the UNSUBACK before the sender registers the id.
+        let early = state.unsubscribeAcknowledged(mid: 7)
+        #expect(early.resumeExit.isEmpty)
+        _ = state.registerUnsubscribe(mid: 7, epoch: state.epoch)
+        #expect(state.pendingUnsubscribes.isEmpty)
+        // An UNSUBSCRIBE sent on a connection since lost is never answered: not waited for.
+        let lostEpoch = state.epoch
+        _ = state.connectionLost(.connectionLost(reason: "test"))
+        _ = state.registerUnsubscribe(mid: 8, epoch: lostEpoch)
+        #expect(state.pendingUnsubscribes.isEmpty)
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let stored = state.addUnsubackWaiter(id: 1, waiter)
+            #expect(!stored, "nothing outstanding: no wait")
+            waiter.resume()
+        }
+        // One on the current connection is waited for until its UNSUBACK.
+        _ = state.registerUnsubscribe(mid: 9, epoch: state.epoch)
+        #expect(state.pendingUnsubscribes == [9])
+        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
+            let stored = state.addUnsubackWaiter(id: 2, waiter)
+            #expect(stored)
+            let other = state.unsubscribeAcknowledged(mid: 8)
+            #expect(other.resumeExit.isEmpty, "another id does not end the wait")
+            let actions = state.unsubscribeAcknowledged(mid: 9)
+            #expect(actions.resumeExit.count == 1)
+            if actions.resumeExit.isEmpty { waiter.resume() } else { actions.run() }
+        }
+        #expect(state.unsubackWaiters.isEmpty)
     }
 }
