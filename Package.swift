@@ -114,22 +114,22 @@ let package = Package(
         .target(name: "FleetcastTestSupport", dependencies: ["FleetcastCore"], path: "Sources/FleetcastTestSupport"),
 
         .testTarget(name: "GNSSTests", dependencies: ["GNSS"]),
-        .testTarget(name: "FleetcastCoreTests", dependencies: ["FleetcastCore"]),
+        .testTarget(name: "FleetcastCoreTests", dependencies: ["FleetcastCore", "FleetcastTestSupport"]),
         .testTarget(
             name: "NMEATests",
-            dependencies: ["NMEA", "GNSS", "FleetProtocol"],
+            dependencies: ["NMEA", "GNSS", "FleetProtocol", "FleetcastTestSupport"],
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "TelemetryHubTests", dependencies: ["TelemetryHub"]),
         .testTarget(
             name: "GNSSSourcesTests",
             dependencies: [
-                "GNSSSources", "GNSS", "NMEA", "FleetcastCore",
+                "GNSSSources", "GNSS", "NMEA", "FleetcastCore", "FleetcastTestSupport",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "GNSS"]),
+        .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "GNSS", "FleetcastTestSupport"]),
         .testTarget(
             name: "MQTTTests",
             dependencies: [

@@ -248,9 +248,38 @@ public final class TestBroker: Sendable {
     }
 }
 
+/// Runs `body` with a freshly started broker, shutting the broker down afterwards whether
+/// `body` returns or throws.
+public func withBroker<T>(_ options: TestBroker.Options = .init(), _ body: (TestBroker) async throws -> T) async throws -> T {
+    let broker = try await TestBroker.start(options)
+    do {
+        let result = try await body(broker)
+        await broker.shutdown()
+        return result
+    } catch {
+        await broker.shutdown()
+        throw error
+    }
+}
+
 /// Makes a fresh private directory under the system temp directory.
 public func makeTemporaryDirectory(prefix: String) throws -> String {
-    let path = "\(NSTemporaryDirectory())/\(prefix)-\(UUID().uuidString)"
-    try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
-    return path
+    try TemporaryDirectory(prefix: prefix).path
+}
+
+/// A fresh private directory under the system temp directory, removed by ``remove()``.
+public struct TemporaryDirectory: Sendable {
+    /// Its absolute path.
+    public let path: String
+
+    /// Creates the directory, named `prefix-UUID`.
+    public init(prefix: String = "fleetcast-test") throws {
+        path = "\(NSTemporaryDirectory())/\(prefix)-\(UUID().uuidString)"
+        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
+    }
+
+    /// Removes it and everything in it.
+    public func remove() {
+        try? FileManager.default.removeItem(atPath: path)
+    }
 }

@@ -242,19 +242,6 @@ import Testing
     }
 }
 
-/// Runs `body` with a fresh broker, always shutting the broker down afterwards.
-func withBroker<T>(_ options: TestBroker.Options = .init(), _ body: (TestBroker) async throws -> T) async throws -> T {
-    let broker = try await TestBroker.start(options)
-    do {
-        let result = try await body(broker)
-        await broker.shutdown()
-        return result
-    } catch {
-        await broker.shutdown()
-        throw error
-    }
-}
-
 /// Polls like ``waitUntil(_:timeout:interval:_:)``, running `probe` before each check.
 func waitUntil(
     _ what: String, timeout: Duration, interval: Duration, _ condition: @escaping () -> Bool,

@@ -1,17 +1,6 @@
 import FleetcastCore
+import FleetcastTestSupport
 import Testing
-
-/// A deterministic generator for jitter (SplitMix64).
-struct SeededGenerator: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite struct BackoffTests {
     @Test func withoutJitterDelaysDoubleUpToTheCap() {
@@ -31,7 +20,7 @@ struct SeededGenerator: RandomNumberGenerator {
     }
 
     @Test func jitterStaysWithinItsFractionAndUnderTheCap() {
-        var rng = SeededGenerator(state: 42)
+        var rng = SplitMix64(seed: 42)
         var b = Backoff(initial: .milliseconds(100), maximum: .seconds(2), multiplier: 2, jitter: 0.25)
         var nominal = Duration.milliseconds(100)
         var distinct = Set<Duration>()

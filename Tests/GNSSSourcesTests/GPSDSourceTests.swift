@@ -2,6 +2,7 @@
 import FleetcastCore
 import Glibc
 #endif
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import GNSSSources
@@ -13,28 +14,33 @@ import Testing
 final class FakeGPSD {
     let port: Int
     let recording: String
-    private var process: ChildProcess?
+    private var process: TestProcess?
+    private let directory: TemporaryDirectory
 
-    init(port: Int, recording: String) {
+    init(port: Int, recording: String) throws {
         self.port = port
         self.recording = recording
+        directory = try TemporaryDirectory(prefix: "fake-gpsd")
     }
+
+    deinit { directory.remove() }
 
     /// Starts gpsfake (which starts its own gpsd listening on `port`).
     func start() throws {
         // -q quiet, -c 0.02 s between sentences (a 20-epoch recording in ~1.5 s), looping.
-        process = try ChildProcess("/usr/bin/gpsfake", ["-q", "-P", "\(port)", "-c", "0.02", recording])
+        process = try TestProcess(
+            "/usr/bin/gpsfake", ["-q", "-P", "\(port)", "-c", "0.02", recording], directory: directory.path, name: "gpsfake")
     }
 
     /// Stops gpsfake and its gpsd (the whole process group), and waits (bounded) until the
     /// port refuses connections, so that a restart on the same port finds it free.
     func stop() async {
-        await process?.stop()
+        await process?.stop(grace: .seconds(3))
         process = nil
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: .seconds(5))
         // A killed gpsd closes its socket as it exits; there is no event to await for that.
-        while loopbackPortAccepts(port), clock.now < deadline {
+        while FreePort.isAccepting(port), clock.now < deadline {
             try? await Task.sleep(for: .milliseconds(20))
         }
     }
@@ -43,12 +49,12 @@ final class FakeGPSD {
 extension LiveSourceTests {
     @Suite struct GPSDSourceTests {
         @Test func fixesFromRealGpsdAndReconnectAfterGpsdRestarts() async throws {
-            let port = try freeLoopbackPort()
+            let port = try FreePort.next()
             let recording = try fixturePath("firefly-II.log")
             var decoder = NMEADecoder()
             let recorded = decoder.decode(try [UInt8](Data(contentsOf: URL(fileURLWithPath: recording)))).fixes
             #expect(recorded.count >= 20)
-            let gpsd = FakeGPSD(port: port, recording: recording)
+            let gpsd = try FakeGPSD(port: port, recording: recording)
             try gpsd.start()
             let source = try GNSSSourceDescriptor(parsing: "gpsd://127.0.0.1:\(port)")
                 .makeSource(logger: quietLogger, backoff: testBackoff)
@@ -157,7 +163,7 @@ final class ScriptedTCPServer: Sendable {
         }
         guard ok else {
             Glibc.close(fd)
-            throw TimeoutError(what: "a listening socket")
+            throw TestSupportError.system("listen on 127.0.0.1", errno)
         }
         listener = fd
         port = Int(UInt16(bigEndian: addr.sin_port))

@@ -1,4 +1,5 @@
 import FleetcastCore
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import GNSSSources

@@ -1,4 +1,5 @@
 import FleetcastCore
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import InMemoryLogging
@@ -84,8 +85,8 @@ extension LiveSourceTests {
         }
 
         @Test func gpsdRestarts() async throws {
-            let port = try freeLoopbackPort()
-            let gpsd = FakeGPSD(port: port, recording: try fixturePath("firefly-II.log"))
+            let port = try FreePort.next()
+            let gpsd = try FakeGPSD(port: port, recording: try fixturePath("firefly-II.log"))
             try gpsd.start()
             do {
                 try await restart(GPSDSource(host: "127.0.0.1", port: port, logger: quietLogger, backoff: testBackoff)) {

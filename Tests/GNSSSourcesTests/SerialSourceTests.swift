@@ -2,6 +2,7 @@
 import FleetcastCore
 import Glibc
 #endif
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import GNSSSources
@@ -15,7 +16,7 @@ final class PseudoTerminalPair {
     let directory: String
     var gps: String { directory + "/gps" }
     var feed: String { directory + "/feed" }
-    private var socat: ChildProcess?
+    private var socat: TestProcess?
 
     init(directory: String) {
         self.directory = directory
@@ -23,9 +24,9 @@ final class PseudoTerminalPair {
 
     /// Starts socat and waits (bounded) until both links exist.
     func plug() async throws {
-        socat = try ChildProcess("/usr/bin/socat", [
+        socat = try TestProcess("/usr/bin/socat", [
             "pty,raw,echo=0,link=\(gps)", "pty,raw,echo=0,link=\(feed)",
-        ])
+        ], directory: directory, name: "socat")
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: .seconds(5))
         // socat makes the links right after it starts; there is no event to await.
@@ -37,7 +38,7 @@ final class PseudoTerminalPair {
 
     /// Stops socat: the receiver is gone.
     func unplug() async {
-        await socat?.stop()
+        await socat?.stop(grace: .seconds(3))
         socat = nil
     }
 

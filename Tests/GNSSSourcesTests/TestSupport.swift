@@ -2,92 +2,13 @@
 import FleetcastCore
 import Glibc
 #endif
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import GNSSSources
 import Logging
 import Synchronization
 import Testing
-
-/// A wait that did not end in time: the test fails with what it was waiting for.
-struct TimeoutError: Error, CustomStringConvertible {
-    let what: String
-    var description: String { "timed out waiting for \(what)" }
-}
-
-/// Runs `operation`, failing with ``TimeoutError`` after `limit`.
-///
-/// The wait is bounded even when `operation` ignores cancellation (a task stuck in a
-/// blocking system call): on timeout the operation is cancelled and left behind instead of
-/// awaited, so the test fails with a message rather than hanging the whole run.
-func withTimeout<T: Sendable>(
-    _ limit: Duration, _ what: String, _ operation: @escaping @Sendable () async throws -> T
-) async throws -> T {
-    let race = TimeoutRace<T>()
-    return try await withTaskCancellationHandler {
-        let work = Task {
-            do { race.finish(.success(try await operation())) } catch { race.finish(.failure(error)) }
-        }
-        let timer = Task {
-            // Cancelled when the operation finishes first.
-            guard (try? await Task.sleep(for: limit)) != nil else { return }
-            race.finish(.failure(TimeoutError(what: what)))
-        }
-        race.track(work, timer)
-        return try await race.outcome()
-    } onCancel: {
-        race.finish(.failure(CancellationError()))
-    }
-}
-
-/// The state of one ``withTimeout(_:_:_:)``: the first of operation, timer and cancellation
-/// to finish decides the outcome; the others are cancelled.
-private final class TimeoutRace<T: Sendable>: Sendable {
-    private struct State {
-        var result: Result<T, any Error>?
-        var continuation: CheckedContinuation<T, any Error>?
-        var tasks: [Task<Void, Never>] = []
-    }
-
-    private let state = Mutex(State())
-
-    /// Records the outcome unless one is already recorded; resumes the waiter and cancels
-    /// the tasks that lost.
-    func finish(_ result: Result<T, any Error>) {
-        let (continuation, tasks) = state.withLock { s -> (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) in
-            guard s.result == nil else { return (nil, []) }
-            s.result = result
-            defer {
-                s.continuation = nil
-                s.tasks = []
-            }
-            return (s.continuation, s.tasks)
-        }
-        tasks.forEach { $0.cancel() }
-        continuation?.resume(with: result)
-    }
-
-    /// Keeps the tasks to cancel when the race is decided (at once if it already is).
-    func track(_ tasks: Task<Void, Never>...) {
-        let decided = state.withLock { s in
-            if s.result == nil { s.tasks += tasks }
-            return s.result != nil
-        }
-        if decided { tasks.forEach { $0.cancel() } }
-    }
-
-    /// Waits for the outcome.
-    func outcome() async throws -> T {
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
-            let decided = state.withLock { s -> Result<T, any Error>? in
-                if let result = s.result { return result }
-                s.continuation = c
-                return nil
-            }
-            if let decided { c.resume(with: decided) }
-        }
-    }
-}
 
 /// Awaits the end of a helper task (a sender loop) that was just cancelled, bounded: a task
 /// stuck in a system call fails the test instead of hanging it.
@@ -179,7 +100,7 @@ final class EventRecorder: Sendable {
         let events: [GNSSEvent]
         do {
             events = try await waitForEvents(what, timeout: timeout, id: id, predicate)
-        } catch let error as TimeoutError {
+        } catch TestSupportError.timedOut(let waitedFor, let limit) {
             // Say what did arrive, so that a failure can be understood from the log.
             let summary = self.events.suffix(8).map { e -> String in
                 switch e {
@@ -188,7 +109,7 @@ final class EventRecorder: Sendable {
                 case .state(let s): return "state(\(s))"
                 }
             }
-            throw TimeoutError(what: "\(error.what); \(self.events.count) events, last: \(summary)")
+            throw TestSupportError.timedOut("\(waitedFor); \(self.events.count) events, last: \(summary)", limit)
         }
         try #require(predicate(events), "stream ended before \(what)")
         return events
@@ -275,55 +196,6 @@ let testBackoff = Backoff(initial: .milliseconds(100), maximum: .milliseconds(40
 /// The path of a fixture recording.
 func fixturePath(_ name: String) throws -> String {
     try #require(Bundle.module.path(forResource: name, ofType: nil, inDirectory: "Fixtures"))
-}
-
-/// A free TCP port on 127.0.0.1, chosen by the kernel.
-func freeLoopbackPort() throws -> Int {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    try #require(fd >= 0)
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = 0
-    var len = socklen_t(MemoryLayout<sockaddr_in>.size)
-    let bound = withUnsafeMutablePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { p in
-            bind(fd, p, len) == 0 && getsockname(fd, p, &len) == 0
-        }
-    }
-    try #require(bound)
-    return Int(UInt16(bigEndian: addr.sin_port))
-}
-
-/// Whether something listens on 127.0.0.1:`port`.
-func loopbackPortAccepts(_ port: Int) -> Bool {
-    let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-    guard fd >= 0 else { return false }
-    defer { close(fd) }
-    var addr = sockaddr_in()
-    addr.sin_family = sa_family_t(AF_INET)
-    addr.sin_addr.s_addr = inet_addr("127.0.0.1")
-    addr.sin_port = in_port_t(UInt16(port).bigEndian)
-    return withUnsafePointer(to: &addr) {
-        $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-            connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) == 0
-        }
-    }
-}
-
-/// A temporary directory removed by ``remove()``.
-struct TemporaryDirectory {
-    let path: String
-
-    init() throws {
-        path = NSTemporaryDirectory() + "gnss-sources-" + UUID().uuidString
-        try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: false)
-    }
-
-    func remove() {
-        try? FileManager.default.removeItem(atPath: path)
-    }
 }
 
 extension Date {

@@ -1,17 +1,6 @@
+import FleetcastTestSupport
 import MQTT
 import Testing
-
-/// A deterministic generator so jitter can be checked.
-struct SplitMix: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite struct MQTTReconnectPolicyTests {
     @Test func withoutJitterTheDelayDoublesUpToTheCeiling() {
@@ -22,7 +11,7 @@ struct SplitMix: RandomNumberGenerator {
 
     @Test func jitterSpreadsDelaysWithinBounds() {
         let policy = MQTTReconnectPolicy(initialDelay: .seconds(1), maximumDelay: .seconds(60), multiplier: 2, jitter: 0.25)
-        var generator = SplitMix(state: 42)
+        var generator = SplitMix64(seed: 42)
         let delays = (0..<200).map { _ in policy.delay(attempt: 3, using: &generator) }
         #expect(delays.allSatisfy { $0 >= .seconds(3) && $0 <= .seconds(5) })
         #expect(Set(delays).count > 100, "jitter must actually vary the delay")

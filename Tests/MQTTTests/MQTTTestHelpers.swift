@@ -56,15 +56,3 @@ extension MQTTMessage {
     var text: String { String(decoding: payload, as: UTF8.self) }
 }
 
-/// Runs `body` with a fresh broker, always shutting the broker down afterwards.
-func withBroker<T>(_ options: TestBroker.Options = .init(), _ body: (TestBroker) async throws -> T) async throws -> T {
-    let broker = try await TestBroker.start(options)
-    do {
-        let result = try await body(broker)
-        await broker.shutdown()
-        return result
-    } catch {
-        await broker.shutdown()
-        throw error
-    }
-}

@@ -1,3 +1,4 @@
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import NMEA
@@ -84,7 +85,7 @@ struct DecodeCommandTests {
 
     @Test("corrupt input exits 0; --no-checksum-ok decodes a receiver without checksums")
     func corruptAndNoChecksum() throws {
-        var rng = SplitMix64(state: 7)
+        var rng = SplitMix64(seed: 7)
         let noise = Data((0..<20_000).map { _ in UInt8.random(in: 0...255, using: &rng) })
         let r = try run([], stdin: noise)
         #expect(r.status == 0)

@@ -1,19 +1,8 @@
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import NMEA
 import Testing
-
-/// A small deterministic generator so a failure can be replayed from its seed.
-struct SplitMix64: RandomNumberGenerator {
-    var state: UInt64
-    mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
 
 @Suite("Fuzz: corrupt input never crashes")
 struct NMEAFuzzTests {
@@ -27,7 +16,7 @@ struct NMEAFuzzTests {
 
     @Test("random bytes, with and without sentence-like structure")
     func randomBytes() {
-        var rng = SplitMix64(state: 0xF1EE_7CA5)
+        var rng = SplitMix64(seed: 0xF1EE_7CA5)
         let alphabet = Array("$!*,.0123456789ABCDEFGNPRMCVWSTZ\r\n#-".utf8)
         for round in 0..<200 {
             let count = Int.random(in: 0...4096, using: &rng)
@@ -41,7 +30,7 @@ struct NMEAFuzzTests {
 
     @Test("fixture lines with bytes flipped, dropped, duplicated and re-checksummed")
     func mutatedLines() throws {
-        var rng = SplitMix64(state: 42)
+        var rng = SplitMix64(seed: 42)
         for log in Fixtures.recordings {
             let lines = String(decoding: try Fixtures.bytes(log), as: UTF8.self)
                 .split(separator: "\n").filter { $0.hasPrefix("$") }.map { Array($0.utf8) }
