@@ -87,13 +87,16 @@ public final class AgentService: Service {
             }
             group.addTask {
                 do {
-                    // The events end on graceful shutdown, but a lossless intake may be waiting
-                    // for room in the outbox (a replay while the broker is gone), not for the
-                    // next event: finishing the publisher ends that wait too.
+                    // On graceful shutdown the subscription leaves the hub, so the events end
+                    // (a pending `next()` returns nil); a lossless intake may be waiting for
+                    // room in the outbox instead (a replay while the broker is gone): finishing
+                    // the publisher ends that wait too. (Not `cancelOnGracefulShutdown()`: its
+                    // merge costs a task hop and two locks per event.)
                     try await withGracefulShutdownHandler {
-                        try await self.publisher.run(events: events.cancelOnGracefulShutdown(), lossless: self.lossless)
+                        try await self.publisher.run(events: events, lossless: self.lossless)
                     } onGracefulShutdown: { [publisher = self.publisher] in
                         publisher.finish()
+                        events.cancel()
                     }
                     return .success(.finished)
                 } catch {

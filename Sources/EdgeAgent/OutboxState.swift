@@ -1,3 +1,5 @@
+import DequeModule
+
 /// The outbox's state machine: the queue, which entries are leased (in flight), the drop
 /// counters and the waiting tasks. A plain value: each event is a `mutating func` that decides
 /// under the outbox's lock and returns what to do (continuations to resume, as
@@ -39,7 +41,9 @@ struct OutboxState {
     let capacity: Int
     /// The most entries leased at once.
     let window: Int
-    private(set) var entries: [Entry] = []
+    /// Queue order, oldest first. A deque: acknowledgements remove from the front, which an
+    /// array pays for by moving every other entry (a full outbox during a batch upload).
+    private(set) var entries: Deque<Entry> = []
     private(set) var leasedCount = 0
     private var nextID: UInt64 = 0
     private(set) var droppedFixes: UInt64 = 0

@@ -4,8 +4,9 @@ import Testing
 
 /// SIGTERM stops the built `fleetcast-agent` within a bounded time — drain (`drainTimeout`,
 /// 5 s) + `offline` status (5 s) + a margin — even when the broker has gone away, and it
-/// still exits 0, says what it could not deliver and persists `seq`.
-@Suite("fleetcast-agent stops on SIGTERM when the broker is gone", .serialized)
+/// still exits 0, says what it could not deliver and persists `seq`; and promptly when the
+/// receiver is silent (the agent is waiting for its next event, not for the broker).
+@Suite("fleetcast-agent stops on SIGTERM in bounded time: broker gone, receiver silent", .serialized)
 struct AgentShutdownTests {
     /// Drain and offline timeouts (5 s each) and a margin for a loaded machine.
     static let exitLimit: Duration = .seconds(20)
@@ -152,5 +153,36 @@ struct AgentShutdownTests {
         #expect(elapsed < Self.exitLimit)
         #expect(agent.standardError.contains("agent stopped"))
         try Self.expectSeqPersisted(directory, log: agent.standardError)
+    }
+
+    /// A receiver that sends nothing (plugged in, no data) leaves the agent waiting for its
+    /// next event, not for the broker: SIGTERM must end that wait too.
+    @Test("SIGTERM while the receiver is silent: offline published, exits 0 promptly")
+    func sigtermWhileTheReceiverIsSilent() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "agent-shutdown-silent")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        // A pseudo-terminal pair (socat) with nothing written to its far side: the serial
+        // source opens `gps` and waits for bytes.
+        let device = "\(directory)/gps"
+        let socat = try TestProcess("/usr/bin/socat", [
+            "pty,raw,echo=0,link=\(device)", "pty,raw,echo=0,link=\(directory)/feed",
+        ], directory: directory, name: "socat")
+        defer { socat.send(SIGKILL, toGroup: true) }
+        try await waitUntil("socat's pty links") { FileManager.default.fileExists(atPath: device) }
+        try await withBroker { broker in
+            let agent = try Self.startAgent(source: "serial:\(device)?baud=9600", brokerPort: broker.port, directory: directory)
+            // The retained status is on the broker, not in an event this test could await: poll.
+            let deadline = ContinuousClock.now + .seconds(15)
+            while try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status", timeoutSeconds: 1)?
+                .contains(#""state":"online""#) != true {
+                try #require(ContinuousClock.now < deadline, "no online status; stderr: \(agent.standardError.suffix(2000))")
+                try await Task.sleep(for: .milliseconds(100))
+            }
+            let (status, elapsed) = await Self.terminate(agent)
+            #expect(status == 0, "exit status after \(elapsed); stderr: \(agent.standardError.suffix(3000))")
+            #expect(elapsed < .seconds(5), "nothing to drain: the stop is prompt")
+            let last = try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status")
+            #expect(last?.contains(#""state":"offline""#) == true, "retained status after SIGTERM: \(last ?? "none")")
+        }
     }
 }
