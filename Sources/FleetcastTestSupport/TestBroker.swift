@@ -278,6 +278,22 @@ public struct TemporaryDirectory: Sendable {
         try FileManager.default.createDirectory(atPath: path, withIntermediateDirectories: true)
     }
 
+    /// The path of `name` inside it.
+    public func file(_ name: String) -> String { "\(path)/\(name)" }
+
+    /// Writes `text` to the file `name` (with permissions `mode`) and returns its path.
+    @discardableResult
+    public func createFile(_ name: String, _ text: String, mode: Int = 0o644) -> String {
+        let target = file(name)
+        FileManager.default.createFile(atPath: target, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
+        return target
+    }
+
+    /// The text of the file `name`, or nil when it cannot be read.
+    public func contents(_ name: String) -> String? {
+        try? String(contentsOfFile: file(name), encoding: .utf8)
+    }
+
     /// Removes it and everything in it.
     public func remove() {
         try? FileManager.default.removeItem(atPath: path)

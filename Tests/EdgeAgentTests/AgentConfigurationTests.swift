@@ -1,4 +1,5 @@
 import EdgeAgent
+import FleetcastTestSupport
 import FleetProtocol
 import MQTT
 import Testing
@@ -30,7 +31,7 @@ struct AgentConfigurationTests {
 
     @Test("defaults: only the vehicle is required")
     func defaults() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let config = try await load(environment: ["FLEETCAST_VEHICLE": "van-7"], in: dir)
         #expect(config.vehicle.rawValue == "van-7")
@@ -52,7 +53,7 @@ struct AgentConfigurationTests {
 
     @Test("file < environment < flags")
     func precedence() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let yaml = """
             vehicle: from-file
@@ -85,32 +86,32 @@ struct AgentConfigurationTests {
     }
 
     @Test("a bad value in the file names key, file and expected form")
-    func fileError() async {
-        let dir = TemporaryDirectory()
+    func fileError() async throws {
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let messages = await problems(yaml: "vehicle: van-7\nqos:\n  fix: 3\n", in: dir)
         #expect(messages == ["qos.fix in \(dir.file("agent.yaml")): expected 0, 1 or 2, got \"3\""])
     }
 
     @Test("a bad value in the environment names the variable")
-    func environmentError() async {
-        let dir = TemporaryDirectory()
+    func environmentError() async throws {
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let messages = await problems(environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_QOS_HEADING": "high"], in: dir)
         #expect(messages == ["qos.heading in environment variable FLEETCAST_QOS_HEADING: expected 0, 1 or 2, got \"high\""])
     }
 
     @Test("a bad value in a flag names the flag")
-    func flagError() async {
-        let dir = TemporaryDirectory()
+    func flagError() async throws {
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let messages = await problems(flags: ["vehicle": "van-7", "broker.keepAlive": "2"], in: dir)
         #expect(messages == ["broker.keepAlive in flag --broker-keep-alive: expected a whole number of seconds from 5 to 65535, got \"2\""])
     }
 
     @Test("every bad value is reported at once, each with its expected form")
-    func manyErrors() async {
-        let dir = TemporaryDirectory()
+    func manyErrors() async throws {
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let yaml = """
             vehicle: "van/7"
@@ -153,8 +154,8 @@ struct AgentConfigurationTests {
     }
 
     @Test("unknown keys in the file are reported, with a suggestion for typos")
-    func unknownKeys() async {
-        let dir = TemporaryDirectory()
+    func unknownKeys() async throws {
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let yaml = """
             vehicle: van-7
@@ -175,7 +176,7 @@ struct AgentConfigurationTests {
 
     @Test("a missing vehicle, an invalid vehicle, a missing file are refused clearly")
     func vehicleAndFile() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         #expect(await problems(in: dir) == [
             "vehicle is required: set it in the configuration file, the environment variable FLEETCAST_VEHICLE or the flag --vehicle"
@@ -197,7 +198,7 @@ struct AgentConfigurationTests {
 
     @Test("passwords come from a file or the environment, never flags or the config file, and are never shown")
     func passwords() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let passwordFile = dir.createFile("password", "s3cr3t-Pa55\n", mode: 0o600)
         let fromFile = try await load(
@@ -238,8 +239,8 @@ struct AgentConfigurationTests {
     }
 
     @Test("TLS files need mqtts, and a client certificate needs its key")
-    func tlsFiles() async {
-        let dir = TemporaryDirectory()
+    func tlsFiles() async throws {
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let ca = dir.createFile("ca.pem", "-----BEGIN CERTIFICATE-----\n")
         let cert = dir.createFile("client.crt", "-----BEGIN CERTIFICATE-----\n")
@@ -262,7 +263,7 @@ struct AgentConfigurationTests {
 
     @Test("every key can be set through its environment variable")
     func everyKeyFromEnvironment() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let ca = dir.createFile("ca.pem", "x")
         let values: [String: String] = [

@@ -1,4 +1,5 @@
 import EdgeAgent
+import FleetcastTestSupport
 import FleetProtocol
 import Foundation
 import GNSS
@@ -35,7 +36,7 @@ struct PipelinedPublisherTests {
 
     @Test("never more than `window` sends outstanding, and the window is used")
     func windowRespected() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = HoldingSender()
         let publisher = try makePublisher(sender: sender, dir: dir, window: 4)
@@ -62,7 +63,7 @@ struct PipelinedPublisherTests {
 
     @Test("hand-off order is queue order while acknowledgements arrive in any order")
     func orderUnderConcurrency() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = HoldingSender()
         let publisher = try makePublisher(sender: sender, dir: dir, capacity: 5_000, window: 8)
@@ -106,7 +107,7 @@ struct PipelinedPublisherTests {
 
     @Test("a failed send is released and, after the outstanding ones settle, resent in order; the retained fix stays the newest")
     func failureResendsInOrder() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = HoldingSender()
         let publisher = try makePublisher(sender: sender, dir: dir, window: 4)
@@ -144,7 +145,7 @@ struct PipelinedPublisherTests {
 
     @Test("retryNow ends the back-off after a failed send: the message is resent without waiting an hour")
     func retryNowEndsBackOff() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = HoldingSender()
         let publisher = try makePublisher(sender: sender, dir: dir, window: 4, retryDelay: .seconds(3600))
@@ -171,7 +172,7 @@ struct PipelinedPublisherTests {
 
     @Test("the lossless intake delivers every one of 20,000 fixes through a 16-message outbox and a slow sender")
     func losslessIntake() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let total = 20_000
         let sender = HoldingSender(latency: .microseconds(20))
@@ -195,7 +196,7 @@ struct PipelinedPublisherTests {
 
     @Test("the live intake, in the same setting, drops the oldest fixes instead of waiting")
     func liveIntakeDrops() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let total = 2_000
         let sender = HoldingSender()  // a broker that does not answer until the end

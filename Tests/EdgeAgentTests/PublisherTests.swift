@@ -1,4 +1,5 @@
 import EdgeAgent
+import FleetcastTestSupport
 import FleetProtocol
 import Foundation
 import GNSS
@@ -30,7 +31,7 @@ struct PublisherTests {
 
     @Test("fixes, headings and status changes reach the broker with topic, QoS, retain and gap-free seq")
     func endToEnd() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender()
         let publisher = try makePublisher(sender: sender, dir: dir)
@@ -88,7 +89,7 @@ struct PublisherTests {
 
     @Test("an absent broker fills the outbox: oldest fixes dropped, status says so, the rest delivered in order")
     func absentBroker() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let capture = InMemoryLogHandler()
         var captureLogger = Logger(label: "test") { _ in capture }
@@ -130,7 +131,7 @@ struct PublisherTests {
 
     @Test("the reporting policy decides which fixes are sent; skipped ones are counted")
     func policyApplied() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender()
         let publisher = try makePublisher(sender: sender, dir: dir, policy: ReportingPolicy(minInterval: 5))
@@ -152,7 +153,7 @@ struct PublisherTests {
     @Test("a failing event stream is reported as source-lost, then the publisher finishes and rethrows")
     func failingEvents() async throws {
         struct ReceiverGone: Error {}
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender()
         let publisher = try makePublisher(sender: sender, dir: dir)
@@ -171,7 +172,7 @@ struct PublisherTests {
 
     @Test("a broker that never comes back bounds the shutdown by the drain timeout")
     func boundedShutdown() async throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender(failing: true)
         let store = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
@@ -189,7 +190,7 @@ struct PublisherTests {
 
     @Test("the last will is the retained offline status without a reason")
     func lastWill() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let publisher = try makePublisher(sender: RecordingSender(), dir: dir)
         let will = publisher.lastWill

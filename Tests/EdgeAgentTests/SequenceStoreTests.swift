@@ -1,4 +1,5 @@
 import EdgeAgent
+import FleetcastTestSupport
 import FleetProtocol
 import Logging
 import Testing
@@ -10,7 +11,7 @@ struct SequenceStoreTests {
 
     @Test("numbers rise by one and continue without a gap after a clean restart")
     func cleanRestart() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let first = try SequenceStore(directory: dir.path, vehicle: vehicle, blockSize: 100, logger: logger)
         let taken = (0..<5).map { _ in first.next() }
@@ -24,7 +25,7 @@ struct SequenceStoreTests {
 
     @Test("a block is reserved ahead: a crash skips numbers but never reuses one")
     func crashSkipsNeverReuses() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let crashed = try SequenceStore(directory: dir.path, vehicle: vehicle, blockSize: 1000, logger: logger)
         #expect(dir.contents("van-7.seq") == "1001\n", "the first block is reserved before any number is handed out")
@@ -41,7 +42,7 @@ struct SequenceStoreTests {
 
     @Test("the file is not written for every message")
     func writesOncePerBlock() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let store = try SequenceStore(directory: dir.path, vehicle: vehicle, blockSize: 1000, logger: logger)
         for _ in 0..<999 { _ = store.next() }
@@ -50,7 +51,7 @@ struct SequenceStoreTests {
 
     @Test("each vehicle has its own counter")
     func perVehicle() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let a = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: logger)
         let b = try SequenceStore(directory: dir.path, vehicle: VehicleID("truck-12")!, logger: logger)
@@ -60,7 +61,7 @@ struct SequenceStoreTests {
 
     @Test("an unwritable state directory is a clear error naming the path")
     func unwritableDirectory() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let blocker = dir.createFile("not-a-directory", "x")
         let error = #expect(throws: SequenceStoreError.self) {
@@ -78,7 +79,7 @@ struct SequenceStoreTests {
 
     @Test("a corrupt counter file is refused with its path, not silently reset")
     func corruptFile() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let path = dir.createFile("van-7.seq", "garbage\n")
         let error = #expect(throws: SequenceStoreError.self) {
@@ -90,7 +91,7 @@ struct SequenceStoreTests {
 
     @Test("no temporary file is left behind")
     func noTemporaryLeft() throws {
-        let dir = TemporaryDirectory()
+        let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let store = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: logger)
         _ = store.next()
