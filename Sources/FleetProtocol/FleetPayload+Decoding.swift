@@ -79,7 +79,9 @@ extension FleetPayload {
     ///
     /// Required keys: `v`, `state` (`online` or `offline`), and `vehicle` when `vehicle` is
     /// `nil`. Optional: `since` (time), `agent`, `source` (≤ 1024 bytes), `reason` (text ≤ 256
-    /// bytes), `gnss` (`fixing`, `no-fix`, `source-lost`, `starting`), `dropped` (count ≥ 0).
+    /// bytes), `gnss` (`fixing`, `no-fix`, `source-lost`, `starting`), `dropped`, `droppedFull`,
+    /// `droppedExpired`, `droppedUnclean`, `backlog` (counts ≥ 0), `storage` (`ok`, `degraded`),
+    /// `storageReason` (text ≤ 512 bytes).
     public static func decodeStatus(_ payload: [UInt8], vehicle: VehicleID?) throws(DecodingError) -> VehicleStatus {
         let o = try object(payload)
         try o.requireVersion()
@@ -95,10 +97,23 @@ extension FleetPayload {
             }
             gnss = g
         }
+        var storage: VehicleStatus.StorageState?
+        if let text = try o.string("storage", maxBytes: 16) {
+            guard let s = VehicleStatus.StorageState(rawValue: text) else {
+                throw .invalidValue(key: "storage", detail: "is not ok or degraded")
+            }
+            storage = s
+        }
+        var drops: VehicleStatus.Drops?
+        let (full, expired, unclean) = (try o.unsigned("droppedFull"), try o.unsigned("droppedExpired"), try o.unsigned("droppedUnclean"))
+        if full != nil || expired != nil || unclean != nil {
+            drops = VehicleStatus.Drops(full: full ?? 0, expired: expired ?? 0, unclean: unclean ?? 0)
+        }
         return VehicleStatus(
             vehicle: id, state: state, since: try o.time("since"), agentVersion: try o.string("agent"),
             source: try o.string("source", maxBytes: 1024), gnss: gnss, droppedFixes: try o.unsigned("dropped"),
-            reason: try o.string("reason")
+            reason: try o.string("reason"), drops: drops, backlog: try o.unsigned("backlog"), storage: storage,
+            storageReason: try o.string("storageReason", maxBytes: 512)
         )
     }
 

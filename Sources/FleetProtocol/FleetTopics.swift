@@ -1,4 +1,5 @@
-/// The topic layout of the contract: `{prefix}/{vehicle}/fix`, `…/heading`, `…/status`.
+/// The topic layout of the contract: `{prefix}/{vehicle}/fix`, `…/heading`, `…/status`,
+/// `…/backlog`.
 ///
 /// The prefix (default `fleet`) is one or more non-empty levels without wildcards, e.g.
 /// `fleet` or `acme/fleet`. Build topics with ``fix(_:)``, ``heading(_:)``, ``status(_:)``;
@@ -7,6 +8,8 @@ public struct FleetTopics: Sendable, Hashable {
     /// The kind of message a topic carries: its last level.
     public enum Channel: String, Sendable, CaseIterable {
         case fix, heading, status
+        /// Batches of fixes and headings that could not be delivered live, oldest first.
+        case backlog
     }
 
     /// Why a prefix cannot be used.
@@ -48,6 +51,8 @@ public struct FleetTopics: Sendable, Hashable {
     public func heading(_ vehicle: VehicleID) -> String { topic(vehicle, .heading) }
     /// `{prefix}/{vehicle}/status`: status JSON, retained; `offline` is the last will.
     public func status(_ vehicle: VehicleID) -> String { topic(vehicle, .status) }
+    /// `{prefix}/{vehicle}/backlog`: backlog batch JSON, QoS 1, not retained.
+    public func backlog(_ vehicle: VehicleID) -> String { topic(vehicle, .backlog) }
 
     /// Subscription filters for the whole fleet (`{prefix}/+/+`) or for the given vehicles
     /// (`{prefix}/{vehicle}/+` each).

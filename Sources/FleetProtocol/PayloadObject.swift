@@ -13,6 +13,9 @@ struct PayloadObject {
         case bool(Bool)
         case null
         case nested
+        /// A top-level array: the byte range of each element in the parsed payload (elements
+        /// are validated, not decoded; the backlog batch's `events`).
+        case array([Range<Int>])
     }
 
     /// Deepest nesting of skipped objects/arrays accepted.
@@ -131,6 +134,8 @@ struct PayloadObject {
             case UInt8(ascii: "t"): try literal("true"); return .bool(true)
             case UInt8(ascii: "f"): try literal("false"); return .bool(false)
             case UInt8(ascii: "n"): try literal("null"); return .null
+            case UInt8(ascii: "[") where depth == 1:
+                return .array(try parseTopLevelArray())
             case UInt8(ascii: "{"), UInt8(ascii: "["):
                 try skipContainer(depth: depth)
                 return .nested
@@ -146,6 +151,24 @@ struct PayloadObject {
             }
             guard matches else { throw fail("invalid literal") }
             index += count
+        }
+
+        /// Validates a member's array whose `[` is at `index`; returns each element's byte range.
+        mutating func parseTopLevelArray() throws(FleetPayload.DecodingError) -> [Range<Int>] {
+            index += 1
+            var elements: [Range<Int>] = []
+            skipWhitespace()
+            if current == UInt8(ascii: "]") { index += 1; return elements }
+            while true {
+                skipWhitespace()
+                let start = index
+                _ = try parseValue(depth: 2)
+                elements.append(start..<index)
+                skipWhitespace()
+                if current == UInt8(ascii: ",") { index += 1; continue }
+                try expect(UInt8(ascii: "]"), "',' or ']'")
+                return elements
+            }
         }
 
         /// Validates and skips an object or array whose opening byte is at `index`.

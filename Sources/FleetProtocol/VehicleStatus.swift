@@ -4,8 +4,9 @@ import GNSS
 /// GNSS receiver is doing. `offline` is also the agent's MQTT last will.
 ///
 /// JSON: `{"v":1,"vehicle":"van-7","state":"online","since":"…Z","agent":"0.1.0",
-/// "source":"gpsd://localhost","gnss":"fixing","dropped":0}`; keys whose value is unknown are
-/// left out. Status messages carry no `seq` (the will is fixed at connect time).
+/// "source":"gpsd://localhost","gnss":"fixing","dropped":0,"droppedFull":0,"droppedExpired":0,
+/// "droppedUnclean":0,"backlog":0,"storage":"ok"}`; keys whose value is unknown are left out.
+/// Status messages carry no `seq` (the will is fixed at connect time).
 public struct VehicleStatus: Sendable, Equatable {
     /// Whether the agent is connected.
     public enum State: String, Sendable, CaseIterable {
@@ -24,6 +25,36 @@ public struct VehicleStatus: Sendable, Equatable {
         case starting
     }
 
+    /// Whether the agent's durable outbox works.
+    public enum StorageState: String, Sendable, CaseIterable {
+        /// Messages are stored on disk until the broker acknowledges them.
+        case ok
+        /// The store cannot be used (read-only, full, corrupt and not replaceable): messages
+        /// are kept in a bounded memory buffer only; `storageReason` says why.
+        case degraded
+    }
+
+    /// Fixes and headings an agent lost, by cause, since it started (counts of messages).
+    public struct Drops: Sendable, Equatable {
+        /// Dropped, oldest first (headings before fixes), because the outbox was full.
+        public var full: UInt64
+        /// Dropped because they were older than the outbox's maximum age.
+        public var expired: UInt64
+        /// `seq` numbers skipped after an unclean stop (a crash or power cut): messages that
+        /// were not yet stored, or numbers reserved and never used. At most the last sync
+        /// interval's worth.
+        public var unclean: UInt64
+
+        /// All causes together.
+        public var total: UInt64 { full + expired + unclean }
+
+        public init(full: UInt64 = 0, expired: UInt64 = 0, unclean: UInt64 = 0) {
+            self.full = full
+            self.expired = expired
+            self.unclean = unclean
+        }
+    }
+
     public let vehicle: VehicleID
     public let state: State
     /// When the vehicle came online (or went offline, for a clean shutdown).
@@ -34,15 +65,28 @@ public struct VehicleStatus: Sendable, Equatable {
     public let source: String?
     /// The receiver's state.
     public let gnss: GNSSState?
-    /// Fixes dropped because the outbox was full (a slow or absent broker), since start.
+    /// Fixes and headings lost since start, all causes together (`dropped`).
     public let droppedFixes: UInt64?
+    /// The same losses by cause (`droppedFull`, `droppedExpired`, `droppedUnclean`).
+    public let drops: Drops?
+    /// Fixes and headings stored and not yet acknowledged by the broker (`backlog`).
+    public let backlog: UInt64?
+    /// Whether the durable outbox works (`storage`).
+    public let storage: StorageState?
+    /// Why storage is degraded (`storageReason`), e.g. the path and the system's error.
+    public let storageReason: String?
     /// Why the vehicle went offline (`shutdown`, or absent in the last will: connection lost).
     public let reason: String?
 
     public init(
         vehicle: VehicleID, state: State, since: UTCTimestamp? = nil, agentVersion: String? = nil,
-        source: String? = nil, gnss: GNSSState? = nil, droppedFixes: UInt64? = nil, reason: String? = nil
+        source: String? = nil, gnss: GNSSState? = nil, droppedFixes: UInt64? = nil, reason: String? = nil,
+        drops: Drops? = nil, backlog: UInt64? = nil, storage: StorageState? = nil, storageReason: String? = nil
     ) {
+        self.drops = drops
+        self.backlog = backlog
+        self.storage = storage
+        self.storageReason = storageReason
         self.vehicle = vehicle
         self.state = state
         self.since = since
@@ -67,6 +111,12 @@ extension FleetPayload {
         w.string("source", status.source)
         w.string("gnss", status.gnss?.rawValue)
         w.int("dropped", status.droppedFixes)
+        w.int("droppedFull", status.drops?.full)
+        w.int("droppedExpired", status.drops?.expired)
+        w.int("droppedUnclean", status.drops?.unclean)
+        w.int("backlog", status.backlog)
+        w.string("storage", status.storage?.rawValue)
+        w.string("storageReason", status.storageReason)
         w.string("reason", status.reason)
         return w.finish()
     }
