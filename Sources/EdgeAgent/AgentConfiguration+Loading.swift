@@ -30,7 +30,7 @@ extension AgentConfiguration {
         "topics.prefix", "qos.fix", "qos.heading", "messageExpiry",
         "report.minInterval", "report.maxInterval", "report.minDistance",
         "report.minHeadingChange", "report.stationarySpeed",
-        "outbox.capacity", "stateDir", "log.level",
+        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate", "stateDir", "log.level",
     ]
 
     /// Loads and validates the configuration from three layers, each overriding the one before:
@@ -239,6 +239,30 @@ struct ConfigurationSources {
         }
     }
 
+    /// `65536`, `64KiB`, `64MiB`, `1GiB` (also `KB`/`MB`/`GB` as binary units) → bytes.
+    static func parseSize(_ text: String) -> Int? {
+        let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
+                                      ("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40), ("B", 1)]
+        for (suffix, factor) in units where text.hasSuffix(suffix) {
+            let number = text.dropLast(suffix.count).trimmingWhitespace()
+            guard let n = Int(number), n >= 0 else { return nil }
+            let (product, overflow) = n.multipliedReportingOverflow(by: factor)
+            return overflow ? nil : product
+        }
+        return Int(text)
+    }
+
+    /// `3600`, `90s`, `30m`, `12h`, `7d` → seconds.
+    static func parseSeconds(_ text: String) -> Int? {
+        let units: [(Character, Int)] = [("s", 1), ("m", 60), ("h", 3600), ("d", 86_400)]
+        if let last = text.last, let factor = units.first(where: { $0.0 == last })?.1 {
+            guard let n = Int(text.dropLast().trimmingWhitespace()), n >= 0 else { return nil }
+            let (product, overflow) = n.multipliedReportingOverflow(by: factor)
+            return overflow ? nil : product
+        }
+        return Int(text)
+    }
+
     mutating func readableFile(_ key: String) -> String? {
         guard let (path, origin) = text(key) else { return nil }
         guard access(path, R_OK) == 0 else {
@@ -327,7 +351,14 @@ struct ConfigurationSources {
         let minDistance = number("report.minDistance", expected: "a number of metres, more than 0") { $0 > 0 }
         let minHeadingChange = number("report.minHeadingChange", expected: "a number of degrees, more than 0 and at most 180") { $0 > 0 && $0 <= 180 }
         let stationarySpeed = number("report.stationarySpeed", expected: "a speed in m/s, 0 or more (0 turns the track hold off)") { $0 >= 0 } ?? 0.5
-        let capacity = integer("outbox.capacity", in: 1...1_000_000, unit: " of messages") ?? 1000
+        let syncInterval = number("outbox.syncInterval", expected: "a number of seconds from 0.05 to 60") { $0 >= 0.05 && $0 <= 60 } ?? 1
+        let maxBytes = value("outbox.maxBytes", expected: "a size from 1MiB to 1TiB, in bytes or with KiB, MiB, GiB (e.g. 64MiB)") {
+            Self.parseSize($0).flatMap { (1 << 20...1 << 40).contains($0) ? $0 : nil }
+        } ?? 64 << 20
+        let maxAge = value("outbox.maxAge", expected: "a duration from 1m to 365d, in seconds or with s, m, h, d (e.g. 7d)") {
+            Self.parseSeconds($0).flatMap { (60...365 * 86_400).contains($0) ? $0 : nil }
+        } ?? 7 * 86_400
+        let drainRate = integer("outbox.drainRate", in: 1...100_000, unit: " of events per second") ?? 200
         let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
         let logLevel = value("log.level", expected: "trace, debug, info, notice, warning, error or critical") {
             Logger.Level(rawValue: $0.lowercased())
@@ -345,14 +376,16 @@ struct ConfigurationSources {
                 minInterval: minInterval, maxInterval: maxInterval, minDistance: minDistance,
                 minHeadingChange: minHeadingChange, stationarySpeed: stationarySpeed > 0 ? stationarySpeed : nil
             ),
-            outboxCapacity: capacity, stateDirectory: stateDirectory, logLevel: logLevel, origins: origins
+            outbox: .init(
+                syncIntervalSeconds: syncInterval, maxBytes: maxBytes, maxAgeSeconds: maxAge, drainRate: drainRate),
+            stateDirectory: stateDirectory, logLevel: logLevel, origins: origins
         )
     }
 }
 
-extension String {
+extension StringProtocol {
     /// The text without leading and trailing spaces, tabs and line breaks.
-    fileprivate func trimmingWhitespace() -> String {
+    func trimmingWhitespace() -> String {
         var slice = Substring(self)
         while let first = slice.first, first.isWhitespace { slice.removeFirst() }
         while let last = slice.last, last.isWhitespace { slice.removeLast() }

@@ -73,9 +73,31 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     public var messageExpirySeconds: Int?
     /// The reporting policy (`report.*`).
     public var policy: ReportingPolicy
-    /// Outbox size, messages (`outbox.capacity`, default 1000).
-    public var outboxCapacity: Int
-    /// Directory of the agent's state (sequence numbers) (`stateDir`, default `/var/lib/fleetcast`).
+    /// The durable outbox's limits and pace (`outbox.*`).
+    public struct OutboxSettings: Sendable, Equatable {
+        /// Seconds between commits to the store (`outbox.syncInterval`, default 1): at most this
+        /// much unacknowledged traffic is lost on a power cut.
+        public var syncIntervalSeconds: Double
+        /// Most bytes stored (`outbox.maxBytes`, default 64 MiB).
+        public var maxBytes: Int
+        /// Oldest record kept, seconds (`outbox.maxAge`, default 7 days).
+        public var maxAgeSeconds: Int
+        /// Backlog events sent per second at most (`outbox.drainRate`, default 200).
+        public var drainRate: Int
+
+        /// The defaults: 1 s, 64 MiB, 7 days, 200 events/s.
+        public init(syncIntervalSeconds: Double = 1, maxBytes: Int = 64 << 20, maxAgeSeconds: Int = 7 * 86_400, drainRate: Int = 200) {
+            self.syncIntervalSeconds = syncIntervalSeconds
+            self.maxBytes = maxBytes
+            self.maxAgeSeconds = maxAgeSeconds
+            self.drainRate = drainRate
+        }
+    }
+
+    /// The durable outbox (`outbox.*`).
+    public var outbox: OutboxSettings
+    /// Directory of the agent's state (the outbox store, `{vehicle}.outbox`) (`stateDir`,
+    /// default `/var/lib/fleetcast`).
     public var stateDirectory: String
     /// Log level (`log.level`, default `info`).
     public var logLevel: Logger.Level
@@ -83,11 +105,15 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     public var origins: [String: ConfigurationOrigin]
 
     /// The publisher settings this configuration implies.
-    public func publisherSettings(agentVersion: String?) -> Publisher.Settings {
+    ///
+    /// - Parameter lossless: a finite source (a replay) that must lose nothing.
+    public func publisherSettings(agentVersion: String?, lossless: Bool = false) -> Publisher.Settings {
         Publisher.Settings(
             vehicle: vehicle, topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, sourceURI: source,
-            agentVersion: agentVersion, policy: policy, outboxCapacity: outboxCapacity,
-            sendWindow: broker.maxInflight  // as many awaiting acknowledgement as the broker link allows
+            agentVersion: agentVersion, policy: policy, lossless: lossless,
+            sendWindow: broker.maxInflight,  // as many awaiting acknowledgement as the broker link allows
+            syncInterval: .milliseconds(Int64((outbox.syncIntervalSeconds * 1000).rounded())),
+            maxBytes: outbox.maxBytes, maxAge: .seconds(outbox.maxAgeSeconds), drainRate: outbox.drainRate
         )
     }
 
@@ -118,7 +144,10 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("report.minDistance", number(policy.minDistance)),
             line("report.minHeadingChange", number(policy.minHeadingChange)),
             line("report.stationarySpeed", number(policy.stationarySpeed)),
-            line("outbox.capacity", "\(outboxCapacity)"),
+            line("outbox.syncInterval", number(outbox.syncIntervalSeconds)),
+            line("outbox.maxBytes", "\(outbox.maxBytes)"),
+            line("outbox.maxAge", "\(outbox.maxAgeSeconds)"),
+            line("outbox.drainRate", "\(outbox.drainRate)"),
             line("stateDir", stateDirectory),
             line("log.level", logLevel.rawValue),
         ].joined(separator: "\n")

@@ -26,6 +26,10 @@ public final class AgentService: Service {
     /// A replay is a batch upload: its intake waits for room in the outbox instead of dropping
     /// the oldest fix (a live receiver must never be stalled, a file can wait).
     private let lossless: Bool
+    /// A finite source (replay), read by the publisher directly; `nil` for a live receiver.
+    private let finiteSource: AnyGNSSSource?
+    /// The outbox store's path (`memory` when degraded), for the start-up line.
+    private let outboxPath: String
 
     /// Prepares the agent; nothing runs before `run()`.
     ///
@@ -39,11 +43,23 @@ public final class AgentService: Service {
         self.logger = logger
 
         let descriptor = try GNSSSourceDescriptor(parsing: configuration.source)
-        if case .replay = descriptor { lossless = true } else { lossless = false }
-        hub = Hub(source: descriptor.makeSource(uri: configuration.source, logger: logger))
+        let source = descriptor.makeSource(uri: configuration.source, logger: logger)
+        if case .replay = descriptor {
+            // A finite source is pulled by the publisher itself, which waits for room: the file
+            // is read only as fast as the broker takes it (memory stays bounded), and the hub
+            // is fed by hand with what was read.
+            lossless = true
+            finiteSource = source
+            hub = Hub()
+        } else {
+            lossless = false
+            finiteSource = nil
+            hub = Hub(source: source)
+        }
 
-        let sequence = try SequenceStore(
-            directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
+        let store = OutboxStore.open(directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
+        outboxPath = store.degradedReason == nil
+            ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
         var mqtt = MQTTConfiguration(
             broker: configuration.broker.url,
             clientID: "fleetcast-\(configuration.vehicle)",
@@ -57,9 +73,9 @@ public final class AgentService: Service {
         if broker.url.usesTLS || broker.caFile != nil || broker.certFile != nil {
             mqtt.tls = MQTTTLSConfiguration(caFile: broker.caFile, certificateFile: broker.certFile, keyFile: broker.keyFile)
         }
-        let settings = configuration.publisherSettings(agentVersion: agentVersion)
+        let settings = configuration.publisherSettings(agentVersion: agentVersion, lossless: lossless)
         link = MQTTLink(configuration: mqtt, messageExpirySeconds: configuration.messageExpirySeconds, logger: logger)
-        publisher = Publisher(settings: settings, sender: link, sequence: sequence, logger: logger)
+        publisher = Publisher(settings: settings, sender: link, store: store, logger: logger)
     }
 
     private enum Child: Sendable {
@@ -70,8 +86,10 @@ public final class AgentService: Service {
     /// Throws when the broker refuses the agent for a reason retrying cannot fix (TLS trust,
     /// credentials, authorisation), after publishing what it could.
     public func run() async throws {
-        logger.info("agent starting", metadata: ["mqtt.broker": "\(configuration.broker.url)"])
-        let events = hub.subscribe(bufferingPolicy: .unbounded)
+        logger.info("agent starting", metadata: [
+            "mqtt.broker": "\(configuration.broker.url)", "outbox.path": "\(outboxPath)",
+        ])
+        let events = FiniteOrLive(finite: finiteSource, hub: hub)
         let will = publisher.lastWill  // the retained `offline` status
         let mqttWill = MQTTWill(
             topic: will.topic, payload: will.payload, qos: MQTTQoS(rawValue: will.qos) ?? .atLeastOnce, retain: will.retain)
@@ -93,7 +111,7 @@ public final class AgentService: Service {
                     // the publisher ends that wait too. (Not `cancelOnGracefulShutdown()`: its
                     // merge costs a task hop and two locks per event.)
                     try await withGracefulShutdownHandler {
-                        try await self.publisher.run(events: events, lossless: self.lossless)
+                        try await self.publisher.run(events: events)
                     } onGracefulShutdown: { [publisher = self.publisher] in
                         publisher.finish()
                         events.cancel()
@@ -132,5 +150,44 @@ public final class AgentService: Service {
             "skipped": "\(counters.skippedByPolicy)",
         ])
         if let failure { throw failure }
+    }
+}
+
+/// The publisher's event stream: a finite source read directly (its events also fed to the
+/// hand-fed hub for other subscribers), or the hub's subscription of a live source.
+private struct FiniteOrLive: AsyncSequence, Sendable {
+    typealias Element = GNSSEvent
+    let finite: AnyGNSSSource?
+    let hub: Hub<GNSSEvent>
+    let subscription: HubSubscription<GNSSEvent>?
+
+    init(finite: AnyGNSSSource?, hub: Hub<GNSSEvent>) {
+        self.finite = finite
+        self.hub = hub
+        self.subscription = finite == nil ? hub.subscribe(bufferingPolicy: .unbounded) : nil
+    }
+
+    /// Ends the stream (graceful shutdown); a finite source stops when its reader is cancelled.
+    func cancel() {
+        subscription?.cancel()
+    }
+
+    struct AsyncIterator: AsyncIteratorProtocol {
+        var finite: GNSSEventIterator?
+        var live: HubSubscription<GNSSEvent>.Iterator?
+        let hub: Hub<GNSSEvent>
+
+        mutating func next() async throws -> GNSSEvent? {
+            if finite != nil {
+                guard let event = await finite!.next() else { return nil }
+                hub.yield(event)
+                return event
+            }
+            return try await live?.next()
+        }
+    }
+
+    func makeAsyncIterator() -> AsyncIterator {
+        AsyncIterator(finite: finite?.makeAsyncIterator(), live: subscription?.makeAsyncIterator(), hub: hub)
     }
 }

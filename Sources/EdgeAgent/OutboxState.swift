@@ -1,172 +1,355 @@
 import DequeModule
+import FleetProtocol
 
-/// The outbox's state machine: the queue, which entries are leased (in flight), the drop
-/// counters and the waiting tasks. A plain value: each event is a `mutating func` that decides
-/// under the outbox's lock and returns what to do (continuations to resume, as
-/// ``Resumptions``), which the ``Outbox`` performs after releasing the lock.
-struct OutboxState {
-    /// A queued message with the id the consumer acknowledges it by, and whether it is leased.
-    struct Entry {
-        let id: UInt64
-        var message: OutboundMessage
-        var leased = false
+/// Something for the outbox's live sender: the newest status, or a record for its live topic.
+enum OutboxLiveItem: Equatable, Sendable {
+    case status(OutboundMessage)
+    case record(OutboxRecord)
+}
+
+/// What a task waits for in the outbox.
+enum OutboxCondition: Hashable, Sendable {
+    /// The live queue has room (lossless intake), or the outbox is closed.
+    case liveRoom
+    /// No live send is outstanding.
+    case liveIdle
+    /// A commit should happen now (numbers reserved are running out, or closing).
+    case commitDue
+    /// The backlog may have records the drain has not seen (the state's generation moved
+    /// past the given one), or the outbox is closed.
+    case backlog(after: UInt64)
+}
+
+/// The outbox's state machine: numbering, what is waiting to be written to the store, what goes
+/// out live, what the backlog drain may read, and the tasks waiting on each. A plain value:
+/// each event is a `mutating func` that decides under the outbox's lock and returns what to do
+/// (continuations to resume, as ``Resumptions``), which ``Outbox`` performs after releasing
+/// the lock. Generic over its continuation types so tests drive it with plain values.
+///
+/// **Lifecycle of a record** (a fix or heading with its `seq`):
+/// 1. ``accept(_:)`` puts it in `unwritten` (to be written by the next commit) and, as the newest
+///    of its kind, in the live queue. A newer record of the same kind that arrives before it was
+///    sent takes its place in the live queue: the older one becomes backlog (in lossless mode,
+///    a replay, nothing is displaced: every record goes live, in order).
+/// 2. The live sender takes it with ``nextLive()`` (up to `liveWindow` in flight), then reports
+///    ``liveAcknowledged(_:)`` or ``liveFailed(_:)`` (retried live while it is the newest of its
+///    kind, else backlog).
+/// 3. The sync loop's ``takeCommit(nowMilliseconds:)`` moves `unwritten` into one transaction;
+///    ``committed(_:)`` or ``commitFailed(reason:)`` report how it went. An acknowledged record
+///    still unwritten is never written; an acknowledged stored record is deleted by the next
+///    commit.
+/// 4. The backlog drain asks ``backlogRequest()`` what to read from the store (after a cursor,
+///    excluding what is live or acknowledged), marks the batch with ``backlogSending(_:)`` and
+///    reports ``backlogAcknowledged()`` or ``backlogFailed()``.
+struct OutboxState<LiveWaiter, Signal> {
+    /// Fixed settings.
+    struct Settings {
+        /// Most live sends awaiting acknowledgement at once (≥ 1).
+        var liveWindow: Int
+        /// A finite source that must lose nothing: every record goes live, in order, and the
+        /// intake waits for room (``Condition/liveRoom``) instead of displacing older ones.
+        var lossless: Bool
+        /// Most records unwritten (not yet in the store) while the store fails; beyond it the
+        /// oldest heading, then the oldest fix, is dropped (counted as `full`).
+        var memoryLimit: Int
+        /// Oldest record kept, in milliseconds (the outbox's maximum age).
+        var maximumAgeMilliseconds: Int64
+        /// Most accounted bytes stored.
+        var maximumBytes: Int
+        /// Fewest numbers reserved ahead by a commit.
+        var minimumReserve: UInt64 = 64
     }
 
-    /// What a task waiting with ``addSignalWaiter(_:_:)`` waits for.
-    enum Condition {
-        /// The queue is empty (everything acknowledged).
-        case empty
-        /// Fewer than `capacity` fixes and headings are queued, or the outbox is closed.
-        case room
-        /// No entry is leased (every handed-out message was acknowledged or released).
-        case idle
-    }
+    typealias LiveItem = OutboxLiveItem
+    typealias Condition = OutboxCondition
 
     /// Continuations to resume once the lock is released.
     struct Resumptions {
-        var consumers: [(Waiter, OutboxEntry?)] = []
+        var live: [(LiveWaiter, LiveItem?)] = []
         var signals: [Signal] = []
-
-        /// Resumes them; call it outside the lock.
-        func run() {
-            for (waiter, entry) in consumers { waiter.resume(returning: entry) }
-            for signal in signals { signal.resume() }
-        }
+        var isEmpty: Bool { live.isEmpty && signals.isEmpty }
     }
 
-    typealias EnqueueResult = Outbox.EnqueueResult
-    typealias Waiter = CheckedContinuation<OutboxEntry?, any Error>
-    typealias Signal = CheckedContinuation<Void, Never>
+    /// What the backlog drain should read next.
+    struct BacklogRequest: Equatable {
+        /// Read records with a larger `seq`.
+        var after: UInt64
+        /// Skip these (live, or acknowledged and not deleted yet).
+        var excluding: Set<UInt64>
+        /// The generation this request saw; wait for a later one when the read finds nothing.
+        var generation: UInt64
+    }
 
-    let capacity: Int
-    /// The most entries leased at once.
-    let window: Int
-    /// Queue order, oldest first. A deque: acknowledgements remove from the front, which an
-    /// array pays for by moving every other entry (a full outbox during a batch upload).
-    private(set) var entries: Deque<Entry> = []
-    private(set) var leasedCount = 0
-    private var nextID: UInt64 = 0
-    private(set) var droppedFixes: UInt64 = 0
-    private(set) var droppedHeadings: UInt64 = 0
+    let settings: Settings
+
+    // MARK: Numbering
+    /// The next `seq` to hand out.
+    private(set) var nextSeq: UInt64
+    /// No record with a `seq` at or above this may be sent: the store's committed reservation
+    /// (`UInt64.max` while the store is degraded: numbers are then not durable).
+    private(set) var reservedSeq: UInt64
+    private var acceptedSinceCommit: UInt64 = 0
+
+    // MARK: Persistence
+    /// Accepted, not written, not acknowledged; rising `seq`.
+    private var unwritten: Deque<OutboxRecord> = []
+    /// The records of the commit in progress (restored to `unwritten` if it fails).
+    private var writing: [OutboxRecord] = []
+    /// The deletions of the commit in progress.
+    private var deleting: Set<UInt64> = []
+    /// Stored (or being stored) records acknowledged since the last commit was taken.
+    private var acknowledgedStored: Set<UInt64> = []
+    private(set) var commitInProgress = false
+    /// Records in the store, as of the last commit.
+    private(set) var storedCount = 0
+    /// The store's last commit failed; `storageProblem` says why.
+    private(set) var storageProblem: String?
+    /// The store itself is the memory fallback (numbers are not durable).
+    private(set) var memoryOnly: Bool
+
+    // MARK: Live
+    private var liveQueue: Deque<OutboxRecord> = []
+    private var liveInflight: [UInt64: OutboxRecord] = [:]
+    private var pendingStatus: OutboundMessage?
+    private var statusInflight: OutboundMessage?
+    private var liveWaiter: LiveWaiter?
+
+    // MARK: Backlog
+    private var backlogCursor: UInt64 = 0
+    private var backlogInflight: [UInt64]?
+    /// Rises whenever the backlog may hold records the drain has not read.
+    private(set) var generation: UInt64 = 1
+
+    // MARK: Counters and lifecycle
+    /// Records lost, by cause, since start.
+    private(set) var drops = VehicleStatus.Drops()
     private(set) var closed = false
-    /// Waiting consumers, served first come, first served.
-    private var consumers: [(id: UInt64, waiter: Waiter)] = []
     private var signalWaiters: [UInt64: (condition: Condition, signal: Signal)] = [:]
     private var nextWaiterID: UInt64 = 0
-    /// Per topic, the id of the newest acknowledged message (ids rise in creation order, so a
-    /// larger id on the same topic is a newer message).
-    private var newestAcknowledged: [String: UInt64] = [:]
 
-    init(capacity: Int, window: Int) {
-        self.capacity = max(1, capacity)
-        self.window = max(1, window)
+    /// A state starting from what the store held.
+    init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool) {
+        self.settings = settings
+        self.nextSeq = opening.nextSeq
+        self.memoryOnly = memoryOnly
+        self.reservedSeq = memoryOnly ? .max : opening.nextSeq + settings.minimumReserve
+        self.storedCount = opening.count
+        self.drops.unclean = opening.uncleanSkipped
     }
 
-    /// Fixes and headings queued, leased ones included (statuses are not counted). Kept as a
-    /// count updated wherever a fix or heading enters or leaves `entries`, because it is read on
-    /// every enqueue and every room check: recounting a full outbox each time (copying each
-    /// entry) made a batch replay spend most of its time here.
-    private(set) var queuedCount = 0
+    // MARK: Intake
 
-    /// Adds a message, dropping the oldest droppable one when full (headings first, then
-    /// fixes; never a status, never a leased message). Returns what happened and the consumers
-    /// to hand entries to.
-    mutating func enqueue(_ message: OutboundMessage) -> (EnqueueResult, Resumptions) {
-        guard !closed else { return (.refusedClosed, Resumptions()) }
-        var result = EnqueueResult.queued
-        if message.kind == .status,
-           let index = entries.lastIndex(where: { $0.message.kind == .status && !$0.leased }) {
-            entries[index].message = message
-            return (.superseded, Resumptions())
-        }
-        if message.kind != .status, queuedCount >= capacity {
-            if let index = oldestDroppable(.heading) {
-                result = .queuedDroppingOldest(droppedKind: .heading, droppedSeq: entries[index].message.seq)
-                entries.remove(at: index)
-                queuedCount -= 1
-                droppedHeadings += 1
-            } else if message.kind == .fix, let index = oldestDroppable(.fix) {
-                result = .queuedDroppingOldest(droppedKind: .fix, droppedSeq: entries[index].message.seq)
-                entries.remove(at: index)
-                queuedCount -= 1
-                droppedFixes += 1
+    /// Hands out the next `seq` (the caller encodes the payload with it, outside the lock).
+    /// Returns `nil` once closed. Also says whether a commit is due (numbers running out).
+    mutating func takeSeq() -> (seq: UInt64, resumptions: Resumptions)? {
+        guard !closed else { return nil }
+        defer { nextSeq += 1; acceptedSinceCommit += 1 }
+        var resumptions = Resumptions()
+        if nextSeq + settings.minimumReserve / 2 >= reservedSeq { signal(.commitDue, into: &resumptions) }
+        return (nextSeq, resumptions)
+    }
+
+    /// Takes a record numbered by ``takeSeq()``. Returns `false` when closed (it is not kept).
+    mutating func accept(_ record: OutboxRecord) -> (accepted: Bool, resumptions: Resumptions) {
+        guard !closed else { return (false, Resumptions()) }
+        insertSorted(record, into: &unwritten)
+        if storageProblem != nil, unwritten.count > settings.memoryLimit { dropOldestUnwritten() }
+        if settings.lossless {
+            insertSorted(record, into: &liveQueue)
+        } else {
+            if let index = liveQueue.firstIndex(where: { $0.kind == record.kind }), liveQueue[index].seq < record.seq {
+                demote(liveQueue.remove(at: index).seq)
+            }
+            if liveQueue.contains(where: { $0.kind == record.kind }) {
+                demote(record.seq)  // a newer one of its kind is already waiting (concurrent intake)
             } else {
-                if message.kind == .fix { droppedFixes += 1 } else { droppedHeadings += 1 }
-                return (.droppedIncoming, Resumptions())
+                insertSorted(record, into: &liveQueue)
             }
         }
-        let entry = Entry(id: nextID, message: message)
-        nextID &+= 1
-        if message.kind == .status {
-            // Statuses go first (right after the leased messages): small and what watchers need.
-            entries.insert(entry, at: entries.firstIndex(where: { !$0.leased }) ?? entries.endIndex)
+        return (true, serve())
+    }
+
+    /// Replaces the status to send (a newer one supersedes one not yet sent).
+    mutating func setStatus(_ message: OutboundMessage) -> Resumptions {
+        pendingStatus = message
+        return serve()
+    }
+
+    // MARK: Live sending
+
+    /// The live sender asks for its next item: the pending status first, then the oldest live
+    /// record (within the window and the reservation). `.some(nil)`: closed and nothing left;
+    /// `nil`: wait with ``setLiveWaiter(_:)``.
+    mutating func nextLive() -> LiveItem?? {
+        if let status = pendingStatus, statusInflight == nil {
+            pendingStatus = nil
+            statusInflight = status
+            return .some(.status(status))
+        }
+        if liveInflight.count < settings.liveWindow, let first = liveQueue.first, first.seq < reservedSeq {
+            liveQueue.removeFirst()
+            liveInflight[first.seq] = first
+            return .some(.record(first))
+        }
+        if closed, liveQueue.isEmpty, pendingStatus == nil { return .some(nil) }
+        return nil
+    }
+
+    /// Registers the waiting live sender (one at a time).
+    mutating func setLiveWaiter(_ waiter: LiveWaiter) -> Resumptions {
+        liveWaiter = waiter
+        return serve()
+    }
+
+    /// Takes the waiting live sender out (cancelled); resume it with `nil`.
+    mutating func removeLiveWaiter() -> LiveWaiter? {
+        defer { liveWaiter = nil }
+        return liveWaiter
+    }
+
+    /// The broker acknowledged the live record `seq`.
+    mutating func liveAcknowledged(_ seq: UInt64) -> Resumptions {
+        liveInflight.removeValue(forKey: seq)
+        acknowledge(seq)
+        return serve()
+    }
+
+    /// Sending the live record `seq` failed: it is retried live while it is the newest of its
+    /// kind (always, in lossless mode), otherwise it joins the backlog.
+    mutating func liveFailed(_ seq: UInt64) -> Resumptions {
+        guard let record = liveInflight.removeValue(forKey: seq) else { return serve() }
+        if settings.lossless || !liveQueue.contains(where: { $0.kind == record.kind && $0.seq > seq }) {
+            insertSorted(record, into: &liveQueue)
         } else {
-            entries.append(entry)
-            queuedCount += 1
-        }
-        return (result, serve())
-    }
-
-    /// The consumer asks for the next entry. Returns it at once (leasing it), `nil` when closed
-    /// and empty, or no value: the caller must wait with ``addConsumer(_:)``.
-    mutating func next() -> OutboxEntry?? {
-        if consumers.isEmpty, let entry = lease() { return .some(entry) }
-        return closed && entries.isEmpty ? .some(nil) : .none
-    }
-
-    /// Registers a waiting consumer; returns its id (for cancellation).
-    mutating func addConsumer(_ waiter: Waiter) -> UInt64 {
-        let id = makeWaiterID()
-        consumers.append((id, waiter))
-        return id
-    }
-
-    /// Removes a waiting consumer (cancelled); returns it to be resumed, if still waiting.
-    mutating func removeConsumer(_ id: UInt64) -> Waiter? {
-        guard let index = consumers.firstIndex(where: { $0.id == id }) else { return nil }
-        return consumers.remove(at: index).waiter
-    }
-
-    /// The message `id` was sent: remove it, freeing its lease.
-    mutating func acknowledge(_ id: UInt64) -> Resumptions {
-        guard let index = entries.firstIndex(where: { $0.id == id }) else { return Resumptions() }
-        let entry = entries.remove(at: index)
-        if entry.leased { leasedCount -= 1 }
-        if entry.message.kind != .status { queuedCount -= 1 }
-        let topic = entry.message.topic
-        newestAcknowledged[topic] = max(newestAcknowledged[topic] ?? 0, id)
-        return serve()
-    }
-
-    /// Sending `id` failed: its lease ends and it stays queued at its place, to be handed out
-    /// again in queue order (and it may now be dropped like any unleased message) — unless it
-    /// is a status and a newer status is queued or already acknowledged: then it is obsolete
-    /// and removed, so only the newest status is retried.
-    mutating func release(_ id: UInt64) -> Resumptions {
-        guard let index = entries.firstIndex(where: { $0.id == id }), entries[index].leased else { return Resumptions() }
-        entries[index].leased = false
-        leasedCount -= 1
-        let message = entries[index].message
-        if message.kind == .status,
-           entries.contains(where: { $0.message.kind == .status && $0.id > id })
-            || (newestAcknowledged[message.topic] ?? 0) > id {
-            entries.remove(at: index)
+            demote(seq)
         }
         return serve()
     }
 
-    /// No more messages are accepted; waiting consumers of an empty outbox get `nil`.
+    /// The status in flight was delivered (`true`) or not; an undelivered one is sent again
+    /// unless a newer one is waiting.
+    mutating func statusSent(_ delivered: Bool) -> Resumptions {
+        if !delivered, pendingStatus == nil { pendingStatus = statusInflight }
+        statusInflight = nil
+        return serve()
+    }
+
+    /// Live records waiting or in flight (the status not counted).
+    var liveCount: Int { liveQueue.count + liveInflight.count }
+
+    // MARK: Committing
+
+    /// The next transaction: the unwritten records, the acknowledged stored ones to delete,
+    /// the numbering; `nil` while a commit is in progress. `clean` marks the last one of a
+    /// clean stop (then the next run continues at `nextSeq`).
+    mutating func takeCommit(nowMilliseconds: Int64, clean: Bool = false) -> OutboxCommit? {
+        guard !commitInProgress else { return nil }
+        commitInProgress = true
+        writing = Array(unwritten)
+        unwritten.removeAll()
+        deleting = acknowledgedStored
+        acknowledgedStored.removeAll()
+        // The stored reservation never falls below what may already have been sent.
+        let durable = storageProblem == nil && !memoryOnly
+        let reserved = clean ? nextSeq : max(nextSeq + max(settings.minimumReserve, 2 * acceptedSinceCommit), durable ? reservedSeq : 0)
+        acceptedSinceCommit = 0
+        return OutboxCommit(
+            inserts: writing, deletes: deleting.sorted(), nextSeq: nextSeq, reservedSeq: reserved, clean: clean,
+            expiresBeforeMilliseconds: nowMilliseconds - settings.maximumAgeMilliseconds,
+            maximumBytes: settings.maximumBytes, protected: protectedSeqs
+        )
+    }
+
+    /// The commit succeeded. Returns whether the storage recovered from a failure, and what to resume.
+    mutating func committed(_ commit: OutboxCommit, _ result: OutboxCommitResult) -> (recovered: Bool, resumptions: Resumptions) {
+        commitInProgress = false
+        let recovered = storageProblem != nil
+        storageProblem = nil
+        if !memoryOnly, !commit.clean { reservedSeq = commit.reservedSeq }
+        storedCount = result.count
+        drops.expired += result.expired
+        drops.full += result.full
+        if !writing.isEmpty { generation += 1 }
+        writing.removeAll()
+        deleting.removeAll()
+        return (recovered, serve())
+    }
+
+    /// The commit failed (disk full, I/O error): its records go back to `unwritten` (bounded
+    /// by `memoryLimit`) and are retried by the next commit; meanwhile numbers are not durable,
+    /// so live sending goes on without waiting for a reservation. Returns whether this is a
+    /// new problem (to log once).
+    mutating func commitFailed(reason: String) -> (newProblem: Bool, resumptions: Resumptions) {
+        commitInProgress = false
+        let newProblem = storageProblem == nil
+        storageProblem = reason
+        reservedSeq = .max
+        for record in writing.reversed() { unwritten.prepend(record) }
+        writing.removeAll()
+        acknowledgedStored.formUnion(deleting)
+        deleting.removeAll()
+        while unwritten.count > settings.memoryLimit { dropOldestUnwritten() }
+        return (newProblem, serve())
+    }
+
+    /// Records stored or waiting to be, not acknowledged: the status's `backlog`.
+    var backlogCount: Int {
+        let unacknowledged = max(0, storedCount - acknowledgedStored.count - deleting.count) + unwritten.count + writing.count
+        return max(0, unacknowledged - liveCount)
+    }
+
+    // MARK: Backlog
+
+    /// What the drain should read next; `nil` while a batch is in flight.
+    func backlogRequest() -> BacklogRequest? {
+        guard backlogInflight == nil else { return nil }
+        var excluding = acknowledgedStored.union(deleting)
+        for record in liveQueue { excluding.insert(record.seq) }
+        for seq in liveInflight.keys { excluding.insert(seq) }
+        return BacklogRequest(after: backlogCursor, excluding: excluding, generation: generation)
+    }
+
+    /// The drain is sending these records (rising `seq`) as one batch.
+    mutating func backlogSending(_ seqs: [UInt64]) {
+        backlogInflight = seqs
+        if let last = seqs.last { backlogCursor = max(backlogCursor, last) }
+    }
+
+    /// The batch in flight was acknowledged.
+    mutating func backlogAcknowledged() -> Resumptions {
+        for seq in backlogInflight ?? [] { acknowledge(seq) }
+        backlogInflight = nil
+        return serve()
+    }
+
+    /// The batch in flight failed: the cursor goes back before it, to send it again.
+    mutating func backlogFailed() -> Resumptions {
+        if let first = backlogInflight?.first { rewindCursor(before: first) }
+        backlogInflight = nil
+        return serve()
+    }
+
+    // MARK: Closing and waiting
+
+    /// Accepts no more records; the live sender finishes once its queue is empty.
     mutating func close() -> Resumptions {
         closed = true
         return serve()
     }
 
-    /// Registers a task waiting for `condition`; `nil` if it already holds.
-    mutating func addSignalWaiter(_ condition: Condition, _ signal: Signal) -> UInt64? {
-        guard !holds(condition) else { return nil }
-        let id = makeWaiterID()
+    /// An id for a task about to wait (allocated before it registers, so that its
+    /// cancellation handler can name it).
+    mutating func makeWaiterID() -> UInt64 {
+        defer { nextWaiterID += 1 }
+        return nextWaiterID
+    }
+
+    /// Registers a task waiting for `condition` under `id`; `false` if the condition already
+    /// holds (do not wait: resume it at once).
+    mutating func addSignalWaiter(_ id: UInt64, _ condition: Condition, _ signal: Signal) -> Bool {
+        guard !holds(condition) else { return false }
         signalWaiters[id] = (condition, signal)
-        return id
+        return true
     }
 
     /// Removes a signal waiter (cancelled); returns it to be resumed, if still waiting.
@@ -176,54 +359,98 @@ struct OutboxState {
 
     // MARK: Internals
 
+    private var protectedSeqs: Set<UInt64> {
+        var protected = Set(liveInflight.keys)
+        for seq in backlogInflight ?? [] { protected.insert(seq) }
+        return protected
+    }
+
     private func holds(_ condition: Condition) -> Bool {
         switch condition {
-        case .empty: entries.isEmpty
-        case .room: closed || queuedCount < capacity
-        case .idle: leasedCount == 0
+        case .liveRoom: closed || liveCount < settings.liveWindow * 2
+        case .liveIdle: liveInflight.isEmpty && statusInflight == nil
+        case .commitDue: closed || nextSeq + settings.minimumReserve / 2 >= reservedSeq
+        case .backlog(let seen): closed || generation > seen
         }
     }
 
-    private mutating func makeWaiterID() -> UInt64 {
-        defer { nextWaiterID &+= 1 }
-        return nextWaiterID
-    }
-
-    private func oldestDroppable(_ kind: OutboundMessage.Kind) -> Int? {
-        entries.firstIndex { $0.message.kind == kind && !$0.leased }
-    }
-
-    /// Leases the first unleased entry if the window has room. A message retried after a newer
-    /// one on its topic was acknowledged goes out unretained, so the broker keeps the newest.
-    private mutating func lease() -> OutboxEntry? {
-        guard leasedCount < window, let index = entries.firstIndex(where: { !$0.leased }) else { return nil }
-        entries[index].leased = true
-        leasedCount += 1
-        var message = entries[index].message
-        if message.retain, (newestAcknowledged[message.topic] ?? 0) > entries[index].id {
-            message = OutboundMessage(
-                kind: message.kind, topic: message.topic, payload: message.payload, qos: message.qos, retain: false,
-                seq: message.seq
-            )
+    private mutating func signal(_ condition: Condition, into resumptions: inout Resumptions) {
+        for (id, waiter) in signalWaiters where waiter.condition == condition {
+            signalWaiters.removeValue(forKey: id)
+            resumptions.signals.append(waiter.signal)
         }
-        return OutboxEntry(id: entries[index].id, message: message)
     }
 
-    /// Hands entries to waiting consumers, in order, and collects satisfied signal waiters.
+    /// An acknowledged record leaves: never written if still unwritten, else deleted by the
+    /// next commit.
+    private mutating func acknowledge(_ seq: UInt64) {
+        if let index = Self.index(of: seq, in: unwritten) {
+            unwritten.remove(at: index)
+        } else {
+            acknowledgedStored.insert(seq)
+        }
+    }
+
+    /// A record that will not go live joins the backlog: the drain must be able to read it.
+    private mutating func demote(_ seq: UInt64) {
+        rewindCursor(before: seq)
+        generation += 1
+    }
+
+    private mutating func rewindCursor(before seq: UInt64) {
+        backlogCursor = min(backlogCursor, seq &- 1)
+        generation += 1
+    }
+
+    private mutating func dropOldestUnwritten() {
+        for kind in [OutboundMessage.Kind.heading, .fix] {
+            if let index = unwritten.firstIndex(where: { $0.kind == kind && liveInflight[$0.seq] == nil }) {
+                let seq = unwritten.remove(at: index).seq
+                liveQueue.removeAll { $0.seq == seq }
+                drops.full += 1
+                return
+            }
+        }
+    }
+
+    private func insertSorted(_ record: OutboxRecord, into queue: inout Deque<OutboxRecord>) {
+        if let last = queue.last, last.seq > record.seq {
+            let index = queue.firstIndex { $0.seq > record.seq } ?? queue.endIndex
+            queue.insert(record, at: index)
+        } else {
+            queue.append(record)
+        }
+    }
+
+    private static func index(of seq: UInt64, in queue: Deque<OutboxRecord>) -> Int? {
+        if queue.first?.seq == seq { return queue.startIndex }
+        var low = queue.startIndex
+        var high = queue.endIndex
+        while low < high {
+            let mid = (low + high) / 2
+            if queue[mid].seq < seq { low = mid + 1 } else { high = mid }
+        }
+        return low < queue.endIndex && queue[low].seq == seq ? low : nil
+    }
+
+    /// Hands the live sender its next item if it waits, and collects satisfied signal waiters.
     private mutating func serve() -> Resumptions {
         var resumptions = Resumptions()
-        while !consumers.isEmpty, let entry = lease() {
-            resumptions.consumers.append((consumers.removeFirst().waiter, entry))
-        }
-        if closed, entries.isEmpty {
-            resumptions.consumers += consumers.map { ($0.waiter, nil) }
-            consumers.removeAll()
+        if liveWaiter != nil, let item = nextLive() {
+            resumptions.live.append((liveWaiter!, item))
+            liveWaiter = nil
         }
         if !signalWaiters.isEmpty {
-            let ready = signalWaiters.filter { holds($0.value.condition) }
-            for id in ready.keys { signalWaiters.removeValue(forKey: id) }
-            resumptions.signals = ready.values.map(\.signal)
+            for (id, waiter) in signalWaiters where holds(waiter.condition) {
+                signalWaiters.removeValue(forKey: id)
+                resumptions.signals.append(waiter.signal)
+            }
         }
         return resumptions
     }
 }
+
+extension OutboxState: Sendable where LiveWaiter: Sendable, Signal: Sendable {}
+extension OutboxState.Resumptions: Sendable where LiveWaiter: Sendable, Signal: Sendable {}
+extension OutboxState.BacklogRequest: Sendable {}
+extension OutboxState.Settings: Sendable {}

@@ -4,34 +4,35 @@ import GNSS
 import Logging
 import Synchronization
 
-/// Turns a vehicle's GNSS events into MQTT messages of the public contract and sends them.
+/// Turns a vehicle's GNSS events into MQTT messages of the public contract and delivers them,
+/// losing nothing the store can hold.
 ///
-/// Events go in through ``publish(_:)`` (or ``run(events:lossless:)``): fixes of mode 2D/3D
-/// pass the ``ReportingPolicy``, get the next `seq` from the ``SequenceStore`` and become
-/// contract JSON (`v`, `vehicle`, `seq`) in the ``Outbox``; headings likewise. Two intakes:
+/// **Intake.** ``publish(_:)`` (a live receiver; never waits) or ``publishWaitingForRoom(_:)``
+/// (a finite source such as a replay; waits while the live queue is full): fixes of mode 2D/3D
+/// pass the ``ReportingPolicy``, get the next `seq` from the ``Outbox`` and become contract JSON
+/// (`v`, `vehicle`, `seq`); headings likewise. The policy decision is taken under the
+/// publisher's lock; encoding and everything else happen outside it.
 ///
-/// - **Live** (``publish(_:)``, `lossless: false`): never waits, so a live receiver is never
-///   stalled; when the outbox is full its oldest fixes are dropped (and counted in the status).
-/// - **Lossless** (``publishWaitingForRoom(_:)``, `lossless: true`): waits for room in the
-///   outbox before each fix or heading, so nothing is dropped: for finite sources (a replay
-///   uploaded as a batch), where waiting only slows the reading of the file.
+/// **Three loops** run inside ``run()``:
+/// - *live*: the newest fix and heading go out at once on `{prefix}/{vehicle}/fix` and
+///   `…/heading` (retained), with up to ``Settings/sendWindow`` awaiting acknowledgement;
+///   a record superseded before it could be sent joins the backlog. The status goes first.
+/// - *backlog*: what could not go live is read from the store oldest first and sent on
+///   `{prefix}/{vehicle}/backlog` (QoS 1, not retained) in batches of at most 32 KiB,
+///   at most ``Settings/drainRate`` events per second. Live messages never wait behind it.
+/// - *sync*: once per ``Settings/syncInterval`` (sooner when the reserved `seq` numbers run
+///   out) one transaction writes what is unacknowledged and deletes what was acknowledged.
 ///
-/// The sender loop inside ``run()`` leases messages from the outbox in order and hands them to
-/// a ``MessageSending`` (the MQTT client) with the configured QoS, retained, keeping up to
-/// ``Settings/sendWindow`` sends outstanding at once (pipelining: one round trip no longer
-/// caps the rate). Sends start in queue order and reach the transport in that order (see
-/// ``MessageSending``). When a send fails, its message is released back to its place, no new
-/// send starts until the outstanding ones have settled, and then, after a back-off (from
-/// ``Settings/initialRetryDelay`` doubling to ``Settings/maxRetryDelay``), the queue is sent
-/// again in order from the first unacknowledged message; meanwhile new fixes keep filling
-/// the outbox.
+/// A failed send is retried after a jittered ``FleetcastCore/Backoff`` (from
+/// ``Settings/initialRetryDelay`` up to ``Settings/maxRetryDelay``), or at once when
+/// ``retryNow()`` says the link is back.
 ///
-/// The retained `status` topic says `online` (with `since`, agent version, source URI, the GNSS
-/// state and the dropped-fix count) at start, again whenever the GNSS state (`starting`,
-/// `fixing`, `no-fix`, `source-lost`) or the dropped count changes, and `offline` with reason
-/// `shutdown` after a clean ``finish()``: the outbox is drained (bounded by
-/// ``Settings/drainTimeout``), the offline status sent (bounded likewise), and the sequence
-/// store closed with the exact next number.
+/// **Status.** The retained `status` says `online` with the GNSS state, `dropped` (all causes)
+/// and by cause, `backlog` and `storage`; it is sent at start, whenever the GNSS or storage
+/// state changes, and while a backlog drains or losses grow no more than once every
+/// ``Settings/statusInterval``. ``finish()`` stops the intake, sends what is live (bounded by
+/// ``Settings/drainTimeout``), commits the rest to the store with the exact next `seq`, and
+/// publishes `offline` with reason `shutdown`.
 public final class Publisher: Sendable {
     /// What the publisher publishes and how.
     public struct Settings: Sendable {
@@ -49,27 +50,44 @@ public final class Publisher: Sendable {
         public var agentVersion: String?
         /// Which fixes and headings are worth sending.
         public var policy: ReportingPolicy
-        /// Outbox size in messages.
-        public var outboxCapacity: Int
-        /// How long a clean finish waits for the outbox to drain, and then for the offline status.
+        /// A finite source that must lose nothing (a replay uploaded as a batch): every record
+        /// goes out live, in order, and the intake waits for room.
+        public var lossless: Bool
+        /// How long a clean finish waits for live sends, and then for the offline status.
         public var drainTimeout: Duration
-        /// Wait after the first failed send; doubles on each further failure.
+        /// Wait after the first failed send; grows (with jitter) on each further failure.
         public var initialRetryDelay: Duration
         /// Longest wait between retries.
         public var maxRetryDelay: Duration
-        /// The most sends outstanding (awaiting their acknowledgement) at once, messages (at
-        /// least 1). Set it to the MQTT client's maximum in-flight messages (`broker.maxInflight`):
-        /// more would only wait inside libmosquitto.
+        /// Most live sends awaiting acknowledgement at once (at least 1): the MQTT client's
+        /// maximum in-flight messages (`broker.maxInflight`).
         public var sendWindow: Int
+        /// How often the outbox commits to its store (`outbox.syncInterval`): at most this much
+        /// unacknowledged traffic is lost on a power cut.
+        public var syncInterval: Duration
+        /// Most bytes the store holds (`outbox.maxBytes`); beyond, the oldest headings, then
+        /// the oldest fixes, are dropped.
+        public var maxBytes: Int
+        /// Oldest record the store keeps (`outbox.maxAge`).
+        public var maxAge: Duration
+        /// Backlog events sent per second at most (`outbox.drainRate`).
+        public var drainRate: Int
+        /// Records held in memory while the store cannot be written, before the oldest are dropped.
+        public var memoryLimit: Int
+        /// Shortest time between two statuses re-published for backlog or loss counts.
+        public var statusInterval: Duration
 
         /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix,
-        /// 32 sends outstanding.
+        /// 32 live sends outstanding, a 1 s sync interval, 64 MiB and 7 days of backlog
+        /// drained at 200 events/s.
         public init(
             vehicle: VehicleID, topics: FleetTopics = .default, fixQoS: Int = 1, headingQoS: Int = 0,
             sourceURI: String? = nil, agentVersion: String? = nil, policy: ReportingPolicy = ReportingPolicy(),
-            outboxCapacity: Int = 1000, drainTimeout: Duration = .seconds(5),
+            lossless: Bool = false, drainTimeout: Duration = .seconds(5),
             initialRetryDelay: Duration = .milliseconds(250), maxRetryDelay: Duration = .seconds(10),
-            sendWindow: Int = 32
+            sendWindow: Int = 32, syncInterval: Duration = .seconds(1), maxBytes: Int = 64 << 20,
+            maxAge: Duration = .seconds(7 * 86_400), drainRate: Int = 200, memoryLimit: Int = 20_000,
+            statusInterval: Duration = .seconds(10)
         ) {
             self.vehicle = vehicle
             self.topics = topics
@@ -78,107 +96,103 @@ public final class Publisher: Sendable {
             self.sourceURI = sourceURI
             self.agentVersion = agentVersion
             self.policy = policy
-            self.outboxCapacity = outboxCapacity
+            self.lossless = lossless
             self.drainTimeout = drainTimeout
             self.initialRetryDelay = initialRetryDelay
             self.maxRetryDelay = maxRetryDelay
-            self.sendWindow = sendWindow
+            self.sendWindow = max(1, sendWindow)
+            self.syncInterval = syncInterval
+            self.maxBytes = maxBytes
+            self.maxAge = maxAge
+            self.drainRate = max(1, drainRate)
+            self.memoryLimit = max(1, memoryLimit)
+            self.statusInterval = statusInterval
         }
     }
 
-    /// The QoS of status messages (the contract fixes it at 1, retained).
+    /// The QoS of status and backlog messages (the contract fixes it at 1).
     public static let statusQoS = 1
-
-    /// A flag raised once and the task waiting for it, kept under the publisher's lock.
-    private struct Wakeup {
-        var raised = false
-        var waiter: CheckedContinuation<Void, Never>?
-
-        /// Takes the waiting task out, to be resumed after the lock is released.
-        mutating func takeWaiter() -> CheckedContinuation<Void, Never>? {
-            defer { waiter = nil }
-            return waiter
-        }
-    }
-
-    /// Which ``Wakeup`` of the state a wait or a signal is about.
-    private enum WakeupKind: Sendable {
-        case finish, retry
-    }
 
     private struct State {
         var policy: ReportingPolicy
         var gnss: VehicleStatus.GNSSState = .starting
         var counters = PublisherCounters()
-        var statusDropped: UInt64 = 0
-        /// ``finish()`` was called; ``run()`` waits on it.
-        var finish = Wakeup()
+        var finishing = false
+        var finishWaiter: CheckedContinuation<Void, Never>?
+        /// Raised by ``retryNow()``; waiting back-offs end early.
+        var retryGeneration: UInt64 = 0
+        var retryWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextWaiterID: UInt64 = 0
         /// In an outage (a send failed; none succeeded since): logged once per outage.
         var failing = false
-        /// A send failed since the sender loop last backed off: the loop must stop, let the
-        /// outstanding sends settle, back off, and resend in order.
-        var failurePending = false
-        /// The next back-off.
-        var retryDelay: Duration
-        /// ``retryNow()`` was called since the last failed send: the sender loop's back-off
-        /// wait ends early, or the next one is skipped.
-        var retry = Wakeup()
-        /// Dropping since the outbox last had room (logged once per such episode).
-        var overflowing = false
-
-        subscript(kind: WakeupKind) -> Wakeup {
-            get { kind == .finish ? finish : retry }
-            set { if kind == .finish { finish = newValue } else { retry = newValue } }
-        }
+        /// A live send failed since the live loop last backed off.
+        var liveFailurePending = false
+        /// Sends that succeeded (a back-off starts over after one).
+        var successes: UInt64 = 0
+        /// What the last status said about backlog, losses and storage.
+        var lastStatus: (backlog: Int, drops: VehicleStatus.Drops, storage: String?)?
+        var lastStatusAt: ContinuousClock.Instant?
     }
 
     /// The settings it was made with.
     public let settings: Settings
-    /// The queue between intake and sender; its drop counters feed the status.
-    public let outbox: Outbox
+    let outbox: Outbox
     private let sender: any MessageSending
-    private let sequence: SequenceStore
     private let logger: Logger
-    private let now: @Sendable () -> UTCTimestamp
+    private let now: UTCTimestampSource
     private let onlineSince: UTCTimestamp
     private let state: SanitizerVisibleMutex<State>
+    private let degradedAtOpen: String?
 
-    /// A publisher; it queues the `online` status at once.
+    /// A publisher over an opened store; it queues the `online` status at once.
     ///
     /// - Parameters:
     ///   - sender: delivers messages (the MQTT client).
-    ///   - sequence: hands out `seq` numbers; the publisher closes it on finish.
-    ///   - logger: debug for start, stop and GNSS state changes; info (once per episode) for
-    ///     failed sends, resumed sends, outbox overflow and an unfinished drain.
-    ///   - now: the wall clock for the status `since` (UTC); only the status uses it.
+    ///   - store: the vehicle's outbox store (``OutboxStore/open(directory:vehicle:logger:now:)``).
+    ///   - logger: debug for start, stop and GNSS state changes; info once per outage for
+    ///     failed and resumed sends; error once for a store that cannot be written.
+    ///   - now: the wall clock (UTC) for the status `since` and the records' storage time.
     public init(
-        settings: Settings, sender: any MessageSending, sequence: SequenceStore, logger: Logger,
+        settings: Settings, sender: any MessageSending, store: OutboxStore, logger: Logger,
         now: @escaping @Sendable () -> UTCTimestamp = SystemUTCClock.now
     ) {
         self.settings = settings
-        self.outbox = Outbox(capacity: settings.outboxCapacity, window: settings.sendWindow)
         self.sender = sender
-        self.sequence = sequence
         var logger = logger
         logger[metadataKey: "vehicle"] = "\(settings.vehicle.rawValue)"
         self.logger = logger
         self.now = now
         self.onlineSince = now()
-        self.state = SanitizerVisibleMutex(State(policy: settings.policy, retryDelay: settings.initialRetryDelay))
-        state.withLock { state in enqueueStatus(&state) }
+        self.degradedAtOpen = store.degradedReason
+        let maxAge = settings.maxAge.components
+        self.outbox = Outbox(
+            settings: .init(
+                liveWindow: settings.sendWindow, lossless: settings.lossless, memoryLimit: settings.memoryLimit,
+                maximumAgeMilliseconds: maxAge.seconds * 1000 + maxAge.attoseconds / 1_000_000_000_000_000,
+                maximumBytes: settings.maxBytes),
+            storage: store.storage, opening: store.opening, memoryOnly: store.degradedReason != nil)
+        self.state = SanitizerVisibleMutex(State(policy: settings.policy))
+        let first = statusMessage(
+            gnss: .starting, backlog: store.storedCount, drops: VehicleStatus.Drops(unclean: store.uncleanSkipped),
+            storage: store.degradedReason)
+        outbox.transition { $0.setStatus(first) }
     }
 
     /// Counters so far (received, queued, published, dropped, skipped by policy…).
     public var counters: PublisherCounters {
-        let (droppedFixes, droppedHeadings) = (outbox.droppedFixes, outbox.droppedHeadings)
         var counters = state.withLock { $0.counters }
-        counters.droppedFixes = droppedFixes
-        counters.droppedHeadings = droppedHeadings
+        counters.drops = outbox.read { $0.drops }
         return counters
     }
 
     /// The GNSS state the status reports now.
     public var gnssState: VehicleStatus.GNSSState { state.withLock { $0.gnss } }
+
+    /// Fixes and headings stored or waiting to be, not yet acknowledged (the status's `backlog`).
+    public var backlogCount: Int { outbox.read { $0.backlogCount } }
+
+    /// Why the store is degraded now, or `nil` when it works.
+    public var storageProblem: String? { outbox.read { $0.storageProblem } ?? degradedAtOpen }
 
     /// The retained `offline` status to register as the MQTT last will (no reason: the
     /// connection was lost).
@@ -192,98 +206,95 @@ public final class Publisher: Sendable {
 
     // MARK: Intake
 
-    /// Takes one event from a live GNSS source; never waits: when the outbox is full, its oldest
-    /// fixes are dropped (see ``Outbox``). After ``finish()`` events are ignored.
-    ///
-    /// Meant to be called from one task (the hub subscription); concurrent callers are safe:
-    /// the policy decision, the `seq` and the enqueueing happen under one lock, so `seq` order is
-    /// queue order. The outbox may resume its waiting consumer inside that lock, which only
-    /// schedules the sender task and never runs it inline.
+    /// Takes one event from a GNSS source; never waits. After ``finish()`` events are ignored.
     public func publish(_ event: GNSSEvent) {
-        state.withLock { state in
-            guard !state.finish.raised else { return }
+        let decision: (kind: OutboundMessage.Kind, fix: Fix?, heading: Heading?)?
+        let gnssChange: VehicleStatus.GNSSState?
+        (decision, gnssChange) = state.withLock { state in
+            guard !state.finishing else { return (nil, nil) }
+            var change: VehicleStatus.GNSSState?
+            func gnss(_ new: VehicleStatus.GNSSState) {
+                if state.gnss != new { state.gnss = new; change = new }
+            }
             switch event {
             case .fix(let fix):
                 state.counters.fixesReceived += 1
                 guard fix.mode != .noFix else {
                     state.counters.fixesWithoutPosition += 1
-                    changeGNSS(to: .noFix, &state)
-                    return
+                    gnss(.noFix)
+                    return (nil, change)
                 }
-                changeGNSS(to: .fixing, &state)
+                gnss(.fixing)
                 switch state.policy.evaluate(fix) {
-                case .publish(let fix, _):
-                    let seq = sequence.next()
-                    let payload = FleetPayload.encode(fix, vehicle: settings.vehicle.rawValue, seq: seq)
-                    enqueue(OutboundMessage(
-                        kind: .fix, topic: settings.topics.fix(settings.vehicle), payload: payload,
-                        qos: settings.fixQoS, retain: true, seq: seq
-                    ), &state)
+                case .publish(let fix, _): return ((.fix, fix, nil), change)
                 case .skip:
                     state.counters.fixesSkippedByPolicy += 1
+                    return (nil, change)
                 }
             case .heading(let heading):
                 state.counters.headingsReceived += 1
                 guard state.policy.evaluate(heading) else {
                     state.counters.headingsSkippedByPolicy += 1
-                    return
+                    return (nil, change)
                 }
-                let seq = sequence.next()
-                let payload = FleetPayload.encode(heading, vehicle: settings.vehicle.rawValue, seq: seq)
-                enqueue(OutboundMessage(
-                    kind: .heading, topic: settings.topics.heading(settings.vehicle), payload: payload,
-                    qos: settings.headingQoS, retain: true, seq: seq
-                ), &state)
+                return ((.heading, nil, heading), change)
             case .state(let sourceState):
                 switch sourceState {
-                case .connecting: break  // keeps `starting` or `source-lost` until data flows
-                case .streaming: changeGNSS(to: .fixing, &state)
-                case .noFix: changeGNSS(to: .noFix, &state)
-                case .reconnecting: changeGNSS(to: .sourceLost, &state)
-                case .ended: break  // a replay is over; `offline` (reason shutdown) follows
+                case .connecting, .ended: break  // keeps `starting`/`source-lost`; a replay's end is followed by offline
+                case .streaming: gnss(.fixing)
+                case .noFix: gnss(.noFix)
+                case .reconnecting: gnss(.sourceLost)
                 }
+                return (nil, change)
             }
         }
+        if let gnssChange {
+            logger.debug("GNSS state changed", metadata: ["gnss.to": "\(gnssChange.rawValue)"])
+            queueStatus(force: true)
+        }
+        guard let decision,
+              let seq = outbox.transition({ state -> (UInt64?, Outbox.State.Resumptions) in
+                  guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
+                  return (seq, resumptions)
+              })
+        else { return }
+        let vehicle = settings.vehicle.rawValue
+        let payload = decision.kind == .fix
+            ? FleetPayload.encode(decision.fix!, vehicle: vehicle, seq: seq)
+            : FleetPayload.encode(decision.heading!, vehicle: vehicle, seq: seq)
+        let record = OutboxRecord(
+            seq: seq, kind: decision.kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
+        let accepted = outbox.transition { $0.accept(record) }
+        if accepted { state.withLock { $0.counters.queued += 1 } }
     }
 
     /// Takes one event from a finite source that must lose nothing (a replay uploaded as a
-    /// batch): before a fix or heading it waits until the outbox has room, then publishes it as
-    /// ``publish(_:)`` does, so no fix is dropped for lack of room. It paces the caller to the
-    /// broker's acknowledgements.
-    ///
-    /// Lossless only as the publisher's single intake: call it from one task, and not
-    /// alongside ``publish(_:)`` (which could take the room it waited for). Returns at once
-    /// after ``finish()`` (the event is ignored). Throws `CancellationError` when the task is
-    /// cancelled while waiting; the event is then not published.
+    /// batch): before a fix or heading it waits until the live queue has room, then publishes
+    /// it as ``publish(_:)`` does. Returns at once after ``finish()``. Throws
+    /// `CancellationError` when the task is cancelled while waiting.
     public func publishWaitingForRoom(_ event: GNSSEvent) async throws {
         switch event {
-        case .fix, .heading: try await outbox.waitForRoom()
+        case .fix, .heading:
+            await outbox.wait(for: .liveRoom)
+            try Task.checkCancellation()
         case .state: break
         }
         publish(event)
     }
 
-    /// Consumes `events` until they end, running the sender loop meanwhile, then finishes
-    /// cleanly (drain, `offline`). If the sequence throws, the GNSS state becomes
-    /// `source-lost`, the publisher finishes all the same and the error is rethrown.
-    /// Cancelling the task stops at once: nothing more is sent, the sequence store is closed.
-    /// After ``finish()`` (a graceful shutdown) it stops taking events, drains and returns.
-    ///
-    /// - Parameter lossless: `false` for a live receiver: events go through ``publish(_:)``,
-    ///   which never waits (the oldest fixes are dropped when the outbox is full). `true` for a
-    ///   finite source such as a replay at full speed: events go through
-    ///   ``publishWaitingForRoom(_:)``, which waits for room, so every fix is published.
-    public func run<Events: AsyncSequence>(events: Events, lossless: Bool = false) async throws
-    where Events.Element == GNSSEvent {
+    /// Consumes `events` until they end, running the publisher meanwhile, then finishes
+    /// cleanly (live sends, commit, `offline`). If the sequence throws, the GNSS state becomes
+    /// `source-lost`, the publisher finishes all the same and the error is rethrown. After
+    /// ``finish()`` (a graceful shutdown) it stops taking events. Events go through
+    /// ``publishWaitingForRoom(_:)`` when ``Settings/lossless`` is set, else ``publish(_:)``.
+    public func run<Events: AsyncSequence>(events: Events) async throws where Events.Element == GNSSEvent {
         var failure: (any Error)?
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.run() }
             do {
                 for try await event in events {
-                    if lossless { try await publishWaitingForRoom(event) } else { publish(event) }
-                    // After finish() no more events are taken (a lossless intake waiting for
-                    // room returns once finish() closes the outbox).
-                    if state.withLock({ $0.finish.raised }) { break }
+                    if settings.lossless { try await publishWaitingForRoom(event) } else { publish(event) }
+                    if state.withLock({ $0.finishing }) { break }
                 }
             } catch is CancellationError where Task.isCancelled {
                 // Cancelled while waiting for room: stop as a cancelled event stream does.
@@ -300,42 +311,43 @@ public final class Publisher: Sendable {
 
     // MARK: Lifecycle
 
-    /// Runs the sender loop until ``finish()`` is called (or the task is cancelled), then drains
-    /// the outbox (at most ``Settings/drainTimeout``), sends the `offline` status (at most as
-    /// long again) and closes the sequence store (persisting the exact next `seq`). Call it once.
-    ///
-    /// Bounded even when the broker is gone: at each timeout the sends still awaiting their
-    /// acknowledgement are cancelled, which ends their wait at once (the ``MessageSending``
-    /// contract; the MQTT client may still deliver them later), their messages go back to the
-    /// outbox, and the number left undelivered is logged.
+    /// Runs the live, backlog and sync loops until ``finish()`` (or cancellation), then sends
+    /// what is live (at most ``Settings/drainTimeout``), commits what is left with the exact
+    /// next `seq`, and sends the `offline` status (at most as long again). Call it once.
     public func run() async {
         logger.debug("publisher started", metadata: [
-            "mqtt.topic": "\(settings.topics.fix(settings.vehicle))",
-            "outbox.capacity": "\(outbox.capacity)",
+            "mqtt.topic": "\(settings.topics.fix(settings.vehicle))", "outbox.path": "\(outbox.storage.location)",
         ])
-        let drained = await withTaskGroup(of: Bool.self) { group in
-            group.addTask { await self.senderLoop() }
-            await wait(for: .finish)
-            outbox.close()
-            group.addTask {
-                try? await Task.sleep(for: self.settings.drainTimeout)
-                return false
+        if let degradedAtOpen { outbox.transition { $0.commitFailed(reason: degradedAtOpen).resumptions } }
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.syncLoop() }
+            group.addTask { await self.backlogLoop() }
+            let live = Task { await self.liveLoop() }
+            await waitForFinish()
+            outbox.transition { $0.close() }
+            // The live queue drains (bounded); the backlog stays in the store for the next run.
+            let drained = await withTaskGroup(of: Bool.self) { drain in
+                drain.addTask { await live.value; return true }
+                drain.addTask {
+                    try? await Task.sleep(for: self.settings.drainTimeout)
+                    return false
+                }
+                let first = await drain.next() ?? false
+                drain.cancelAll()
+                return first
             }
-            let first = await group.next() ?? false
+            if !drained { live.cancel() }
+            await live.value
             group.cancelAll()
-            return first
         }
-        if !drained {
-            // Every send has settled (the group awaited them): the cancelled ones were released.
-            logger.info("outbox not drained at shutdown", metadata: ["outbox.unsent": "\(outbox.count)"])
+        await commit(clean: true)
+        let backlog = backlogCount
+        if backlog > 0 {
+            logger.info("backlog kept for the next run", metadata: [
+                "outbox.backlog": "\(backlog)", "outbox.path": "\(outbox.storage.location)",
+            ])
         }
         await sendOffline()
-        do {
-            try sequence.close()
-            logger.debug("sequence number persisted", metadata: ["seq.next": "\(sequence.peekNext)"])
-        } catch {
-            logger.info("cannot persist sequence number", metadata: ["error": "\(error)"])
-        }
         let counters = self.counters
         logger.debug("publisher stopped", metadata: [
             "published": "\(counters.published)", "dropped": "\(counters.dropped)",
@@ -343,145 +355,247 @@ public final class Publisher: Sendable {
         ])
     }
 
-    /// Asks ``run()`` to finish: no more events are taken, the outbox is drained, then `offline`
-    /// is published. Returns at once; ``run()`` returns when it is done. Idempotent.
+    /// Asks ``run()`` to finish; returns at once. Idempotent.
     public func finish() {
-        let waiter = raise(.finish)
-        outbox.close()
+        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.finishing = true
+            defer { state.finishWaiter = nil }
+            return state.finishWaiter
+        }
+        outbox.transition { $0.close() }
         waiter?.resume()
     }
 
     /// Says the transport is usable now (the agent calls it when its MQTT link has connected):
-    /// a retry back-off in progress ends at once, or the next one is skipped if no send has
-    /// failed since, so queued messages go out without waiting out a delay meant for an
-    /// unreachable broker. (At start-up the first send usually fails with "not connected"
-    /// a millisecond before the connection is made; without this the whole outbox then waited
-    /// the initial retry delay, and up to the maximum one after a long outage.)
+    /// back-offs in progress end at once, so what waits goes out without waiting out a delay
+    /// meant for an unreachable broker.
     public func retryNow() {
-        raise(.retry)?.resume()
-    }
-
-    // MARK: Internals
-
-    /// Raises the flag of `kind` and returns the task waiting for it, to be resumed after the
-    /// lock is released.
-    private func raise(_ kind: WakeupKind) -> CheckedContinuation<Void, Never>? {
-        state.withLock { state in
-            state[kind].raised = true
-            return state[kind].takeWaiter()
+        let waiters = state.withLock { state in
+            state.retryGeneration += 1
+            defer { state.retryWaiters.removeAll() }
+            return Array(state.retryWaiters.values)
         }
+        for waiter in waiters { waiter.resume() }
     }
 
-    /// Returns once the flag of `kind` is raised (at once if it already is) or the task is
-    /// cancelled.
-    private func wait(for kind: WakeupKind) async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let already = state.withLock { state -> Bool in
-                    if state[kind].raised || Task.isCancelled { return true }
-                    state[kind].waiter = continuation
-                    return false
-                }
-                if already { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0[kind].takeWaiter() }?.resume()
-        }
-    }
+    // MARK: Live
 
-    /// Sends the outbox's messages in order with up to ``Settings/sendWindow`` outstanding,
-    /// retrying failures in order; returns `true` once the outbox is closed and empty, `false`
-    /// when cancelled.
-    private func senderLoop() async -> Bool {
-        await withDiscardingTaskGroup(returning: Bool.self) { group in
-            while true {
-                let next: OutboxEntry?
-                do { next = try await outbox.next() } catch {
-                    group.cancelAll()
-                    return false
-                }
-                guard let entry = next else { return true }
-                if let delay = takeBackOffIfFailed() {
-                    // A send failed: put this one back, let the outstanding sends settle (each
-                    // acknowledged or released), back off, then resend from the first
-                    // unacknowledged message, in order.
-                    outbox.release(entry.id)
-                    await outbox.waitUntilNoneLeased()
-                    guard await backOff(delay) else {
-                        group.cancelAll()
-                        return false
+    private func liveLoop() async {
+        var backoff = Backoff(initial: settings.initialRetryDelay, maximum: settings.maxRetryDelay)
+        var successesAtLastBackOff: UInt64 = 0
+        await withDiscardingTaskGroup { group in
+            while let item = await outbox.nextLive() {
+                let (failed, successes, since) = state.withLock { ($0.liveFailurePending, $0.successes, $0.retryGeneration) }
+                if failed {
+                    // A send failed: put this one back, let the others settle, back off, and go
+                    // on from the newest of each kind (older live records have become backlog).
+                    outbox.transition { state in
+                        switch item {
+                        case .status: state.statusSent(false)
+                        case .record(let record): state.liveFailed(record.seq)
+                        }
                     }
-                    state.withLock { $0.failurePending = false }
+                    await outbox.wait(for: .liveIdle)
+                    if successes != successesAtLastBackOff { backoff.reset() }
+                    successesAtLastBackOff = successes
+                    await backOff(backoff.next(), since: since)
+                    if Task.isCancelled { return }
+                    state.withLock { $0.liveFailurePending = false }
                     continue
                 }
                 // Runs synchronously up to the sender's first suspension, by which point the
-                // message is with the transport: sends reach the wire in loop order.
-                group.addImmediateTask { await self.send(entry) }
+                // message is with the transport: live sends reach the wire in `seq` order.
+                group.addImmediateTask {
+                    if await !self.sendLive(item) { self.state.withLock { $0.liveFailurePending = true } }
+                }
             }
         }
     }
 
-    /// Waits `delay`, or less if ``retryNow()`` is called meanwhile (or was since the last
-    /// failure); returns `false` when the task is cancelled.
-    private func backOff(_ delay: Duration) async -> Bool {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: delay) }
-            group.addTask { await self.wait(for: .retry) }
-            await group.next()
-            group.cancelAll()
+    /// Sends one live item; returns whether it was delivered.
+    private func sendLive(_ item: OutboxLiveItem) async -> Bool {
+        let topic: String
+        let payload: [UInt8]
+        let qos: Int
+        switch item {
+        case .status(let message):
+            (topic, payload, qos) = (message.topic, message.payload, message.qos)
+        case .record(let record):
+            topic = record.kind == .fix ? settings.topics.fix(settings.vehicle) : settings.topics.heading(settings.vehicle)
+            (payload, qos) = (record.payload, record.kind == .fix ? settings.fixQoS : settings.headingQoS)
         }
-        return !Task.isCancelled
-    }
-
-    /// The back-off to wait when a send failed since the last one (doubling it for next
-    /// time), or `nil` when sending may go on.
-    private func takeBackOffIfFailed() -> Duration? {
-        state.withLock { state -> Duration? in
-            guard state.failurePending else { return nil }
-            let delay = state.retryDelay
-            state.retryDelay = min(delay * 2, settings.maxRetryDelay)
-            return delay
-        }
-    }
-
-    /// Sends one leased message; acknowledges it on success, releases it on failure (after
-    /// marking the failure, so the loop backs off before handing it out again).
-    private func send(_ entry: OutboxEntry) async {
-        let message = entry.message
         do {
-            try await sender.send(topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain)
+            try await sender.send(topic: topic, payload: payload, qos: qos, retain: true)
         } catch {
-            let firstFailure = state.withLock { state -> Bool in
-                state.counters.sendFailures += 1
-                state.failurePending = true
-                state.retry.raised = false
-                defer { state.failing = true }
-                return !state.failing
+            outbox.transition { state in
+                switch item {
+                case .status: state.statusSent(false)
+                case .record(let record): state.liveFailed(record.seq)
+                }
             }
-            outbox.release(entry.id)
-            if firstFailure, !Task.isCancelled {
-                logger.info("send failed, retrying", metadata: [
-                    "mqtt.topic": "\(message.topic)", "error": "\(error)",
+            noteFailure(error, topic: topic)
+            return false
+        }
+        outbox.transition { state in
+            switch item {
+            case .status: state.statusSent(true)
+            case .record(let record): state.liveAcknowledged(record.seq)
+            }
+        }
+        noteSuccess(count: item.isStatus ? 0 : 1, statuses: item.isStatus ? 1 : 0)
+        return true
+    }
+
+    // MARK: Backlog
+
+    private func backlogLoop() async {
+        var backoff = Backoff(initial: settings.initialRetryDelay, maximum: settings.maxRetryDelay)
+        var successesAtLastBackOff: UInt64 = 0
+        var bucket = TokenBucket(
+            rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
+        let topic = settings.topics.backlog(settings.vehicle)
+        while !Task.isCancelled {
+            guard let request = outbox.read({ $0.backlogRequest() }) else { return }
+            let available = max(1, bucket.available(at: .now))
+            let records: [OutboxRecord]
+            do {
+                records = try await outbox.storage.backlog(
+                    after: request.after, limit: min(available, FleetPayload.maximumBacklogEvents),
+                    maximumBytes: FleetPayload.maximumBacklogBytes - 256, excluding: request.excluding)
+            } catch {
+                logger.debug("cannot read the backlog", metadata: ["error": "\(error)"])
+                await outbox.wait(for: .backlog(after: request.generation), upTo: settings.syncInterval)
+                continue
+            }
+            if records.isEmpty {
+                await outbox.wait(for: .backlog(after: request.generation))
+                continue
+            }
+            var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle)
+            var batch: [UInt64] = []
+            for record in records {
+                guard writer.append(kind: record.kind == .fix ? .fix : .heading, payload: record.payload) else { break }
+                batch.append(record.seq)
+            }
+            guard !batch.isEmpty else {
+                // A record too large for any batch (not one of ours): skip it, counted as sent.
+                outbox.transition { state in
+                    state.backlogSending([records[0].seq])
+                    return state.backlogAcknowledged()
+                }
+                continue
+            }
+            let wait = bucket.take(batch.count, at: .now)
+            if wait > .zero {
+                try? await Task.sleep(for: wait)
+                if Task.isCancelled { return }
+            }
+            outbox.transition { [batch] state -> Outbox.State.Resumptions in
+                state.backlogSending(batch)
+                return .init()
+            }
+            do {
+                try await sender.send(topic: topic, payload: writer.finish(), qos: Self.statusQoS, retain: false)
+                outbox.transition { $0.backlogAcknowledged() }
+                noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count))
+            } catch {
+                outbox.transition { $0.backlogFailed() }
+                noteFailure(error, topic: topic)
+                let (successes, since) = state.withLock { ($0.successes, $0.retryGeneration) }
+                if successes != successesAtLastBackOff { backoff.reset() }
+                successesAtLastBackOff = successes
+                await backOff(backoff.next(), since: since)
+            }
+        }
+    }
+
+    // MARK: Sync
+
+    private func syncLoop() async {
+        while !Task.isCancelled {
+            await outbox.wait(for: .commitDue, upTo: settings.syncInterval)
+            if Task.isCancelled || outbox.read({ $0.closed }) { return }
+            await commit(clean: false)
+            queueStatus(force: false)
+        }
+    }
+
+    /// One transaction: writes what is unacknowledged, deletes what was acknowledged, reserves
+    /// numbers; a failure is logged once as an error and reported as `storage: degraded`.
+    private func commit(clean: Bool) async {
+        let nowMilliseconds = now().millisecondsSince1970
+        guard let batch = outbox.transition({ state -> (OutboxCommit?, Outbox.State.Resumptions) in
+            (state.takeCommit(nowMilliseconds: nowMilliseconds, clean: clean), .init())
+        }) else { return }
+        do {
+            let result = try await outbox.storage.commit(batch)
+            let recovered = outbox.transition { $0.committed(batch, result) }
+            if recovered {
+                logger.notice("outbox store writable again", metadata: ["outbox.path": "\(outbox.storage.location)"])
+                queueStatus(force: true)
+            }
+            if result.full > 0 || result.expired > 0 {
+                logger.warning("outbox limit reached, oldest records dropped", metadata: [
+                    "outbox.droppedFull": "\(result.full)", "outbox.droppedExpired": "\(result.expired)",
+                    "outbox.maxBytes": "\(settings.maxBytes)",
                 ])
             }
-            return
+        } catch {
+            let reason = "\(outbox.storage.location): \(error)"
+            let newProblem = outbox.transition { $0.commitFailed(reason: reason) }
+            if newProblem, degradedAtOpen == nil {
+                logger.error("cannot write the outbox store; keeping messages in memory until it works again", metadata: [
+                    "outbox.path": "\(outbox.storage.location)", "error": "\(error)",
+                ])
+                queueStatus(force: true)
+            }
         }
-        outbox.acknowledge(entry.id)
-        let hasRoom = outbox.count < outbox.capacity / 2
-        let recovered = state.withLock { state -> Bool in
-            if hasRoom { state.overflowing = false }
-            if message.kind == .status { state.counters.statusesPublished += 1 } else { state.counters.published += 1 }
-            state.retryDelay = settings.initialRetryDelay
-            defer { state.failing = false }
-            return state.failing
+    }
+
+    // MARK: Status
+
+    /// Queues an `online` status if something it reports changed: at once when `force` (GNSS
+    /// or storage state), else at most once per ``Settings/statusInterval`` when the backlog
+    /// or the loss counts moved.
+    private func queueStatus(force: Bool) {
+        let clock = ContinuousClock.now
+        let (backlog, drops, problem) = outbox.read { ($0.backlogCount, $0.drops, $0.storageProblem) }
+        let storage = problem ?? degradedAtOpen
+        let message: OutboundMessage? = state.withLock { state in
+            guard !state.finishing else { return nil }
+            if !force {
+                guard let last = state.lastStatus, last.backlog != backlog || last.drops != drops || last.storage != storage
+                else { return nil }
+                if let at = state.lastStatusAt, at.duration(to: clock) < settings.statusInterval { return nil }
+            }
+            state.lastStatus = (backlog, drops, storage)
+            state.lastStatusAt = clock
+            return statusMessage(gnss: state.gnss, backlog: backlog, drops: drops, storage: storage)
         }
-        if recovered { logger.info("sending resumed", metadata: ["outbox.queued": "\(outbox.count)"]) }
+        if let message { outbox.transition { $0.setStatus(message) } }
+    }
+
+    private func statusMessage(
+        gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?
+    ) -> OutboundMessage {
+        let status = VehicleStatus(
+            vehicle: settings.vehicle, state: .online, since: onlineSince, agentVersion: settings.agentVersion,
+            source: settings.sourceURI, gnss: gnss, droppedFixes: drops.total, drops: drops,
+            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage
+        )
+        return OutboundMessage(
+            kind: .status, topic: settings.topics.status(settings.vehicle),
+            payload: FleetPayload.encode(status), qos: Self.statusQoS, retain: true
+        )
     }
 
     private func sendOffline() async {
+        let (backlog, drops, problem) = outbox.read { ($0.backlogCount, $0.drops, $0.storageProblem) }
+        let storage = problem ?? degradedAtOpen
         let status = VehicleStatus(
             vehicle: settings.vehicle, state: .offline, since: now(), agentVersion: settings.agentVersion,
-            source: settings.sourceURI, gnss: gnssState, droppedFixes: outbox.droppedFixes, reason: "shutdown"
+            source: settings.sourceURI, gnss: gnssState, droppedFixes: drops.total, reason: "shutdown", drops: drops,
+            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage
         )
         let topic = settings.topics.status(settings.vehicle)
         let payload = FleetPayload.encode(status)
@@ -510,45 +624,85 @@ public final class Publisher: Sendable {
         }
     }
 
-    private func changeGNSS(to new: VehicleStatus.GNSSState, _ state: inout State) {
-        guard state.gnss != new else { return }
-        logger.debug("GNSS state changed", metadata: ["gnss.from": "\(state.gnss.rawValue)", "gnss.to": "\(new.rawValue)"])
-        state.gnss = new
-        enqueueStatus(&state)
-    }
+    // MARK: Helpers
 
-    private func enqueue(_ message: OutboundMessage, _ state: inout State) {
-        switch outbox.enqueue(message) {
-        case .queued:
-            state.counters.queued += 1
-        case .queuedDroppingOldest(let kind, let seq):
-            state.counters.queued += 1
-            if kind == .fix {
-                logger.debug("outbox full, oldest fix dropped", metadata: ["seq": "\(seq.map(String.init) ?? "-")"])
-            }
-        case .droppedIncoming, .superseded, .refusedClosed:
-            break
+    private func noteFailure(_ error: any Error, topic: String) {
+        let first = state.withLock { state -> Bool in
+            state.counters.sendFailures += 1
+            defer { state.failing = true }
+            return !state.failing
         }
-        let dropped = outbox.droppedFixes
-        if dropped != state.statusDropped {
-            if !state.overflowing {
-                state.overflowing = true
-                logger.info("outbox full, dropping oldest fixes", metadata: ["outbox.capacity": "\(outbox.capacity)"])
-            }
-            enqueueStatus(&state)
+        if first, !Task.isCancelled {
+            logger.info("send failed, keeping messages in the outbox", metadata: [
+                "mqtt.topic": "\(topic)", "error": "\(error)",
+            ])
         }
     }
 
-    private func enqueueStatus(_ state: inout State) {
-        let dropped = outbox.droppedFixes
-        state.statusDropped = dropped
-        let status = VehicleStatus(
-            vehicle: settings.vehicle, state: .online, since: onlineSince, agentVersion: settings.agentVersion,
-            source: settings.sourceURI, gnss: state.gnss, droppedFixes: dropped
-        )
-        outbox.enqueue(OutboundMessage(
-            kind: .status, topic: settings.topics.status(settings.vehicle),
-            payload: FleetPayload.encode(status), qos: Self.statusQoS, retain: true
-        ))
+    private func noteSuccess(count: UInt64, statuses: UInt64, backlog: UInt64 = 0) {
+        let recovered = state.withLock { state -> Bool in
+            state.counters.published += count
+            state.counters.backlogPublished += backlog
+            state.counters.statusesPublished += statuses
+            state.successes += 1
+            defer { state.failing = false }
+            return state.failing
+        }
+        if recovered {
+            logger.info("sending resumed", metadata: ["outbox.backlog": "\(backlogCount)"])
+        }
+    }
+
+    private func waitForFinish() async {
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let already = state.withLock { state -> Bool in
+                    if state.finishing || Task.isCancelled { return true }
+                    state.finishWaiter = continuation
+                    return false
+                }
+                if already { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { state -> CheckedContinuation<Void, Never>? in
+                defer { state.finishWaiter = nil }
+                return state.finishWaiter
+            }?.resume()
+        }
+    }
+
+    /// Waits `delay`, or less if ``retryNow()`` is called meanwhile (or was since `since`).
+    private func backOff(_ delay: Duration, since: UInt64) async {
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { try? await Task.sleep(for: delay) }
+            group.addTask { await self.waitForRetry(since: since) }
+            await group.next()
+            group.cancelAll()
+        }
+    }
+
+    private func waitForRetry(since: UInt64) async {
+        let id = state.withLock { state in
+            defer { state.nextWaiterID += 1 }
+            return state.nextWaiterID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let already = state.withLock { state -> Bool in
+                    if state.retryGeneration != since || Task.isCancelled { return true }
+                    state.retryWaiters[id] = continuation
+                    return false
+                }
+                if already { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.retryWaiters.removeValue(forKey: id) }?.resume()
+        }
+    }
+}
+
+extension OutboxLiveItem {
+    var isStatus: Bool {
+        if case .status = self { true } else { false }
     }
 }

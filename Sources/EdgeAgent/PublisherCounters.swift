@@ -1,3 +1,5 @@
+import FleetProtocol
+
 /// What the publisher has done since it started: counts of messages, for `status`, logs and
 /// tests. All counts are messages (not bytes).
 public struct PublisherCounters: Sendable, Equatable {
@@ -13,14 +15,14 @@ public struct PublisherCounters: Sendable, Equatable {
     public var headingsSkippedByPolicy: UInt64 = 0
     /// Fixes and headings put in the outbox.
     public var queued: UInt64 = 0
-    /// Fixes and headings the broker acknowledged.
+    /// Fixes and headings the broker acknowledged, live and backlog.
     public var published: UInt64 = 0
+    /// Of those, the ones delivered in backlog batches.
+    public var backlogPublished: UInt64 = 0
     /// Status messages the broker acknowledged (online, changes, offline).
     public var statusesPublished: UInt64 = 0
-    /// Fixes dropped because the outbox was full.
-    public var droppedFixes: UInt64 = 0
-    /// Headings dropped because the outbox was full.
-    public var droppedHeadings: UInt64 = 0
+    /// Fixes and headings lost, by cause (full, expired, skipped after an unclean stop).
+    public var drops = VehicleStatus.Drops()
     /// Send attempts that failed (each is retried).
     public var sendFailures: UInt64 = 0
 
@@ -33,6 +35,6 @@ public struct PublisherCounters: Sendable, Equatable {
     /// Fixes and headings the policy held back.
     public var skippedByPolicy: UInt64 { fixesSkippedByPolicy + headingsSkippedByPolicy }
 
-    /// Fixes and headings dropped by the outbox.
-    public var dropped: UInt64 { droppedFixes + droppedHeadings }
+    /// Fixes and headings lost, all causes.
+    public var dropped: UInt64 { drops.total }
 }

@@ -45,63 +45,120 @@ public struct ReplaySource: GNSSSource {
     }
 
     /// Starts a fresh playback from the beginning of the file.
+    ///
+    /// The stream is pulled: the file is read and decoded only as its consumer asks for events
+    /// (one chunk's events at a time), so a consumer that waits (a batch upload waiting for
+    /// the broker) holds the file back instead of buffering it in memory.
     public func makeEventStream() -> AsyncStream<GNSSEvent> {
-        let source = self
-        return EventStream.run { sink in
-            var backoff = source.backoff
-            while !Task.isCancelled {
-                sink.state(.connecting)
-                do {
-                    try await source.playOnce(sink: sink)
-                    backoff.reset()
-                    if Task.isCancelled { return }
-                    if !source.loop {
-                        sink.state(.ended)
-                        return
-                    }
-                    source.logger.debug("Replay looping", metadata: ["replay.path": "\(source.path)"])
-                } catch is CancellationError {
-                    return
-                } catch {
-                    if Task.isCancelled { return }
-                    source.logger.info("Cannot read recording", metadata: ["replay.path": "\(source.path)", "error": "\(error)"])
-                    let delay = backoff.next()
-                    sink.state(.reconnecting(reason: "\(error)", delay: delay))
-                    do { try await Task.sleep(for: delay) } catch { return }
-                }
-            }
-        }
+        let playback = Playback(source: self)
+        return AsyncStream(unfolding: { await playback.next() })
     }
 
-    /// Plays the file once, pacing fixes by their time stamps.
-    private func playOnce(sink: EventSink) async throws {
-        let reader = try await FileChunkReader(path: path)
-        var decoder = NMEADecoder(options: decoderOptions)
-        var pacer = Pacer(speed: speed)
-        var pending: [GNSSEvent] = []
-        while true {
-            try Task.checkCancellation()
-            let chunk = try await reader.next()
-            pending.removeAll(keepingCapacity: true)
-            if chunk.isEmpty {
-                decoder.finish { pending.append($0) }
-            } else {
-                chunk.withUnsafeBytes { bytes in
-                    decoder.decode(bytes) { pending.append($0) }
-                }
-            }
-            for event in pending {
-                if case .fix(let fix) = event, let wait = pacer.delay(for: fix.time) {
-                    try await Task.sleep(for: wait)
-                }
-                sink.event(event)
-            }
-            if chunk.isEmpty { break }
+    /// One playback's position in the file, decoder and pacing; advanced by the stream's
+    /// consumer, one call at a time.
+    actor Playback {
+        let source: ReplaySource
+        private var reader: FileChunkReader?
+        private var decoder: NMEADecoder
+        private var pacer: Pacer
+        private var pending: [GNSSEvent] = []
+        private var pendingIndex = 0
+        private var backoff: Backoff
+        private var lastState: SourceState?
+        private var ended = false
+        /// The back-off to wait before trying to open the file again.
+        private var waitBeforeRetry: Duration?
+
+        init(source: ReplaySource) {
+            self.source = source
+            self.decoder = NMEADecoder(options: source.decoderOptions)
+            self.pacer = Pacer(speed: source.speed)
+            self.backoff = source.backoff
         }
-        logger.debug("Replay reached end of file", metadata: [
-            "replay.path": "\(path)", "nmea.sentences": "\(decoder.statistics.sentences)",
-            "nmea.fixes": "\(decoder.statistics.fixes)", "nmea.badChecksums": "\(decoder.statistics.badChecksums)",
-        ])
+
+        /// The next event; `nil` at the end (after `.state(.ended)`) or when the consuming
+        /// task is cancelled.
+        func next() async -> GNSSEvent? {
+            while !Task.isCancelled {
+                if pendingIndex < pending.count {
+                    let event = pending[pendingIndex]
+                    pendingIndex += 1
+                    switch event {
+                    case .state(let state):
+                        if let report = report(state) { return report }
+                        continue
+                    case .fix(let fix):
+                        if let wait = pacer.delay(for: fix.time) {
+                            do { try await Task.sleep(for: wait) } catch { return nil }
+                        }
+                        if let report = report(.streaming) {
+                            pendingIndex -= 1  // the fix follows its state
+                            return report
+                        }
+                        return event
+                    case .heading:
+                        return event
+                    }
+                }
+                if ended { return nil }
+                if let wait = waitBeforeRetry {
+                    waitBeforeRetry = nil
+                    do { try await Task.sleep(for: wait) } catch { return nil }
+                }
+                if let event = await advance() { return event }
+            }
+            return nil
+        }
+
+        /// Reads and decodes the next chunk into `pending`; returns a state event to report
+        /// first, if any.
+        private func advance() async -> GNSSEvent? {
+            pending.removeAll(keepingCapacity: true)
+            pendingIndex = 0
+            do {
+                if reader == nil {
+                    if let report = report(.connecting) { return report }
+                    reader = try await FileChunkReader(path: source.path)
+                    decoder = NMEADecoder(options: source.decoderOptions)
+                }
+                let chunk = try await reader!.next()
+                if chunk.isEmpty {
+                    decoder.finish { pending.append($0) }
+                    source.logger.debug("Replay reached end of file", metadata: [
+                        "replay.path": "\(source.path)", "nmea.sentences": "\(decoder.statistics.sentences)",
+                        "nmea.fixes": "\(decoder.statistics.fixes)",
+                        "nmea.badChecksums": "\(decoder.statistics.badChecksums)",
+                    ])
+                    reader = nil
+                    backoff.reset()
+                    if source.loop {
+                        source.logger.debug("Replay looping", metadata: ["replay.path": "\(source.path)"])
+                    } else {
+                        pending.append(.state(.ended))
+                        ended = true
+                    }
+                } else {
+                    chunk.withUnsafeBytes { bytes in decoder.decode(bytes) { pending.append($0) } }
+                }
+                return nil
+            } catch {
+                reader = nil
+                if Task.isCancelled { return nil }
+                source.logger.info("Cannot read recording", metadata: ["replay.path": "\(source.path)", "error": "\(error)"])
+                let delay = backoff.next()
+                let report = report(.reconnecting(reason: "\(error)", delay: delay))
+                // Report first; the wait happens on the next call.
+                waitBeforeRetry = delay
+                return report
+            }
+        }
+
+        /// `.state(state)` when it differs from the last reported one.
+        private func report(_ state: SourceState) -> GNSSEvent? {
+            guard lastState != state else { return nil }
+            lastState = state
+            return .state(state)
+        }
     }
 
     /// Maps receiver time to wall-clock time for paced playback.

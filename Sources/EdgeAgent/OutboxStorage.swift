@@ -1,0 +1,67 @@
+/// Where the outbox keeps fixes and headings until the broker acknowledges them: a SQLite
+/// database in the state directory (``SQLiteOutboxStorage``), or, when none can be used, a
+/// bounded memory buffer (``MemoryOutboxStorage``).
+///
+/// One writer (the outbox's sync loop) calls ``commit(_:)``; the backlog drain reads with
+/// ``backlog(after:limit:maximumBytes:excluding:)`` concurrently. The SQLite store does its I/O
+/// (an `fsync` on an SD card can take hundreds of milliseconds) on its own serial queue, not
+/// on the caller's thread; never call one under a lock.
+protocol OutboxStorage: Sendable {
+    /// A short name for logs and the status (`/var/lib/fleetcast/van-7.outbox`, `memory`).
+    var location: String { get }
+
+    /// Applies one batch as one transaction (one `fsync`): inserts, deletes, the `seq`
+    /// reservation; then enforces the age and size limits. Returns the state after it.
+    func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult
+
+    /// Up to `limit` stored records with `seq > after`, oldest first, whose payloads add up to
+    /// at most `maximumBytes` (at least one record when any is there), skipping `excluding`.
+    func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord]
+}
+
+/// What an outbox found in its store when it opened it.
+struct OutboxOpening: Sendable, Equatable {
+    /// Records stored (the backlog left by the last run).
+    var count: Int
+    /// Their accounted bytes.
+    var bytes: Int
+    /// The first `seq` this run may hand out: never one handed out before.
+    var nextSeq: UInt64
+    /// `seq` numbers skipped because the last run did not stop cleanly (0 after a clean stop).
+    var uncleanSkipped: UInt64
+}
+
+/// One transaction's worth of changes to the store.
+struct OutboxCommit: Sendable {
+    /// Records to insert (accepted since the last commit and not acknowledged yet).
+    var inserts: [OutboxRecord] = []
+    /// Stored records the broker acknowledged since the last commit.
+    var deletes: [UInt64] = []
+    /// The next `seq` to hand out, as of this batch: every lower number is either in the store,
+    /// in `inserts`, or acknowledged.
+    var nextSeq: UInt64
+    /// No `seq` at or above this is handed out before the next commit (the reservation that
+    /// keeps numbers from being reused after a crash).
+    var reservedSeq: UInt64
+    /// Set on the last commit of a clean stop: the next run starts at `nextSeq`, without a gap.
+    var clean = false
+    /// Records older than this (milliseconds since 1970) are dropped as expired.
+    var expiresBeforeMilliseconds: Int64
+    /// Records whose accounted bytes exceed this are dropped, oldest headings first, then the
+    /// oldest fixes.
+    var maximumBytes: Int
+    /// Records not to drop for size (being sent right now).
+    var protected: Set<UInt64> = []
+}
+
+/// The store after a commit.
+struct OutboxCommitResult: Sendable, Equatable {
+    /// Records stored.
+    var count: Int
+    /// Their accounted bytes.
+    var bytes: Int
+    /// Records dropped by this commit because they were older than the maximum age.
+    var expired: UInt64 = 0
+    /// Records dropped by this commit because the store was over its byte limit.
+    var full: UInt64 = 0
+}
