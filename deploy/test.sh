@@ -11,6 +11,7 @@ packages=(
   gpsd gpsd-clients          # gpsd and gpsfake/gpsdecode: the real daemon the sources talk to
   socat                      # pseudo-terminal pairs standing in for a serial receiver
   mosquitto mosquitto-clients libmosquitto-dev pkg-config openssl   # broker, CLI clients, C client library
+  libsqlite3-dev sqlite3     # the outbox store (GRDB links the system SQLite); sqlite3 for the store tests
 )
 echo "==> installing system packages: ${packages[*]}"
 as_root apt-get update -qq

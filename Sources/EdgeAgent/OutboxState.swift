@@ -113,6 +113,9 @@ struct OutboxState<LiveWaiter, Signal> {
     private var pendingStatus: OutboundMessage?
     private var statusInflight: OutboundMessage?
     private var liveWaiter: LiveWaiter?
+    /// Per kind, the newest record the broker acknowledged live: an older one that failed must
+    /// not replace it as the retained message, so it is sent as backlog instead.
+    private var newestLiveAcknowledged: [OutboundMessage.Kind: UInt64] = [:]
 
     // MARK: Backlog
     private var backlogCursor: UInt64 = 0
@@ -181,12 +184,13 @@ struct OutboxState<LiveWaiter, Signal> {
     /// record (within the window and the reservation). `.some(nil)`: closed and nothing left;
     /// `nil`: wait with ``setLiveWaiter(_:)``.
     mutating func nextLive() -> LiveItem?? {
-        if let status = pendingStatus, statusInflight == nil {
+        let inflight = liveInflight.count + (statusInflight == nil ? 0 : 1)
+        if let status = pendingStatus, statusInflight == nil, inflight < settings.liveWindow {
             pendingStatus = nil
             statusInflight = status
             return .some(.status(status))
         }
-        if liveInflight.count < settings.liveWindow, let first = liveQueue.first, first.seq < reservedSeq {
+        if inflight < settings.liveWindow, let first = liveQueue.first, first.seq < reservedSeq {
             liveQueue.removeFirst()
             liveInflight[first.seq] = first
             return .some(.record(first))
@@ -209,16 +213,21 @@ struct OutboxState<LiveWaiter, Signal> {
 
     /// The broker acknowledged the live record `seq`.
     mutating func liveAcknowledged(_ seq: UInt64) -> Resumptions {
-        liveInflight.removeValue(forKey: seq)
+        if let record = liveInflight.removeValue(forKey: seq) {
+            newestLiveAcknowledged[record.kind] = max(newestLiveAcknowledged[record.kind] ?? 0, seq)
+        }
         acknowledge(seq)
         return serve()
     }
 
     /// Sending the live record `seq` failed: it is retried live while it is the newest of its
-    /// kind (always, in lossless mode), otherwise it joins the backlog.
+    /// kind (in lossless mode: unless a newer one was acknowledged live), otherwise it joins
+    /// the backlog, so the retained message is never replaced by an older one.
     mutating func liveFailed(_ seq: UInt64) -> Resumptions {
         guard let record = liveInflight.removeValue(forKey: seq) else { return serve() }
-        if settings.lossless || !liveQueue.contains(where: { $0.kind == record.kind && $0.seq > seq }) {
+        let superseded = (newestLiveAcknowledged[record.kind] ?? 0) > seq
+            || (!settings.lossless && liveQueue.contains(where: { $0.kind == record.kind && $0.seq > seq }))
+        if !superseded {
             insertSorted(record, into: &liveQueue)
         } else {
             demote(seq)
@@ -294,8 +303,12 @@ struct OutboxState<LiveWaiter, Signal> {
 
     /// Records stored or waiting to be, not acknowledged: the status's `backlog`.
     var backlogCount: Int {
-        let unacknowledged = max(0, storedCount - acknowledgedStored.count - deleting.count) + unwritten.count + writing.count
-        return max(0, unacknowledged - liveCount)
+        max(0, unacknowledgedCount - liveCount)
+    }
+
+    /// Records accepted and not acknowledged, live ones included.
+    var unacknowledgedCount: Int {
+        max(0, storedCount - acknowledgedStored.count - deleting.count) + unwritten.count + writing.count
     }
 
     // MARK: Backlog

@@ -333,15 +333,21 @@ public final class Publisher: Sendable {
                     return false
                 }
                 let first = await drain.next() ?? false
+                // Awaiting `live.value` does not pass cancellation on: cancel the task itself.
+                if !first { live.cancel() }
                 drain.cancelAll()
                 return first
             }
-            if !drained { live.cancel() }
+            if !drained {
+                logger.info("live messages not sent before shutdown; kept in the outbox", metadata: [
+                    "outbox.path": "\(outbox.storage.location)",
+                ])
+            }
             await live.value
             group.cancelAll()
         }
         await commit(clean: true)
-        let backlog = backlogCount
+        let backlog = outbox.read { $0.unacknowledgedCount }
         if backlog > 0 {
             logger.info("backlog kept for the next run", metadata: [
                 "outbox.backlog": "\(backlog)", "outbox.path": "\(outbox.storage.location)",
@@ -463,6 +469,7 @@ public final class Publisher: Sendable {
                     after: request.after, limit: min(available, FleetPayload.maximumBacklogEvents),
                     maximumBytes: FleetPayload.maximumBacklogBytes - 256, excluding: request.excluding)
             } catch {
+                if Task.isCancelled { return }
                 logger.debug("cannot read the backlog", metadata: ["error": "\(error)"])
                 await outbox.wait(for: .backlog(after: request.generation), upTo: settings.syncInterval)
                 continue

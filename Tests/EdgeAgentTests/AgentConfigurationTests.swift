@@ -46,7 +46,7 @@ struct AgentConfigurationTests {
         #expect(config.messageExpirySeconds == nil)
         #expect(config.policy == ReportingPolicy(stationarySpeed: 0.5))
         #expect(config.policy.limitsRate == false, "every fix is published by default")
-        #expect(config.outboxCapacity == 1000)
+        #expect(config.outbox == AgentConfiguration.OutboxSettings())
         #expect(config.stateDirectory == "/var/lib/fleetcast")
         #expect(config.logLevel == .info)
     }
@@ -130,7 +130,8 @@ struct AgentConfigurationTests {
               minHeadingChange: 270
               stationarySpeed: -1
             outbox:
-              capacity: 0
+              maxBytes: 10GB-ish
+              drainRate: 0
             log:
               level: verbose
             """
@@ -148,7 +149,8 @@ struct AgentConfigurationTests {
             "report.minDistance in \(path): expected a number of metres, more than 0, got \"abc\"",
             "report.minHeadingChange in \(path): expected a number of degrees, more than 0 and at most 180, got \"270\"",
             "report.stationarySpeed in \(path): expected a speed in m/s, 0 or more (0 turns the track hold off), got \"-1\"",
-            "outbox.capacity in \(path): expected a whole number of messages from 1 to 1000000, got \"0\"",
+            "outbox.maxBytes in \(path): expected a size from 1MiB to 1TiB, in bytes or with KiB, MiB, GiB (e.g. 64MiB), got \"10GB-ish\"",
+            "outbox.drainRate in \(path): expected a whole number of events per second from 1 to 100000, got \"0\"",
             "log.level in \(path): expected trace, debug, info, notice, warning, error or critical, got \"verbose\"",
         ])
     }
@@ -272,7 +274,7 @@ struct AgentConfigurationTests {
             "broker.maxInflight": "5", "topics.prefix": "acme/fleet", "qos.fix": "2", "qos.heading": "1",
             "messageExpiry": "600", "report.minInterval": "2", "report.maxInterval": "120",
             "report.minDistance": "30", "report.minHeadingChange": "15", "report.stationarySpeed": "0.8",
-            "outbox.capacity": "50", "stateDir": dir.path, "log.level": "debug",
+            "outbox.maxBytes": "16MiB", "outbox.maxAge": "2d", "outbox.drainRate": "50", "outbox.syncInterval": "0.5", "stateDir": dir.path, "log.level": "debug",
         ]
         let environment = Dictionary(uniqueKeysWithValues: values.map { (AgentConfiguration.environmentName($0.key), $0.value) })
         let config = try await load(environment: environment, in: dir)
@@ -284,7 +286,7 @@ struct AgentConfigurationTests {
         #expect(config.topics.prefix == "acme/fleet")
         #expect(config.messageExpirySeconds == 600)
         #expect(config.policy == ReportingPolicy(minInterval: 2, maxInterval: 120, minDistance: 30, minHeadingChange: 15, stationarySpeed: 0.8))
-        #expect(config.outboxCapacity == 50)
+        #expect(config.outbox == AgentConfiguration.OutboxSettings(syncIntervalSeconds: 0.5, maxBytes: 16 << 20, maxAgeSeconds: 2 * 86_400, drainRate: 50))
         #expect(config.logLevel == .debug)
         #expect(Set(config.origins.keys) == Set(values.keys))
     }

@@ -6,22 +6,24 @@ import GNSS
 import Logging
 import Testing
 
-/// The publisher's sender loop with many sends outstanding, and the lossless intake.
+/// The publisher's live loop with many sends outstanding (the lossless intake of a replay,
+/// where every record goes live in order).
 @Suite("Pipelined publisher")
 struct PipelinedPublisherTests {
     private let vehicle = VehicleID("van-7")!
 
     private func makePublisher(
-        sender: HoldingSender, dir: TemporaryDirectory, capacity: Int = 100, window: Int,
+        sender: HoldingSender, dir: TemporaryDirectory, lossless: Bool = true, window: Int,
         retryDelay: Duration = .milliseconds(1)
     ) throws -> Publisher {
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        let store = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: logger)
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
         let settings = Publisher.Settings(
-            vehicle: vehicle, outboxCapacity: capacity, drainTimeout: .seconds(20),
-            initialRetryDelay: retryDelay, maxRetryDelay: max(retryDelay, .milliseconds(20)), sendWindow: window
+            vehicle: vehicle, lossless: lossless, drainTimeout: .seconds(20),
+            initialRetryDelay: retryDelay, maxRetryDelay: max(retryDelay, .milliseconds(20)), sendWindow: window,
+            syncInterval: .milliseconds(50), drainRate: 100_000
         )
-        return Publisher(settings: settings, sender: sender, sequence: store, logger: logger)
+        return Publisher(settings: settings, sender: sender, store: store, logger: logger)
     }
 
     /// The `seq` of a fix or heading payload.
@@ -66,7 +68,7 @@ struct PipelinedPublisherTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = HoldingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 5_000, window: 8)
+        let publisher = try makePublisher(sender: sender, dir: dir, window: 8)
         let running = Task { await publisher.run() }
         let total = 2_000
 
@@ -105,44 +107,6 @@ struct PipelinedPublisherTests {
         #expect(publisher.counters.dropped == 0)
     }
 
-    @Test("a failed send is released and, after the outstanding ones settle, resent in order; the retained fix stays the newest")
-    func failureResendsInOrder() async throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let sender = HoldingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir, window: 4)
-        for second in 0..<8 { publisher.publish(.fix(Fixes.fix(at: Double(second)))) }
-        let running = Task { await publisher.run() }
-
-        // Started: 0 online, 1 fix 1, 2 fix 2, 3 fix 3; the online ack lets fix 4 start.
-        try await withTimeout { await sender.waitUntil { $0.started.count == 4 } }
-        sender.complete(0)
-        try await withTimeout { await sender.waitUntil { $0.started.count == 5 } }
-        sender.complete(1, ok: false)  // fix 1 fails: nothing new starts until the others settle
-        sender.complete(2)
-        sender.complete(3, ok: false)  // fix 3 fails too
-        #expect(sender.snapshot.started.count == 5)
-        sender.complete(4)
-        // Settled: back off, then resend from the first unacknowledged fix, in order.
-        try await withTimeout { await sender.waitUntil { $0.started.count == 9 } }
-        let resent = Array(sender.snapshot.started[5...])
-        #expect(resent.map(Self.seq) == [1, 3, 5, 6])
-        #expect(resent.map(\.retain) == [false, false, true, true], "fixes 2 and 4 were acknowledged: 1 and 3 must not replace them as retained")
-        sender.completeAll()
-        publisher.finish()
-        try await withTimeout { await running.value }
-
-        let snapshot = sender.snapshot
-        let acknowledgedFixes = snapshot.succeeded.map { snapshot.started[$0] }.filter { !$0.isStatus }
-        #expect(Set(acknowledgedFixes.compactMap(Self.seq)) == Set(1...8), "every fix delivered")
-        #expect(acknowledgedFixes.count == 8, "each once")
-        #expect(snapshot.mostOutstanding <= 4)
-        let counters = publisher.counters
-        #expect(counters.published == 8)
-        #expect(counters.sendFailures == 2)
-        #expect(counters.statusesPublished == 2, "online and offline")
-    }
-
     @Test("retryNow ends the back-off after a failed send: the message is resent without waiting an hour")
     func retryNowEndsBackOff() async throws {
         let dir = try TemporaryDirectory()
@@ -170,56 +134,27 @@ struct PipelinedPublisherTests {
         #expect(publisher.counters.statusesPublished == 2, "online and offline")
     }
 
-    @Test("the lossless intake delivers every one of 20,000 fixes through a 16-message outbox and a slow sender")
+    @Test("the lossless intake delivers every one of 20,000 fixes live, in order, through a slow sender")
     func losslessIntake() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let total = 20_000
         let sender = HoldingSender(latency: .microseconds(20))
-        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 16, window: 4)
+        let publisher = try makePublisher(sender: sender, dir: dir, window: 4)
         let events = AsyncStream<GNSSEvent>(bufferingPolicy: .unbounded) { continuation in
             continuation.yield(.state(.streaming))
             for index in 0..<total { continuation.yield(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }
             continuation.finish()
         }
-        try await withTimeout(120) { try await publisher.run(events: events, lossless: true) }
+        try await withTimeout(120) { try await publisher.run(events: events) }
 
         let fixes = sender.snapshot.started.filter { !$0.isStatus }
         #expect(fixes.count == total)
         let outOfOrder = Self.firstOutOfOrder(fixes)
         #expect(outOfOrder == nil, "every fix, in order, no gap; first out of order at \(outOfOrder ?? -1)")
         let counters = publisher.counters
-        #expect(counters.droppedFixes == 0)
+        #expect(counters.dropped == 0)
         #expect(counters.published == UInt64(total))
-        #expect(publisher.outbox.count == 0)
-    }
-
-    @Test("the live intake, in the same setting, drops the oldest fixes instead of waiting")
-    func liveIntakeDrops() async throws {
-        let dir = try TemporaryDirectory()
-        defer { dir.remove() }
-        let total = 2_000
-        let sender = HoldingSender()  // a broker that does not answer until the end
-        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 16, window: 4)
-        let events = AsyncStream<GNSSEvent>(bufferingPolicy: .unbounded) { continuation in
-            for index in 0..<total { continuation.yield(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }
-            continuation.finish()
-        }
-        // Signalled when the intake takes the last fix: by then the held sends have let nothing through.
-        let (lastTaken, lastTakenSignal) = AsyncStream.makeStream(of: Void.self)
-        let lastTime = Fixes.time(Double(total - 1) / 10)
-        let counted = events.map { event in
-            if case .fix(let fix) = event, fix.time == lastTime { lastTakenSignal.yield() }
-            return event
-        }
-        let running = Task { try await publisher.run(events: counted, lossless: false) }
-        try await withTimeout { for await _ in lastTaken { break } }
-        sender.completeAll()
-        try await withTimeout(60) { try await running.value }
-
-        let counters = publisher.counters
-        #expect(counters.fixesReceived == UInt64(total), "the live intake never waited")
-        #expect(counters.droppedFixes > 0)
-        #expect(counters.published + counters.droppedFixes == UInt64(total), "every fix accounted for")
+        #expect(publisher.backlogCount == 0)
     }
 }

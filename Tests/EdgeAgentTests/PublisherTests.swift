@@ -1,4 +1,4 @@
-import EdgeAgent
+@testable import EdgeAgent
 import FleetcastTestSupport
 import FleetProtocol
 import Foundation
@@ -13,23 +13,35 @@ struct PublisherTests {
     private static let startedAt = UTCTimestamp(millisecondsSince1970: 1_715_673_000_000)  // 2024-05-14T07:50:00Z
 
     private func makePublisher(
-        sender: RecordingSender, dir: TemporaryDirectory, capacity: Int = 100, policy: ReportingPolicy = ReportingPolicy(),
-        logger: Logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        sender: RecordingSender, dir: TemporaryDirectory, policy: ReportingPolicy = ReportingPolicy(),
+        logger: Logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, syncInterval: Duration = .milliseconds(50)
     ) throws -> Publisher {
-        let store = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: logger)
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
         let settings = Publisher.Settings(
             vehicle: vehicle, sourceURI: "gpsd://localhost:2947", agentVersion: "0.1.0-test", policy: policy,
-            outboxCapacity: capacity, drainTimeout: .seconds(5),
-            initialRetryDelay: .milliseconds(1), maxRetryDelay: .milliseconds(20)
+            drainTimeout: .seconds(5), initialRetryDelay: .milliseconds(1), maxRetryDelay: .milliseconds(20),
+            syncInterval: syncInterval, drainRate: 10_000, statusInterval: .milliseconds(100)
         )
-        return Publisher(settings: settings, sender: sender, sequence: store, logger: logger, now: { Self.startedAt })
+        return Publisher(settings: settings, sender: sender, store: store, logger: logger, now: { Self.startedAt })
     }
 
     private func json(_ sent: RecordingSender.Sent) -> [String: Any] {
         (try? JSONSerialization.jsonObject(with: Data(sent.payload))) as? [String: Any] ?? [:]
     }
 
-    @Test("fixes, headings and status changes reach the broker with topic, QoS, retain and gap-free seq")
+    /// The seq of every fix and heading delivered, live or in a backlog batch, in arrival order.
+    private func deliveredSeqs(_ sent: [RecordingSender.Sent]) -> [Int] {
+        sent.flatMap { message -> [Int] in
+            if message.topic.hasSuffix("/backlog") {
+                let batch = try? FleetPayload.decodeBacklog(message.payload, vehicle: vehicle)
+                return batch?.events.compactMap { $0.seq.map(Int.init) } ?? []
+            }
+            if message.topic.hasSuffix("/status") { return [] }
+            return (json(message)["seq"] as? Int).map { [$0] } ?? []
+        }
+    }
+
+    @Test("fixes, headings and status changes reach the broker, live or as backlog, with gap-free seq")
     func endToEnd() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -44,50 +56,51 @@ struct PublisherTests {
             publisher.publish(.fix(Fixes.fix(at: Double(second), east: Double(second) * 12.5)))
         }
         publisher.publish(.heading(Heading(time: Fixes.time(4), trueHeading: 91.2, source: .hdt)))
-        try await withTimeout { await sender.waitForSent(8) }  // 2 statuses + 5 fixes + 1 heading
+        try await withTimeout {
+            while Set(deliveredSeqs(sender.sent)) != Set(1...6) { try await Task.sleep(for: .milliseconds(5)) }
+        }
         publisher.publish(.fix(Fixes.fix(at: 5, mode: .noFix)))  // no position: not published
-        try await withTimeout { await sender.waitForSent(9) }
+        try await withTimeout { while publisher.gnssState != .noFix { try await Task.sleep(for: .milliseconds(5)) } }
         publisher.publish(.state(.reconnecting(reason: "gpsd: connection refused", delay: .seconds(1))))
-        try await withTimeout { await sender.waitForSent(10) }
         publisher.finish()
         try await withTimeout { await running.value }
 
         let sent = sender.sent
         let statuses = sent.filter { $0.topic == "fleet/van-7/status" }
         #expect(statuses.allSatisfy { $0.qos == 1 && $0.retain })
-        #expect(statuses.map { json($0)["gnss"] as? String } == ["starting", "fixing", "no-fix", "source-lost", "source-lost"])
-        #expect(statuses.map { json($0)["state"] as? String } == ["online", "online", "online", "online", "offline"])
+        #expect(statuses.first.map { json($0)["gnss"] as? String } == "starting")
+        #expect(statuses.last.map { json($0)["gnss"] as? String } == "source-lost")
+        #expect(statuses.map { json($0)["state"] as? String }.last == "offline")
         #expect(json(statuses[0])["since"] as? String == "2024-05-14T07:50:00.000Z")
         #expect(json(statuses[0])["agent"] as? String == "0.1.0-test")
         #expect(json(statuses[0])["source"] as? String == "gpsd://localhost:2947")
         #expect(json(statuses[0])["dropped"] as? Int == 0)
-        #expect(json(statuses[4])["reason"] as? String == "shutdown")
+        #expect(json(statuses[0])["storage"] as? String == "ok")
+        #expect(statuses.last.map { json($0)["reason"] as? String } == "shutdown")
         #expect(sent.last?.topic == "fleet/van-7/status", "offline is the last message")
 
-        let fixes = sent.filter { $0.topic == "fleet/van-7/fix" }
-        #expect(fixes.count == 5)
-        #expect(fixes.allSatisfy { $0.qos == 1 && $0.retain })
+        let delivered = deliveredSeqs(sent)
+        #expect(Set(delivered) == Set(1...6), "every fix and heading, live or as backlog: \(delivered)")
+        let liveFixes = sent.filter { $0.topic == "fleet/van-7/fix" }
+        #expect(liveFixes.allSatisfy { $0.qos == 1 && $0.retain })
+        #expect(liveFixes.last.map { json($0)["seq"] as? Int } == 5, "the retained fix is the newest")
+        let liveSeqs = liveFixes.compactMap { json($0)["seq"] as? Int }
+        #expect(liveSeqs == liveSeqs.sorted(), "live fixes never go back")
         let headings = sent.filter { $0.topic == "fleet/van-7/heading" }
-        #expect(headings.count == 1)
         #expect(headings.allSatisfy { $0.qos == 0 && $0.retain })
-        #expect(json(headings[0])["heading"] as? Double == 91.2)
-
-        let numbered = sent.filter { $0.topic != "fleet/van-7/status" }
-        #expect(numbered.map { json($0)["seq"] as? Int } == [1, 2, 3, 4, 5, 6], "seq rises by one, no gap")
-        #expect(numbered.allSatisfy { json($0)["vehicle"] as? String == "van-7" && json($0)["v"] as? Int == 1 })
-        #expect(json(fixes[0])["time"] as? String == "2024-05-14T08:00:00.000Z")
-        #expect(json(fixes[0])["mode"] as? Int == 3)
+        #expect(sent.filter { $0.topic == "fleet/van-7/backlog" }.allSatisfy { $0.qos == 1 && !$0.retain })
 
         let counters = publisher.counters
         #expect(counters.fixesReceived == 6)
         #expect(counters.fixesWithoutPosition == 1)
         #expect(counters.published == 6)
-        #expect(counters.statusesPublished == 5)
         #expect(counters.dropped == 0)
-        #expect(dir.contents("van-7.seq") == "7\n", "a clean finish persists the exact next seq")
+        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
+        #expect(reopened.nextSeq == 7, "a clean finish stores the exact next seq")
+        #expect(reopened.storedCount == 0, "nothing left undelivered")
     }
 
-    @Test("an absent broker fills the outbox: oldest fixes dropped, status says so, the rest delivered in order")
+    @Test("an absent broker: nothing is dropped; when it returns the newest goes live and the rest follows oldest first")
     func absentBroker() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -95,36 +108,45 @@ struct PublisherTests {
         var captureLogger = Logger(label: "test") { _ in capture }
         captureLogger.logLevel = .trace
         let sender = RecordingSender(failing: true)
-        let publisher = try makePublisher(sender: sender, dir: dir, capacity: 5, logger: captureLogger)
+        let publisher = try makePublisher(sender: sender, dir: dir, logger: captureLogger)
         let running = Task { await publisher.run() }
 
         publisher.publish(.state(.streaming))
-        for second in 0..<20 { publisher.publish(.fix(Fixes.fix(at: Double(second)))) }
-        #expect(publisher.counters.fixesReceived == 20, "the intake never waits for the broker")
+        for second in 0..<200 {
+            publisher.publish(.fix(Fixes.fix(at: Double(second) / 10, east: Double(second))))
+            if second.isMultiple(of: 4) {
+                publisher.publish(.heading(Heading(time: Fixes.time(Double(second) / 10), trueHeading: 90, source: .hdt)))
+            }
+        }
+        #expect(publisher.counters.fixesReceived == 200, "the intake never waits for the broker")
         try await withTimeout { await sender.waitForAttempts(3) }
+        try await withTimeout { while publisher.backlogCount < 248 { try await Task.sleep(for: .milliseconds(5)) } }
         #expect(sender.sent.isEmpty)
-        publisher.publish(.fix(Fixes.fix(at: 20)))
-        #expect(publisher.counters.droppedFixes == 16)
-        #expect(publisher.outbox.queuedMessages.compactMap(\.seq) == [17, 18, 19, 20, 21])
 
         sender.setFailing(false)
+        publisher.retryNow()
+        try await withTimeout {
+            while Set(deliveredSeqs(sender.sent)) != Set(1...250) { try await Task.sleep(for: .milliseconds(5)) }
+        }
         publisher.finish()
         try await withTimeout { await running.value }
 
         let sent = sender.sent
-        let fixes = sent.filter { $0.topic.hasSuffix("/fix") }
-        #expect(fixes.map { json($0)["seq"] as? Int } == [17, 18, 19, 20, 21], "the oldest were dropped; the rest keep their order")
+        let liveFix = sent.filter { $0.topic.hasSuffix("/fix") }
+        #expect(liveFix.last.map { json($0)["seq"] as? Int } == 250, "the newest fix went live: the retained position is current")
+        let backlogSeqs = sent.filter { $0.topic.hasSuffix("/backlog") }.flatMap {
+            (try? FleetPayload.decodeBacklog($0.payload, vehicle: vehicle))?.events.compactMap(\.seq) ?? []
+        }
+        #expect(backlogSeqs.count >= 240)
+        #expect(backlogSeqs == backlogSeqs.sorted(), "the backlog arrives oldest first")
+        #expect(sent.filter { $0.topic.hasSuffix("/backlog") }.allSatisfy { $0.payload.count <= FleetPayload.maximumBacklogBytes })
         let statuses = sent.filter { $0.topic.hasSuffix("/status") }
-        #expect(json(statuses[0])["dropped"] as? Int == 16, "the first status after the outage reports the drops")
-        #expect(json(statuses[0])["state"] as? String == "online")
-        #expect(statuses.last.map { json($0)["state"] as? String } == "offline")
-        #expect(statuses.last.map { json($0)["dropped"] as? Int } == 16)
+        #expect(statuses.contains { (json($0)["backlog"] as? Int ?? 0) > 0 }, "the status reported the backlog")
+        #expect(publisher.counters.dropped == 0)
         #expect(publisher.counters.sendFailures >= 3)
 
-        #expect(capture.entries.allSatisfy { $0.level <= .info }, "a library logs at info or lower")
         let infos = capture.entries.filter { $0.level == .info }.map(\.message.description)
-        #expect(infos.filter { $0 == "send failed, retrying" }.count == 1, "once per outage, not per retry")
-        #expect(infos.filter { $0 == "outbox full, dropping oldest fixes" }.count == 1, "once per overflow, not per drop")
+        #expect(infos.filter { $0 == "send failed, keeping messages in the outbox" }.count == 1, "once per outage, not per retry")
         #expect(infos.contains("sending resumed"))
         #expect(capture.entries.allSatisfy { $0.metadata["vehicle"]?.description == "van-7" })
     }
@@ -141,11 +163,11 @@ struct PublisherTests {
             continuation.finish()
         }
         try await withTimeout { try await publisher.run(events: events) }
-        let fixes = sender.sent.filter { $0.topic.hasSuffix("/fix") }
-        #expect(fixes.map { json($0)["time"] as? String } == [
-            "2024-05-14T08:00:00.000Z", "2024-05-14T08:00:05.000Z", "2024-05-14T08:00:10.000Z",
-        ])
-        #expect(fixes.map { json($0)["seq"] as? Int } == [1, 2, 3], "skipped fixes take no seq: no false gaps")
+        let kept = try await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
+            .storage.backlog(after: 0, limit: 100, maximumBytes: 1 << 20, excluding: []).map { Int($0.seq) }
+        #expect((deliveredSeqs(sender.sent) + kept).sorted() == [1, 2, 3], "skipped fixes take no seq: no false gaps; what did not go live waits in the store")
+        let times = sender.sent.filter { $0.topic.hasSuffix("/fix") }.compactMap { json($0)["time"] as? String }
+        #expect(times.allSatisfy { ["2024-05-14T08:00:00.000Z", "2024-05-14T08:00:05.000Z", "2024-05-14T08:00:10.000Z"].contains($0) })
         #expect(publisher.counters.fixesSkippedByPolicy == 9)
         #expect(sender.sent.last.map { json($0)["state"] as? String } == "offline", "the end of the events finishes cleanly")
     }
@@ -167,25 +189,27 @@ struct PublisherTests {
         let statuses = sender.sent.filter { $0.topic.hasSuffix("/status") }
         #expect(statuses.last.map { json($0)["state"] as? String } == "offline")
         #expect(statuses.last.map { json($0)["gnss"] as? String } == "source-lost")
-        #expect(sender.sent.filter { $0.topic.hasSuffix("/fix") }.count == 1, "what was queued is still delivered")
+        #expect(deliveredSeqs(sender.sent) == [1], "what was queued is still delivered")
     }
 
-    @Test("a broker that never comes back bounds the shutdown by the drain timeout")
+    @Test("a broker that never comes back bounds the shutdown; what was not delivered is kept for the next run")
     func boundedShutdown() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
+        let quiet = Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
         let sender = RecordingSender(failing: true)
-        let store = try SequenceStore(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
         let publisher = Publisher(
             settings: .init(vehicle: vehicle, drainTimeout: .milliseconds(200), initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(20)),
-            sender: sender, sequence: store, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+            sender: sender, store: OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet
         )
         let running = Task { await publisher.run() }
         publisher.publish(.fix(Fixes.fix(at: 0)))
         publisher.finish()
         try await withTimeout(10) { await running.value }
         #expect(sender.sent.isEmpty)
-        #expect(dir.contents("van-7.seq") == "2\n", "the exact next seq is persisted even so")
+        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet)
+        #expect(reopened.nextSeq == 2, "the exact next seq is stored even so")
+        #expect(reopened.storedCount == 1, "the undelivered fix waits in the store")
     }
 
     @Test("the last will is the retained offline status without a reason")

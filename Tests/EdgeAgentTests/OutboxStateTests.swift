@@ -1,0 +1,157 @@
+@testable import EdgeAgent
+import Testing
+
+/// The outbox's state machine, driven with plain values: no tasks, no storage.
+@Suite("Outbox state")
+struct OutboxStateTests {
+    typealias State = OutboxState<String, String>
+
+    private func makeState(lossless: Bool = false, window: Int = 4, next: UInt64 = 1, memoryOnly: Bool = false) -> State {
+        State(
+            settings: .init(liveWindow: window, lossless: lossless, memoryLimit: 100, maximumAgeMilliseconds: 1000,
+                            maximumBytes: 1 << 20),
+            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: next, uncleanSkipped: 0), memoryOnly: memoryOnly)
+    }
+
+    /// Numbers and accepts a record of `kind`; returns its seq.
+    @discardableResult
+    private func add(_ state: inout State, _ kind: OutboundMessage.Kind = .fix) -> UInt64 {
+        let seq = state.takeSeq()!.seq
+        _ = state.accept(OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: 0, payload: Array("{}".utf8)))
+        return seq
+    }
+
+    private func liveSeq(_ state: inout State) -> UInt64? {
+        guard case .record(let r)?? = state.nextLive() else { return nil }
+        return r.seq
+    }
+
+    @Test("only the newest fix and heading wait to go live; the older ones become backlog")
+    func newestGoesLive() {
+        var state = makeState()
+        for _ in 0..<3 { add(&state, .fix) }
+        add(&state, .heading)
+        add(&state, .fix)  // seq 5
+        #expect(liveSeq(&state) == 4, "the heading, then")
+        #expect(liveSeq(&state) == 5, "the newest fix")
+        #expect(liveSeq(&state) == nil)
+        #expect(state.backlogCount == 3, "fixes 1-3 are backlog")
+        let request = state.backlogRequest()
+        #expect(request?.excluding == [4, 5], "what is live is not read as backlog")
+    }
+
+    @Test("in lossless mode every record goes live, in order, within the window")
+    func losslessKeepsEverything() {
+        var state = makeState(lossless: true, window: 2)
+        for _ in 0..<5 { add(&state) }
+        #expect(liveSeq(&state) == 1)
+        #expect(liveSeq(&state) == 2)
+        #expect(liveSeq(&state) == nil, "the window is full")
+        _ = state.liveAcknowledged(1)
+        #expect(liveSeq(&state) == 3)
+    }
+
+    @Test("a failed live record is retried live while newest, else it joins the backlog and the cursor goes back")
+    func liveFailure() {
+        var state = makeState()
+        add(&state)  // 1
+        #expect(liveSeq(&state) == 1)
+        _ = state.liveFailed(1)
+        #expect(liveSeq(&state) == 1, "still the newest fix: retried live")
+        add(&state)  // 2 arrives while 1 is in flight
+        _ = state.liveFailed(1)
+        #expect(liveSeq(&state) == 2)
+        #expect(state.backlogRequest()?.excluding.contains(1) == false, "1 is backlog now")
+    }
+
+    @Test("a record acknowledged before its commit is never written; one acknowledged after is deleted by the next")
+    func commitCycle() {
+        var state = makeState()
+        add(&state)  // 1
+        add(&state, .heading)  // 2
+        #expect(liveSeq(&state) == 1)
+        _ = state.liveAcknowledged(1)
+        let first = state.takeCommit(nowMilliseconds: 5000)!
+        #expect(first.inserts.map(\.seq) == [2], "1 was acknowledged before the commit")
+        #expect(first.deletes.isEmpty)
+        #expect(first.expiresBeforeMilliseconds == 4000)
+        #expect(state.takeCommit(nowMilliseconds: 5000) == nil, "one commit at a time")
+        #expect(liveSeq(&state) == 2)
+        _ = state.liveAcknowledged(2)  // acknowledged while its insert is being committed
+        _ = state.committed(first, OutboxCommitResult(count: 1, bytes: 50))
+        let second = state.takeCommit(nowMilliseconds: 6000)!
+        #expect(second.inserts.isEmpty)
+        #expect(second.deletes == [2])
+        _ = state.committed(second, OutboxCommitResult(count: 0, bytes: 0))
+        #expect(state.backlogCount == 0)
+    }
+
+    @Test("no record numbered at or above the stored reservation goes out before the commit that covers it")
+    func reservation() {
+        var state = makeState()
+        var due = false
+        for _ in 0..<40 { due = !(state.takeSeq()!.resumptions.signals.isEmpty) || due }
+        // 40 numbers handed out of a first reservation of 64: a commit is due (a waiter would be woken).
+        #expect(state.addSignalWaiter(state.makeWaiterID(), .commitDue, "sync") == false, "commit due at once")
+        var blocked = makeState()
+        for _ in 0..<64 { _ = blocked.takeSeq() }
+        let seq = blocked.takeSeq()!.seq
+        _ = blocked.accept(OutboxRecord(seq: seq, kind: .fix, storedAtMilliseconds: 0, payload: Array("{}".utf8)))
+        #expect(liveSeq(&blocked) == nil, "seq 65 is beyond the reservation 1+64")
+        let commit = blocked.takeCommit(nowMilliseconds: 0)!
+        #expect(commit.reservedSeq >= 66 + 64)
+        _ = blocked.committed(commit, OutboxCommitResult(count: 1, bytes: 50))
+        #expect(liveSeq(&blocked) == 65)
+        _ = due
+    }
+
+    @Test("a failed commit keeps its records for the next one and lets live sending go on")
+    func commitFailure() {
+        var state = makeState()
+        for _ in 0..<70 { add(&state) }
+        let commit = state.takeCommit(nowMilliseconds: 0)!
+        #expect(commit.inserts.count == 70)
+        let (newProblem, _) = state.commitFailed(reason: "disk full")
+        #expect(newProblem)
+        #expect(state.storageProblem == "disk full")
+        #expect(liveSeq(&state) == 70, "live goes on although numbers are not durable now")
+        let retry = state.takeCommit(nowMilliseconds: 0)!
+        #expect(retry.inserts.count == 70, "nothing lost from memory")
+        let (recovered, _) = state.committed(retry, OutboxCommitResult(count: 70, bytes: 7000))
+        #expect(recovered)
+        #expect(state.storageProblem == nil)
+    }
+
+    @Test("the drain reads after its cursor; a failed batch is read again")
+    func backlogBatches() {
+        var state = makeState()
+        for _ in 0..<10 { add(&state) }
+        let commit = state.takeCommit(nowMilliseconds: 0)!
+        _ = state.committed(commit, OutboxCommitResult(count: 10, bytes: 500))
+        let request = state.backlogRequest()!
+        #expect(request.after == 0)
+        state.backlogSending([1, 2, 3])
+        #expect(state.backlogRequest() == nil, "one batch at a time")
+        _ = state.backlogFailed()
+        #expect(state.backlogRequest()?.after == 0, "sent again from its first record")
+        state.backlogSending([1, 2, 3])
+        _ = state.backlogAcknowledged()
+        let next = state.backlogRequest()!
+        #expect(next.after == 3)
+        #expect(next.excluding.isSuperset(of: [1, 2, 3]), "acknowledged, deleted by the next commit")
+        #expect(state.backlogCount == 6, "7-9 stored, 10 live")
+    }
+
+    @Test("the newest status is sent first and an undelivered one is retried unless superseded")
+    func statuses() {
+        var state = makeState()
+        add(&state)
+        let online = OutboundMessage(kind: .status, topic: "s", payload: [1], qos: 1, retain: true)
+        let newer = OutboundMessage(kind: .status, topic: "s", payload: [2], qos: 1, retain: true)
+        _ = state.setStatus(online)
+        #expect(state.nextLive() == .some(.status(online)))
+        _ = state.setStatus(newer)
+        _ = state.statusSent(false)
+        #expect(state.nextLive() == .some(.status(newer)), "the newer one, not the failed one")
+    }
+}

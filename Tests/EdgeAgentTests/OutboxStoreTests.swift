@@ -1,0 +1,167 @@
+@testable import EdgeAgent
+import FleetcastTestSupport
+import FleetProtocol
+import Foundation
+import GNSS
+import InMemoryLogging
+import Logging
+import Testing
+
+/// The outbox store on real SQLite files: what survives a restart, how `seq` continues, and
+/// what happens to a store that is broken or cannot be written.
+@Suite("Outbox store")
+struct OutboxStoreTests {
+    private let vehicle = VehicleID("van-7")!
+    private static let quiet = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+
+    private func record(_ seq: UInt64, _ kind: OutboundMessage.Kind = .fix, at ms: Int64 = 1_000_000, bytes: Int = 100) -> OutboxRecord {
+        let body = #"{"v":1,"vehicle":"van-7","seq":\#(seq),"pad":""#
+        let pad = String(repeating: "x", count: max(0, bytes - body.utf8.count - 2))
+        return OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: ms, payload: Array((body + pad + "\"}").utf8))
+    }
+
+    private func commit(_ store: OutboxStore, inserts: [OutboxRecord] = [], deletes: [UInt64] = [], next: UInt64,
+                        reserved: UInt64, clean: Bool = false, maxBytes: Int = 1 << 30, expiresBefore: Int64 = 0) async throws -> OutboxCommitResult {
+        try await store.storage.commit(OutboxCommit(
+            inserts: inserts, deletes: deletes, nextSeq: next, reservedSeq: reserved, clean: clean,
+            expiresBeforeMilliseconds: expiresBefore, maximumBytes: maxBytes))
+    }
+
+    @Test("records and the next seq survive closing and reopening; a clean stop continues without a gap")
+    func survivesRestart() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let first = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        #expect(first.degradedReason == nil)
+        #expect(first.nextSeq == 1)
+        _ = try await commit(first, inserts: (1...5).map { record($0) }, next: 6, reserved: 100)
+        _ = try await commit(first, deletes: [1, 2], next: 8, reserved: 8, clean: true)
+
+        let second = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        #expect(second.storedCount == 3)
+        #expect(second.nextSeq == 8, "a clean stop records the exact next number")
+        #expect(second.uncleanSkipped == 0)
+        let backlog = try await second.storage.backlog(after: 0, limit: 10, maximumBytes: 1 << 20, excluding: [])
+        #expect(backlog.map(\.seq) == [3, 4, 5])
+        #expect(backlog.first == record(3), "payload, kind and time come back as stored")
+    }
+
+    @Test("after an unclean stop numbering resumes past the reservation, and the skip is counted")
+    func uncleanStopSkipsReservation() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let first = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        _ = try await commit(first, inserts: [record(1), record(2)], next: 3, reserved: 67)
+        // No clean commit: as after kill -9 or a power cut.
+        let second = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        #expect(second.nextSeq == 67, "never a number that may have been sent before the crash")
+        #expect(second.uncleanSkipped == 64)
+        #expect(second.storedCount == 2, "nothing committed is lost")
+    }
+
+    @Test("an older agent's seq counter is honoured")
+    func legacyCounter() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        _ = dir.createFile("van-7.seq", "4242\n")
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        #expect(store.nextSeq == 4242)
+    }
+
+    @Test("the byte limit drops the oldest headings first, then the oldest fixes; the age limit drops expired ones")
+    func limits() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let records = (1...10).map { record(UInt64($0), $0.isMultiple(of: 2) ? .heading : .fix, at: Int64($0) * 1000) }
+        let perRecord = records[0].accountedBytes
+        let full = try await commit(store, inserts: records, next: 11, reserved: 100, maxBytes: perRecord * 4)
+        #expect(full.full == 6)
+        #expect(full.count == 4)
+        let left = try await store.storage.backlog(after: 0, limit: 20, maximumBytes: 1 << 20, excluding: []).map(\.seq)
+        #expect(left == [3, 5, 7, 9], "the 5 headings went first, then the oldest fix")
+        let expired = try await commit(store, next: 11, reserved: 100, expiresBefore: 8000)
+        #expect(expired.expired == 3)
+        let after = try await store.storage.backlog(after: 0, limit: 20, maximumBytes: 1 << 20, excluding: []).map(\.seq)
+        #expect(after == [9])
+    }
+
+    @Test("backlog reads are oldest first, bounded by count and bytes, and skip excluded records")
+    func backlogReads() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        _ = try await commit(store, inserts: (1...50).map { record($0, bytes: 200) }, next: 51, reserved: 200)
+        let batch = try await store.storage.backlog(after: 10, limit: 100, maximumBytes: 1000, excluding: [12])
+        #expect(batch.map(\.seq) == [11, 13, 14, 15, 16])
+        let one = try await store.storage.backlog(after: 0, limit: 100, maximumBytes: 10, excluding: [])
+        #expect(one.map(\.seq) == [1], "at least one record, even over the byte bound")
+    }
+
+    /// Writes 400 records into a store and closes it.
+    private func fill(dir: TemporaryDirectory) async throws {
+        let good = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        _ = try await commit(good, inserts: (1...400).map { record($0, bytes: 300) }, next: 401, reserved: 500, clean: true)
+    }
+
+    static let brokenStores: [(String, [UInt8])] = [
+        ("garbage", Array("this is not a database, it is what a power cut can leave behind\n".utf8) + (0..<4000).map { UInt8(truncatingIfNeeded: $0 &* 131) }),
+        ("zero bytes", []),
+    ]
+
+    @Test("a store that is garbage, truncated or of another schema is moved aside (never deleted) and replaced", arguments: ["garbage", "truncated", "wrong schema", "zero bytes"])
+    func brokenStoreMovedAside(kind: String) async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = OutboxStore.path(directory: dir.path, vehicle: vehicle)
+        switch kind {
+        case "garbage":
+            FileManager.default.createFile(atPath: path, contents: Data(Self.brokenStores[0].1))
+        case "zero bytes":
+            FileManager.default.createFile(atPath: path, contents: Data())
+        case "truncated":
+            try await fill(dir: dir)  // closed again: checkpointed into the main file
+            let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
+            try? FileManager.default.removeItem(atPath: path + "-wal")
+            try? FileManager.default.removeItem(atPath: path + "-shm")
+            try bytes.prefix(bytes.count / 3).write(to: URL(fileURLWithPath: path))
+        default:
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+            process.arguments = [path, "CREATE TABLE event(id TEXT, body TEXT); INSERT INTO event VALUES ('a', 'b');"]
+            try process.run()
+            process.waitUntilExit()
+        }
+        let capture = InMemoryLogHandler()
+        let logger = Logger(label: "test") { _ in capture }
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
+        if kind == "zero bytes" {
+            // SQLite reads an empty file as an empty database: nothing to move aside, nothing lost.
+            #expect(store.degradedReason == nil)
+            #expect(store.movedAsidePath == nil)
+        } else {
+            #expect(store.degradedReason == nil, "a fresh store replaces it")
+            let aside = try #require(store.movedAsidePath)
+            #expect(FileManager.default.fileExists(atPath: aside), "the broken store is kept for inspection")
+            let errors = capture.entries.filter { $0.level == .error }
+            #expect(errors.count == 1, "one error")
+            #expect(errors.first?.metadata["outbox.path"]?.description == path, "naming the path")
+            #expect(errors.first?.metadata["outbox.movedTo"]?.description == aside)
+        }
+        _ = try await commit(store, inserts: [record(store.nextSeq)], next: store.nextSeq + 1, reserved: store.nextSeq + 64)
+        #expect(store.storage.location == path, "the new store is usable at the same path")
+    }
+
+    @Test("a state directory that cannot hold a store gives a memory store, marked degraded with the path")
+    func unusableDirectory() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let file = dir.createFile("not-a-directory", "x")
+        let capture = InMemoryLogHandler()
+        let store = OutboxStore.open(directory: file + "/state", vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
+        let reason = try #require(store.degradedReason)
+        #expect(reason.contains(file), "names the path: \(reason)")
+        #expect(store.storage.location == "memory")
+        #expect(capture.entries.filter { $0.level == .error }.count == 1)
+    }
+}
