@@ -10,11 +10,12 @@ public final class TCPProxy: Sendable {
     private let directory: String
 
     /// Starts forwarding 127.0.0.1:`port` → 127.0.0.1:`targetPort`, waiting until it listens.
-    public init(to targetPort: Int) async throws {
+    /// `port` defaults to a free one; give the port of a killed proxy to restore a cut link.
+    public init(port: Int? = nil, to targetPort: Int) async throws {
         directory = try makeTemporaryDirectory(prefix: "fleetcast-proxy")
-        port = try FreePort.next()
+        self.port = try port ?? FreePort.next()
         process = try TestProcess("/usr/bin/socat", [
-            "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork", "TCP:127.0.0.1:\(targetPort)",
+            "TCP-LISTEN:\(self.port),bind=127.0.0.1,reuseaddr,fork", "TCP:127.0.0.1:\(targetPort)",
         ], directory: directory, name: "socat")
         let port = self.port
         let process = self.process

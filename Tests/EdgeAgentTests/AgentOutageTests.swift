@@ -1,0 +1,130 @@
+@testable import EdgeAgent
+import FleetcastTestSupport
+import FleetProtocol
+import Foundation
+import Logging
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The durable outbox under real faults: the built agent binary on `sim:` at 10 Hz, a real
+/// mosquitto, the vehicle's link to it through a TCP proxy that the test kills and restarts,
+/// `kill -9` of the agent during the outage, and `mosquitto_sub` (a client we did not write)
+/// reading everything.
+@Suite("Agent outage and crash", .serialized)
+struct AgentOutageTests {
+    /// Every fix and heading `seq` in `lines` (`topic payload`), live or inside backlog batches.
+    static func seqs(_ lines: [String], topicSuffix: String? = nil) -> [Int] {
+        lines.flatMap { line -> [Int] in
+            guard let space = line.firstIndex(of: " ") else { return [] }
+            let topic = line[..<space]
+            if let topicSuffix, !topic.hasSuffix(topicSuffix) { return [] }
+            let payload = Array(line[line.index(after: space)...].utf8)
+            if topic.hasSuffix("/backlog") {
+                return (try? FleetPayload.decodeBacklog(payload, vehicle: VehicleID("v1")!))?.events.compactMap { $0.seq.map(Int.init) } ?? []
+            }
+            if topic.hasSuffix("/fix") || topic.hasSuffix("/heading") {
+                let object = (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any]
+                return (object?["seq"] as? Int).map { [$0] } ?? []
+            }
+            return []
+        }
+    }
+
+    static func statuses(_ lines: [String]) -> [[String: Any]] {
+        lines.filter { $0.hasPrefix("fleet/v1/status ") }.compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.dropFirst("fleet/v1/status ".count).utf8))) as? [String: Any]
+        }
+    }
+
+    @Test("link cut, agent killed with SIGKILL during the outage and restarted, link restored: nothing stored is lost, the backlog arrives oldest first, the retained fix is the newest")
+    func outageAndCrash() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        var proxy = try await TCPProxy(to: broker.port)
+        let port = proxy.port
+        let everything = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/#", count: 100_000, timeoutSeconds: 120)
+        let state = try makeTemporaryDirectory(prefix: "agent-outage")
+        func startAgent() throws -> TestProcess {
+            try TestProcess(builtProduct("fleetcast-agent"), [
+                "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(port)",
+                "--state-dir", state, "--log-level", "debug",
+            ], directory: state, name: "agent-\(UUID().uuidString.prefix(4))")
+        }
+        var agent = try startAgent()
+        try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 20 }
+
+        // The vehicle drives into a dead zone.
+        await proxy.kill()
+        let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
+        try await Task.sleep(for: .seconds(8))
+        // Power cut while it is out of coverage: what was committed must survive.
+        agent.send(SIGKILL)
+        _ = await agent.waitForExit()
+        let firstRunLog = agent.standardError
+        agent = try startAgent()
+        try await Task.sleep(for: .seconds(6))
+        // Coverage again.
+        proxy = try await TCPProxy(port: port, to: broker.port)
+        let restoredAt = ContinuousClock.now
+        // Drained when a status says backlog 0 after the link came back and live fixes flow.
+        try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
+            let statuses = Self.statuses(everything.messagesSoFar)
+            return statuses.last.map { ($0["backlog"] as? Int) == 0 && $0["state"] as? String == "online" } == true
+                && Self.seqs(everything.messagesSoFar).filter { $0 > cutAt }.count > 100
+        }
+        let drainTime = ContinuousClock.now - restoredAt
+        try await Task.sleep(for: .seconds(1))
+        let lines = everything.messagesSoFar
+        agent.send(SIGTERM)
+        #expect(await agent.waitForExit() == 0)
+
+        let delivered = Set(Self.seqs(lines))
+        let newest = try #require(delivered.max())
+        let missing = (1...newest).filter { !delivered.contains($0) }
+        // Only the numbers skipped by the SIGKILL may be missing: the last sync interval's
+        // unwritten records and the unused rest of the reservation, counted as `unclean`.
+        let unclean = Self.statuses(lines).compactMap { $0["droppedUnclean"] as? Int }.max() ?? 0
+        #expect(missing.count <= unclean, "missing \(missing.count) seqs \(missing.prefix(20)), unclean \(unclean); first run:\n\(firstRunLog.suffix(3000))")
+        if let first = missing.first, let last = missing.last {
+            #expect(last - first < unclean + 1, "the missing numbers are one block: the crash, nothing else")
+        }
+        // The 8 s outage before the crash, at 10 Hz fixes + headings: ~160 records stored and
+        // delivered later (minus the last sync interval's).
+        let backlogSeqs = Self.seqs(lines, topicSuffix: "/backlog")
+        #expect(backlogSeqs.count > 100, "the outage's records came as backlog: \(backlogSeqs.count)")
+        #expect(backlogSeqs == backlogSeqs.sorted(), "oldest first")
+        #expect(lines.allSatisfy { !$0.hasPrefix("fleet/v1/backlog ") || $0.utf8.count <= FleetPayload.maximumBacklogBytes + 20 })
+        let liveFixSeqs = Self.seqs(everything.messagesSoFar, topicSuffix: "/fix")
+        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/fix"))
+        let retainedSeq = Self.seqs([retained]).first
+        #expect(retainedSeq == liveFixSeqs.max(), "the retained fix is the newest position")
+        #expect(drainTime < .seconds(30), "drained within 30 s of the link's return (took \(drainTime))")
+        await everything.stop()
+    }
+
+    @Test("a corrupt store at start is moved aside (never deleted), named in one error, and the agent publishes from a new one")
+    func corruptStoreAtStart() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        let state = try makeTemporaryDirectory(prefix: "agent-corrupt")
+        let storePath = "\(state)/v1.outbox"
+        FileManager.default.createFile(atPath: storePath, contents: Data(repeating: 0xA5, count: 8192))
+        let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 5, timeoutSeconds: 30)
+        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+            "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
+            "--state-dir", state,
+        ], directory: state, name: "agent")
+        #expect(await fixes.messages().count == 5, "live fixes flow")
+        agent.send(SIGTERM)
+        #expect(await agent.waitForExit() == 0)
+        let log = agent.standardError
+        let errors = log.split(separator: "\n").filter { $0.contains(" error ") }
+        #expect(errors.count == 1, "one error: \(errors)")
+        #expect(errors.first?.contains(storePath) == true, "naming the path")
+        let aside = try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.hasPrefix("v1.outbox.corrupt-") }
+        #expect(aside.count == 1, "moved aside, not deleted")
+    }
+}
