@@ -1,6 +1,7 @@
 import GNSS
 
-/// Turns the sentences of each receiver cycle into one `Fix` (and headings as they come).
+/// Turns the sentences of each receiver cycle into one `Fix`, and the heading sentences of
+/// each instant into one `Heading` (see `HeadingMerger` for how they merge).
 ///
 /// A cycle is the run of sentences with the same UTC time of day; sentences without a
 /// time (GSA, GSV, VTG, headings) belong to the cycle in progress. Rules follow gpsd's
@@ -82,6 +83,8 @@ struct EpochAssembler {
     private var previousFix: Fix?
     private var inNoFixState = false
     private var pendingGST: GSTSentence?
+    /// The heading sentences of the instant in progress.
+    private var headingMerger = HeadingMerger()
 
     /// Counters kept for the decoder's statistics.
     var fixes = 0, headings = 0
@@ -150,6 +153,7 @@ struct EpochAssembler {
     }
 
     private mutating func close(emit: (GNSSEvent) -> Void) {
+        endHeading(emit: emit)
         if epoch.reported == .nothing, epoch.hasContent { report(emit: emit) }
         if case .fix(let f) = epoch.reported { previousFix = f }
         epoch = Epoch()
@@ -338,21 +342,26 @@ struct EpochAssembler {
             }
             apply(s)
         case .heading(let kind, let h):
-            let source: HeadingSource = switch kind {
-            case .hdt: .hdt
-            case .ths: .ths
-            case .hdg: .hdg
-            default: .hdm
-            }
-            let time = epoch.timeOfDay.flatMap { timestamp(timeOfDay: $0) }
-            headings += 1
-            emit(.heading(Heading(
-                time: time, trueHeading: h.trueHeading, magneticHeading: h.magneticHeading,
-                magneticDeviation: h.deviation, magneticVariation: h.variation, source: source
-            )))
+            if headingMerger.isRepeat(kind) { endHeading(emit: emit) }
+            headingMerger.add(kind, h)
+            if headingMerger.isComplete { emitHeading(emit: emit) }
             return false
         }
         return true
+    }
+
+    /// Emits the merged heading of the current instant if it says something new.
+    private mutating func emitHeading(emit: (GNSSEvent) -> Void) {
+        if let heading = headingMerger.take(time: epoch.timeOfDay.flatMap { timestamp(timeOfDay: $0) }) {
+            headings += 1
+            emit(.heading(heading))
+        }
+    }
+
+    /// Ends the heading instant in progress, emitting it if it was not.
+    private mutating func endHeading(emit: (GNSSEvent) -> Void) {
+        emitHeading(emit: emit)
+        headingMerger.end()
     }
 
     private mutating func apply(_ s: GSTSentence) {

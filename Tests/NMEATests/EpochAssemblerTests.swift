@@ -84,16 +84,15 @@ struct EpochAssemblerTests {
         #expect(times == ["2024-11-19T23:59:59.000Z", "2024-11-20T00:00:00.000Z"])
     }
 
-    @Test("headings carry the cycle time and their source; HDG is true only with variation")
+    @Test("headings carry the cycle time; HDG is true only with variation; no cycle, no time")
     func headings() {
-        let text = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
-            + sentence("HEHDT,274.07,T") + sentence("GPTHS,77.5,A") + sentence("HCHDG,98.3,0.0,E,12.6,W") + sentence("HCHDM,98.3,M")
-        let headings = decodeAll(text).events.compactMap(\.heading)
-        #expect(headings.map(\.source) == [.hdt, .ths, .hdg, .hdm])
-        #expect(headings.allSatisfy { $0.time?.iso8601 == "2024-11-19T12:00:00.000Z" })
-        #expect(headings[0].trueHeading == 274.07 && headings[1].trueHeading == 77.5)
-        #expect(headings[2].trueHeading.map { abs($0 - 85.7) < 1e-9 } == true && headings[2].magneticHeading == 98.3)
-        #expect(headings[3].trueHeading == nil && headings[3].magneticHeading == 98.3)
+        let rmc = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
+        let hdg = decodeAll(rmc + sentence("HCHDG,98.3,0.0,E,12.6,W")).events.compactMap(\.heading)
+        #expect(hdg.map(\.source) == [.hdg])
+        #expect(hdg.first?.time?.iso8601 == "2024-11-19T12:00:00.000Z")
+        #expect(hdg.first?.trueHeading.map { abs($0 - 85.7) < 1e-9 } == true && hdg.first?.magneticHeading == 98.3)
+        let hdm = decodeAll(rmc + sentence("HCHDM,98.3,M")).events.compactMap(\.heading)
+        #expect(hdm.first?.trueHeading == nil && hdm.first?.magneticHeading == 98.3 && hdm.first?.source == .hdm)
         #expect(decodeAll(sentence("HEHDT,274.07,T")).events.first?.heading?.time == nil)
     }
 
