@@ -1,6 +1,7 @@
 import GNSS
 
-/// Turns the sentences of each receiver cycle into one `Fix` (and headings as they come).
+/// Turns the sentences of each receiver cycle into one `Fix`, and the heading sentences of
+/// each instant into one `Heading` (see `HeadingMerger` for how they merge).
 ///
 /// A cycle is the run of sentences with the same UTC time of day; sentences without a
 /// time (GSA, GSV, VTG, headings) belong to the cycle in progress. Rules follow gpsd's
@@ -20,10 +21,15 @@ import GNSS
 ///   says 1999 or 2033 is reported so). Other sentences use the last date seen; a cycle
 ///   whose time of day falls more than 12 h before the date's time of day is taken to
 ///   be on the next day (midnight passed).
-/// - **Mode**: sentence by sentence as gpsd: GSA's fix type; GGA: position → 2D, 3D with
-///   an altitude and ≥ 4 satellites, no fix with quality 0 or (GP/GN) < 3 satellites;
-///   RMC/GLL: valid → 2D, 3D when the cycle has an altitude or GSA counts ≥ 4 satellites;
-///   GNS: mode `N` → no fix; a 3D cycle is not downgraded to 2D by a later RMC/GLL.
+/// - **Mode** is the receiver's state: each cycle starts from the last cycle's mode, and
+///   only a sentence with mode information changes it. GSA's fix type (1, 2, 3) is taken
+///   as said; GGA: no fix with quality 0, no position or (GP/GN) < 3 satellites, else 3D
+///   with an altitude and ≥ 4 satellites, else 2D (which does not override, within a cycle,
+///   a 3D from GSA or with an altitude); GNS likewise (mode `N` → no fix). RMC/GLL with
+///   status V → no fix; valid, they carry no dimension and keep the receiver's mode (at
+///   least 2D, 3D when the cycle has an altitude or GSA counts ≥ 4 satellites, as gpsd).
+///   A timed cycle with no position is a no-fix. A 3D cycle without an altitude (a
+///   receiver that sends GGA only every other cycle) is reported 3D without one.
 /// - **Values**: speed (knots × 1852/3600 → m/s) and track from RMC/VTG as reported (the
 ///   later wins); altMSL and geoid separation from GGA/GNS, altHAE = altMSL + separation
 ///   only when the receiver gives the separation; DOPs from GGA/GNS/GSA (0.01…89.99, else
@@ -38,6 +44,8 @@ struct EpochAssembler {
         var date: NMEADate?
         var position: NMEAPosition?
         var mode: FixMode?
+        /// A GSA of this cycle gave the mode: RMC/GLL and a GGA's 2D leave it.
+        var modeFromGSA = false
         var altitudeMSL: Double?
         var geoidSeparation: Double?
         var speed: Double?
@@ -79,9 +87,13 @@ struct EpochAssembler {
     private var seenOtherGSA = false
     /// GSA's satellites-used count carries over cycles (gpsd's `satellites_used`).
     private var gsaSatellites = 0
-    private var previousFix: Fix?
+    /// The receiver's fix mode: the mode of the last cycle, kept until the receiver says
+    /// otherwise (a sentence without mode information does not change it).
+    private var receiverMode = FixMode.noFix
     private var inNoFixState = false
     private var pendingGST: GSTSentence?
+    /// The heading sentences of the instant in progress.
+    private var headingMerger = HeadingMerger()
 
     /// Counters kept for the decoder's statistics.
     var fixes = 0, headings = 0
@@ -150,8 +162,13 @@ struct EpochAssembler {
     }
 
     private mutating func close(emit: (GNSSEvent) -> Void) {
+        endHeading(emit: emit)
         if epoch.reported == .nothing, epoch.hasContent { report(emit: emit) }
-        if case .fix(let f) = epoch.reported { previousFix = f }
+        if epoch.hasContent {
+            // A timed cycle without a position is a no-fix; an untimed fragment (a GSA
+            // before the first timed sentence) keeps what it said.
+            receiverMode = epoch.position == nil && epoch.timeOfDay != nil ? .noFix : epoch.mode ?? receiverMode
+        }
         epoch = Epoch()
         kindCounts = (0, 0)
         lastFixSentence = nil
@@ -209,14 +226,26 @@ struct EpochAssembler {
         )
     }
 
-    /// Sets the cycle's mode, without downgrading a 3D cycle to 2D when an altitude is
-    /// known (gpsd keeps 3D across RMC/GLL, which carry no altitude).
+    /// Sets the cycle's mode from GGA or GNS: a 2D does not override a 3D that the cycle
+    /// has from GSA or with an altitude (a second talker's GGA with fewer satellites).
     private mutating func setMode(_ mode: FixMode) {
-        if epoch.mode == .threeD, mode == .twoD,
-           epoch.altitudeMSL != nil || previousFix?.altitudeMSL != nil {
+        if epoch.mode == .threeD, mode == .twoD, epoch.modeFromGSA || epoch.altitudeMSL != nil {
             return
         }
         epoch.mode = mode
+    }
+
+    /// A valid RMC or GLL has a position but says nothing of the fix dimension: the cycle
+    /// keeps the receiver's mode (at least 2D), and is 3D when it has an altitude or the
+    /// last GSA counts ≥ 4 satellites (gpsd's rules). It never lowers the cycle's mode nor
+    /// changes one that a GSA of this cycle gave; after a no-fix earlier in the cycle (a
+    /// GGA without satellites, an RMC V before the receiver knows the time) it gives 2D,
+    /// as gpsd, not the receiver's earlier 3D.
+    private mutating func keepReceiverMode() {
+        if epoch.modeFromGSA { return }
+        var mode = receiverMode == .threeD && epoch.mode != .noFix ? FixMode.threeD : .twoD
+        if gsaSatellites > 3 || epoch.altitudeMSL != nil { mode = .threeD }
+        if (epoch.mode?.rawValue ?? 0) < mode.rawValue { epoch.mode = mode }
     }
 
     private mutating func setPosition(_ p: NMEAPosition) {
@@ -239,9 +268,7 @@ struct EpochAssembler {
                 return true
             }
             setPosition(p)
-            var mode: FixMode = previousFix?.mode == .threeD ? .threeD : .twoD
-            if gsaSatellites > 3 || epoch.altitudeMSL != nil { mode = .threeD }
-            setMode(mode)
+            keepReceiverMode()
             if let k = s.speedKnots { epoch.speed = k * 1852 / 3600 }
             if let t = s.trackDegrees { epoch.track = t }
             if let v = s.magneticVariation { epoch.magneticVariation = v }
@@ -294,11 +321,7 @@ struct EpochAssembler {
                 return true
             }
             setPosition(p)
-            if epoch.altitudeMSL != nil || gsaSatellites > 3 {
-                setMode(.threeD)
-            } else if (epoch.mode?.rawValue ?? 0) < FixMode.twoD.rawValue || previousFix?.altitudeMSL == nil {
-                setMode(.twoD)
-            }
+            keepReceiverMode()
         case .gsa(let s):
             epoch.hasContent = true
             let continuing = lastKind == .gsa
@@ -314,7 +337,8 @@ struct EpochAssembler {
             if s.talker != UInt8(ascii: "P") && s.talker != UInt8(ascii: "N") { seenOtherGSA = true }
             let ignoreMode = s.talker == UInt8(ascii: "P") && seenOtherGSA
             if !ignoreMode, let m = s.mode, let mode = FixMode(rawValue: m) {
-                if mode == .noFix { epoch.mode = .noFix } else { setMode(mode) }
+                epoch.mode = mode
+                epoch.modeFromGSA = true
             }
             if let v = s.pdop { epoch.pdop = v }
             if let v = s.hdop { epoch.hdop = v }
@@ -338,21 +362,26 @@ struct EpochAssembler {
             }
             apply(s)
         case .heading(let kind, let h):
-            let source: HeadingSource = switch kind {
-            case .hdt: .hdt
-            case .ths: .ths
-            case .hdg: .hdg
-            default: .hdm
-            }
-            let time = epoch.timeOfDay.flatMap { timestamp(timeOfDay: $0) }
-            headings += 1
-            emit(.heading(Heading(
-                time: time, trueHeading: h.trueHeading, magneticHeading: h.magneticHeading,
-                magneticDeviation: h.deviation, magneticVariation: h.variation, source: source
-            )))
+            if headingMerger.isRepeat(kind) { endHeading(emit: emit) }
+            headingMerger.add(kind, h)
+            if headingMerger.isComplete { emitHeading(emit: emit) }
             return false
         }
         return true
+    }
+
+    /// Emits the merged heading of the current instant if it says something new.
+    private mutating func emitHeading(emit: (GNSSEvent) -> Void) {
+        if let heading = headingMerger.take(time: epoch.timeOfDay.flatMap { timestamp(timeOfDay: $0) }) {
+            headings += 1
+            emit(.heading(heading))
+        }
+    }
+
+    /// Ends the heading instant in progress, emitting it if it was not.
+    private mutating func endHeading(emit: (GNSSEvent) -> Void) {
+        emitHeading(emit: emit)
+        headingMerger.end()
     }
 
     private mutating func apply(_ s: GSTSentence) {

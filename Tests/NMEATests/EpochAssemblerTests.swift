@@ -84,17 +84,83 @@ struct EpochAssemblerTests {
         #expect(times == ["2024-11-19T23:59:59.000Z", "2024-11-20T00:00:00.000Z"])
     }
 
-    @Test("headings carry the cycle time and their source; HDG is true only with variation")
+    @Test("headings carry the cycle time; HDG is true only with variation; no cycle, no time")
     func headings() {
-        let text = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
-            + sentence("HEHDT,274.07,T") + sentence("GPTHS,77.5,A") + sentence("HCHDG,98.3,0.0,E,12.6,W") + sentence("HCHDM,98.3,M")
-        let headings = decodeAll(text).events.compactMap(\.heading)
-        #expect(headings.map(\.source) == [.hdt, .ths, .hdg, .hdm])
-        #expect(headings.allSatisfy { $0.time?.iso8601 == "2024-11-19T12:00:00.000Z" })
-        #expect(headings[0].trueHeading == 274.07 && headings[1].trueHeading == 77.5)
-        #expect(headings[2].trueHeading.map { abs($0 - 85.7) < 1e-9 } == true && headings[2].magneticHeading == 98.3)
-        #expect(headings[3].trueHeading == nil && headings[3].magneticHeading == 98.3)
+        let rmc = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
+        let hdg = decodeAll(rmc + sentence("HCHDG,98.3,0.0,E,12.6,W")).events.compactMap(\.heading)
+        #expect(hdg.map(\.source) == [.hdg])
+        #expect(hdg.first?.time?.iso8601 == "2024-11-19T12:00:00.000Z")
+        #expect(hdg.first?.trueHeading.map { abs($0 - 85.7) < 1e-9 } == true && hdg.first?.magneticHeading == 98.3)
+        let hdm = decodeAll(rmc + sentence("HCHDM,98.3,M")).events.compactMap(\.heading)
+        #expect(hdm.first?.trueHeading == nil && hdm.first?.magneticHeading == 98.3 && hdm.first?.source == .hdm)
         #expect(decodeAll(sentence("HEHDT,274.07,T")).events.first?.heading?.time == nil)
+    }
+
+    /// A chart-plotter-like stream: GGA (with altitude) only every other second, GLL or
+    /// RMC alone in between, no GSA.
+    func staggered(_ second: Int, gga: Bool) -> String {
+        let t = "1200\(String(format2: second)).00"
+        return gga
+            ? sentence("GPGGA,\(t),4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,")
+                + sentence("GPRMC,\(t),A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
+            : sentence("GPGLL,4807.038,N,01131.324,E,\(t),A,A")
+    }
+
+    @Test("fix mode is the receiver's: a staggered GGA/GLL stream stays 3D, altitude left out")
+    func staggeredKeepsMode() {
+        let text = (0..<6).map { staggered($0, gga: $0 % 2 == 0) }.joined()
+            + sentence("GPRMC,120006.00,A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
+        let fixes = decodeAll(text).events.compactMap(\.fix)
+        #expect(fixes.count == 7)
+        #expect(fixes.map(\.mode) == Array(repeating: .threeD, count: 7))
+        #expect(fixes.map { $0.altitudeMSL != nil } == [true, false, true, false, true, false, false])
+        #expect(fixes.allSatisfy { $0.altitudeMSL == nil ? $0.altitudeHAE == nil : true })
+    }
+
+    @Test("a staggered stream without a 3D fix stays 2D")
+    func staggeredTwoD() {
+        let text = sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
+            + sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
+            + sentence("GPGLL,4807.038,N,01131.324,E,120001.00,A,A")
+        #expect(decodeAll(text).events.compactMap(\.fix).map(\.mode) == [.twoD, .twoD])
+    }
+
+    @Test("GSA mode 2 downgrades a 3D fix, even with an altitude, and 3 upgrades it again")
+    func gsaDowngrades() {
+        let text = cycle(10) + cycle(11, gsaMode: 2) + cycle(12, gsaMode: 2) + cycle(13)
+        let fixes = decodeAll(text).events.compactMap(\.fix)
+        #expect(fixes.map(\.mode) == [.threeD, .twoD, .twoD, .threeD])
+        #expect(fixes[1].altitudeMSL == 545.4)
+    }
+
+    @Test("GGA quality 0 ends the fix; the GLL after it is 2D until the receiver says 3D")
+    func ggaQualityZero() {
+        let text = staggered(0, gga: true)
+            + sentence("GPGGA,120001.00,4807.038,N,01131.324,E,0,00,,,,,,,")
+            + staggered(2, gga: false) + staggered(3, gga: true)
+        let events = decodeAll(text).events
+        #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD, .threeD])
+        #expect(events[1] == .state(.noFix))
+    }
+
+    @Test("RMC or GLL status V ends the fix, whatever the receiver said before")
+    func statusV() {
+        // An RMC V registers no time (gpsd's rule): it comes here after its cycle's GGA.
+        let gga = sentence("GPGGA,120001.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
+        for void in [gga + sentence("GPRMC,120001.00,V,4807.038,N,01131.324,E,,,191124,,,N"),
+                     sentence("GPGLL,4807.038,N,01131.324,E,120001.00,V,N")] {
+            let text = staggered(0, gga: true) + void + staggered(2, gga: false)
+            let events = decodeAll(text).events
+            #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD])
+        }
+    }
+
+    @Test("a cycle with no position ends the fix")
+    func noPosition() {
+        let text = staggered(0, gga: true) + sentence("GPGGA,120001.00,,,,,1,08,0.9,,,,,,")
+            + staggered(2, gga: false)
+        let events = decodeAll(text).events
+        #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD])
     }
 
     @Test("bad and missing checksums are counted and lose nothing else")
