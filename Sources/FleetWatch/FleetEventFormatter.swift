@@ -13,7 +13,8 @@ public struct FleetEventFormatter: Sendable {
     }
 
     /// One JSON object, without a newline: the contract payload with `"kind"` (`fix`,
-    /// `heading`, `status`) and `"vehicle"`, or for a malformed message
+    /// `heading`, `status`) and `"vehicle"`; for a backlog entry the same with `"backlog":true`
+    /// after `"kind"` (`{"kind":"fix","backlog":true,"v":1,"vehicle":…,"seq":…}`); or for a malformed message
     /// `{"kind":"malformed","vehicle":…,"topic":…,"reason":…}` (`vehicle` only when the topic
     /// names one).
     public func jsonLine(_ event: FleetEvent) -> String {
@@ -25,6 +26,18 @@ public struct FleetEventFormatter: Sendable {
             bytes = FleetPayload.encode(heading, vehicle: vehicle.rawValue, seq: seq, includeKind: true)
         case .status(let status):
             bytes = FleetPayload.encode(status, includeKind: true)
+        case .backlog(let entry):
+            let payload: [UInt8]
+            switch entry {
+            case .fix(let d): payload = FleetPayload.encode(d.fix, vehicle: d.vehicle.rawValue, seq: d.seq)
+            case .heading(let d): payload = FleetPayload.encode(d.heading, vehicle: d.vehicle.rawValue, seq: d.seq)
+            }
+            // `{"v":1,…}` → `{"kind":"fix","backlog":true,"v":1,…}`
+            var spliced = Array(#"{"kind":""#.utf8)
+            spliced.append(contentsOf: event.kind.rawValue.utf8)
+            spliced.append(contentsOf: #"","backlog":true,"#.utf8)
+            spliced.append(contentsOf: payload.dropFirst())
+            bytes = spliced
         case .malformed(let topic, let reason):
             var text = #"{"kind":"malformed""#
             if let vehicle = topics.parse(topic)?.vehicle {
@@ -37,9 +50,15 @@ public struct FleetEventFormatter: Sendable {
     }
 
     /// One human-readable line, e.g.
-    /// `fix van-7 seq=42 2020-03-18T13:28:19.600Z lat=41.574966 lon=-93.750572 speed=0.3km/h track=124.9 sats=10 mode=3D`.
+    /// `fix van-7 seq=42 2020-03-18T13:28:19.600Z lat=41.574966 lon=-93.750572 speed=0.3km/h track=124.9 sats=10 mode=3D`;
+    /// a backlog entry is the same line after the word `backlog`
+    /// (`backlog fix van-7 seq=41 …`, `backlog heading van-7 …`).
     public func plainLine(_ event: FleetEvent) -> String {
         switch event {
+        case .backlog(.fix(let d)):
+            return "backlog " + plainLine(.fix(d.vehicle, seq: d.seq, d.fix))
+        case .backlog(.heading(let d)):
+            return "backlog " + plainLine(.heading(d.vehicle, seq: d.seq, d.heading))
         case .fix(let vehicle, let seq, let fix):
             var parts = ["fix", vehicle.rawValue]
             if let seq { parts.append("seq=\(seq)") }

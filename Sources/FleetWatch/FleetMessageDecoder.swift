@@ -1,10 +1,13 @@
 import FleetProtocol
 
-/// Turns one received MQTT message (topic and payload bytes) into a ``FleetEvent``.
+/// Turns one received MQTT message (topic and payload bytes) into ``FleetEvent``s.
 ///
 /// Pure and synchronous: no I/O, no clock. Anything that does not fit the contract — a topic
 /// outside the layout, a payload the ``FleetPayload`` decoders refuse — becomes
-/// ``FleetEvent/malformed(topic:reason:)``; nothing throws.
+/// ``FleetEvent/malformed(topic:reason:)``; nothing throws. A `backlog` batch becomes one
+/// ``FleetEvent/backlog(_:)`` per entry, in the batch's order, with one `malformed` event in
+/// place of each entry that does not decode (its reason names the entry's index): a bad entry
+/// never costs the good ones.
 public struct FleetMessageDecoder: Sendable {
     /// The longest part of a bad topic kept in a `malformed` event, in UTF-8 bytes.
     public static let maximumTopicBytesKept = 200
@@ -17,11 +20,30 @@ public struct FleetMessageDecoder: Sendable {
         self.topics = topics
     }
 
-    /// Decodes one message.
-    public func event(topic: String, payload: [UInt8]) -> FleetEvent {
+    /// Decodes one message and hands its events to `body`, in order: exactly one for a `fix`,
+    /// `heading` or `status` message or a malformed one; one per entry of a `backlog` batch
+    /// (none for an empty batch). No array is allocated for a single event.
+    public func decode<E: Error>(topic: String, payload: [UInt8], _ body: (FleetEvent) throws(E) -> Void) throws(E) {
         guard let (vehicle, channel) = topics.parse(topic) else {
-            return .malformed(topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status}")
+            try body(.malformed(topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status|backlog}"))
+            return
         }
+        guard channel == .backlog else {
+            try body(Self.singleEvent(channel, vehicle: vehicle, topic: topic, payload: payload))
+            return
+        }
+        let batch: FleetPayload.DecodedBacklog
+        do {
+            batch = try FleetPayload.decodeBacklog(payload, vehicle: vehicle)
+        } catch {
+            try body(.malformed(topic: topic, reason: error.description))
+            return
+        }
+        try Self.splice(batch, topic: topic, body)
+    }
+
+    /// The event of a single-event message (`fix`, `heading`, `status`).
+    private static func singleEvent(_ channel: FleetTopics.Channel, vehicle: VehicleID, topic: String, payload: [UInt8]) -> FleetEvent {
         do {
             switch channel {
             case .fix:
@@ -33,12 +55,34 @@ public struct FleetMessageDecoder: Sendable {
             case .status:
                 return .status(try FleetPayload.decodeStatus(payload, vehicle: vehicle))
             case .backlog:
-                // Decoded by the backlog-aware fleet-watch (in progress); until then counted.
-                _ = try FleetPayload.decodeBacklog(payload, vehicle: vehicle)
-                return .malformed(topic: topic, reason: "backlog batches are not shown yet")
+                return .malformed(topic: topic, reason: "a backlog batch is not a single event")
             }
         } catch {
             return .malformed(topic: topic, reason: error.description)
+        }
+    }
+
+    /// The events of one message (see ``decode(topic:payload:_:)``).
+    public func events(topic: String, payload: [UInt8]) -> [FleetEvent] {
+        var events: [FleetEvent] = []
+        decode(topic: topic, payload: payload) { events.append($0) }
+        return events
+    }
+
+    /// The batch's good entries and its refused ones, back in the batch's order.
+    private static func splice<E: Error>(
+        _ batch: FleetPayload.DecodedBacklog, topic: String, _ body: (FleetEvent) throws(E) -> Void
+    ) throws(E) {
+        var good = batch.events.makeIterator()
+        var refused = batch.refused.makeIterator()
+        var nextRefused = refused.next()
+        for index in 0..<(batch.events.count + batch.refused.count) {
+            if let r = nextRefused, r.index == index {
+                try body(.malformed(topic: topic, reason: "backlog event \(index): \(r.error.description)"))
+                nextRefused = refused.next()
+            } else if let event = good.next() {
+                try body(.backlog(event))
+            }
         }
     }
 

@@ -3,7 +3,11 @@ import GNSS
 
 /// The fleet as the events so far describe it: one ``VehicleSnapshot`` per vehicle.
 ///
-/// A plain value: fold events in with ``apply(_:at:)``. Memory stays bounded: at most
+/// A plain value: fold events in with ``apply(_:at:)``. The shown fix and heading of a vehicle
+/// (its live row) never move back: a fix replaces the shown one only if its `seq` is higher
+/// (when both have one) and its time is not older; a ``FleetEvent/backlog(_:)`` entry never
+/// replaces it, and only fills the vehicle's `seq` gaps (``VehicleSnapshot/gaps`` counts what
+/// is still missing). Memory stays bounded: at most
 /// ``maximumVehicles`` vehicles are kept (a new vehicle beyond that evicts the one heard from
 /// least recently, in O(1)), and bad messages are only counted, their payloads never kept.
 public struct FleetState: Sendable {
@@ -64,7 +68,9 @@ public struct FleetState: Sendable {
         case .fix(let vehicle, let seq, let fix):
             update(vehicle, now: now) { s in
                 s.messages &+= 1
-                guard Self.isNewer(seq: seq, than: s.lastFixSeq, in: &s.sequence) ?? (s.fix.map { fix.time >= $0.time } ?? true)
+                // Shown only if newer by seq (when both have one) and not older by fix time.
+                guard Self.isNewer(seq: seq, than: s.lastFixSeq, in: &s.sequence) ?? true,
+                      s.fix.map({ fix.time >= $0.time }) ?? true
                 else { return false }
                 s.fix = fix
                 s.lastFixSeq = seq ?? s.lastFixSeq
@@ -73,14 +79,24 @@ public struct FleetState: Sendable {
         case .heading(let vehicle, let seq, let heading):
             update(vehicle, now: now) { s in
                 s.messages &+= 1
-                let byTime: Bool = {
+                let notOlder: Bool = {
                     guard let old = s.heading?.time, let new = heading.time else { return true }
                     return new >= old
                 }()
-                guard Self.isNewer(seq: seq, than: s.lastHeadingSeq, in: &s.sequence) ?? byTime else { return false }
+                guard Self.isNewer(seq: seq, than: s.lastHeadingSeq, in: &s.sequence) ?? true, notOlder else { return false }
                 s.heading = heading
                 s.lastHeadingSeq = seq ?? s.lastHeadingSeq
                 return true
+            }
+        case .backlog(let entry):
+            guard let vehicle = event.vehicle else { return }
+            update(vehicle, now: now) { s in
+                // History only: closes seq gaps, never touches the shown fix or heading, and,
+                // like any late message, does not refresh lastSeen.
+                s.messages &+= 1
+                s.backlog &+= 1
+                if let seq = entry.seq { s.sequence.record(seq) }
+                return false
             }
         case .status(let status):
             update(status.vehicle, now: now) { s in

@@ -26,8 +26,10 @@ extension FleetSubscriber {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask {
                     for try await message in subscription {
-                        let event = decoder.event(topic: message.topic, payload: message.payload)
-                        collected.add(event, at: clock.now, retained: message.retain)
+                        let now = clock.now
+                        decoder.decode(topic: message.topic, payload: message.payload) { event in
+                            collected.add(event, at: now, retained: message.retain)
+                        }
                     }
                 }
                 // Wait until the retained burst is over: each wake-up sleeps until the quiet

@@ -27,11 +27,11 @@ public struct FleetSubscriber: Sendable {
         public var shareGroup: String?
         /// The maximum QoS the broker delivers with.
         public var qos: MQTTQoS
-        /// Messages buffered for a slow consumer before the oldest are dropped (drops show up
-        /// as `seq` gaps), bounding memory.
+        /// Events buffered for a slow consumer before the oldest are dropped (drops show up
+        /// as `seq` gaps), bounding memory. Each entry of a backlog batch is one event.
         public var bufferLimit: Int
 
-        /// Options for the whole fleet under `fleet/`, QoS 1, 10,000 buffered messages.
+        /// Options for the whole fleet under `fleet/`, QoS 1, 10,000 buffered events.
         public init(
             topics: FleetTopics = .default, vehicles: [VehicleID] = [], shareGroup: String? = nil,
             qos: MQTTQoS = .atLeastOnce, bufferLimit: Int = 10_000
@@ -109,11 +109,12 @@ public struct FleetSubscriber: Sendable {
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await logConnectionChanges(client) }
                 for try await message in subscription {
-                    let event = decoder.event(topic: message.topic, payload: message.payload)
-                    if case .dropped = continuation.yield(event) {
-                        dropped &+= 1
-                        if dropped.isMultiple(of: 1000) || dropped == 1 {
-                            logger.debug("Events dropped for a slow consumer", metadata: ["events.dropped": "\(dropped)"])
+                    decoder.decode(topic: message.topic, payload: message.payload) { event in
+                        if case .dropped = continuation.yield(event) {
+                            dropped &+= 1
+                            if dropped.isMultiple(of: 1000) || dropped == 1 {
+                                logger.debug("Events dropped for a slow consumer", metadata: ["events.dropped": "\(dropped)"])
+                            }
                         }
                     }
                 }

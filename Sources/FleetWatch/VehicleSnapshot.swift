@@ -6,9 +6,10 @@ import GNSS
 public struct VehicleSnapshot: Sendable, Equatable {
     /// The vehicle.
     public let vehicle: VehicleID
-    /// The newest fix received (by `seq`, or by fix time when the publisher sends no `seq`).
+    /// The newest live fix received: by `seq`, and never older by fix time than the one it
+    /// replaces (by fix time alone when the publisher sends no `seq`); backlog fixes never.
     public internal(set) var fix: Fix?
-    /// The newest heading received.
+    /// The newest live heading received (as ``fix``).
     public internal(set) var heading: Heading?
     /// The last status received (`nil` until one arrives).
     public internal(set) var status: VehicleStatus?
@@ -21,8 +22,10 @@ public struct VehicleSnapshot: Sendable, Equatable {
     public internal(set) var sequence = SequenceTracker()
     /// Messages on this vehicle's topics that were not contract messages.
     public internal(set) var malformed: UInt64 = 0
-    /// Fix, heading and status messages received (duplicates included).
+    /// Fix, heading and status messages received (duplicates and backlog entries included).
     public internal(set) var messages: UInt64 = 0
+    /// Fixes and headings received in `backlog` batches (duplicates included).
+    public internal(set) var backlog: UInt64 = 0
 
     var lastFixSeq: UInt64?
     var lastHeadingSeq: UInt64?
@@ -35,7 +38,8 @@ public struct VehicleSnapshot: Sendable, Equatable {
     /// Whether the vehicle's last status says online; `nil` before any status.
     public var online: Bool? { status.map { $0.state == .online } }
 
-    /// Messages lost in transit, from `seq` gaps (late arrivals and duplicates not counted).
+    /// Messages still missing, from `seq` gaps: skipped numbers that have not arrived since,
+    /// live or in a backlog batch (duplicates not counted).
     public var gaps: UInt64 { sequence.missing }
 
     /// Time since ``lastSeen`` at `now` (zero if the clock went back).

@@ -67,9 +67,10 @@ func runFleetWatchBenchmark(arguments: [String]) async {
         let now = UTCTimestamp(millisecondsSince1970: start + 60_000)
         let elapsed = clock.measure {
             for m in corpus {
-                let event = decoder.event(topic: m.topic, payload: m.payload)
-                if case .malformed = event { malformed += 1 }
-                state.apply(event, at: now)
+                decoder.decode(topic: m.topic, payload: m.payload) { event in
+                    if case .malformed = event { malformed += 1 }
+                    state.apply(event, at: now)
+                }
             }
         }
         let seconds = Double(elapsed.components.seconds) + Double(elapsed.components.attoseconds) * 1e-18

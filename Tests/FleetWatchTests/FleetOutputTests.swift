@@ -36,6 +36,24 @@ import Testing
         #expect(anonymous["vehicle"] == nil && anonymous["topic"] as? String == "fleet/#/x")
     }
 
+    @Test func backlogEntriesAreJSONLinesOfTheirKindMarkedBacklog() throws {
+        let f = FleetEventFormatter()
+        let fix = Fix(time: t0, latitude: 41.5, longitude: -93.25, speed: 2, mode: .threeD)
+        let fixText = f.jsonLine(.backlog(.fix(DecodedFix(vehicle: van, seq: 41, fix: fix))))
+        #expect(fixText.hasPrefix(#"{"kind":"fix","backlog":true,"v":1,"vehicle":"van-7","seq":41,"time":"2026-01-02T03:04:05.000Z""#))
+        let line = try object(fixText)
+        #expect(line["backlog"] as? Bool == true && line["lat"] as? Double == 41.5 && line["seq"] as? Int == 41)
+        let heading = try object(f.jsonLine(.backlog(.heading(DecodedHeading(vehicle: van, seq: nil, heading: Heading(trueHeading: 5, source: .hdt))))))
+        #expect(heading["kind"] as? String == "heading" && heading["vehicle"] as? String == "van-7")
+        #expect(heading["backlog"] as? Bool == true && heading["seq"] == nil && heading["heading"] as? Double == 5)
+        // Live lines carry no "backlog" key.
+        #expect(try object(f.jsonLine(.fix(van, seq: 41, fix)))["backlog"] == nil)
+        #expect(f.plainLine(.backlog(.fix(DecodedFix(vehicle: van, seq: 41, fix: fix))))
+                == "backlog fix van-7 seq=41 2026-01-02T03:04:05.000Z lat=41.500000 lon=-93.250000 speed=7.2km/h mode=3D")
+        #expect(f.plainLine(.backlog(.heading(DecodedHeading(vehicle: van, seq: 42, heading: Heading(trueHeading: 5, source: .hdt)))))
+                == "backlog heading van-7 seq=42 heading=5.0 source=HDT")
+    }
+
     @Test func plainLinesAreReadable() {
         let f = FleetEventFormatter()
         let fix = Fix(time: t0, latitude: 41.5749659, longitude: -93.7505719, speed: 10, track: 124.88,

@@ -95,4 +95,63 @@ import Testing
         #expect(big.vehicles.first?.vehicle.rawValue == "car-19000")
         #expect(big.evictedCount == 19_000)
     }
+
+    func backlogFix(_ seq: UInt64, second: Int64) -> FleetEvent {
+        .backlog(.fix(DecodedFix(vehicle: van, seq: seq, fix: fix(Double(seq), second: second))))
+    }
+
+    @Test func backlogClosesGapsAndNeverMovesTheLiveRowBack() {
+        var state = FleetState()
+        state.apply(.fix(van, seq: 100, fix(100, second: 100)), at: at(0))
+        state.apply(.heading(van, seq: 101, Heading(time: at(101), trueHeading: 90, source: .hdt)), at: at(0))
+        // The connection is lost; back, the agent sends its newest fix live, then the backlog.
+        state.apply(.fix(van, seq: 200, fix(200, second: 200)), at: at(300))
+        #expect(state[van]?.gaps == 98)
+        for seq in UInt64(102)...150 {
+            state.apply(backlogFix(seq, second: Int64(seq)), at: at(301))
+        }
+        state.apply(.backlog(.heading(DecodedHeading(vehicle: van, seq: 151, heading: Heading(time: at(151), trueHeading: 10, source: .hdt)))),
+                    at: at(301))
+        #expect(state[van]?.gaps == 48)
+        for seq in UInt64(152)...199 {
+            state.apply(backlogFix(seq, second: Int64(seq)), at: at(302))
+        }
+        state.apply(backlogFix(120, second: 120), at: at(303))  // a batch redelivered (at-least-once)
+        let v = state[van]
+        #expect(v?.gaps == 0)
+        #expect(v?.sequence.duplicates == 1)
+        #expect(v?.fix?.latitude == 200)  // the live row stays on the newest position
+        #expect(v?.heading?.trueHeading == 90)
+        #expect(v?.lastSeen == at(300))  // history is not a sign of life
+        #expect(v?.backlog == 99)
+        #expect(v?.messages == 102)
+    }
+
+    @Test func backlogFromBeforeTheFirstLiveFixIsNeverAGap() {
+        var state = FleetState()
+        state.apply(.fix(van, seq: 10, fix(10, second: 10)), at: at(0))
+        for seq in UInt64(5)...9 { state.apply(backlogFix(seq, second: Int64(seq)), at: at(1)) }
+        #expect(state[van]?.gaps == 0)
+        #expect(state[van]?.fix?.latitude == 10)
+        // A vehicle first heard of through its backlog has history but no live row.
+        let bus = VehicleID("bus-1")!
+        state.apply(.backlog(.fix(DecodedFix(vehicle: bus, seq: 3, fix: fix(3)))), at: at(2))
+        #expect(state[bus]?.fix == nil)
+        #expect(state[bus]?.backlog == 1)
+    }
+
+    @Test func aLiveFixOlderThanTheShownOneIsNotShown() {
+        var state = FleetState()
+        state.apply(.fix(van, seq: 10, fix(10, second: 10)), at: at(0))
+        state.apply(.fix(van, seq: 9, fix(9, second: 9)), at: at(1))     // lower seq
+        #expect(state[van]?.fix?.latitude == 10)
+        state.apply(.fix(van, seq: 11, fix(11, second: 5)), at: at(2))    // higher seq, older time
+        #expect(state[van]?.fix?.latitude == 10)
+        state.apply(.fix(van, seq: 12, fix(12, second: 12)), at: at(3))
+        #expect(state[van]?.fix?.latitude == 12)
+        #expect(state[van]?.gaps == 0)
+        state.apply(.heading(van, seq: 13, Heading(time: at(13), trueHeading: 1, source: .hdt)), at: at(4))
+        state.apply(.heading(van, seq: 14, Heading(time: at(3), trueHeading: 2, source: .hdt)), at: at(5))
+        #expect(state[van]?.heading?.trueHeading == 1)
+    }
 }

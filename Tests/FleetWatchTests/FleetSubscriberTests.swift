@@ -106,6 +106,38 @@ import Testing
         }
     }
 
+    @Test func aBacklogBatchClosesTheGapItsLiveFixOpened() async throws {
+        try await withBroker { broker in
+            let subscriber = try FleetSubscriber(configuration: configuration(broker), logger: Logger(label: "test"))
+            let collector = Collector()
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(10, lat: 10), retain: true)
+            let task = collector.collect(subscriber.events())
+            defer { task.cancel() }
+            try await collector.wait("the retained fix") { $0.count >= 1 }
+            // Back after an outage: the newest fix live (11...19 missing), then the backlog.
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(20, lat: 20), retain: true)
+            var w = FleetPayload.BacklogWriter(vehicle: van)
+            for seq in UInt64(11)...19 {
+                let appended = w.append(kind: .fix, payload: Array(fixJSON(seq, lat: Double(seq)).utf8))
+                #expect(appended)
+            }
+            try await publishFile(broker, topic: "fleet/van-7/backlog", bytes: w.finish())
+            try await collector.wait("the nine backlog fixes") { $0.filter(\.isBacklog).count >= 9 }
+
+            var state = FleetState()
+            for event in collector.snapshot.prefix(2) { state.apply(event, at: time) }
+            #expect(state[van]?.gaps == 9)
+            for event in collector.snapshot.dropFirst(2) { state.apply(event, at: time) }
+            let v = try #require(state[van])
+            #expect(collector.snapshot.count == 11)
+            #expect(collector.snapshot.compactMap(\.seq) == [10, 20] + Array(11...19))
+            #expect(v.gaps == 0)
+            #expect(v.fix?.latitude == 20)
+            #expect(v.backlog == 9)
+            #expect(state.malformedCount == 0)
+        }
+    }
+
     @Test func retainedSnapshotHonoursTheVehicleFilter() async throws {
         try await withBroker { broker in
             for vehicle in ["van-7", "bus-1", "tram-2"] {

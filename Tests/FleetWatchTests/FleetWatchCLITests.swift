@@ -99,6 +99,56 @@ import Testing
         }
     }
 
+    /// A backlog batch (QoS 1, not retained) as the agent writes it: fixes `seqs`, and a heading
+    /// at `headingSeq`, each with its original seq and time.
+    func backlogJSON(_ vehicle: String, fixes seqs: [UInt64], headingSeq: UInt64? = nil, bad: String? = nil) -> String {
+        var w = FleetPayload.BacklogWriter(vehicle: VehicleID(vehicle)!)
+        for seq in seqs.sorted() {
+            let fixTime = UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 - Int64(100 - seq) * 1000)
+            let fix = Fix(time: fixTime, latitude: Double(seq), longitude: -3.25, speed: 10, mode: .threeD, satellitesUsed: 7)
+            var appended = w.append(kind: .fix, payload: FleetPayload.encode(fix, vehicle: vehicle, seq: seq))
+            if seq + 1 == headingSeq {
+                appended = appended && w.append(kind: .heading, payload: FleetPayload.encode(Heading(time: fixTime, trueHeading: 45, source: .hdt),
+                                                                                             vehicle: vehicle, seq: headingSeq))
+            }
+            if let bad, seq == seqs.sorted()[0] { appended = appended && w.append(kind: .fix, payload: Array(bad.utf8)) }
+            #expect(appended)
+        }
+        return String(decoding: w.finish(), as: UTF8.self)
+    }
+
+    @Test func liveJSONPrintsEachBacklogEntryAsItsOwnLine() async throws {
+        try await withBroker { broker in
+            let process = try TestProcess(Self.executable, ["--broker", broker.url, "--json", "--log-level", "debug"],
+                                          directory: broker.directory, name: "fleet-watch-backlog")
+            defer { process.send(SIGKILL) }
+            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
+                if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+                return process.standardError.contains("Subscribed to the fleet")
+            }
+            // The newest fix live (retained, as the agent sends it), then the backlog 5...9
+            // oldest first: fixes 5, 6, a heading 7, fixes 8, 9 — and one bad entry after 5.
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 10, lat: 10), retain: true)
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/backlog",
+                                           message: backlogJSON("van-7", fixes: [5, 6, 8, 9], headingSeq: 7, bad: #"{"v":1,"lat":1}"#))
+            try await waitUntil("seven JSON lines", timeout: .seconds(15)) {
+                process.standardOutput.split(separator: "\n").count >= 7
+            }
+            await process.stop()
+            let objects = try process.standardOutput.split(separator: "\n").map {
+                try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any], "\($0)")
+            }
+            #expect(objects.count == 7)
+            #expect(objects.compactMap { $0["kind"] as? String } == ["fix", "fix", "malformed", "fix", "heading", "fix", "fix"])
+            #expect(objects.compactMap { $0["seq"] as? Int } == [10, 5, 6, 7, 8, 9])
+            #expect(objects.map { $0["backlog"] as? Bool } == [nil, true, nil, true, true, true, true])
+            #expect(objects.allSatisfy { $0["vehicle"] as? String == "van-7" })
+            #expect(objects[2]["reason"] as? String == #"backlog event 1: missing key "time""#)
+            #expect(objects[1]["time"] as? String == "2026-01-02T03:02:30.000Z")  // its original time
+            #expect(objects[4]["heading"] as? Double == 45)
+        }
+    }
+
     @Test func withoutATerminalOrJSONEventsArePlainLines() async throws {
         try await withBroker { broker in
             let process = try TestProcess(Self.executable, ["--broker", broker.url, "--vehicle", "van-7"],
