@@ -23,23 +23,23 @@ public struct FleetMessageDecoder: Sendable {
     /// Decodes one message and hands its events to `body`, in order: exactly one for a `fix`,
     /// `heading` or `status` message or a malformed one; one per entry of a `backlog` batch
     /// (none for an empty batch). No array is allocated for a single event.
-    public func decode<E: Error>(topic: String, payload: [UInt8], _ body: (FleetEvent) throws(E) -> Void) throws(E) {
+    public func decode(topic: String, payload: [UInt8], _ body: (FleetEvent) -> Void) {
         guard let (vehicle, channel) = topics.parse(topic) else {
-            try body(.malformed(topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status|backlog}"))
+            body(.malformed(topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status|backlog}"))
             return
         }
         guard channel == .backlog else {
-            try body(Self.singleEvent(channel, vehicle: vehicle, topic: topic, payload: payload))
+            body(Self.singleEvent(channel, vehicle: vehicle, topic: topic, payload: payload))
             return
         }
         let batch: FleetPayload.DecodedBacklog
         do {
             batch = try FleetPayload.decodeBacklog(payload, vehicle: vehicle)
         } catch {
-            try body(.malformed(topic: topic, reason: error.description))
+            body(.malformed(topic: topic, reason: error.description))
             return
         }
-        try Self.splice(batch, topic: topic, body)
+        Self.splice(batch, topic: topic, body)
     }
 
     /// The event of a single-event message (`fix`, `heading`, `status`).
@@ -70,18 +70,16 @@ public struct FleetMessageDecoder: Sendable {
     }
 
     /// The batch's good entries and its refused ones, back in the batch's order.
-    private static func splice<E: Error>(
-        _ batch: FleetPayload.DecodedBacklog, topic: String, _ body: (FleetEvent) throws(E) -> Void
-    ) throws(E) {
+    private static func splice(_ batch: FleetPayload.DecodedBacklog, topic: String, _ body: (FleetEvent) -> Void) {
         var good = batch.events.makeIterator()
         var refused = batch.refused.makeIterator()
         var nextRefused = refused.next()
         for index in 0..<(batch.events.count + batch.refused.count) {
             if let r = nextRefused, r.index == index {
-                try body(.malformed(topic: topic, reason: "backlog event \(index): \(r.error.description)"))
+                body(.malformed(topic: topic, reason: "backlog event \(index): \(r.error.description)"))
                 nextRefused = refused.next()
             } else if let event = good.next() {
-                try body(.backlog(event))
+                body(.backlog(event))
             }
         }
     }
