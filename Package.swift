@@ -105,7 +105,7 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-bench",
             dependencies: [
-                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch",
+                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch", "EdgeAgent",
                 // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
                 "GNSSSources", "FleetcastTestSupport",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),

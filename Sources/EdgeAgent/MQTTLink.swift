@@ -10,7 +10,7 @@ import MQTT
 /// reached — naming the broker and the error in the log — and gives up at once on what retrying
 /// cannot fix (TLS trust, credentials, authorisation). Until connected, sends fail with
 /// ``MQTTError/notConnected`` and the publisher keeps the messages in its outbox.
-final class MQTTLink: MessageSending {
+public final class MQTTLink: MessageSending {
     private let configuration: MQTTConfiguration
     private let properties: MQTTPublishProperties
     private let logger: Logger
@@ -19,7 +19,7 @@ final class MQTTLink: MessageSending {
     /// - Parameters:
     ///   - configuration: broker, credentials, TLS, will.
     ///   - messageExpirySeconds: MQTT 5 message expiry of every publish, when configured.
-    init(configuration: MQTTConfiguration, messageExpirySeconds: Int?, logger: Logger) {
+    public init(configuration: MQTTConfiguration, messageExpirySeconds: Int?, logger: Logger) {
         self.configuration = configuration
         self.properties = MQTTPublishProperties(
             contentType: "application/json", messageExpirySeconds: messageExpirySeconds.map { UInt32(clamping: $0) })
@@ -30,7 +30,7 @@ final class MQTTLink: MessageSending {
 
     /// Hands the message to libmosquitto before its first suspension (so sends started in order
     /// reach the wire in order), then waits for the acknowledgement its QoS asks for.
-    func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
+    public func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
         guard let client = client.withLock({ $0 }) else { throw MQTTError.notConnected }
         try await client.publish(
             topic: topic, payload: payload, qos: MQTTQoS(rawValue: qos) ?? .atLeastOnce, retain: retain,
@@ -40,7 +40,7 @@ final class MQTTLink: MessageSending {
     /// Connects with `will` as the last will, retrying while the broker is unreachable. Returns
     /// once connected; throws the error when retrying cannot help, or `CancellationError` when
     /// cancelled first.
-    func connect(will: MQTTWill?) async throws {
+    public func connect(will: MQTTWill?) async throws {
         var configuration = self.configuration
         configuration.will = will
         var attempt = 0
@@ -72,7 +72,7 @@ final class MQTTLink: MessageSending {
     /// in a TCP connect to an unreachable broker; it ends by itself). Returns `false` when it
     /// gave up.
     @discardableResult
-    func shutdown(flushTimeout: Duration = .seconds(5), timeout: Duration = .seconds(10)) async -> Bool {
+    public func shutdown(flushTimeout: Duration = .seconds(5), timeout: Duration = .seconds(10)) async -> Bool {
         let current = client.withLock { client -> MQTTClient? in
             defer { client = nil }
             return client

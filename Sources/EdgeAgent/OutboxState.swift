@@ -56,8 +56,9 @@ struct OutboxState<LiveWaiter, Signal> {
         var maximumAgeMilliseconds: Int64
         /// Most accounted bytes stored.
         var maximumBytes: Int
-        /// Fewest numbers reserved ahead by a commit.
-        var minimumReserve: UInt64 = 64
+        /// Fewest numbers reserved ahead by a commit: the most skipped after a crash while the
+        /// link is healthy (a commit is due when half of them are used).
+        var minimumReserve: UInt64 = 128
     }
 
     typealias LiveItem = OutboxLiveItem
@@ -135,7 +136,7 @@ struct OutboxState<LiveWaiter, Signal> {
         self.settings = settings
         self.nextSeq = opening.nextSeq
         self.memoryOnly = memoryOnly
-        self.reservedSeq = memoryOnly ? .max : opening.nextSeq + settings.minimumReserve
+        self.reservedSeq = memoryOnly ? .max : opening.reservedSeq
         self.storedCount = opening.count
         self.drops.unclean = opening.uncleanSkipped
     }
@@ -299,6 +300,13 @@ struct OutboxState<LiveWaiter, Signal> {
         deleting.removeAll()
         while unwritten.count > settings.memoryLimit { dropOldestUnwritten() }
         return (newProblem, serve())
+    }
+
+    /// Whether a commit has anything to do: records to write or delete, numbers running out,
+    /// or a failed store to retry. A healthy link at 10 Hz needs one only every few seconds.
+    var commitNeeded: Bool {
+        !unwritten.isEmpty || !acknowledgedStored.isEmpty || storageProblem != nil
+            || nextSeq + settings.minimumReserve / 2 >= reservedSeq
     }
 
     /// Records stored or waiting to be, not acknowledged: the status's `backlog`.

@@ -29,6 +29,9 @@ struct OutboxOpening: Sendable, Equatable {
     var nextSeq: UInt64
     /// `seq` numbers skipped because the last run did not stop cleanly (0 after a clean stop).
     var uncleanSkipped: UInt64
+    /// The reservation stored at opening: no number at or above it may be sent before the
+    /// next commit.
+    var reservedSeq: UInt64 = .max
 }
 
 /// One transaction's worth of changes to the store.

@@ -73,7 +73,7 @@ public struct OutboxStore: Sendable {
         var movedAside: String?
         for attempt in 0..<2 {
             do {
-                let (storage, opening) = try SQLiteOutboxStorage.open(path: path, minimumNextSeq: legacy, reserve: 64)
+                let (storage, opening) = try SQLiteOutboxStorage.open(path: path, minimumNextSeq: legacy, reserve: 128)
                 if opening.count > 0 || opening.uncleanSkipped > 0 {
                     logger.notice("outbox opened with a backlog", metadata: [
                         "outbox.path": "\(path)", "outbox.backlog": "\(opening.count)",

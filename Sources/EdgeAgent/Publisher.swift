@@ -522,7 +522,7 @@ public final class Publisher: Sendable {
         while !Task.isCancelled {
             await outbox.wait(for: .commitDue, upTo: settings.syncInterval)
             if Task.isCancelled || outbox.read({ $0.closed }) { return }
-            await commit(clean: false)
+            if outbox.read({ $0.commitNeeded }) { await commit(clean: false) }
             queueStatus(force: false)
         }
     }
@@ -537,6 +537,7 @@ public final class Publisher: Sendable {
         do {
             let result = try await outbox.storage.commit(batch)
             let recovered = outbox.transition { $0.committed(batch, result) }
+            state.withLock { $0.counters.commits += 1 }
             if recovered {
                 logger.notice("outbox store writable again", metadata: ["outbox.path": "\(outbox.storage.location)"])
                 queueStatus(force: true)

@@ -23,6 +23,8 @@ public struct PublisherCounters: Sendable, Equatable {
     public var statusesPublished: UInt64 = 0
     /// Fixes and headings lost, by cause (full, expired, skipped after an unclean stop).
     public var drops = VehicleStatus.Drops()
+    /// Transactions committed to the outbox store (one WAL `fsync` each).
+    public var commits: UInt64 = 0
     /// Send attempts that failed (each is retried).
     public var sendFailures: UInt64 = 0
 

@@ -127,7 +127,8 @@ final class SQLiteOutboxStorage: OutboxStorage {
         }
         try Self.writeMeta(db, nextSeq: next, reservedSeq: next + reserve, clean: false)
         return OutboxOpening(
-            count: count, bytes: payloadBytes + count * OutboxRecord.overheadBytes, nextSeq: next, uncleanSkipped: skipped)
+            count: count, bytes: payloadBytes + count * OutboxRecord.overheadBytes, nextSeq: next, uncleanSkipped: skipped,
+            reservedSeq: next + reserve)
     }
 
     private static func writeMeta(_ db: Database, nextSeq: UInt64, reservedSeq: UInt64, clean: Bool) throws {

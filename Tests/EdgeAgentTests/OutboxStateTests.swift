@@ -9,8 +9,9 @@ struct OutboxStateTests {
     private func makeState(lossless: Bool = false, window: Int = 4, next: UInt64 = 1, memoryOnly: Bool = false) -> State {
         State(
             settings: .init(liveWindow: window, lossless: lossless, memoryLimit: 100, maximumAgeMilliseconds: 1000,
-                            maximumBytes: 1 << 20),
-            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: next, uncleanSkipped: 0), memoryOnly: memoryOnly)
+                            maximumBytes: 1 << 20, minimumReserve: 64),
+            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: next, uncleanSkipped: 0, reservedSeq: next + 64),
+            memoryOnly: memoryOnly)
     }
 
     /// Numbers and accepts a record of `kind`; returns its seq.

@@ -52,6 +52,7 @@ struct OutboxStoreTests {
         defer { dir.remove() }
         let first = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         _ = try await commit(first, inserts: [record(1), record(2)], next: 3, reserved: 67)
+        #expect(first.opening.reservedSeq == 1 + 128, "opening reserves ahead before anything is sent")
         // No clean commit: as after kill -9 or a power cut.
         let second = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(second.nextSeq == 67, "never a number that may have been sent before the crash")
