@@ -299,6 +299,7 @@ struct OutboxState<LiveWaiter, Signal> {
         acknowledgedStored.formUnion(deleting)
         deleting.removeAll()
         while unwritten.count > settings.memoryLimit { dropOldestUnwritten() }
+        generation += 1  // the drain may now read the records held in memory
         return (newProblem, serve())
     }
 
@@ -328,6 +329,21 @@ struct OutboxState<LiveWaiter, Signal> {
         for record in liveQueue { excluding.insert(record.seq) }
         for seq in liveInflight.keys { excluding.insert(seq) }
         return BacklogRequest(after: backlogCursor, excluding: excluding, generation: generation)
+    }
+
+    /// Backlog records held in memory because the store cannot be written (a full disk):
+    /// up to `limit` with `seq > after`, oldest first, within `maximumBytes` (at least one),
+    /// skipping `excluding`. Empty while the store works (then the drain reads the store).
+    func unwrittenBacklog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) -> [OutboxRecord] {
+        guard storageProblem != nil else { return [] }
+        var records: [OutboxRecord] = []
+        var total = 0
+        for record in writing + Array(unwritten) where record.seq > after && !excluding.contains(record.seq) {
+            if records.count >= limit || (!records.isEmpty && total + record.payload.count > maximumBytes) { break }
+            total += record.payload.count
+            records.append(record)
+        }
+        return records
     }
 
     /// The drain is sending these records (rising `seq`) as one batch.

@@ -463,11 +463,18 @@ public final class Publisher: Sendable {
         while !Task.isCancelled {
             guard let request = outbox.read({ $0.backlogRequest() }) else { return }
             let available = max(1, bucket.available(at: .now))
-            let records: [OutboxRecord]
+            let limit = min(available, FleetPayload.maximumBacklogEvents)
+            let maximumBytes = FleetPayload.maximumBacklogBytes - 256
+            var records: [OutboxRecord]
             do {
                 records = try await outbox.storage.backlog(
-                    after: request.after, limit: min(available, FleetPayload.maximumBacklogEvents),
-                    maximumBytes: FleetPayload.maximumBacklogBytes - 256, excluding: request.excluding)
+                    after: request.after, limit: limit, maximumBytes: maximumBytes, excluding: request.excluding)
+                if records.isEmpty {
+                    // A store that cannot be written (full disk): what waits in memory drains too.
+                    records = outbox.read {
+                        $0.unwrittenBacklog(after: request.after, limit: limit, maximumBytes: maximumBytes, excluding: request.excluding)
+                    }
+                }
             } catch {
                 if Task.isCancelled { return }
                 logger.debug("cannot read the backlog", metadata: ["error": "\(error)"])
@@ -486,8 +493,9 @@ public final class Publisher: Sendable {
             }
             guard !batch.isEmpty else {
                 // A record too large for any batch (not one of ours): skip it, counted as sent.
+                let skipped = records[0].seq
                 outbox.transition { state in
-                    state.backlogSending([records[0].seq])
+                    state.backlogSending([skipped])
                     return state.backlogAcknowledged()
                 }
                 continue

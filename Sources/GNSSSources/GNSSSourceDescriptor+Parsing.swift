@@ -2,7 +2,7 @@ extension GNSSSourceDescriptor {
     /// The forms ``init(parsing:)`` accepts, for error messages and help texts.
     public static let uriForms =
         "serial:PATH?baud=N, gpsd://HOST[:PORT][?device=PATH], replay:PATH[?speed=N|max&loop=true], "
-        + "sim:[?rate=HZ&speed=M_PER_S&lat=DEG&lon=DEG]"
+        + "sim:[?rate=HZ&speed=M_PER_S&lat=DEG&lon=DEG&timeScale=N]"
 
     /// Parses a source URI; throws a ``SourceURIError`` naming the bad part and the expected form.
     public init(parsing uri: String) throws(SourceURIError) {
@@ -56,9 +56,9 @@ extension GNSSSourceDescriptor {
             let loop = try Self.bool(query["loop"], part: "loop", uri: uri) ?? false
             self = .replay(path: path, speed: speed, loop: loop)
         case "sim":
-            try Self.allowOnly(["rate", "speed", "lat", "lon"], in: query, uri: uri)
+            try Self.allowOnly(["rate", "speed", "lat", "lon", "timeScale"], in: query, uri: uri)
             guard body.isEmpty || body == "//" else {
-                throw SourceURIError(uri: uri, part: "simulator", value: String(body), expected: "sim:[?rate=HZ&speed=M_PER_S&lat=DEG&lon=DEG]")
+                throw SourceURIError(uri: uri, part: "simulator", value: String(body), expected: "sim:[?rate=HZ&speed=M_PER_S&lat=DEG&lon=DEG&timeScale=N]")
             }
             var options = SimulatorOptions()
             if let text = query["rate"] {
@@ -84,6 +84,12 @@ extension GNSSSourceDescriptor {
                     throw SourceURIError(uri: uri, part: "lon", value: text, expected: "a longitude in degrees, -180...180")
                 }
                 options.longitude = v
+            }
+            if let text = query["timeScale"] {
+                guard let n = Int(text), (1...100).contains(n) else {
+                    throw SourceURIError(uri: uri, part: "timeScale", value: text, expected: "how many times faster than real time, 1...100")
+                }
+                options.timeScale = n
             }
             self = .simulator(options)
         default:

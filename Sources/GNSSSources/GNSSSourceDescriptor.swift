@@ -52,6 +52,7 @@ public enum GNSSSourceDescriptor: Sendable, Equatable {
             return "replay:\(path)?speed=\(speed)" + (loop ? "&loop=true" : "")
         case .simulator(let o):
             return "sim:?rate=\(o.rateHz)&speed=\(o.cruiseSpeed)&lat=\(o.latitude)&lon=\(o.longitude)"
+                + (o.timeScale == 1 ? "" : "&timeScale=\(o.timeScale)")
         }
     }
 }
@@ -82,9 +83,14 @@ public struct SimulatorOptions: Sendable, Equatable {
     public var latitude: Double
     /// Longitude of the route's start, degrees.
     public var longitude: Double
+    /// How many times faster than real time the simulated clock runs (1...100; default 1).
+    /// With more than 1, fix times advance by `1 / rateHz` s per epoch from the start time
+    /// (they run ahead of the wall clock): tests and load tests compress hours of driving.
+    public var timeScale: Int
 
     /// Simulator settings; the defaults drive at 15 m/s around a loop near Amsterdam at 1 Hz.
-    public init(rateHz: Int = 1, cruiseSpeed: Double = 15, latitude: Double = 52.3702, longitude: Double = 4.8952) {
+    public init(rateHz: Int = 1, cruiseSpeed: Double = 15, latitude: Double = 52.3702, longitude: Double = 4.8952, timeScale: Int = 1) {
+        self.timeScale = timeScale
         self.rateHz = rateHz
         self.cruiseSpeed = cruiseSpeed
         self.latitude = latitude

@@ -40,7 +40,9 @@ public struct SimulatorSource: GNSSSource {
         return EventStream.run { sink in
             sink.state(.connecting)
             let rate = Swift.max(1, Swift.min(options.rateHz, 10))
-            let period = Duration.seconds(1) / rate
+            let scale = Swift.max(1, Swift.min(options.timeScale, 100))
+            let period = Duration.seconds(1) / (rate * scale)
+            let start = Self.utcNow()
             var vehicle = SimulatedVehicle(
                 cruiseSpeed: options.cruiseSpeed, originLatitude: options.latitude, originLongitude: options.longitude)
             var decoder = NMEADecoder()
@@ -51,7 +53,10 @@ public struct SimulatorSource: GNSSSource {
             while !Task.isCancelled {
                 let p = vehicle.position
                 let epoch = NMEASentenceGenerator.Epoch(
-                    time: Self.utcNow(), latitude: p.latitude, longitude: p.longitude,
+                    time: scale == 1
+                        ? Self.utcNow()
+                        : UTCTimestamp(millisecondsSince1970: start.millisecondsSince1970 + Int64(epochs) * 1000 / Int64(rate)),
+                    latitude: p.latitude, longitude: p.longitude,
                     speed: vehicle.speed, track: vehicle.heading, heading: vehicle.heading)
                 let bytes = NMEASentenceGenerator.bytes(for: epoch)
                 bytes.withUnsafeBytes { raw in

@@ -11,8 +11,8 @@ import MQTT
 /// going out at 10 Hz: how long the drain takes, and the live fixes' latency meanwhile
 /// (publish call → arrival at a subscriber, same process and clock).
 func runDrainBenchmark(arguments: [String]) async {
-    let events = intArgument(arguments, "--events") ?? 12_000
-    let rate = intArgument(arguments, "--rate") ?? 200
+    let events = intOption(arguments, "--events", 12_000)
+    let rate = intOption(arguments, "--rate", 200)
     print("drain: \(events) backlog events at \(rate) events/s, live fixes at 10 Hz meanwhile")
     do {
         try await measureDrain(events: events, rate: rate)

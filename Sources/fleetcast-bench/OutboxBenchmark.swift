@@ -15,8 +15,8 @@ import MQTT
 /// 3. Commits (each one `fsync` of the WAL) per minute at 10 Hz: a publisher fed 10 fixes and
 ///    10 headings a second for `--seconds`, counting the store's transactions.
 func runOutboxBenchmark(arguments: [String]) async {
-    let records = intArgument(arguments, "--records") ?? 100_000
-    let seconds = intArgument(arguments, "--seconds") ?? 20
+    let records = intOption(arguments, "--records", 100_000)
+    let seconds = intOption(arguments, "--seconds", 20)
     print("outbox: \(records) records through the store, then \(seconds) s at 10 Hz")
     do {
         try await measureThroughput(records: records)
@@ -24,11 +24,6 @@ func runOutboxBenchmark(arguments: [String]) async {
     } catch {
         print("outbox: failed: \(error)")
     }
-}
-
-func intArgument(_ arguments: [String], _ name: String) -> Int? {
-    guard let index = arguments.firstIndex(of: name), index + 1 < arguments.count else { return nil }
-    return Int(arguments[index + 1])
 }
 
 /// A sender that fails while `failing` is set (an absent broker), else acknowledges at once.

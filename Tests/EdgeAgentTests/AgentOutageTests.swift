@@ -105,6 +105,55 @@ struct AgentOutageTests {
         await everything.stop()
     }
 
+    @Test("link cut for 10 minutes of driving at 10 Hz (sim at 10x time), then restored: every fix and heading arrives, the retained fix is the newest, the backlog drains oldest first within 40 s, and the agent reconnects within 6 s")
+    func tenMinuteOutage() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        var proxy = try await TCPProxy(to: broker.port)
+        let port = proxy.port
+        let everything = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 300)
+        let state = try makeTemporaryDirectory(prefix: "agent-outage10")
+        let config = "\(state)/agent.yaml"
+        try "outbox:\n  drainRate: 1000\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+            "run", "--config", config, "--source", "sim:?rate=10&timeScale=10", "--vehicle", "v1",
+            "--broker", "mqtt://127.0.0.1:\(port)", "--state-dir", state,
+        ], directory: state, name: "agent")
+        try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 50 }
+        await proxy.kill()
+        let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
+        try await Task.sleep(for: .seconds(60))  // 600 s of receiver time at 10 Hz: 6,000 fixes + 6,000 headings
+        proxy = try await TCPProxy(port: port, to: broker.port)
+        let restoredAt = ContinuousClock.now
+        try await waitUntil("the link to be used again", timeout: .seconds(20)) {
+            Self.seqs(everything.messagesSoFar, topicSuffix: "/fix").contains { $0 > cutAt + 11_000 }
+        }
+        let reconnected = ContinuousClock.now - restoredAt
+        try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
+            Self.statuses(everything.messagesSoFar).last.map { ($0["backlog"] as? Int) == 0 } == true
+        }
+        let drained = ContinuousClock.now - restoredAt
+        agent.send(SIGTERM)
+        #expect(await agent.waitForExit() == 0)
+        try await Task.sleep(for: .milliseconds(500))
+        let lines = everything.messagesSoFar
+        let delivered = Set(Self.seqs(lines))
+        let newest = try #require(delivered.max())
+        #expect(newest - cutAt > 12_000, "the outage produced \(newest - cutAt) records")
+        let missing = (1...newest).filter { !delivered.contains($0) }
+        #expect(missing.isEmpty, "every fix and heading arrived; missing \(missing.count): \(missing.prefix(20))")
+        let backlogSeqs = Self.seqs(lines, topicSuffix: "/backlog")
+        #expect(backlogSeqs.count >= 11_900, "the outage came as backlog: \(backlogSeqs.count)")
+        #expect(backlogSeqs == backlogSeqs.sorted(), "oldest first")
+        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/fix"))
+        #expect(Self.seqs([retained]).first == Self.seqs(lines, topicSuffix: "/fix").max(), "the retained fix is the newest")
+        #expect(reconnected < .seconds(6), "reconnected \(reconnected) after the link came back")
+        #expect(drained < .seconds(40), "drained \(drained) after the link came back (12,000 events at 1,000/s)")
+        let offline = Self.statuses(lines).last
+        #expect(offline?["dropped"] as? Int == 0)
+        await everything.stop()
+    }
+
     @Test("a corrupt store at start is moved aside (never deleted), named in one error, and the agent publishes from a new one")
     func corruptStoreAtStart() async throws {
         let broker = try await TestBroker.start()

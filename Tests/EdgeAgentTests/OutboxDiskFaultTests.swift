@@ -1,0 +1,104 @@
+@testable import EdgeAgent
+import FleetcastTestSupport
+import FleetProtocol
+import Foundation
+import GNSS
+import InMemoryLogging
+import Logging
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// The outbox on file systems that refuse it, made for real with `mount` (tmpfs): a read-only
+/// state directory and a full disk. Needs root, as the README's test command runs.
+@Suite("Outbox on a read-only or full disk", .serialized, .enabled(if: geteuid() == 0, "mount needs root"))
+struct OutboxDiskFaultTests {
+    /// Mounts a tmpfs of `size` at a new directory (read-only when `readOnly`); unmount with the returned closure.
+    static func tmpfs(size: String, readOnly: Bool) throws -> (path: String, unmount: () -> Void) {
+        let path = try makeTemporaryDirectory(prefix: "fleetcast-tmpfs")
+        try run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)\(readOnly ? ",ro" : "")", "tmpfs", path])
+        return (path, {
+            try? run("/bin/umount", ["-l", path])
+            try? FileManager.default.removeItem(atPath: path)
+        })
+    }
+
+    static func run(_ tool: String, _ arguments: [String]) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: tool)
+        process.arguments = arguments
+        try process.run()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else { throw TestSupportError.processFailed("\(tool) \(arguments)", status: process.terminationStatus, output: "") }
+    }
+
+    @Test("a read-only state directory: the agent publishes live, logs one error naming the path, and reports storage degraded")
+    func readOnlyStateDirectory() async throws {
+        let (state, unmount) = try Self.tmpfs(size: "1m", readOnly: true)
+        defer { unmount() }
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 10, timeoutSeconds: 30)
+        let work = try makeTemporaryDirectory(prefix: "agent-readonly")
+        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+            "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
+            "--state-dir", state,
+        ], directory: work, name: "agent")
+        #expect(await fixes.messages().count == 10, "live fixes flow")
+        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status"))
+        let status = try #require(try JSONSerialization.jsonObject(with: Data(retained.dropFirst("fleet/v1/status ".count).utf8)) as? [String: Any])
+        #expect(status["storage"] as? String == "degraded")
+        #expect((status["storageReason"] as? String)?.contains(state) == true, "the reason names the path: \(status)")
+        agent.send(SIGTERM)
+        #expect(await agent.waitForExit() == 0, "no crash, no crash loop")
+        let errors = agent.standardError.split(separator: "\n").filter { $0.contains(" error ") }
+        #expect(errors.count == 1, "one error, not a flood: \(errors)")
+        #expect(errors.first?.contains(state) == true)
+    }
+
+    @Test("a full disk: one error, storage degraded, live goes on, and what the store could not take still arrives")
+    func fullDisk() async throws {
+        let (state, unmount) = try Self.tmpfs(size: "160k", readOnly: false)
+        defer { unmount() }
+        let vehicle = VehicleID("v1")!
+        let capture = InMemoryLogHandler()
+        let logger = Logger(label: "test") { _ in capture }
+        let sender = RecordingSender(failing: true)
+        let publisher = Publisher(
+            settings: .init(vehicle: vehicle, initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(50),
+                            syncInterval: .milliseconds(50), drainRate: 100_000, statusInterval: .milliseconds(50)),
+            sender: sender, store: OutboxStore.open(directory: state, vehicle: vehicle, logger: logger), logger: logger)
+        let running = Task { await publisher.run() }
+        let total = 2_000  // ~450 KB of payloads: the 160 KiB disk fills up on the way
+        for index in 0..<total {
+            publisher.publish(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index))))
+            if index % 100 == 99 { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        try await withTimeout { while publisher.storageProblem == nil { try await Task.sleep(for: .milliseconds(10)) } }
+        #expect(publisher.storageProblem?.contains(state) == true, "names the store's path: \(publisher.storageProblem ?? "")")
+        sender.setFailing(false)
+        publisher.retryNow()
+        try await withTimeout(60) {
+            while Set(Self.delivered(sender.sent, vehicle)).count < total { try await Task.sleep(for: .milliseconds(20)) }
+        }
+        #expect(Set(Self.delivered(sender.sent, vehicle)) == Set(1...UInt64(total)), "nothing lost")
+        let statuses = sender.sent.filter { $0.topic.hasSuffix("/status") }.map(\.text)
+        #expect(statuses.contains { $0.contains(#""storage":"degraded""#) })
+        publisher.finish()
+        try await withTimeout { await running.value }
+        let errors = capture.entries.filter { $0.level == .error }
+        #expect(errors.count == 1, "one error: \(errors.map(\.message))")
+    }
+
+    static func delivered(_ sent: [RecordingSender.Sent], _ vehicle: VehicleID) -> [UInt64] {
+        sent.flatMap { message -> [UInt64] in
+            if message.topic.hasSuffix("/backlog") {
+                return (try? FleetPayload.decodeBacklog(message.payload, vehicle: vehicle))?.events.compactMap(\.seq) ?? []
+            }
+            if message.topic.hasSuffix("/fix") { return (try? FleetPayload.decodeFix(message.payload, vehicle: vehicle)).flatMap(\.seq).map { [$0] } ?? [] }
+            return []
+        }
+    }
+}
