@@ -114,7 +114,9 @@ struct AgentOutageTests {
         let everything = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 300)
         let state = try makeTemporaryDirectory(prefix: "agent-outage10")
         let config = "\(state)/agent.yaml"
-        try "outbox:\n  drainRate: 1000\n".write(toFile: config, atomically: true, encoding: .utf8)
+        // Headings at QoS 1 too: a QoS 0 message counts as delivered once written to the socket,
+        // so one written into the connection as it dies is gone (MQTT's own rule).
+        try "qos:\n  heading: 1\noutbox:\n  drainRate: 1000\n".write(toFile: config, atomically: true, encoding: .utf8)
         let agent = try TestProcess(builtProduct("fleetcast-agent"), [
             "run", "--config", config, "--source", "sim:?rate=10&timeScale=10", "--vehicle", "v1",
             "--broker", "mqtt://127.0.0.1:\(port)", "--state-dir", state,
