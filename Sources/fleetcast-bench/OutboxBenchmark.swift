@@ -74,7 +74,7 @@ private func measureThroughput(records: Int) async throws {
     try await Task.sleep(for: .milliseconds(1200))
     let path = OutboxStore.path(directory: directory, vehicle: vehicle)
     let size = fileSize(path) + fileSize(path + "-wal")
-    print(String(format: "  append:  %d records accepted and stored in %.2f s: %.0f records/s (one transaction per 1 s sync interval)",
+    print(String(format: "  intake:  %d records numbered, encoded and taken into the outbox in %.2f s: %.0f records/s (written by the next 1 s commit)",
                  records, seconds(written), Double(records) / seconds(written)))
     print(String(format: "  on disk: %.1f MB for %d records: %.0f bytes per record (payload %d bytes)",
                  Double(size) / 1e6, records, Double(size) / Double(records), FleetPayload.encode(benchFix(0), vehicle: "bench-1", seq: 1).count))
