@@ -22,6 +22,12 @@ func roundedEqual(_ a: Double?, _ b: Double?, decimals: Int) -> Bool {
     }
 }
 
+/// `value` when it lies in the contract's documented range (README), otherwise `nil`: the
+/// encoders leave such a value out.
+func documented<T: Comparable>(_ value: T?, _ range: ClosedRange<T>) -> T? {
+    value.flatMap { range.contains($0) ? $0 : nil }
+}
+
 /// A fix written as a contract payload and read back (`FleetPayload.encode` then `decodeFix`)
 /// is the same fix, to the payload's precision, and writing the read-back fix again gives
 /// the same bytes. Every fix a decoder hands on must pass: the agent publishes it this way.
@@ -37,15 +43,21 @@ func checkFixRoundTrip(_ fix: Fix, vehicle: VehicleID, seq: UInt64?) -> DecodedF
     }
     let f = back.fix
     check(back.vehicle == vehicle && back.seq == seq, "vehicle or seq changed in a round trip")
-    check(f.time == fix.time && f.mode == fix.mode && f.quality == fix.quality && f.satellitesUsed == fix.satellitesUsed,
+    check(f.time == fix.time && f.mode == fix.mode && f.quality == fix.quality
+          && f.satellitesUsed == documented(fix.satellitesUsed, 0...1024),
           "time, mode, quality or sats changed in a round trip: \(fix) → \(f)")
     check(roundedEqual(fix.latitude, f.latitude, decimals: 9) && roundedEqual(fix.longitude, f.longitude, decimals: 9)
           && roundedEqual(fix.altitudeHAE, f.altitudeHAE, decimals: 4) && roundedEqual(fix.altitudeMSL, f.altitudeMSL, decimals: 4)
-          && roundedEqual(fix.geoidSeparation, f.geoidSeparation, decimals: 3) && roundedEqual(fix.speed, f.speed, decimals: 3)
-          && roundedEqual(fix.track, f.track, decimals: 4) && roundedEqual(fix.magneticVariation, f.magneticVariation, decimals: 1)
-          && roundedEqual(fix.climb, f.climb, decimals: 3) && roundedEqual(fix.hdop, f.hdop, decimals: 2)
-          && roundedEqual(fix.vdop, f.vdop, decimals: 2) && roundedEqual(fix.pdop, f.pdop, decimals: 2)
-          && roundedEqual(fix.eph, f.eph, decimals: 3) && roundedEqual(fix.epv, f.epv, decimals: 3),
+          && roundedEqual(documented(fix.geoidSeparation, -1000...1000), f.geoidSeparation, decimals: 3)
+          && roundedEqual(documented(fix.speed, 0...100_000), f.speed, decimals: 3)
+          && roundedEqual(documented(fix.track, 0...360), f.track, decimals: 4)
+          && roundedEqual(documented(fix.magneticVariation, -180...180), f.magneticVariation, decimals: 1)
+          && roundedEqual(fix.climb, f.climb, decimals: 3)
+          && roundedEqual(documented(fix.hdop, 0...100_000), f.hdop, decimals: 2)
+          && roundedEqual(documented(fix.vdop, 0...100_000), f.vdop, decimals: 2)
+          && roundedEqual(documented(fix.pdop, 0...100_000), f.pdop, decimals: 2)
+          && roundedEqual(documented(fix.eph, 0...100_000_000), f.eph, decimals: 3)
+          && roundedEqual(documented(fix.epv, 0...100_000_000), f.epv, decimals: 3),
           "a number changed beyond its decimals in a round trip: \(fix) → \(f)")
     let second = FleetPayload.encode(f, vehicle: vehicle.rawValue, seq: seq)
     check(second == first, "re-encoding a decoded fix changed its bytes: \(String(decoding: first, as: UTF8.self)) → \(String(decoding: second, as: UTF8.self))")
@@ -66,9 +78,10 @@ func checkHeadingRoundTrip(_ heading: Heading, vehicle: VehicleID, seq: UInt64?)
     let h = back.heading
     check(back.vehicle == vehicle && back.seq == seq && h.time == heading.time && h.source == heading.source,
           "vehicle, seq, time or source changed in a round trip: \(heading) → \(h)")
-    check(roundedEqual(heading.trueHeading, h.trueHeading, decimals: 4) && roundedEqual(heading.magneticHeading, h.magneticHeading, decimals: 4)
-          && roundedEqual(heading.magneticDeviation, h.magneticDeviation, decimals: 4)
-          && roundedEqual(heading.magneticVariation, h.magneticVariation, decimals: 4),
+    check(roundedEqual(documented(heading.trueHeading, 0...360), h.trueHeading, decimals: 4)
+          && roundedEqual(documented(heading.magneticHeading, 0...360), h.magneticHeading, decimals: 4)
+          && roundedEqual(documented(heading.magneticDeviation, -180...180), h.magneticDeviation, decimals: 4)
+          && roundedEqual(documented(heading.magneticVariation, -180...180), h.magneticVariation, decimals: 4),
           "a number changed beyond its decimals in a round trip: \(heading) → \(h)")
     let second = FleetPayload.encode(h, vehicle: vehicle.rawValue, seq: seq)
     check(second == first, "re-encoding a decoded heading changed its bytes: \(String(decoding: first, as: UTF8.self)) → \(String(decoding: second, as: UTF8.self))")
