@@ -18,6 +18,9 @@ seconds=${1:-60}
 shift || true
 all_targets=(nmea gpsd fleet-payload fleet-message)
 targets=("${@:-${all_targets[@]}}")
+for t in "${targets[@]}"; do
+  case " ${all_targets[*]} " in *" $t "*) ;; *) echo "unknown target $t (targets: ${all_targets[*]})" >&2; exit 2 ;; esac
+done
 build=.build-fuzz
 work=.fuzz
 flags=(-sanitize=fuzzer,address -O -assert-config Debug -g -parse-as-library)
@@ -54,7 +57,6 @@ for t in "${targets[@]}"; do
     gpsd) harness gpsd fuzz/GPSDFuzzer.swift Sources/GNSSSources/GPSDMessageDecoder.swift Sources/GNSSSources/JSONValue.swift ;;
     fleet-payload) harness fleet-payload fuzz/FleetPayloadFuzzer.swift ;;
     fleet-message) harness fleet-message fuzz/FleetMessageFuzzer.swift Sources/FleetWatch/FleetMessageDecoder.swift Sources/FleetWatch/FleetEvent.swift ;;
-    *) echo "unknown target $t (targets: ${all_targets[*]})" >&2; exit 2 ;;
   esac &
   # two compilers at a time
   [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n
@@ -96,13 +98,13 @@ for t in "${targets[@]}"; do
   SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$build/fuzz-$t" \
     -max_total_time="$seconds" -max_len="${max_len[$t]}" -timeout=10 -print_final_stats=1 \
     -artifact_prefix="$crashes" "$corpus" "$work/seeds/$t" > "$log" 2>&1 || status=$?
-  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1)
-  cov=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]* ft: [0-9]*' | tail -1)
+  execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1 || true)
+  cov=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]* ft: [0-9]*' | tail -1 || true)
   if [ "$status" -eq 0 ]; then
     result="ok"
   else
     failed=1
-    artifact=$(grep -o "Test unit written to .*" "$log" | sed 's/Test unit written to //' | tail -1)
+    artifact=$(grep -o "Test unit written to .*" "$log" | sed 's/Test unit written to //' | tail -1 || true)
     result="FAILED (exit $status) reproducer: ${artifact:-see $log}"
     grep -E "Fatal error|Precondition failed|ERROR: AddressSanitizer|ERROR: libFuzzer|SUMMARY" "$log" | head -5 || true
   fi
