@@ -128,7 +128,7 @@ let package = Package(
         .testTarget(
             name: "GNSSSourcesTests",
             dependencies: [
-                "GNSSSources", "GNSS", "NMEA", "FleetcastCore", "FleetcastTestSupport",
+                "GNSSSources", "GNSS", "FleetProtocol", "NMEA", "FleetcastCore", "FleetcastTestSupport",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ],
             resources: [.copy("Fixtures")]

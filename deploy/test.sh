@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The README's test command: on a fresh Debian machine with the Swift toolchain, installs the
 # system packages the tests use, builds, runs every test, then the concurrency tests again
-# under ThreadSanitizer. Run as root or as a user with sudo.
+# under ThreadSanitizer, then each libFuzzer target for 20 s (deploy/fuzz.sh). Run as root or as
+# a user with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -26,3 +27,6 @@ swift test --skip-build
 
 echo "==> concurrency tests under ThreadSanitizer"
 swift test --sanitize=thread --scratch-path .build-tsan --filter 'TelemetryHubTests|EdgeAgentTests|MQTTTests'
+
+echo "==> fuzzing the decoders of untrusted input, 20 s per target"
+bash deploy/fuzz.sh 20

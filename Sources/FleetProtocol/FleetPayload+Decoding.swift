@@ -29,8 +29,8 @@ extension FleetPayload {
         let id = try o.vehicle(topic: vehicle)
         let seq = try o.unsigned("seq")
         guard let time = try o.time("time") else { throw .missingKey("time") }
-        let lat = try o.requiredNumber("lat", in: -90...90)
-        let lon = try o.requiredNumber("lon", in: -180...180)
+        let lat = try o.requiredNumber("lat", in: Bounds.latitude)
+        let lon = try o.requiredNumber("lon", in: Bounds.longitude)
         guard let modeNumber = try o.int("mode", in: 2...3), let mode = FixMode(rawValue: modeNumber) else {
             if o["mode"] == nil { throw .missingKey("mode") }
             throw .invalidValue(key: "mode", detail: "is outside 2...3")
@@ -39,13 +39,13 @@ extension FleetPayload {
         let fix = Fix(
             time: time, latitude: lat, longitude: lon,
             altitudeHAE: try o.number("altHAE"), altitudeMSL: try o.number("altMSL"),
-            geoidSeparation: try o.number("geoidSep", in: -1000...1000),
-            speed: try o.number("speed", in: 0...100_000), track: try o.number("track", in: 0...360),
-            magneticVariation: try o.number("magvar", in: -180...180), climb: try o.number("climb"),
-            mode: mode, quality: quality, satellitesUsed: try o.int("sats", in: 0...1024),
-            hdop: try o.number("hdop", in: 0...100_000), vdop: try o.number("vdop", in: 0...100_000),
-            pdop: try o.number("pdop", in: 0...100_000),
-            eph: try o.number("eph", in: 0...100_000_000), epv: try o.number("epv", in: 0...100_000_000)
+            geoidSeparation: try o.number("geoidSep", in: Bounds.geoidSeparation),
+            speed: try o.number("speed", in: Bounds.speed), track: try o.number("track", in: Bounds.degrees),
+            magneticVariation: try o.number("magvar", in: Bounds.signedDegrees), climb: try o.number("climb"),
+            mode: mode, quality: quality, satellitesUsed: try o.int("sats", in: Bounds.satellites),
+            hdop: try o.number("hdop", in: Bounds.dilution), vdop: try o.number("vdop", in: Bounds.dilution),
+            pdop: try o.number("pdop", in: Bounds.dilution),
+            eph: try o.number("eph", in: Bounds.errorEstimate), epv: try o.number("epv", in: Bounds.errorEstimate)
         )
         return DecodedFix(vehicle: id, seq: seq, fix: fix)
     }
@@ -64,13 +64,13 @@ extension FleetPayload {
         guard let source = HeadingSource(rawValue: sourceText) else {
             throw .invalidValue(key: "source", detail: "is not one of HDT, THS, HDG, HDM, gpsd")
         }
-        let trueHeading = try o.number("heading", in: 0...360)
-        let magnetic = try o.number("magHeading", in: 0...360)
+        let trueHeading = try o.number("heading", in: Bounds.degrees)
+        let magnetic = try o.number("magHeading", in: Bounds.degrees)
         guard trueHeading != nil || magnetic != nil else { throw .missingKey("heading") }
         let heading = Heading(
             time: try o.time("time"), trueHeading: trueHeading, magneticHeading: magnetic,
-            magneticDeviation: try o.number("deviation", in: -180...180),
-            magneticVariation: try o.number("magvar", in: -180...180), source: source
+            magneticDeviation: try o.number("deviation", in: Bounds.signedDegrees),
+            magneticVariation: try o.number("magvar", in: Bounds.signedDegrees), source: source
         )
         return DecodedHeading(vehicle: id, seq: seq, heading: heading)
     }

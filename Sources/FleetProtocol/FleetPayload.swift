@@ -6,7 +6,8 @@ import GNSS
 /// Keys and units follow gpsd's TPV so that gpsd users read them at sight: degrees for
 /// `lat`, `lon`, `track`, `heading`; metres for `altHAE`, `altMSL`, `geoidSep`, `eph`, `epv`;
 /// metres per second for `speed` and `climb`; `time` is ISO 8601 UTC with milliseconds.
-/// A value that is not known is left out, never sent as `null`.
+/// A value that is not known is left out, never sent as `null`; so is a value outside the
+/// contract's range (`FleetPayload.Bounds`), which a subscriber would refuse.
 public enum FleetPayload {
     /// The contract version, the `"v"` key of every payload.
     public static let version = 1
@@ -34,19 +35,19 @@ public enum FleetPayload {
         w.number("lon", fix.longitude, decimals: 9)
         w.number("altHAE", fix.altitudeHAE, decimals: 4)
         w.number("altMSL", fix.altitudeMSL, decimals: 4)
-        w.number("geoidSep", fix.geoidSeparation, decimals: 3)
-        w.number("speed", fix.speed, decimals: 3)
-        w.number("track", fix.track, decimals: 4)
-        w.number("magvar", fix.magneticVariation, decimals: 1)
+        w.number("geoidSep", fix.geoidSeparation.within(Bounds.geoidSeparation), decimals: 3)
+        w.number("speed", fix.speed.within(Bounds.speed), decimals: 3)
+        w.number("track", fix.track.within(Bounds.degrees), decimals: 4)
+        w.number("magvar", fix.magneticVariation.within(Bounds.signedDegrees), decimals: 1)
         w.number("climb", fix.climb, decimals: 3)
         w.int("mode", fix.mode.rawValue)
         w.int("quality", fix.quality?.rawValue)
-        w.int("sats", fix.satellitesUsed)
-        w.number("hdop", fix.hdop, decimals: 2)
-        w.number("vdop", fix.vdop, decimals: 2)
-        w.number("pdop", fix.pdop, decimals: 2)
-        w.number("eph", fix.eph, decimals: 3)
-        w.number("epv", fix.epv, decimals: 3)
+        w.int("sats", fix.satellitesUsed.within(Bounds.satellites))
+        w.number("hdop", fix.hdop.within(Bounds.dilution), decimals: 2)
+        w.number("vdop", fix.vdop.within(Bounds.dilution), decimals: 2)
+        w.number("pdop", fix.pdop.within(Bounds.dilution), decimals: 2)
+        w.number("eph", fix.eph.within(Bounds.errorEstimate), decimals: 3)
+        w.number("epv", fix.epv.within(Bounds.errorEstimate), decimals: 3)
         return w.finish()
     }
 
@@ -59,10 +60,10 @@ public enum FleetPayload {
         w.string("vehicle", vehicle)
         w.int("seq", seq)
         w.time("time", heading.time)
-        w.number("heading", heading.trueHeading, decimals: 4)
-        w.number("magHeading", heading.magneticHeading, decimals: 4)
-        w.number("deviation", heading.magneticDeviation, decimals: 4)
-        w.number("magvar", heading.magneticVariation, decimals: 4)
+        w.number("heading", heading.trueHeading.within(Bounds.degrees), decimals: 4)
+        w.number("magHeading", heading.magneticHeading.within(Bounds.degrees), decimals: 4)
+        w.number("deviation", heading.magneticDeviation.within(Bounds.signedDegrees), decimals: 4)
+        w.number("magvar", heading.magneticVariation.within(Bounds.signedDegrees), decimals: 4)
         w.string("source", heading.source.rawValue)
         return w.finish()
     }

@@ -71,7 +71,10 @@ struct JSONWriter {
 
     static func appendNumber(_ value: Double, decimals: Int, to bytes: inout [UInt8]) {
         let scale = scales[min(max(decimals, 0), scales.count - 1)]
-        var rounded = (value * scale).rounded() / scale
+        // Near Double's limit `value * scale` overflows to infinity (which would print as
+        // "inf", not JSON); such a value has no decimals to round anyway.
+        let scaled = value * scale
+        var rounded = scaled.isFinite ? scaled.rounded() / scale : value
         if rounded == 0 { rounded = 0 }  // no "-0.0"
         if rounded == rounded.rounded(), abs(rounded) < 1e15 {
             bytes.append(contentsOf: String(Int64(rounded)).utf8)

@@ -85,7 +85,14 @@ public struct FleetMessageDecoder: Sendable {
     }
 
     static func clipped(_ topic: String) -> String {
-        guard topic.utf8.count > maximumTopicBytesKept else { return topic }
-        return String(decoding: topic.utf8.prefix(maximumTopicBytesKept), as: UTF8.self) + "…"
+        let utf8 = topic.utf8
+        guard utf8.count > maximumTopicBytesKept else { return topic }
+        // Cut at a character boundary: a cut inside a multi-byte character would decode as
+        // U+FFFD (3 bytes) and keep more than the limit.
+        var end = utf8.index(utf8.startIndex, offsetBy: maximumTopicBytesKept)
+        while end > utf8.startIndex, UTF8.isContinuation(utf8[end]) {
+            end = utf8.index(before: end)
+        }
+        return String(decoding: utf8[..<end], as: UTF8.self) + "…"
     }
 }

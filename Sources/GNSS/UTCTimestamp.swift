@@ -92,7 +92,8 @@ public struct UTCTimestamp: Sendable, Hashable, Comparable, CustomStringConverti
         if u.count > 20 {
             guard u[19] == UInt8(ascii: ".") else { return nil }
             let fraction = 20..<(u.count - 1)
-            guard !fraction.isEmpty, number(fraction) != nil else { return nil }
+            // Digits only; not accumulated into one number, which would overflow past 18 digits.
+            guard !fraction.isEmpty, fraction.allSatisfy({ u[$0] &- UInt8(ascii: "0") < 10 }) else { return nil }
             var scale = 100
             for i in fraction where scale > 0 {
                 millisecond += Int(u[i] - UInt8(ascii: "0")) * scale

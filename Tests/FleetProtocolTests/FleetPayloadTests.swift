@@ -34,4 +34,39 @@ import Testing
         let json = String(decoding: FleetPayload.encode(fix), as: UTF8.self)
         #expect(!json.contains("speed") && !json.contains("track"))
     }
+
+    /// Found by the fleet-payload fuzz harness's round-trip check (fed a targeted input): an
+    /// `altHAE` of 1.7e308 decodes, but rounding it (× 10⁴) overflowed and the encoder wrote
+    /// `"altHAE":inf`, which is not JSON.
+    @Test func fuzzFindingHugeNumberEncodesAsJSON() throws {
+        let payload = Array(#"{"v":1,"vehicle":"van-7","time":"2026-01-01T00:00:00.000Z","lat":1,"lon":2,"mode":3,"altHAE":1.7e308}"#.utf8)
+        let van = VehicleID("van-7")!
+        let decoded = try FleetPayload.decodeFix(payload, vehicle: van)
+        let again = try FleetPayload.decodeFix(FleetPayload.encode(decoded.fix, vehicle: van.rawValue), vehicle: van)
+        #expect(again.fix.altitudeHAE == 1.7e308)
+    }
+
+    /// Values outside the contract's ranges are left out by the encoders (as unknown ones), so
+    /// a receiver's nonsense costs that value, not the whole message at the subscriber.
+    @Test func outOfRangeValuesAreLeftOut() throws {
+        let van = VehicleID("van-7")!
+        let fix = Fix(time: time, latitude: 1, longitude: 2, speed: -1, track: 3239, magneticVariation: 200, mode: .twoD,
+                      satellitesUsed: 5000, hdop: -1)
+        let back = try FleetPayload.decodeFix(FleetPayload.encode(fix, vehicle: van.rawValue), vehicle: van)
+        #expect(back.fix.speed == nil && back.fix.track == nil && back.fix.magneticVariation == nil)
+        #expect(back.fix.satellitesUsed == nil && back.fix.hdop == nil)
+        let heading = Heading(trueHeading: 400, magneticHeading: 12, magneticDeviation: -181, source: .hdg)
+        let h = try FleetPayload.decodeHeading(FleetPayload.encode(heading, vehicle: van.rawValue), vehicle: van)
+        #expect(h.heading.trueHeading == nil && h.heading.magneticHeading == 12 && h.heading.magneticDeviation == nil)
+    }
+
+    /// The gpsd fuzz target's `UTCTimestamp` overflow reached received payloads too: a `time`
+    /// of 40 bytes (the decoders' cap) has a 19-digit fraction, which trapped while its digits
+    /// were checked, so any publisher on the broker could stop a subscriber. Input found by
+    /// fuzzing the gpsd decoder, confirmed against the fleet-payload harness.
+    @Test func fuzzFindingNineteenDigitFractionDoesNotTrap() throws {
+        let payload = Array(#"{"v":1,"vehicle":"van-7","time":"2026-01-01T00:00:00.9999999999999999999Z","lat":1,"lon":2,"mode":3}"#.utf8)
+        let decoded = try FleetPayload.decodeFix(payload, vehicle: VehicleID("van-7"))
+        #expect(decoded.fix.time.iso8601 == "2026-01-01T00:00:00.999Z")
+    }
 }

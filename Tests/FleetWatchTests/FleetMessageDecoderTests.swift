@@ -129,4 +129,19 @@ import Testing
         #expect(reasons(Array(many.utf8)) == [#"key "events" has more than \#(FleetPayload.maximumBacklogEvents) events"#])
         _ = topic
     }
+
+    /// Found by `deploy/fuzz.sh` (target fleet-message, crashing input inlined): the kept part
+    /// of a bad topic was cut inside a multi-byte character, which decoded as U+FFFD and kept
+    /// more than `maximumTopicBytesKept` bytes. The cut is now at a character boundary.
+    @Test func fuzzFindingClippedTopicStaysWithinItsLimit() {
+        let input: [UInt8] = Array("fl/e".utf8) + Array(repeating: 0xFF, count: 120)
+            + [0x65, 0x74, 0x87, 0x2F] + Array("vanRanfi=x\n".utf8)
+        let newline = input.firstIndex(of: 0x0A)!
+        let topic = String(decoding: input[..<newline], as: UTF8.self)
+        guard case .malformed(let kept, _) = FleetMessageDecoder().events(topic: topic, payload: []).first else {
+            Issue.record("a bad topic was accepted"); return
+        }
+        #expect(kept.utf8.count <= FleetMessageDecoder.maximumTopicBytesKept + "…".utf8.count)
+        #expect(topic.hasPrefix(String(kept.dropLast())))
+    }
 }

@@ -1,3 +1,4 @@
+import FleetProtocol
 import GNSS
 import GNSSSources
 import Testing
@@ -107,5 +108,29 @@ import Testing
         #expect(events.isEmpty)
         #expect(d.statistics.ignored == 2)
         #expect(d.statistics.malformed == 0)
+    }
+
+    /// Found by `deploy/fuzz.sh` (target gpsd; the crashing input's failing line, CRLF as
+    /// recorded): a TPV track of 23005° went into the fix and the agent published a payload
+    /// that every subscriber refuses whole. The encoder now leaves the out-of-range track out.
+    @Test func fuzzFindingOutOfRangeTrackStillPublishesADecodableFix() throws {
+        var d = GPSDMessageDecoder()
+        let line = #"{"class":"TPV","mode":3,"time":"2018-08-20T09:49:40.000Z","ept":0.005,"lat":52.848236667,"lon":5.309265000,"epx":7.481,"epy":8.819,"epv":20.700,"track":23005,"lat":52.848236667,"lon":5.309265000,"epx":7.481,"epy":8.819,"epv":20.700,"track":234.8000,"magtrack":235.1000,"magvar":1.4,"speed":2.727,"eps":17.64,"epc":41.40,"geoidSep":43.516,"eph":11.400,"sep":20.900,"depth":5.400}"# + "\r"
+        let events = decode([line], into: &d)
+        let fix = try #require(events.fixes.first)
+        let van = VehicleID("van-7")!
+        let back = try FleetPayload.decodeFix(FleetPayload.encode(fix, vehicle: van.rawValue, seq: 7), vehicle: van)
+        #expect(back.fix.track == nil)
+        #expect(back.fix.latitude == fix.latitude && back.fix.speed == fix.speed && back.fix.magneticVariation == fix.magneticVariation)
+    }
+
+    /// Found by `deploy/fuzz.sh` (target gpsd; the crashing input's failing line, CRLF as
+    /// recorded): a TPV `time` with a 100-digit fraction trapped on an arithmetic overflow in
+    /// `UTCTimestamp(iso8601:)`. It decodes now, truncated to milliseconds.
+    @Test func fuzzFindingLongTimeFractionDoesNotTrap() throws {
+        var d = GPSDMessageDecoder()
+        let line = #"{"class":"TPV","mode":3,"time":"2018-08-20T09:49:46.044444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444400Z","ept":0.005,"lat":52.848150000,"lon":5.309065000,"altHAE":41.8000,"altMSL":-5.0000,"alt":-5.0000,"epv":20.700,"magvar":1.6,"speed":2.743,"geoidSep":46.800,"eph":11.400,"sep":20.900}"# + "\r"
+        let fix = try #require(decode([line], into: &d).fixes.first)
+        #expect(fix.time.iso8601 == "2018-08-20T09:49:46.044Z")
     }
 }

@@ -33,4 +33,14 @@ import Testing
         #expect(abs(a.distance(to: b) - 111_195) < 1)
         #expect(a.distance(to: a) == 0)
     }
+
+    /// Found by `deploy/fuzz.sh` (target gpsd): a fraction of more than 18 digits overflowed
+    /// `Int` while its digits were checked, and trapped (a gpsd TPV could stop the agent).
+    @Test func fuzzFindingLongFractionDoesNotOverflow() {
+        let time = "2018-08-20T09:49:46.0" + String(repeating: "4", count: 100) + "00Z"
+        #expect(UTCTimestamp(iso8601: time)?.iso8601 == "2018-08-20T09:49:46.044Z")
+        #expect(UTCTimestamp(iso8601: "2018-08-20T09:49:46." + String(repeating: "9", count: 40) + "Z")?.iso8601
+                == "2018-08-20T09:49:46.999Z")
+        #expect(UTCTimestamp(iso8601: "2018-08-20T09:49:46." + String(repeating: "1", count: 30) + "xZ") == nil)
+    }
 }

@@ -1,3 +1,4 @@
+import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import GNSS
@@ -60,6 +61,36 @@ struct NMEAFuzzTests {
             }
             var decoder = NMEADecoder()
             checkSane(decoder.decode(out))
+        }
+    }
+
+    /// Found by `deploy/fuzz.sh` (target nmea, crashing input inlined): a VTG track of 3239°
+    /// went into the fix, and the agent's payload for it was refused whole by every subscriber
+    /// (`track` outside 0...360). The encoder now leaves the out-of-range track out.
+    @Test("fuzz finding: a fix with an out-of-range VTG track still publishes a decodable payload")
+    func fuzzFindingOutOfRangeTrack() throws {
+        let input = """
+            $GPRMC,112300.00,A,3844.23935,N,00908.43815,W,0.1,339.2,220312,5.6,E,A*20
+            $GPVTG,3239,T.,333.6,M,0.1,N,0.2,K,A*2E
+            $GPZDA,112300.00,22,03,2012,,*65
+            $GPGRS,112300.00,1,0.0,-0.5,0.0,,,,,,,,,*49
+            $G@GSA,A,2,10,13,23,,,,,,,,,,10.5,10.5,*1F
+            $GPGSV,5,1,17,02,46,305,,04,74,2]40,,05,14,290,,07,46,134,*74
+            $GPGSV,5,2,17,08,22,167,,10,65,329,44,13,62,040,43,17,06,199,*7E
+            $GPGSV,5,3,17,20,11,098,,23,31,049,44,33,45,190,,35,26,238,*76
+            $GPGSV,5,4,17,37,16,112,,39,33,133,,44,04,102,,49,33,133,*7C
+            $GPGSV,5,5,17,50,45,190,*43
+            """
+        var decoder = NMEADecoder()
+        let fixes = decoder.decode(Array(input.utf8)).compactMap { event -> Fix? in
+            if case .fix(let f) = event { return f } else { return nil }
+        }
+        #expect(fixes.contains { $0.track == 3239 })
+        let van = VehicleID("van-7")!
+        for fix in fixes {
+            let back = try FleetPayload.decodeFix(FleetPayload.encode(fix, vehicle: van.rawValue, seq: 41), vehicle: van)
+            #expect(abs(back.fix.latitude - fix.latitude) <= 5e-10 && abs(back.fix.longitude - fix.longitude) <= 5e-10)
+            if let track = fix.track, !(0...360).contains(track) { #expect(back.fix.track == nil) }
         }
     }
 }

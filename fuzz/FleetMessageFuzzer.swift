@@ -1,0 +1,64 @@
+// libFuzzer harness: fleet-watch's message decoding, topic + payload → FleetEvent. Input: the
+// topic, a newline, the payload. Compiled together with Sources/FleetWatch/FleetMessageDecoder.swift
+// and FleetEvent.swift (pure; the rest of FleetWatch needs libmosquitto).
+import FleetProtocol
+import GNSS
+
+let layouts = [FleetTopics.default, try! FleetTopics(prefix: "acme/fleet")]
+
+@_cdecl("LLVMFuzzerTestOneInput")
+public func fuzzFleetMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
+    let bytes = UnsafeBufferPointer(start: data, count: size)
+    let newline = bytes.firstIndex(of: UInt8(ascii: "\n")) ?? size
+    let topic = String(decoding: bytes[..<newline], as: UTF8.self)
+    let payload = Array(bytes[min(newline + 1, size)...])
+
+    for topics in layouts {
+        let decoder = FleetMessageDecoder(topics: topics)
+        let events = decoder.events(topic: topic, payload: payload)
+        guard let (vehicle, channel) = topics.parse(topic) else {
+            check(events.count == 1, "a topic outside the layout gave \(events.count) events")
+            let event = events[0]
+            guard case .malformed(let kept, _) = event else {
+                check(false, "an event from a topic outside the layout: \(event)")
+                return 0
+            }
+            check(kept.utf8.count <= FleetMessageDecoder.maximumTopicBytesKept + "…".utf8.count, "a malformed topic kept whole")
+            continue
+        }
+        check(topics.topic(vehicle, channel) == topic, "parse(topic) does not give back the topic")
+        check(events.allSatisfy { $0.vehicle == nil || $0.vehicle == vehicle }, "an event of another vehicle than its topic's")
+        if channel == .backlog {
+            // One event per entry: backlog events, or malformed ones naming the topic.
+            let direct = try? FleetPayload.decodeBacklog(payload, vehicle: vehicle)
+            check(events.count <= FleetPayload.maximumBacklogEvents || direct == nil, "more events than a batch may hold")
+            for event in events {
+                switch event {
+                case .backlog: check(event.isBacklog, "a backlog event not marked as such")
+                case .malformed(let kept, _): check(kept == topic, "a malformed backlog entry names another topic")
+                default: check(false, "a backlog topic gave \(event)")
+                }
+            }
+            continue
+        }
+        check(events.count == 1, "a \(channel) topic gave \(events.count) events")
+        let event = events[0]
+        switch (channel, event) {
+        case (.fix, .fix(_, let seq, let fix)):
+            checkSaneFix(fix)
+            let expected = try? FleetPayload.decodeFix(payload, vehicle: vehicle)
+            check(expected == DecodedFix(vehicle: vehicle, seq: seq, fix: fix), "the event is not decodeFix's")
+            checkFixRoundTrip(fix, vehicle: vehicle, seq: seq)
+        case (.heading, .heading(_, let seq, let heading)):
+            checkSaneHeading(heading)
+            checkHeadingRoundTrip(heading, vehicle: vehicle, seq: seq)
+        case (.status, .status(let status)):
+            check(status.vehicle == vehicle, "a status of another vehicle")
+        case (_, .malformed(let kept, _)):
+            check(kept == topic, "a malformed event of a valid topic names another topic")
+        default:
+            check(false, "a \(channel) topic gave \(event)")
+        }
+    }
+    return 0
+}
