@@ -597,7 +597,7 @@ public final class Publisher: Sendable {
         let status = VehicleStatus(
             vehicle: settings.vehicle, state: .online, since: onlineSince, agentVersion: settings.agentVersion,
             source: settings.sourceURI, gnss: gnss, droppedFixes: drops.total, drops: drops,
-            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage
+            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped)
         )
         return OutboundMessage(
             kind: .status, topic: settings.topics.status(settings.vehicle),
@@ -611,7 +611,7 @@ public final class Publisher: Sendable {
         let status = VehicleStatus(
             vehicle: settings.vehicle, state: .offline, since: now(), agentVersion: settings.agentVersion,
             source: settings.sourceURI, gnss: gnssState, droppedFixes: drops.total, reason: "shutdown", drops: drops,
-            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage
+            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped)
         )
         let topic = settings.topics.status(settings.vehicle)
         let payload = FleetPayload.encode(status)
@@ -714,6 +714,19 @@ public final class Publisher: Sendable {
         } onCancel: {
             state.withLock { $0.retryWaiters.removeValue(forKey: id) }?.resume()
         }
+    }
+}
+
+extension Publisher {
+    /// A storage reason cut to what subscribers accept (512 bytes), at a character boundary.
+    static func clipped(_ reason: String) -> String {
+        guard reason.utf8.count > 500 else { return reason }
+        var out = ""
+        for character in reason {
+            if out.utf8.count + character.utf8.count > 497 { break }
+            out.append(character)
+        }
+        return out + "…"
     }
 }
 
