@@ -79,8 +79,6 @@ struct OutboxState<LiveWaiter, Signal> {
         var excluding: Set<UInt64>
         /// The generation this request saw; wait for a later one when the read finds nothing.
         var generation: UInt64
-        /// The cursor rewinds this request saw.
-        var rewinds: UInt64 = 0
     }
 
     let settings: Settings
@@ -123,8 +121,6 @@ struct OutboxState<LiveWaiter, Signal> {
     // MARK: Backlog
     private var backlogCursor: UInt64 = 0
     private var backlogInflight: [UInt64]?
-    /// Counts cursor rewinds (a record joined the backlog behind the cursor, or a batch failed).
-    private var rewinds: UInt64 = 0
     /// Rises whenever the backlog may hold records the drain has not read.
     private(set) var generation: UInt64 = 1
 
@@ -151,19 +147,17 @@ struct OutboxState<LiveWaiter, Signal> {
     /// Returns `nil` once closed. Also says whether a commit is due (numbers running out).
     mutating func takeSeq() -> (seq: UInt64, resumptions: Resumptions)? {
         guard !closed else { return nil }
-        let seq = nextSeq
-        nextSeq += 1
-        acceptedSinceCommit += 1
+        defer { nextSeq += 1; acceptedSinceCommit += 1 }
         var resumptions = Resumptions()
         if nextSeq + settings.minimumReserve / 2 >= reservedSeq { signal(.commitDue, into: &resumptions) }
-        return (seq, resumptions)
+        return (nextSeq, resumptions)
     }
 
     /// Takes a record numbered by ``takeSeq()``. Returns `false` when closed (it is not kept).
     mutating func accept(_ record: OutboxRecord) -> (accepted: Bool, resumptions: Resumptions) {
         guard !closed else { return (false, Resumptions()) }
         insertSorted(record, into: &unwritten)
-        if storageProblem != nil, unwritten.count > settings.memoryLimit { _ = dropOldestUnwritten() }
+        if storageProblem != nil, unwritten.count > settings.memoryLimit { dropOldestUnwritten() }
         if settings.lossless {
             insertSorted(record, into: &liveQueue)
         } else {
@@ -269,9 +263,6 @@ struct OutboxState<LiveWaiter, Signal> {
         let durable = storageProblem == nil && !memoryOnly
         let reserved = clean ? nextSeq : max(nextSeq + max(settings.minimumReserve, 2 * acceptedSinceCommit), durable ? reservedSeq : 0)
         acceptedSinceCommit = 0
-        // A trial commit after a failure: send nothing above what it will reserve until it is
-        // known to have worked (``commitFailed(reason:)`` lifts the limit again).
-        if !durable && !memoryOnly && !clean { reservedSeq = reserved }
         return OutboxCommit(
             inserts: writing, deletes: deleting.sorted(), nextSeq: nextSeq, reservedSeq: reserved, clean: clean,
             expiresBeforeMilliseconds: nowMilliseconds - settings.maximumAgeMilliseconds,
@@ -307,7 +298,7 @@ struct OutboxState<LiveWaiter, Signal> {
         writing.removeAll()
         acknowledgedStored.formUnion(deleting)
         deleting.removeAll()
-        while unwritten.count > settings.memoryLimit, dropOldestUnwritten() {}
+        while unwritten.count > settings.memoryLimit { dropOldestUnwritten() }
         generation += 1  // the drain may now read the records held in memory
         return (newProblem, serve())
     }
@@ -337,7 +328,7 @@ struct OutboxState<LiveWaiter, Signal> {
         var excluding = acknowledgedStored.union(deleting)
         for record in liveQueue { excluding.insert(record.seq) }
         for seq in liveInflight.keys { excluding.insert(seq) }
-        return BacklogRequest(after: backlogCursor, excluding: excluding, generation: generation, rewinds: rewinds)
+        return BacklogRequest(after: backlogCursor, excluding: excluding, generation: generation)
     }
 
     /// Backlog records held in memory because the store cannot be written (a full disk):
@@ -356,11 +347,9 @@ struct OutboxState<LiveWaiter, Signal> {
     }
 
     /// The drain is sending these records (rising `seq`) as one batch.
-    /// `request` is the one the batch was read for: a rewind since then (a live record that
-    /// joined the backlog meanwhile) is kept, so that record is read next time.
-    mutating func backlogSending(_ seqs: [UInt64], for request: BacklogRequest) {
+    mutating func backlogSending(_ seqs: [UInt64]) {
         backlogInflight = seqs
-        if let last = seqs.last, rewinds == request.rewinds { backlogCursor = max(backlogCursor, last) }
+        if let last = seqs.last { backlogCursor = max(backlogCursor, last) }
     }
 
     /// The batch in flight was acknowledged.
@@ -447,21 +436,18 @@ struct OutboxState<LiveWaiter, Signal> {
 
     private mutating func rewindCursor(before seq: UInt64) {
         backlogCursor = min(backlogCursor, seq &- 1)
-        rewinds += 1
         generation += 1
     }
 
-    /// Drops the oldest unwritten heading, else fix, not in flight; `false` when there is none.
-    private mutating func dropOldestUnwritten() -> Bool {
+    private mutating func dropOldestUnwritten() {
         for kind in [OutboundMessage.Kind.heading, .fix] {
             if let index = unwritten.firstIndex(where: { $0.kind == kind && liveInflight[$0.seq] == nil }) {
                 let seq = unwritten.remove(at: index).seq
                 liveQueue.removeAll { $0.seq == seq }
                 drops.full += 1
-                return true
+                return
             }
         }
-        return false
     }
 
     private func insertSorted(_ record: OutboxRecord, into queue: inout Deque<OutboxRecord>) {

@@ -132,8 +132,6 @@ public final class Publisher: Sendable {
         /// What the last status said about backlog, losses and storage.
         var lastStatus: (backlog: Int, drops: VehicleStatus.Drops, storage: String?)?
         var lastStatusAt: ContinuousClock.Instant?
-        /// When the store's failure was last logged.
-        var lastStorageError: ContinuousClock.Instant?
     }
 
     /// The settings it was made with.
@@ -497,7 +495,7 @@ public final class Publisher: Sendable {
                 // A record too large for any batch (not one of ours): skip it, counted as sent.
                 let skipped = records[0].seq
                 outbox.transition { state in
-                    state.backlogSending([skipped], for: request)
+                    state.backlogSending([skipped])
                     return state.backlogAcknowledged()
                 }
                 continue
@@ -508,7 +506,7 @@ public final class Publisher: Sendable {
                 if Task.isCancelled { return }
             }
             outbox.transition { [batch] state -> Outbox.State.Resumptions in
-                state.backlogSending(batch, for: request)
+                state.backlogSending(batch)
                 return .init()
             }
             do {
@@ -530,16 +528,8 @@ public final class Publisher: Sendable {
 
     private func syncLoop() async {
         while !Task.isCancelled {
-            let (closed, live) = outbox.read { ($0.closed, $0.liveCount) }
-            if closed {
-                // Closing: live records may still wait for a reservation; keep committing
-                // until they are out (the run loop cancels this task after the drain).
-                if live == 0 { return }
-                try? await Task.sleep(for: settings.syncInterval)
-            } else {
-                await outbox.wait(for: .commitDue, upTo: settings.syncInterval)
-            }
-            if Task.isCancelled { return }
+            await outbox.wait(for: .commitDue, upTo: settings.syncInterval)
+            if Task.isCancelled || outbox.read({ $0.closed }) { return }
             if outbox.read({ $0.commitNeeded }) { await commit(clean: false) }
             queueStatus(force: false)
         }
@@ -553,10 +543,7 @@ public final class Publisher: Sendable {
             (state.takeCommit(nowMilliseconds: nowMilliseconds, clean: clean), .init())
         }) else { return }
         do {
-            // Not cancelled with the sync loop: a transaction begun is finished (a cancelled
-            // one would look like a storage failure).
-            let storage = outbox.storage
-            let result = try await Task { try await storage.commit(batch) }.value
+            let result = try await outbox.storage.commit(batch)
             let recovered = outbox.transition { $0.committed(batch, result) }
             state.withLock { $0.counters.commits += 1 }
             if recovered {
@@ -572,15 +559,7 @@ public final class Publisher: Sendable {
         } catch {
             let reason = "\(outbox.storage.location): \(error)"
             let newProblem = outbox.transition { $0.commitFailed(reason: reason) }
-            // Once, and again at most every 5 minutes if the store keeps flapping (a commit
-            // that only deletes can succeed on a full disk): never a flood.
-            let now = ContinuousClock.now
-            let due = newProblem && state.withLock { state -> Bool in
-                if let last = state.lastStorageError, last.duration(to: now) < .seconds(300) { return false }
-                state.lastStorageError = now
-                return true
-            }
-            if due, degradedAtOpen == nil {
+            if newProblem, degradedAtOpen == nil {
                 logger.error("cannot write the outbox store; keeping messages in memory until it works again", metadata: [
                     "outbox.path": "\(outbox.storage.location)", "error": "\(error)",
                 ])

@@ -131,11 +131,11 @@ struct OutboxStateTests {
         _ = state.committed(commit, OutboxCommitResult(count: 10, bytes: 500))
         let request = state.backlogRequest()!
         #expect(request.after == 0)
-        state.backlogSending([1, 2, 3], for: request)
+        state.backlogSending([1, 2, 3])
         #expect(state.backlogRequest() == nil, "one batch at a time")
         _ = state.backlogFailed()
         #expect(state.backlogRequest()?.after == 0, "sent again from its first record")
-        state.backlogSending([1, 2, 3], for: state.backlogRequest()!)
+        state.backlogSending([1, 2, 3])
         _ = state.backlogAcknowledged()
         let next = state.backlogRequest()!
         #expect(next.after == 3)
@@ -154,33 +154,5 @@ struct OutboxStateTests {
         _ = state.setStatus(newer)
         _ = state.statusSent(false)
         #expect(state.nextLive() == .some(.status(newer)), "the newer one, not the failed one")
-    }
-
-    @Test("a live record that joins the backlog while a batch is read is not skipped by the cursor")
-    func rewindDuringRead() {
-        var state = makeState()
-        for _ in 0..<5 { add(&state) }  // 1-4 backlog, 5 live
-        let commit = state.takeCommit(nowMilliseconds: 0)!
-        _ = state.committed(commit, OutboxCommitResult(count: 5, bytes: 500))
-        #expect(liveSeq(&state) == 5)
-        let request = state.backlogRequest()!
-        #expect(request.excluding.contains(5))
-        add(&state)  // 6 arrives; 5 fails while the drain reads 1-4 and beyond
-        _ = state.liveFailed(5)  // superseded: 5 joins the backlog, the cursor goes back to 4
-        state.backlogSending([1, 2, 3, 4, 6], for: request)
-        _ = state.backlogAcknowledged()
-        let next = state.backlogRequest()!
-        #expect(next.after < 5, "5 is read next time, not skipped (cursor \(next.after))")
-    }
-
-    @Test("the number that crosses the reservation threshold signals that a commit is due")
-    func thresholdSignal() {
-        var state = makeState()
-        let id = state.makeWaiterID()
-        let registered = state.addSignalWaiter(id, .commitDue, "sync")
-        #expect(registered)
-        var signalled: [String] = []
-        for _ in 0..<40 { signalled += state.takeSeq()!.resumptions.signals }
-        #expect(signalled == ["sync"], "woken once, by the crossing number")
     }
 }
