@@ -48,14 +48,15 @@ final class Outbox: Sendable {
         if let ready = state.withLock({ $0.nextLive() }) { return ready }
         return await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<LiveItem?, Never>) in
-                let immediate: LiveItem?? = state.withLock { state in
-                    if Task.isCancelled { return .some(nil) }
-                    if let ready = state.nextLive() { return ready }
-                    let resumptions = state.setLiveWaiter(continuation)
-                    precondition(resumptions.live.isEmpty, "nextLive() found nothing a moment ago")
-                    return nil
+                let (immediate, resumptions): (LiveItem??, State.Resumptions) = state.withLock { state in
+                    if Task.isCancelled { return (.some(nil), .init()) }
+                    if let ready = state.nextLive() { return (ready, .init()) }
+                    // Registering serves the state: other waiters whose condition holds now
+                    // (a sync loop waiting for commitDue) must be resumed, not dropped.
+                    return (nil, state.setLiveWaiter(continuation))
                 }
                 if let immediate { continuation.resume(returning: immediate) }
+                run(resumptions)
             }
         } onCancel: {
             state.withLock { $0.removeLiveWaiter() }?.resume(returning: nil)
