@@ -112,7 +112,7 @@ private func measureTenHertz(seconds duration: Int) async throws {
         publisher.finish()
         await running.value
         let perMinute = Double(after - before) / Double(duration) * 60
-        print(String(format: "  10 Hz (10 fixes + 10 headings/s), broker %@: %.0f store transactions per minute (one WAL fsync each); backlog after %d s: %d",
+        print(String(format: "  10 Hz (10 fixes + 10 headings/s), broker %@: %.0f store transactions per minute (each syncs the WAL); backlog after %d s: %d",
                      failing ? "absent " : "present", perMinute, duration, stored))
     }
 }
