@@ -39,6 +39,14 @@ struct AgentOutageTests {
         }
     }
 
+    /// Whether `line` is an `online` status of a run whose `since` is not in `earlier`.
+    static func isStatus(_ line: String, sinceNotIn earlier: Set<String>) -> Bool {
+        guard let status = statuses([line]).first, status["state"] as? String == "online",
+              let since = status["since"] as? String
+        else { return false }
+        return !earlier.contains(since)
+    }
+
     @Test("link cut, agent killed with SIGKILL during the outage and restarted, link restored: nothing stored is lost, the backlog arrives oldest first, the retained fix is the newest")
     func outageAndCrash() async throws {
         let broker = try await TestBroker.start()
@@ -64,21 +72,26 @@ struct AgentOutageTests {
         agent.send(SIGKILL)
         _ = await agent.waitForExit()
         let firstRunLog = agent.standardError
+        let firstRunSince = Set(Self.statuses(everything.messagesSoFar).compactMap { $0["since"] as? String })
         agent = try startAgent()
         try await Task.sleep(for: .seconds(6))
         // Coverage again.
         proxy = try await TCPProxy(port: port, to: broker.port)
         let restoredAt = ContinuousClock.now
-        // Drained when a status says backlog 0 after the link came back and live fixes flow.
-        // Drained when everything numbered before the first live fix after the restore has
-        // arrived, but for the numbers the crash skipped (counted as unclean in the status).
+        // Drained when the restarted agent's first status has arrived (it names the numbers the
+        // crash skipped, `droppedUnclean`) and every record numbered before its first live fix
+        // has arrived but for those. Counting from the second run's own messages matters: the
+        // first run's last live fixes may still be on their way to the subscriber at the cut.
         // (The status's own backlog count is a sample: while live fixes flow, one superseded
         // before it went live may be waiting for the next commit at any moment.)
+        var unclean = 0
         try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
             let lines = everything.messagesSoFar
+            guard let restart = lines.firstIndex(where: { Self.isStatus($0, sinceNotIn: firstRunSince) }),
+                  let firstLive = Self.seqs(Array(lines[restart...]), topicSuffix: "/fix").first
+            else { return false }
+            unclean = Self.statuses([lines[restart]]).first?["droppedUnclean"] as? Int ?? 0
             let delivered = Set(Self.seqs(lines))
-            guard let firstLive = Self.seqs(lines, topicSuffix: "/fix").first(where: { $0 > cutAt }) else { return false }
-            let unclean = Self.statuses(lines).compactMap { $0["droppedUnclean"] as? Int }.max() ?? 0
             return (1..<firstLive).filter { !delivered.contains($0) }.count <= unclean
         }
         let drainTime = ContinuousClock.now - restoredAt
@@ -95,7 +108,7 @@ struct AgentOutageTests {
         let missing = (1...newest).filter { !delivered.contains($0) }
         // Only the numbers skipped by the SIGKILL may be missing: the last sync interval's
         // unwritten records and the unused rest of the reservation, counted as `unclean`.
-        let unclean = Self.statuses(lines).compactMap { $0["droppedUnclean"] as? Int }.max() ?? 0
+        #expect(unclean > 0, "a SIGKILL skips the rest of the reservation, and the status says so")
         #expect(missing.count <= unclean, "missing \(missing.count) seqs \(missing.prefix(20)), unclean \(unclean); first run:\n\(firstRunLog.suffix(3000))")
         if let first = missing.first, let last = missing.last {
             #expect(last - first < unclean + 1, "the missing numbers are one block: the crash, nothing else")
