@@ -42,17 +42,18 @@ final class MemoryOutboxStorage: OutboxStorage {
                 result.expired += 1
                 return true
             }
+            // Size limit: the oldest headings first, then the oldest fixes; chosen in one pass
+            // each and removed together (linear, under the lock).
             for kind in [OutboundMessage.Kind.heading, .fix] where contents.bytes > batch.maximumBytes {
-                var index = contents.records.startIndex
-                while contents.bytes > batch.maximumBytes, index < contents.records.endIndex {
-                    let record = contents.records[index]
-                    if record.kind == kind, !batch.protected.contains(record.seq) {
-                        contents.records.remove(at: index)
-                        contents.bytes -= record.accountedBytes
-                        result.full += 1
-                    } else {
-                        index += 1
-                    }
+                var doomed = Set<UInt64>()
+                for record in contents.records where contents.bytes > batch.maximumBytes {
+                    guard record.kind == kind, !batch.protected.contains(record.seq) else { continue }
+                    doomed.insert(record.seq)
+                    contents.bytes -= record.accountedBytes
+                }
+                if !doomed.isEmpty {
+                    contents.records.removeAll { doomed.contains($0.seq) }
+                    result.full += UInt64(doomed.count)
                 }
             }
             result.count = contents.records.count

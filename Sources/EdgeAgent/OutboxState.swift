@@ -121,6 +121,9 @@ struct OutboxState<LiveWaiter, Signal> {
     // MARK: Backlog
     private var backlogCursor: UInt64 = 0
     private var backlogInflight: [UInt64]?
+    /// The lowest point the cursor was rewound to since the drain's last request: a record
+    /// that joined the backlog while the drain was reading (it was live then, so excluded).
+    private var rewoundSinceRequest: UInt64?
     /// Rises whenever the backlog may hold records the drain has not read.
     private(set) var generation: UInt64 = 1
 
@@ -147,17 +150,19 @@ struct OutboxState<LiveWaiter, Signal> {
     /// Returns `nil` once closed. Also says whether a commit is due (numbers running out).
     mutating func takeSeq() -> (seq: UInt64, resumptions: Resumptions)? {
         guard !closed else { return nil }
-        defer { nextSeq += 1; acceptedSinceCommit += 1 }
+        let seq = nextSeq
+        nextSeq += 1
+        acceptedSinceCommit += 1
         var resumptions = Resumptions()
-        if nextSeq + settings.minimumReserve / 2 >= reservedSeq { signal(.commitDue, into: &resumptions) }
-        return (nextSeq, resumptions)
+        if holds(.commitDue) { signal(.commitDue, into: &resumptions) }
+        return (seq, resumptions)
     }
 
     /// Takes a record numbered by ``takeSeq()``. Returns `false` when closed (it is not kept).
     mutating func accept(_ record: OutboxRecord) -> (accepted: Bool, resumptions: Resumptions) {
         guard !closed else { return (false, Resumptions()) }
         insertSorted(record, into: &unwritten)
-        if storageProblem != nil, unwritten.count > settings.memoryLimit { dropOldestUnwritten() }
+        if storageProblem != nil, unwritten.count > settings.memoryLimit { _ = dropOldestUnwritten() }
         if settings.lossless {
             insertSorted(record, into: &liveQueue)
         } else {
@@ -247,6 +252,11 @@ struct OutboxState<LiveWaiter, Signal> {
     /// Live records waiting or in flight (the status not counted).
     var liveCount: Int { liveQueue.count + liveInflight.count }
 
+    /// The next live record waits for a commit to reserve its number.
+    var liveWaitsForReservation: Bool {
+        liveQueue.first.map { $0.seq >= reservedSeq } ?? false
+    }
+
     // MARK: Committing
 
     /// The next transaction: the unwritten records, the acknowledged stored ones to delete,
@@ -263,6 +273,11 @@ struct OutboxState<LiveWaiter, Signal> {
         let durable = storageProblem == nil && !memoryOnly
         let reserved = clean ? nextSeq : max(nextSeq + max(settings.minimumReserve, 2 * acceptedSinceCommit), durable ? reservedSeq : 0)
         acceptedSinceCommit = 0
+        // A trial commit after a failure: nothing numbered at or above what it reserves goes
+        // out until it is known to have worked (live sending was unbounded while the store
+        // failed; a crash right after this commit must not let the next run reuse a number
+        // already sent). ``commitFailed(reason:)`` lifts the bound again.
+        if !durable, !memoryOnly, !clean { reservedSeq = reserved }
         return OutboxCommit(
             inserts: writing, deletes: deleting.sorted(), nextSeq: nextSeq, reservedSeq: reserved, clean: clean,
             expiresBeforeMilliseconds: nowMilliseconds - settings.maximumAgeMilliseconds,
@@ -298,7 +313,7 @@ struct OutboxState<LiveWaiter, Signal> {
         writing.removeAll()
         acknowledgedStored.formUnion(deleting)
         deleting.removeAll()
-        while unwritten.count > settings.memoryLimit { dropOldestUnwritten() }
+        while unwritten.count > settings.memoryLimit, dropOldestUnwritten() {}
         generation += 1  // the drain may now read the records held in memory
         return (newProblem, serve())
     }
@@ -323,8 +338,9 @@ struct OutboxState<LiveWaiter, Signal> {
     // MARK: Backlog
 
     /// What the drain should read next; `nil` while a batch is in flight.
-    func backlogRequest() -> BacklogRequest? {
+    mutating func backlogRequest() -> BacklogRequest? {
         guard backlogInflight == nil else { return nil }
+        rewoundSinceRequest = nil
         var excluding = acknowledgedStored.union(deleting)
         for record in liveQueue { excluding.insert(record.seq) }
         for seq in liveInflight.keys { excluding.insert(seq) }
@@ -346,10 +362,14 @@ struct OutboxState<LiveWaiter, Signal> {
         return records
     }
 
-    /// The drain is sending these records (rising `seq`) as one batch.
+    /// The drain is sending these records (rising `seq`) as one batch, read for its last
+    /// ``backlogRequest()``. The cursor moves past them, but not past a record that joined the
+    /// backlog since that request (it was live, so the read skipped it): that one is read next.
     mutating func backlogSending(_ seqs: [UInt64]) {
         backlogInflight = seqs
         if let last = seqs.last { backlogCursor = max(backlogCursor, last) }
+        if let rewound = rewoundSinceRequest { backlogCursor = min(backlogCursor, rewound) }
+        rewoundSinceRequest = nil
     }
 
     /// The batch in flight was acknowledged.
@@ -435,19 +455,24 @@ struct OutboxState<LiveWaiter, Signal> {
     }
 
     private mutating func rewindCursor(before seq: UInt64) {
-        backlogCursor = min(backlogCursor, seq &- 1)
+        let target = seq &- 1
+        backlogCursor = min(backlogCursor, target)
+        rewoundSinceRequest = min(rewoundSinceRequest ?? target, target)
         generation += 1
     }
 
-    private mutating func dropOldestUnwritten() {
+    /// Drops the oldest unwritten heading, else fix, that is not in flight; `false` when every
+    /// unwritten record is in flight (nothing can be dropped now).
+    private mutating func dropOldestUnwritten() -> Bool {
         for kind in [OutboundMessage.Kind.heading, .fix] {
             if let index = unwritten.firstIndex(where: { $0.kind == kind && liveInflight[$0.seq] == nil }) {
                 let seq = unwritten.remove(at: index).seq
                 liveQueue.removeAll { $0.seq == seq }
                 drops.full += 1
-                return
+                return true
             }
         }
+        return false
     }
 
     private func insertSorted(_ record: OutboxRecord, into queue: inout Deque<OutboxRecord>) {

@@ -97,12 +97,20 @@ public struct OutboxStore: Sendable {
         return degraded(path: path, reason: "cannot be recreated", nextSeq: legacy, logger: logger)
     }
 
+    /// The memory fallback. An existing store that can still be read gives the numbering a
+    /// floor (no number it stored or reserved is handed out again); its records stay in it
+    /// for a run that can write it.
     private static func degraded(path: String, reason: String, nextSeq: UInt64, logger: Logger) -> OutboxStore {
         let text = "\(path): \(reason)"
-        logger.error("outbox store cannot be used; keeping messages in memory only (lost on restart)", metadata: [
-            "outbox.path": "\(path)", "error": "\(reason)",
-        ])
-        return .memory(nextSeq: nextSeq, reason: text)
+        var metadata: Logger.Metadata = ["outbox.path": "\(path)", "error": "\(reason)"]
+        var next = nextSeq
+        if let existing = SQLiteOutboxStorage.readOnlyNumbering(path: path) {
+            next = max(next, existing.nextSeq)
+            metadata["outbox.kept"] = "\(existing.stored)"
+            metadata["seq.next"] = "\(next)"
+        }
+        logger.error("outbox store cannot be used; keeping messages in memory only (lost on restart)", metadata: metadata)
+        return .memory(nextSeq: next, reason: text)
     }
 
     private static func describe(_ error: any Error) -> String {

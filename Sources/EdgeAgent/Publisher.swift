@@ -132,6 +132,13 @@ public final class Publisher: Sendable {
         /// What the last status said about backlog, losses and storage.
         var lastStatus: (backlog: Int, drops: VehicleStatus.Drops, storage: String?)?
         var lastStatusAt: ContinuousClock.Instant?
+        /// When a failing store was last logged as an error.
+        var lastStorageError: ContinuousClock.Instant?
+        /// That error was logged and its recovery not yet (the notice pairs with it).
+        var storageErrorAnnounced = false
+        /// Cancels the task reading the events of ``run(events:)`` (a paced replay waiting
+        /// for its next event stops at once on ``finish()``).
+        var stopIntake: (@Sendable () -> Void)?
     }
 
     /// The settings it was made with.
@@ -287,21 +294,36 @@ public final class Publisher: Sendable {
     /// `source-lost`, the publisher finishes all the same and the error is rethrown. After
     /// ``finish()`` (a graceful shutdown) it stops taking events. Events go through
     /// ``publishWaitingForRoom(_:)`` when ``Settings/lossless`` is set, else ``publish(_:)``.
-    public func run<Events: AsyncSequence>(events: Events) async throws where Events.Element == GNSSEvent {
-        var failure: (any Error)?
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.run() }
+    public func run<Events: AsyncSequence & Sendable>(events: Events) async throws where Events.Element == GNSSEvent {
+        // The events are read in a task of their own, which ``finish()`` cancels: a source
+        // waiting for its next event (a paced replay) stops at once instead of at that event.
+        let intake = Task { () -> (any Error)? in
             do {
                 for try await event in events {
                     if settings.lossless { try await publishWaitingForRoom(event) } else { publish(event) }
                     if state.withLock({ $0.finishing }) { break }
                 }
             } catch is CancellationError where Task.isCancelled {
-                // Cancelled while waiting for room: stop as a cancelled event stream does.
+                // Stopped by finish() or the caller: ends as a cancelled event stream does.
             } catch {
-                failure = error
                 logger.debug("GNSS event stream failed", metadata: ["error": "\(error)"])
                 publish(.state(.reconnecting(reason: "\(error)", delay: .zero)))
+                return error
+            }
+            return nil
+        }
+        let finishing = state.withLock { state -> Bool in
+            state.stopIntake = { intake.cancel() }
+            return state.finishing
+        }
+        if finishing { intake.cancel() }
+        var failure: (any Error)?
+        await withTaskGroup(of: Void.self) { group in
+            group.addTask { await self.run() }
+            failure = await withTaskCancellationHandler {
+                await intake.value
+            } onCancel: {
+                intake.cancel()
             }
             finish()
             await group.waitForAll()
@@ -363,13 +385,14 @@ public final class Publisher: Sendable {
 
     /// Asks ``run()`` to finish; returns at once. Idempotent.
     public func finish() {
-        let waiter = state.withLock { state -> CheckedContinuation<Void, Never>? in
+        let (waiter, stopIntake) = state.withLock { state in
             state.finishing = true
-            defer { state.finishWaiter = nil }
-            return state.finishWaiter
+            defer { state.finishWaiter = nil; state.stopIntake = nil }
+            return (state.finishWaiter, state.stopIntake)
         }
         outbox.transition { $0.close() }
         waiter?.resume()
+        stopIntake?()
     }
 
     /// Says the transport is usable now (the agent calls it when its MQTT link has connected):
@@ -461,7 +484,9 @@ public final class Publisher: Sendable {
             rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
         let topic = settings.topics.backlog(settings.vehicle)
         while !Task.isCancelled {
-            guard let request = outbox.read({ $0.backlogRequest() }) else { return }
+            guard let request = outbox.transition({ state -> (Outbox.State.BacklogRequest?, Outbox.State.Resumptions) in
+                (state.backlogRequest(), .init())
+            }) else { return }
             let available = max(1, bucket.available(at: .now))
             let limit = min(available, FleetPayload.maximumBacklogEvents)
             let maximumBytes = FleetPayload.maximumBacklogBytes - 256
@@ -529,7 +554,14 @@ public final class Publisher: Sendable {
     private func syncLoop() async {
         while !Task.isCancelled {
             await outbox.wait(for: .commitDue, upTo: settings.syncInterval)
-            if Task.isCancelled || outbox.read({ $0.closed }) { return }
+            if Task.isCancelled { return }
+            let (closed, waiting) = outbox.read { ($0.closed, $0.liveWaitsForReservation) }
+            if closed {
+                // No number is handed out any more: one commit reserves every one the live
+                // drain still has to send (else it would wait out the whole drain timeout).
+                if waiting { await commit(clean: false) }
+                return
+            }
             if outbox.read({ $0.commitNeeded }) { await commit(clean: false) }
             queueStatus(force: false)
         }
@@ -543,10 +575,17 @@ public final class Publisher: Sendable {
             (state.takeCommit(nowMilliseconds: nowMilliseconds, clean: clean), .init())
         }) else { return }
         do {
-            let result = try await outbox.storage.commit(batch)
+            // Not cancelled with the sync loop at shutdown: a transaction begun is finished
+            // (GRDB would interrupt it and throw, which would look like a storage failure).
+            let storage = outbox.storage
+            let result = try await Task { try await storage.commit(batch) }.value
             let recovered = outbox.transition { $0.committed(batch, result) }
-            state.withLock { $0.counters.commits += 1 }
-            if recovered {
+            let announced = state.withLock { state -> Bool in
+                state.counters.commits += 1
+                defer { state.storageErrorAnnounced = false }
+                return recovered && state.storageErrorAnnounced
+            }
+            if announced {
                 logger.notice("outbox store writable again", metadata: ["outbox.path": "\(outbox.storage.location)"])
                 queueStatus(force: true)
             }
@@ -559,7 +598,16 @@ public final class Publisher: Sendable {
         } catch {
             let reason = "\(outbox.storage.location): \(error)"
             let newProblem = outbox.transition { $0.commitFailed(reason: reason) }
-            if newProblem, degradedAtOpen == nil {
+            // Once, and again at most every 5 minutes while the store flaps (on a full disk a
+            // commit that only deletes can succeed): never a flood of errors and statuses.
+            let clock = ContinuousClock.now
+            let announce = newProblem && degradedAtOpen == nil && state.withLock { state -> Bool in
+                if let last = state.lastStorageError, last.duration(to: clock) < .seconds(300) { return false }
+                state.lastStorageError = clock
+                state.storageErrorAnnounced = true
+                return true
+            }
+            if announce {
                 logger.error("cannot write the outbox store; keeping messages in memory until it works again", metadata: [
                     "outbox.path": "\(outbox.storage.location)", "error": "\(error)",
                 ])

@@ -101,6 +101,34 @@ final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
+    /// What a store that cannot be opened for writing (a card remounted read-only, an I/O
+    /// error) says about numbering, read without writing: the first `seq` above everything it
+    /// stored or reserved, and how many records wait in it. `nil` when it cannot be read
+    /// either (then nothing durable is known, and numbering starts at the legacy counter).
+    ///
+    /// A read-only open sees what a crash left in the WAL, but needs the WAL's index file,
+    /// which a clean stop removes and a read-only directory cannot recreate; then the file is
+    /// read as `immutable` (after a clean stop everything is in the database file itself).
+    static func readOnlyNumbering(path: String) -> (nextSeq: UInt64, stored: Int)? {
+        guard access(path, R_OK) == 0 else { return nil }
+        var configuration = Configuration()
+        configuration.readonly = true
+        configuration.label = "fleetcast.outbox.readonly"
+        for location in [path, "file:\(path)?immutable=1"] {
+            guard let database = try? DatabaseQueue(path: location, configuration: configuration) else { continue }
+            defer { try? database.close() }
+            let numbering = try? database.read { db -> (nextSeq: UInt64, stored: Int) in
+                let meta = try Int64.fetchOne(
+                    db, sql: "SELECT max(value) FROM meta WHERE key IN ('nextSeq', 'reservedSeq')") ?? 0
+                let row = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(max(seq), 0) FROM event")
+                let maxStored: Int64 = row?[1] ?? 0
+                return (nextSeq: UInt64(clamping: max(meta, maxStored + 1, 1)), stored: row?[0] ?? 0)
+            }
+            if let numbering { return numbering }
+        }
+        return nil
+    }
+
     private static func openInTransaction(_ db: Database, minimumNextSeq: UInt64, reserve: UInt64) throws -> OutboxOpening {
         let columns = try db.columns(in: "event").map(\.name)
         guard columns == ["seq", "kind", "storedAt", "payload"] else {

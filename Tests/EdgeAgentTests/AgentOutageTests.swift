@@ -66,7 +66,6 @@ struct AgentOutageTests {
 
         // The vehicle drives into a dead zone.
         await proxy.kill()
-        let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
         try await Task.sleep(for: .seconds(8))
         // Power cut while it is out of coverage: what was committed must survive.
         agent.send(SIGKILL)

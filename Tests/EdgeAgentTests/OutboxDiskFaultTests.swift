@@ -92,6 +92,46 @@ struct OutboxDiskFaultTests {
         #expect(errors.count == 1, "one error: \(errors.map(\.message))")
     }
 
+    @Test("a store on a card remounted read-only: memory fallback, numbering past everything the store reserved, its backlog left in place", arguments: [false, true])
+    func storeRemountedReadOnly(uncleanStop: Bool) async throws {
+        let (state, unmount) = try Self.tmpfs(size: "4m", readOnly: false)
+        defer { unmount() }
+        let (card, unmountCard) = try Self.tmpfs(size: "4m", readOnly: false)
+        defer { unmountCard() }
+        let vehicle = VehicleID("v1")!
+        let quiet = Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        let reserved: UInt64 = 500
+        /// The store's files as they are now, on the card (a file system cannot be remounted
+        /// read-only while a file on it is open for writing).
+        func copyToCard() throws {
+            let path = OutboxStore.path(directory: state, vehicle: vehicle)
+            for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
+                try FileManager.default.copyItem(atPath: path + suffix, toPath: OutboxStore.path(directory: card, vehicle: vehicle) + suffix)
+            }
+        }
+        do {
+            let store = OutboxStore.open(directory: state, vehicle: vehicle, logger: quiet)
+            let records = (UInt64(1)...40).map { OutboxRecord(seq: $0, kind: .fix, storedAtMilliseconds: 1, payload: Array("{}".utf8)) }
+            _ = try await store.storage.commit(OutboxCommit(
+                inserts: records, deletes: [], nextSeq: 41, reservedSeq: reserved, clean: false,
+                expiresBeforeMilliseconds: 0, maximumBytes: 1 << 20, protected: []))
+            if uncleanStop {
+                // As a crash leaves it: the WAL and its index beside the database.
+                #expect(FileManager.default.fileExists(atPath: OutboxStore.path(directory: state, vehicle: vehicle) + "-wal"))
+                try copyToCard()
+            }
+        }
+        if !uncleanStop { try copyToCard() }
+        try Self.run("/bin/mount", ["-o", "remount,ro", card])
+        let capture = InMemoryLogHandler()
+        let reopened = OutboxStore.open(directory: card, vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
+        #expect(reopened.degradedReason != nil, "a read-only store cannot be written: degraded")
+        #expect(reopened.nextSeq >= reserved, "no number the store reserved is handed out again (next \(reopened.nextSeq))")
+        let errors = capture.entries.filter { $0.level == .error }
+        #expect(errors.count == 1)
+        #expect(errors.first?.metadata["outbox.kept"]?.description == "40", "says what waits in the store")
+    }
+
     static func delivered(_ sent: [RecordingSender.Sent], _ vehicle: VehicleID) -> [UInt64] {
         sent.flatMap { message -> [UInt64] in
             if message.topic.hasSuffix("/backlog") {

@@ -90,9 +90,16 @@ struct OutboxStateTests {
     @Test("no record numbered at or above the stored reservation goes out before the commit that covers it")
     func reservation() {
         var state = makeState()
-        var due = false
-        for _ in 0..<40 { due = !(state.takeSeq()!.resumptions.signals.isEmpty) || due }
-        // 40 numbers handed out of a first reservation of 64: a commit is due (a waiter would be woken).
+        // The sync loop waits for commitDue: it is woken by the number that leaves fewer than
+        // half of the 64 reserved (1..<65), the 32nd, not one later.
+        let waiting = state.addSignalWaiter(state.makeWaiterID(), .commitDue, "sync")
+        #expect(waiting, "not due yet")
+        var wokenAt: UInt64?
+        for _ in 0..<40 {
+            let (seq, resumptions) = state.takeSeq()!
+            if wokenAt == nil, resumptions.signals == ["sync"] { wokenAt = seq }
+        }
+        #expect(wokenAt == 32)
         #expect(state.addSignalWaiter(state.makeWaiterID(), .commitDue, "sync") == false, "commit due at once")
         var blocked = makeState()
         for _ in 0..<64 { _ = blocked.takeSeq() }
@@ -103,7 +110,6 @@ struct OutboxStateTests {
         #expect(commit.reservedSeq >= 66 + 64)
         _ = blocked.committed(commit, OutboxCommitResult(count: 1, bytes: 50))
         #expect(liveSeq(&blocked) == 65)
-        _ = due
     }
 
     @Test("a failed commit keeps its records for the next one and lets live sending go on")
@@ -154,5 +160,57 @@ struct OutboxStateTests {
         _ = state.setStatus(newer)
         _ = state.statusSent(false)
         #expect(state.nextLive() == .some(.status(newer)), "the newer one, not the failed one")
+    }
+
+    @Test("a record that joins the backlog while the drain reads (it was live, so the read skipped it) is read next, not left behind the cursor")
+    func demotedDuringRead() {
+        var state = makeState()
+        add(&state, .fix)  // 1: live (waiting to go out)
+        for _ in 0..<3 { add(&state, .heading) }  // 2, 3: backlog; 4: live
+        _ = state.committed(state.takeCommit(nowMilliseconds: 0)!, OutboxCommitResult(count: 4, bytes: 200))
+        let request = state.backlogRequest()!
+        #expect(request.excluding == [1, 4], "1 and 4 are live when the read starts")
+        // While the drain reads 2 and 3, fix 5 arrives: fix 1 becomes backlog.
+        add(&state, .fix)
+        state.backlogSending([2, 3])
+        _ = state.backlogAcknowledged()
+        let next = state.backlogRequest()!
+        #expect(next.after < 1 && !next.excluding.contains(1), "1 is read next (after \(next.after))")
+        // And the cursor still moves on when nothing joined meanwhile.
+        state.backlogSending([1])
+        _ = state.backlogAcknowledged()
+        let last = state.backlogRequest()!
+        #expect(last.after == 1 && last.excluding.isSuperset(of: [2, 3]), "2 and 3 sent, to be deleted")
+    }
+
+    @Test("the first commit after a failure holds live sending at the numbers it reserves until it is known to have worked")
+    func trialCommitHoldsReservation() {
+        var state = makeState()
+        _ = state.commitFailed(reason: "disk full")  // nothing to write yet: the store is simply failing
+        for _ in 0..<200 { add(&state) }
+        #expect(liveSeq(&state) == 200, "while the store fails, live goes on without a reservation")
+        _ = state.liveAcknowledged(200)
+        let trial = state.takeCommit(nowMilliseconds: 0)!
+        #expect(trial.reservedSeq > 200, "it reserves past every number handed out")
+        var seqs: [UInt64] = []
+        while Int(state.nextSeq) < Int(trial.reservedSeq) + 5 { seqs.append(add(&state)) }
+        #expect(liveSeq(&state) == nil, "the newest, \(seqs.last!), is at or above the trial reservation \(trial.reservedSeq)")
+        _ = state.commitFailed(reason: "disk full")
+        #expect(liveSeq(&state) == seqs.last, "the trial failed: unbounded again")
+    }
+
+    @Test("a full memory while every unwritten record is in flight drops nothing and does not spin")
+    func memoryLimitWithEverythingInFlight() {
+        var state = State(
+            settings: .init(liveWindow: 200, lossless: true, memoryLimit: 5, maximumAgeMilliseconds: 1000,
+                            maximumBytes: 1 << 20, minimumReserve: 400),
+            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 401),
+            memoryOnly: false)
+        for _ in 0..<10 { add(&state) }
+        while liveSeq(&state) != nil {}
+        _ = state.takeCommit(nowMilliseconds: 0)
+        let (newProblem, _) = state.commitFailed(reason: "disk full")  // returns: no endless loop
+        #expect(newProblem)
+        #expect(state.drops.full == 0, "records in flight are not dropped")
     }
 }

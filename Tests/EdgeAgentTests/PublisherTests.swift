@@ -122,6 +122,9 @@ struct PublisherTests {
         try await withTimeout { await sender.waitForAttempts(3) }
         try await withTimeout { while publisher.backlogCount < 248 { try await Task.sleep(for: .milliseconds(5)) } }
         #expect(sender.sent.isEmpty)
+        // The outage outlasts a status interval (100 ms), so a status counting the backlog is
+        // queued while the broker is absent (the first one went out at start, backlog 0).
+        try await Task.sleep(for: .milliseconds(250))
 
         sender.setFailing(false)
         publisher.retryNow()
@@ -210,6 +213,43 @@ struct PublisherTests {
         let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet)
         #expect(reopened.nextSeq == 2, "the exact next seq is stored even so")
         #expect(reopened.storedCount == 1, "the undelivered fix waits in the store")
+    }
+
+    @Test("finish() stops the intake at once, even while the source waits for its next event (a paced replay)")
+    func finishDoesNotWaitForTheNextEvent() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = RecordingSender()
+        let publisher = try makePublisher(sender: sender, dir: dir)
+        let (events, continuation) = AsyncStream<GNSSEvent>.makeStream()
+        defer { continuation.finish() }
+        continuation.yield(.fix(Fixes.fix(at: 0)))  // and then nothing for a long while
+        let running = Task { try await publisher.run(events: events) }
+        try await withTimeout { while deliveredSeqs(sender.sent) != [1] { try await Task.sleep(for: .milliseconds(5)) } }
+        publisher.finish()
+        try await withTimeout { try await running.value }
+        #expect(sender.sent.last.map { json($0)["state"] as? String } == "offline")
+    }
+
+    @Test("at shutdown a live fix numbered beyond the stored reservation goes out at once, not after the drain timeout")
+    func shutdownCommitsTheReservationLiveNeeds() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let quiet = Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        let sender = RecordingSender()
+        let publisher = Publisher(
+            settings: .init(vehicle: vehicle, drainTimeout: .seconds(60), syncInterval: .seconds(3600)),
+            sender: sender, store: OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet)
+        // 300 fixes before any commit: the first reservation (128 numbers) does not cover the newest.
+        for index in 0..<300 { publisher.publish(.fix(Fixes.fix(at: Double(index)))) }
+        publisher.finish()
+        try await withTimeout(20) { await publisher.run() }
+        #expect(deliveredSeqs(sender.sent).contains(300), "the newest fix went out live")
+        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet)
+        #expect(reopened.nextSeq == 301, "a clean stop: numbering continues without a gap")
+        let stored = try await reopened.storage.backlog(after: 0, limit: 1000, maximumBytes: 1 << 30, excluding: [])
+        #expect(Set(deliveredSeqs(sender.sent)).union(stored.map { Int($0.seq) }) == Set(1...300),
+                "the older fixes went out as backlog or wait in the store")
     }
 
     @Test("the last will is the retained offline status without a reason")
