@@ -30,12 +30,19 @@ public final class AgentService: Service {
     private let finiteSource: AnyGNSSSource?
     /// The outbox store's path (`memory` when degraded), for the start-up line.
     private let outboxPath: String
+    /// systemd's notification socket, when run by systemd with `Type=notify`.
+    private let notifier: SystemdNotifier?
 
     /// Prepares the agent; nothing runs before `run()`.
     ///
     /// Throws when the source URI cannot be parsed or the state directory cannot hold the
     /// sequence number, each error naming what is wrong.
-    public init(configuration: AgentConfiguration, agentVersion: String, logger: Logger) throws {
+    /// - Parameter notifier: systemd's notification socket (``SystemdNotifier``), when run by
+    ///   systemd: `READY=1` once running, `STOPPING=1` on shutdown, `WATCHDOG=1` while alive.
+    public init(
+        configuration: AgentConfiguration, agentVersion: String, logger: Logger, notifier: SystemdNotifier? = nil
+    ) throws {
+        self.notifier = notifier
         var logger = logger
         logger[metadataKey: "vehicle"] = "\(configuration.vehicle)"
         logger[metadataKey: "gnss.source"] = "\(configuration.source)"
@@ -79,7 +86,7 @@ public final class AgentService: Service {
     }
 
     private enum Child: Sendable {
-        case connected, finished
+        case connected, finished, watchdogStopped
     }
 
     /// Runs until the source ends or a graceful shutdown; see the type's documentation.
@@ -90,6 +97,9 @@ public final class AgentService: Service {
             "mqtt.broker": "\(configuration.broker.url)", "outbox.path": "\(outboxPath)",
         ])
         let events = FiniteOrLive(finite: finiteSource, hub: hub)
+        // The configuration is loaded, the store open and the source started (the hub starts
+        // it for its first subscriber): ready, as far as systemd is concerned.
+        notifier?.notify("READY=1\nSTATUS=publishing \(configuration.vehicle) to \(configuration.broker.url)")
         let will = publisher.lastWill  // the retained `offline` status
         let mqttWill = MQTTWill(
             topic: will.topic, payload: will.payload, qos: MQTTQoS(rawValue: will.qos) ?? .atLeastOnce, retain: will.retain)
@@ -112,7 +122,8 @@ public final class AgentService: Service {
                     // merge costs a task hop and two locks per event.)
                     try await withGracefulShutdownHandler {
                         try await self.publisher.run(events: events)
-                    } onGracefulShutdown: { [publisher = self.publisher] in
+                    } onGracefulShutdown: { [publisher = self.publisher, notifier = self.notifier] in
+                        notifier?.notify("STOPPING=1\nSTATUS=stopping: sending what is live, then offline")
                         publisher.finish()
                         events.cancel()
                     }
@@ -121,10 +132,18 @@ public final class AgentService: Service {
                     return .failure(error)
                 }
             }
+            if let notifier, let interval = notifier.watchdogInterval {
+                group.addTask {
+                    await self.petWatchdog(notifier, every: interval / 2, intake: events.subscription)
+                    return .success(.watchdogStopped)
+                }
+            }
             while let result = await group.next() {
                 switch result {
                 case .success(.connected):
                     publisher.retryNow()  // sends that failed before the connection: no back-off
+                    continue
+                case .success(.watchdogStopped):
                     continue
                 case .success(.finished):
                     group.cancelAll()  // still connecting: stop trying
@@ -150,6 +169,33 @@ public final class AgentService: Service {
             "skipped": "\(counters.skippedByPolicy)",
         ])
         if let failure { throw failure }
+    }
+}
+
+extension AgentService {
+    /// Sends `WATCHDOG=1` every `period` while the pipeline is alive (``PipelineProbe``), until
+    /// cancelled or the publisher finishes; a stall is logged once as a warning (systemd will
+    /// restart the agent if it lasts `WatchdogSec`), and its end as a notice.
+    private func petWatchdog(_ notifier: SystemdNotifier, every period: Duration, intake: HubSubscription<GNSSEvent>?) async {
+        var probe = PipelineProbe()
+        var stalled: String?
+        while !Task.isCancelled, !publisher.isFinishing {
+            let problem = probe.check(
+                now: .now, publisherActivity: publisher.lastActivity, syncInterval: publisher.settings.syncInterval,
+                intake: intake?.statistics, sourceRunning: intake == nil || hub.statistics.isSourceRunning)
+            if let problem {
+                if stalled == nil {
+                    logger.warning("pipeline stalled; not answering systemd's watchdog, which restarts the agent if it lasts", metadata: [
+                        "watchdog.problem": "\(problem)",
+                    ])
+                }
+            } else {
+                if stalled != nil { logger.notice("pipeline moving again; answering systemd's watchdog") }
+                notifier.notify("WATCHDOG=1")
+            }
+            stalled = problem
+            try? await Task.sleep(for: period)
+        }
     }
 }
 

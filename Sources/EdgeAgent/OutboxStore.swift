@@ -48,7 +48,8 @@ public struct OutboxStore: Sendable {
             degradedReason: reason, movedAsidePath: nil)
     }
 
-    private init(storage: any OutboxStorage, opening: OutboxOpening, degradedReason: String?, movedAsidePath: String?) {
+    /// A store over `storage` (tests: a storage that fails or hangs on purpose).
+    init(storage: any OutboxStorage, opening: OutboxOpening, degradedReason: String? = nil, movedAsidePath: String? = nil) {
         self.storage = storage
         self.opening = opening
         self.degradedReason = degradedReason

@@ -139,6 +139,8 @@ public final class Publisher: Sendable {
         /// Cancels the task reading the events of ``run(events:)`` (a paced replay waiting
         /// for its next event stops at once on ``finish()``).
         var stopIntake: (@Sendable () -> Void)?
+        /// When the sync loop last ran (for systemd's watchdog: the publisher answers).
+        var syncLoopActivity = ContinuousClock.now
     }
 
     /// The settings it was made with.
@@ -191,6 +193,13 @@ public final class Publisher: Sendable {
         counters.drops = outbox.read { $0.drops }
         return counters
     }
+
+    /// When the publisher's sync loop last ran: it runs at least once per
+    /// ``Settings/syncInterval`` while the publisher works (systemd's watchdog checks it).
+    public var lastActivity: ContinuousClock.Instant { state.withLock { $0.syncLoopActivity } }
+
+    /// Whether ``finish()`` was called (a shutdown is under way).
+    public var isFinishing: Bool { state.withLock { $0.finishing } }
 
     /// The GNSS state the status reports now.
     public var gnssState: VehicleStatus.GNSSState { state.withLock { $0.gnss } }
@@ -553,6 +562,7 @@ public final class Publisher: Sendable {
 
     private func syncLoop() async {
         while !Task.isCancelled {
+            state.withLock { $0.syncLoopActivity = .now }
             await outbox.wait(for: .commitDue, upTo: settings.syncInterval)
             if Task.isCancelled { return }
             let (closed, waiting) = outbox.read { ($0.closed, $0.liveWaitsForReservation) }

@@ -54,8 +54,11 @@ public final class TestProcess: Sendable {
     private let exit: Locked<ExitState>
 
     /// Starts `executable` (an absolute path) with `arguments`; its stdout and stderr go to
-    /// `directory/name.stdout` and `directory/name.stderr`. Throws when it cannot be started.
-    public init(_ executable: String, _ arguments: [String], directory: String, name: String) throws {
+    /// `directory/name.stdout` and `directory/name.stderr`; `environment` is added to (or
+    /// overrides) the test's own. Throws when it cannot be started.
+    public init(
+        _ executable: String, _ arguments: [String], directory: String, name: String, environment: [String: String] = [:]
+    ) throws {
         commandLine = ([executable] + arguments).joined(separator: " ")
         stdoutPath = "\(directory)/\(name).stdout"
         stderrPath = "\(directory)/\(name).stderr"
@@ -86,7 +89,11 @@ public final class TestProcess: Sendable {
         let argv = ([executable] + arguments).map { strdup($0) } + [nil]
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
-        let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, environ)
+        var variables = ProcessInfo.processInfo.environment
+        variables.merge(environment) { _, new in new }
+        let envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
+        defer { envp.forEach { free($0) } }
+        let rc = posix_spawn(&pid, executable, &actions, &attributes, argv, envp)
         guard rc == 0 else { throw TestSupportError.system("posix_spawn \(executable)", rc) }
         self.pid = pid
 

@@ -82,7 +82,9 @@ struct RunCommand: AsyncParsableCommand {
 
         let agent: AgentService
         do {
-            agent = try AgentService(configuration: configuration, agentVersion: FleetcastAgent.version, logger: logger)
+            agent = try AgentService(
+                configuration: configuration, agentVersion: FleetcastAgent.version, logger: logger,
+                notifier: SystemdNotifier(environment: ProcessInfo.processInfo.environment))
         } catch {
             logger.error("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(78)

@@ -1,0 +1,41 @@
+import TelemetryHub
+
+/// Decides, at each tick of systemd's watchdog, whether the agent's pipeline is really alive,
+/// so that `WATCHDOG=1` is sent only then and a wedged agent is restarted.
+///
+/// Alive means all of: the publisher's sync loop has run recently (it wakes at least once per
+/// sync interval, idle or not, so its tasks and locks answer); events that reached the hub are
+/// being taken by the publisher's intake (none waits while the intake's count stands still);
+/// and a live source is running. Reading the hub's counters takes the hub's lock, so a hub that
+/// no longer answers stops the ticks by itself. A receiver that merely sends nothing (unplugged,
+/// no sky) is not a wedge: the source retries and reports it, and a restart would not help.
+struct PipelineProbe: Sendable {
+    /// The intake's delivered count at the previous tick.
+    private var lastDelivered: UInt64?
+
+    /// Returns `nil` when alive, else what is stuck (for the log).
+    ///
+    /// - Parameters:
+    ///   - now: the current instant.
+    ///   - publisherActivity: when the publisher's sync loop last ran.
+    ///   - syncInterval: how often that loop runs at least.
+    ///   - intake: the publisher's hub subscription's counters (`nil` for a replay, which the
+    ///     publisher reads itself, waiting for the broker when it must).
+    ///   - sourceRunning: whether a live source is running (`true` for a replay).
+    mutating func check(
+        now: ContinuousClock.Instant, publisherActivity: ContinuousClock.Instant, syncInterval: Duration,
+        intake: HubSubscriberStatistics?, sourceRunning: Bool
+    ) -> String? {
+        let delivered = intake?.delivered
+        defer { lastDelivered = delivered }
+        let silence = publisherActivity.duration(to: now)
+        if silence > max(syncInterval * 3, .seconds(5)) {
+            return "the publisher's sync loop has not run for \(silence.components.seconds) s"
+        }
+        if let intake, intake.buffered > 0, let lastDelivered, intake.delivered == lastDelivered {
+            return "\(intake.buffered) GNSS events wait in the hub and the publisher's intake takes none"
+        }
+        if !sourceRunning { return "the GNSS source is not running" }
+        return nil
+    }
+}

@@ -1,0 +1,150 @@
+@testable import EdgeAgent
+import FleetcastTestSupport
+import FleetProtocol
+import Foundation
+import Logging
+import Testing
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// systemd's side of `Type=notify` and `WatchdogSec=`, played by a real `AF_UNIX` datagram
+/// socket (a path, or an abstract name), as systemd binds it for the service.
+final class NotifySocket: Sendable {
+    /// What goes in `$NOTIFY_SOCKET`.
+    let address: String
+    private let fd: Int32
+    private let received = Locked<[String]>([])
+
+    init(abstract: Bool) throws {
+        fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
+        guard fd >= 0 else { throw TestSupportError.system("socket", errno) }
+        let name = abstract
+            ? "@fleetcast-notify-\(UUID().uuidString.prefix(8))"
+            : try makeTemporaryDirectory(prefix: "notify") + "/notify.sock"
+        address = name
+        var sun = sockaddr_un()
+        sun.sun_family = sa_family_t(AF_UNIX)
+        let bytes = Array(name.utf8)
+        withUnsafeMutableBytes(of: &sun.sun_path) { path in
+            path.copyBytes(from: bytes)
+            if abstract { path[0] = 0 }
+        }
+        let length = socklen_t(MemoryLayout<sockaddr_un>.offset(of: \.sun_path)! + bytes.count + (abstract ? 0 : 1))
+        let rc = withUnsafePointer(to: &sun) { $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(fd, $0, length) } }
+        guard rc == 0 else { throw TestSupportError.system("bind \(name)", errno) }
+    }
+
+    deinit { close(fd) }
+
+    /// Every datagram so far, in order (reads what is waiting without blocking).
+    var messages: [String] {
+        var buffer = [UInt8](repeating: 0, count: 4096)
+        while true {
+            let n = recv(fd, &buffer, buffer.count, Int32(MSG_DONTWAIT))
+            guard n > 0 else { break }
+            let text = String(decoding: buffer[0..<n], as: UTF8.self)
+            received.withLock { $0.append(text) }
+        }
+        return received.withLock { $0 }
+    }
+
+    /// Waits until a datagram satisfying `accept` arrives.
+    func wait(for what: String, timeout: Duration = .seconds(20), _ accept: @escaping @Sendable ([String]) -> Bool) async throws {
+        try await waitUntil(what, timeout: timeout) { accept(self.messages) }
+    }
+}
+
+@Suite("systemd notify and watchdog")
+struct SystemdNotifyTests {
+    @Test("the notifier is made only under systemd, and the watchdog only for this process")
+    func environment() {
+        #expect(SystemdNotifier(environment: [:]) == nil)
+        #expect(SystemdNotifier(environment: ["NOTIFY_SOCKET": "relative/path"]) == nil)
+        let plain = SystemdNotifier(environment: ["NOTIFY_SOCKET": "/run/systemd/notify"])
+        #expect(plain?.watchdogInterval == nil)
+        let ours = SystemdNotifier(environment: ["NOTIFY_SOCKET": "@x", "WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "\(getpid())"])
+        #expect(ours?.watchdogInterval == .seconds(30))
+        let other = SystemdNotifier(environment: ["NOTIFY_SOCKET": "@x", "WATCHDOG_USEC": "30000000", "WATCHDOG_PID": "1"])
+        #expect(other?.watchdogInterval == nil, "the watchdog is another process's")
+    }
+
+    @Test("datagrams reach a socket bound to a path and an abstract one", arguments: [false, true])
+    func datagrams(abstract: Bool) async throws {
+        let systemd = try NotifySocket(abstract: abstract)
+        let notifier = try #require(SystemdNotifier(environment: ["NOTIFY_SOCKET": systemd.address]))
+        #expect(notifier.notify("READY=1\nSTATUS=testing"))
+        try await systemd.wait(for: "the datagram") { $0 == ["READY=1\nSTATUS=testing"] }
+    }
+
+    @Test("the agent under Type=notify: READY=1 once running, WATCHDOG=1 while alive, STOPPING=1 on SIGTERM, exit 0")
+    func agentLifecycle() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        let systemd = try NotifySocket(abstract: true)
+        let state = try makeTemporaryDirectory(prefix: "agent-notify")
+        let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 3, timeoutSeconds: 30)
+        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+            "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
+            "--state-dir", state,
+        ], directory: state, name: "agent", environment: [
+            "NOTIFY_SOCKET": systemd.address, "WATCHDOG_USEC": "1000000",  // WatchdogSec=1s: a ping every 0.5 s
+        ])
+        try await systemd.wait(for: "READY=1") { $0.first?.hasPrefix("READY=1\n") == true }
+        #expect(await fixes.messages().count == 3, "publishing")
+        try await systemd.wait(for: "watchdog pings") { $0.filter { $0 == "WATCHDOG=1" }.count >= 3 }
+        agent.send(SIGTERM)
+        #expect(await agent.waitForExit() == 0)
+        let messages = systemd.messages
+        let stopping = try #require(messages.firstIndex { $0.hasPrefix("STOPPING=1") }, "STOPPING=1 sent: \(messages)")
+        #expect(messages.firstIndex { $0.hasPrefix("READY=1") } == 0, "READY=1 first")
+        #expect(messages[stopping...].dropFirst().allSatisfy { $0 != "WATCHDOG=1" }, "no pings after STOPPING=1")
+    }
+}
+
+/// The watchdog's judgement on a pipeline that stalls for real.
+@Suite("Pipeline probe")
+struct PipelineProbeTests {
+    /// A store whose commits never return: the publisher's sync loop hangs in one, as on a
+    /// wedged SD card.
+    final class HangingStorage: OutboxStorage {
+        let location = "hanging"
+        func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult {
+            try await Task.sleep(for: .seconds(86_400))
+            throw CancellationError()
+        }
+        func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] { [] }
+    }
+
+    @Test("a publisher stuck in a commit is reported once its sync loop falls silent; a healthy one is not")
+    func stuckPublisher() async throws {
+        let quiet = Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        let vehicle = VehicleID("v1")!
+        let hanging = Publisher(
+            settings: .init(vehicle: vehicle, syncInterval: .milliseconds(20)), sender: RecordingSender(failing: true),
+            store: OutboxStore(storage: HangingStorage(), opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 129)),
+            logger: quiet)
+        let healthy = Publisher(
+            settings: .init(vehicle: vehicle, syncInterval: .milliseconds(20)), sender: RecordingSender(),
+            store: .memory(), logger: quiet)
+        let runs = [Task { await hanging.run() }, Task { await healthy.run() }]
+        defer { runs.forEach { $0.cancel() } }
+        hanging.publish(.fix(Fixes.fix(at: 0)))  // something to commit (no broker: it stays unacknowledged)
+        healthy.publish(.fix(Fixes.fix(at: 0)))
+        var probe = PipelineProbe()
+        var healthyProbe = PipelineProbe()
+        let start = ContinuousClock.now
+        var problem: String?
+        while problem == nil, start.duration(to: .now) < .seconds(20) {
+            #expect(healthyProbe.check(
+                now: .now, publisherActivity: healthy.lastActivity, syncInterval: .milliseconds(20), intake: nil,
+                sourceRunning: true) == nil, "the healthy publisher is never reported")
+            problem = probe.check(
+                now: .now, publisherActivity: hanging.lastActivity, syncInterval: .milliseconds(20), intake: nil,
+                sourceRunning: true)
+            try await Task.sleep(for: .milliseconds(100))
+        }
+        #expect(problem?.contains("sync loop has not run") == true, "the stall is seen: \(problem ?? "nothing")")
+    }
+}
