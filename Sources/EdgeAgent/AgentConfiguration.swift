@@ -108,13 +108,15 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     ///
     /// - Parameter lossless: a finite source (a replay) that must lose nothing.
     public func publisherSettings(agentVersion: String?, lossless: Bool = false) -> Publisher.Settings {
-        Publisher.Settings(
+        var settings = Publisher.Settings(
             vehicle: vehicle, topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, sourceURI: source,
             agentVersion: agentVersion, policy: policy, lossless: lossless,
             sendWindow: broker.maxInflight,  // as many awaiting acknowledgement as the broker link allows
             syncInterval: .milliseconds(Int64((outbox.syncIntervalSeconds * 1000).rounded())),
             maxBytes: outbox.maxBytes, maxAge: .seconds(outbox.maxAgeSeconds), drainRate: outbox.drainRate
         )
+        settings.brokerUser = broker.username
+        return settings
     }
 
     /// One `key = value  (origin)` line per setting; the password shows as `<redacted>`.

@@ -93,9 +93,15 @@ public final class AgentService: Service {
     /// Throws when the broker refuses the agent for a reason retrying cannot fix (TLS trust,
     /// credentials, authorisation), after publishing what it could.
     public func run() async throws {
-        logger.info("agent starting", metadata: [
-            "mqtt.broker": "\(configuration.broker.url)", "outbox.path": "\(outboxPath)",
-        ])
+        // One line that says what the agent is doing (the source and vehicle are also in
+        // every line's metadata).
+        let broker = configuration.broker
+        let tls = broker.url.usesTLS || broker.caFile != nil || broker.certFile != nil
+        logger.info("""
+            fleetcast-agent \(publisher.settings.agentVersion ?? "") starting: vehicle \(configuration.vehicle), \
+            source \(publisher.settings.sourceURI ?? configuration.source), broker \(broker.url) \
+            (TLS \(tls ? "on" : "off")\(broker.username.map { ", user \($0)" } ?? "")), outbox \(outboxPath)
+            """, metadata: ["mqtt.broker": "\(broker.url)", "outbox.path": "\(outboxPath)"])
         let events = FiniteOrLive(finite: finiteSource, hub: hub)
         // The configuration is loaded, the store open and the source started (the hub starts
         // it for its first subscriber): ready, as far as systemd is concerned.

@@ -44,21 +44,32 @@ public final class MQTTLink: MessageSending {
         var configuration = self.configuration
         configuration.will = will
         var attempt = 0
+        var warnedAt: ContinuousClock.Instant?
         while true {
             try Task.checkCancellation()
             let candidate = try MQTTClient(configuration: configuration, logger: logger)
             do {
                 try await candidate.connect()
                 client.withLock { $0 = candidate }
-                logger.info("connected to MQTT broker")
+                if warnedAt != nil {
+                    logger.notice("connected to MQTT broker", metadata: ["retry.attempt": "\(attempt + 1)"])
+                } else {
+                    logger.info("connected to MQTT broker")
+                }
                 return
             } catch let error as MQTTError where error.isWorthRetrying {
                 await candidate.shutdown(flushTimeout: .zero)
                 attempt += 1
                 let delay = configuration.reconnect.delay(attempt: attempt)
-                logger.info("MQTT broker unreachable, retrying", metadata: [
-                    "error": "\(error)", "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
-                ])
+                // A warning when it starts, again at most every 5 minutes, not one per retry.
+                let now = ContinuousClock.now
+                let metadata: Logger.Metadata = ["retry.attempt": "\(attempt)", "retry.delay": "\(delay)"]
+                if warnedAt.map({ $0.duration(to: now) >= .seconds(300) }) ?? true {
+                    warnedAt = now
+                    logger.warning("MQTT broker unreachable, retrying: \(error)", metadata: metadata)
+                } else {
+                    logger.debug("MQTT broker still unreachable: \(error)", metadata: metadata)
+                }
                 try await Task.sleep(for: delay)
             } catch {
                 await candidate.shutdown(flushTimeout: .zero)

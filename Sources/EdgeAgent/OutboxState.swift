@@ -226,6 +226,14 @@ struct OutboxState<LiveWaiter, Signal> {
         return serve()
     }
 
+    /// The broker refused the live record `seq` for good: it leaves the outbox as if
+    /// acknowledged (nothing behind it waits), counted as `rejected`.
+    mutating func liveRejected(_ seq: UInt64) -> Resumptions {
+        if liveInflight.removeValue(forKey: seq) != nil { drops.rejected += 1 }
+        acknowledge(seq)
+        return serve()
+    }
+
     /// Sending the live record `seq` failed: it is retried live while it is the newest of its
     /// kind (in lossless mode: unless a newer one was acknowledged live), otherwise it joins
     /// the backlog, so the retained message is never replaced by an older one.
@@ -375,6 +383,16 @@ struct OutboxState<LiveWaiter, Signal> {
     /// The batch in flight was acknowledged.
     mutating func backlogAcknowledged() -> Resumptions {
         for seq in backlogInflight ?? [] { acknowledge(seq) }
+        backlogInflight = nil
+        return serve()
+    }
+
+    /// The broker refused the batch in flight for good: its records leave the outbox, counted
+    /// as `rejected`.
+    mutating func backlogRejected() -> Resumptions {
+        let seqs = backlogInflight ?? []
+        for seq in seqs { acknowledge(seq) }
+        drops.rejected += UInt64(seqs.count)
         backlogInflight = nil
         return serve()
     }

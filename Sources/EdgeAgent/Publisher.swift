@@ -2,6 +2,7 @@ import FleetcastCore
 import FleetProtocol
 import GNSS
 import Logging
+import MQTT
 import Synchronization
 
 /// Turns a vehicle's GNSS events into MQTT messages of the public contract and delivers them,
@@ -76,6 +77,8 @@ public final class Publisher: Sendable {
         public var memoryLimit: Int
         /// Shortest time between two statuses re-published for backlog or loss counts.
         public var statusInterval: Duration
+        /// The user name the broker knows the agent by, for errors about its ACL.
+        public var brokerUser: String?
 
         /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix,
         /// 32 live sends outstanding, a 1 s sync interval, 64 MiB and 7 days of backlog
@@ -139,6 +142,10 @@ public final class Publisher: Sendable {
         /// Cancels the task reading the events of ``run(events:)`` (a paced replay waiting
         /// for its next event stops at once on ``finish()``).
         var stopIntake: (@Sendable () -> Void)?
+        /// Topics whose refusal by the broker was logged (once per topic and connection).
+        var refusedTopics: Set<String> = []
+        /// Whether the GNSS source is failing, for warnings a user sees (not one per retry).
+        var sourceHealth = SourceHealth()
         /// When the sync loop last ran (for systemd's watchdog: the publisher answers).
         var syncLoopActivity = ContinuousClock.now
     }
@@ -226,11 +233,19 @@ public final class Publisher: Sendable {
     public func publish(_ event: GNSSEvent) {
         let decision: (kind: OutboundMessage.Kind, fix: Fix?, heading: Heading?)?
         let gnssChange: VehicleStatus.GNSSState?
+        var sourceReport: SourceHealth.Report?
         (decision, gnssChange) = state.withLock { state in
             guard !state.finishing else { return (nil, nil) }
             var change: VehicleStatus.GNSSState?
             func gnss(_ new: VehicleStatus.GNSSState) {
                 if state.gnss != new { state.gnss = new; change = new }
+            }
+            switch event {
+            case .fix, .heading, .state(.streaming):
+                if state.sourceHealth.isFailing { sourceReport = state.sourceHealth.working(at: .now) }
+            case .state(.reconnecting(let reason, _)):
+                sourceReport = state.sourceHealth.failed(reason: reason, at: .now)
+            case .state: break
             }
             switch event {
             case .fix(let fix):
@@ -264,6 +279,7 @@ public final class Publisher: Sendable {
                 return (nil, change)
             }
         }
+        if let sourceReport { log(sourceReport) }
         if let gnssChange {
             logger.debug("GNSS state changed", metadata: ["gnss.to": "\(gnssChange.rawValue)"])
             queueStatus(force: true)
@@ -464,6 +480,16 @@ public final class Publisher: Sendable {
         }
         do {
             try await sender.send(topic: topic, payload: payload, qos: qos, retain: true)
+        } catch let error as MQTTError where error.isPermanentPublishRefusal {
+            // Refused for good (the broker's ACL): dropped and counted, nothing behind it waits.
+            outbox.transition { state in
+                switch item {
+                case .status: state.statusSent(true)
+                case .record(let record): state.liveRejected(record.seq)
+                }
+            }
+            noteRefusal(error, topic: topic)
+            return true
         } catch {
             outbox.transition { state in
                 switch item {
@@ -547,6 +573,9 @@ public final class Publisher: Sendable {
                 try await sender.send(topic: topic, payload: writer.finish(), qos: Self.statusQoS, retain: false)
                 outbox.transition { $0.backlogAcknowledged() }
                 noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count))
+            } catch let error as MQTTError where error.isPermanentPublishRefusal {
+                outbox.transition { $0.backlogRejected() }
+                noteRefusal(error, topic: topic)
             } catch {
                 outbox.transition { $0.backlogFailed() }
                 noteFailure(error, topic: topic)
@@ -700,6 +729,22 @@ public final class Publisher: Sendable {
 
     // MARK: Helpers
 
+    private func log(_ report: SourceHealth.Report) {
+        func seconds(_ duration: Duration) -> String { "\(duration.components.seconds) s" }
+        switch report {
+        case .failing(let reason):
+            logger.warning("GNSS source failing, retrying: \(reason)")
+        case .stillFailing(let reason, let attempts, let duration):
+            logger.warning("GNSS source still failing, retrying: \(reason)", metadata: [
+                "gnss.attempts": "\(attempts)", "gnss.failingFor": "\(seconds(duration))",
+            ])
+        case .recovered(let attempts, let duration):
+            logger.notice("GNSS source working again", metadata: [
+                "gnss.attempts": "\(attempts)", "gnss.failedFor": "\(seconds(duration))",
+            ])
+        }
+    }
+
     private func noteFailure(_ error: any Error, topic: String) {
         let first = state.withLock { state -> Bool in
             state.counters.sendFailures += 1
@@ -707,10 +752,27 @@ public final class Publisher: Sendable {
             return !state.failing
         }
         if first, !Task.isCancelled {
-            logger.info("send failed, keeping messages in the outbox", metadata: [
+            // Not connected (yet): the MQTT link reports why, once; this would only repeat it.
+            var level = Logger.Level.info
+            if case .notConnected? = error as? MQTTError { level = .debug }
+            logger.log(level: level, "send failed, keeping messages in the outbox", metadata: [
                 "mqtt.topic": "\(topic)", "error": "\(error)",
             ])
         }
+    }
+
+    /// A publish the broker refused for good: one error per topic until the link has been
+    /// lost and regained (a new connection may come with a corrected ACL), naming the topic,
+    /// the user and what to check.
+    private func noteRefusal(_ error: MQTTError, topic: String) {
+        let first = state.withLock { $0.refusedTopics.insert(topic).inserted }
+        guard first else { return }
+        queueStatus(force: true)
+        logger.error("""
+            the broker refused to publish to \(topic)\(settings.brokerUser.map { " as user \($0)" } ?? ""): \(error); \
+            check the broker's ACL allows this vehicle's topics and that the vehicle id \(settings.vehicle) is right. \
+            Refused messages are dropped and counted as rejected in the status
+            """, metadata: ["mqtt.topic": "\(topic)"])
     }
 
     private func noteSuccess(count: UInt64, statuses: UInt64, backlog: UInt64 = 0) {
@@ -719,6 +781,7 @@ public final class Publisher: Sendable {
             state.counters.backlogPublished += backlog
             state.counters.statusesPublished += statuses
             state.successes += 1
+            if state.failing { state.refusedTopics.removeAll() }  // a new connection
             defer { state.failing = false }
             return state.failing
         }

@@ -80,7 +80,7 @@ extension FleetPayload {
     /// Required keys: `v`, `state` (`online` or `offline`), and `vehicle` when `vehicle` is
     /// `nil`. Optional: `since` (time), `agent`, `source` (≤ 1024 bytes), `reason` (text ≤ 256
     /// bytes), `gnss` (`fixing`, `no-fix`, `source-lost`, `starting`), `dropped`, `droppedFull`,
-    /// `droppedExpired`, `droppedUnclean`, `backlog` (counts ≥ 0), `storage` (`ok`, `degraded`),
+    /// `droppedExpired`, `droppedUnclean`, `rejected`, `backlog` (counts ≥ 0), `storage` (`ok`, `degraded`),
     /// `storageReason` (text ≤ 512 bytes).
     public static func decodeStatus(_ payload: [UInt8], vehicle: VehicleID?) throws(DecodingError) -> VehicleStatus {
         let o = try object(payload)
@@ -106,8 +106,9 @@ extension FleetPayload {
         }
         var drops: VehicleStatus.Drops?
         let (full, expired, unclean) = (try o.unsigned("droppedFull"), try o.unsigned("droppedExpired"), try o.unsigned("droppedUnclean"))
-        if full != nil || expired != nil || unclean != nil {
-            drops = VehicleStatus.Drops(full: full ?? 0, expired: expired ?? 0, unclean: unclean ?? 0)
+        let rejected = try o.unsigned("rejected")
+        if full != nil || expired != nil || unclean != nil || rejected != nil {
+            drops = VehicleStatus.Drops(full: full ?? 0, expired: expired ?? 0, unclean: unclean ?? 0, rejected: rejected ?? 0)
         }
         return VehicleStatus(
             vehicle: id, state: state, since: try o.time("since"), agentVersion: try o.string("agent"),

@@ -5,7 +5,8 @@ import GNSS
 ///
 /// JSON: `{"v":1,"vehicle":"van-7","state":"online","since":"…Z","agent":"0.1.0",
 /// "source":"gpsd://localhost","gnss":"fixing","dropped":0,"droppedFull":0,"droppedExpired":0,
-/// "droppedUnclean":0,"backlog":0,"storage":"ok"}`; keys whose value is unknown are left out.
+/// "droppedUnclean":0,"rejected":0,"backlog":0,"storage":"ok"}`; keys whose value is unknown are
+/// left out.
 /// Status messages carry no `seq` (the will is fixed at connect time).
 public struct VehicleStatus: Sendable, Equatable {
     /// Whether the agent is connected.
@@ -44,14 +45,19 @@ public struct VehicleStatus: Sendable, Equatable {
         /// were not yet stored, or numbers reserved and never used. At most the last sync
         /// interval's worth.
         public var unclean: UInt64
+        /// Refused by the broker for good (its ACL does not allow the topic, the topic or the
+        /// payload is invalid for it): dropped after one try, each refusal logged once as an
+        /// error (`rejected`).
+        public var rejected: UInt64
 
         /// All causes together.
-        public var total: UInt64 { full + expired + unclean }
+        public var total: UInt64 { full + expired + unclean + rejected }
 
-        public init(full: UInt64 = 0, expired: UInt64 = 0, unclean: UInt64 = 0) {
+        public init(full: UInt64 = 0, expired: UInt64 = 0, unclean: UInt64 = 0, rejected: UInt64 = 0) {
             self.full = full
             self.expired = expired
             self.unclean = unclean
+            self.rejected = rejected
         }
     }
 
@@ -114,6 +120,7 @@ extension FleetPayload {
         w.int("droppedFull", status.drops?.full)
         w.int("droppedExpired", status.drops?.expired)
         w.int("droppedUnclean", status.drops?.unclean)
+        w.int("rejected", status.drops?.rejected)
         w.int("backlog", status.backlog)
         w.string("storage", status.storage?.rawValue)
         w.string("storageReason", status.storageReason)

@@ -34,7 +34,8 @@ enum MQTTConnectionLoop {
         var savedErrno = errno
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             let error = context.connectError(code: rc, errnoValue: savedErrno)
-            context.logger.info("MQTT connect failed", metadata: ["mqtt.error": "\(error)"])
+            // The caller of connect() gets the error and decides how loudly to report it.
+            context.logger.debug("MQTT connect failed", metadata: ["mqtt.error": "\(error)"])
             context.state.withLock { $0.connectionLost(error) }.actions.run()
             context.state.withLock { $0.loopEnded() }.run()
             return

@@ -1,4 +1,14 @@
 extension MQTTError {
+    /// Whether the broker refused a publish for good: sending it again, on this connection or
+    /// the next, gets the same answer until someone changes the broker's ACL or the client's
+    /// topics. MQTT 5 PUBACK/PUBREC reason codes 0x83 implementation-specific error, 0x87 not
+    /// authorized, 0x90 topic name invalid, 0x95 packet too large, 0x99 payload format invalid.
+    /// (MQTT 3.1.1 has no such answer: a broker drops what it refuses and acknowledges it.)
+    public var isPermanentPublishRefusal: Bool {
+        guard case .publishRejected(_, let code, _) = self else { return false }
+        return [0x83, 0x87, 0x90, 0x95, 0x99].contains(code)
+    }
+
     /// Whether a failed connect may succeed later without a change of configuration: the
     /// broker is down, unreachable, busy or not yet resolvable. TLS, credential and
     /// authorisation failures are not retried: they need the user.

@@ -29,6 +29,11 @@ import Testing
         let status = VehicleStatus(vehicle: van, state: .online, since: time, agentVersion: "0.1.0",
                                    source: "gpsd://localhost", gnss: .sourceLost, droppedFixes: 3, reason: "x")
         #expect(try FleetPayload.decodeStatus(FleetPayload.encode(status), vehicle: van) == status)
+        let drops = VehicleStatus.Drops(full: 1, expired: 2, unclean: 3, rejected: 4)
+        let counted = VehicleStatus(vehicle: van, state: .online, droppedFixes: drops.total, drops: drops, backlog: 5)
+        let text = String(decoding: FleetPayload.encode(counted), as: UTF8.self)
+        #expect(text.contains(#""dropped":10,"droppedFull":1,"droppedExpired":2,"droppedUnclean":3,"rejected":4"#), "\(text)")
+        #expect(try FleetPayload.decodeStatus(FleetPayload.encode(counted), vehicle: van) == counted)
         #expect(try FleetPayload.decodeStatus(bytes(#"{"v":1,"state":"offline"}"#), vehicle: van)
                 == VehicleStatus(vehicle: van, state: .offline))
     }
