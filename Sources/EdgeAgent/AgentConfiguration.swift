@@ -155,3 +155,29 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         ].joined(separator: "\n")
     }
 }
+
+extension AgentConfiguration {
+    /// The MQTT client's settings for this vehicle: broker, client id `fleetcast-{vehicle}`,
+    /// protocol, credentials, and TLS when the URL is `mqtts:` or a CA or client certificate
+    /// is configured.
+    public var mqttConfiguration: MQTTConfiguration {
+        var mqtt = MQTTConfiguration(
+            broker: broker.url,
+            clientID: "fleetcast-\(vehicle)",
+            protocolVersion: broker.protocolVersion == .v311 ? .v311 : .v5,
+            keepAlive: .seconds(broker.keepAliveSeconds),
+            username: broker.username,
+            password: broker.password?.value,
+            maxInflightMessages: broker.maxInflight
+        )
+        if usesTLS {
+            mqtt.tls = MQTTTLSConfiguration(caFile: broker.caFile, certificateFile: broker.certFile, keyFile: broker.keyFile)
+        }
+        return mqtt
+    }
+
+    /// Whether the broker connection uses TLS.
+    public var usesTLS: Bool {
+        broker.url.usesTLS || broker.caFile != nil || broker.certFile != nil
+    }
+}

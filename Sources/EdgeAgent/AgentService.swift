@@ -67,19 +67,7 @@ public final class AgentService: Service {
         let store = OutboxStore.open(directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
         outboxPath = store.degradedReason == nil
             ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
-        var mqtt = MQTTConfiguration(
-            broker: configuration.broker.url,
-            clientID: "fleetcast-\(configuration.vehicle)",
-            protocolVersion: configuration.broker.protocolVersion == .v311 ? .v311 : .v5,
-            keepAlive: .seconds(configuration.broker.keepAliveSeconds),
-            username: configuration.broker.username,
-            password: configuration.broker.password?.value,
-            maxInflightMessages: configuration.broker.maxInflight
-        )
-        let broker = configuration.broker
-        if broker.url.usesTLS || broker.caFile != nil || broker.certFile != nil {
-            mqtt.tls = MQTTTLSConfiguration(caFile: broker.caFile, certificateFile: broker.certFile, keyFile: broker.keyFile)
-        }
+        let mqtt = configuration.mqttConfiguration
         let settings = configuration.publisherSettings(agentVersion: agentVersion, lossless: lossless)
         link = MQTTLink(configuration: mqtt, messageExpirySeconds: configuration.messageExpirySeconds, logger: logger)
         publisher = Publisher(settings: settings, sender: link, store: store, logger: logger)
@@ -96,7 +84,7 @@ public final class AgentService: Service {
         // One line that says what the agent is doing (the source and vehicle are also in
         // every line's metadata).
         let broker = configuration.broker
-        let tls = broker.url.usesTLS || broker.caFile != nil || broker.certFile != nil
+        let tls = configuration.usesTLS
         logger.info("""
             fleetcast-agent \(publisher.settings.agentVersion ?? "") starting: vehicle \(configuration.vehicle), \
             source \(publisher.settings.sourceURI ?? configuration.source), broker \(broker.url) \

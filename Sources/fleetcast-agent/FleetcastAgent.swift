@@ -11,7 +11,7 @@ struct FleetcastAgent: AsyncParsableCommand {
         commandName: "fleetcast-agent",
         abstract: "Reads a GNSS receiver and publishes its fixes and headings to MQTT.",
         version: version,
-        subcommands: [RunCommand.self, DecodeCommand.self],
+        subcommands: [RunCommand.self, CheckCommand.self, DecodeCommand.self],
         defaultSubcommand: RunCommand.self
     )
 }

@@ -1,0 +1,186 @@
+import FleetProtocol
+import GNSS
+import GNSSSources
+import Logging
+import MQTT
+
+/// `fleetcast-agent check`: what a person runs on a new vehicle before enabling the service.
+/// Each step says ok, or what failed and what to do: the source gives a position fix, the
+/// broker accepts the connection (TLS and credentials included), and the broker lets the
+/// vehicle publish (a non-retained `offline` status with reason `check`, QoS 1, read back
+/// through a subscription to the vehicle's own status topic when the ACL allows reading it).
+public enum AgentCheck {
+    /// One step's outcome.
+    public struct Step: Sendable, Equatable {
+        /// What was checked (`source`, `broker`, `publish`).
+        public var name: String
+        /// Whether it passed.
+        public var passed: Bool
+        /// What was found, and on failure what to do.
+        public var detail: String
+    }
+
+    /// Runs the steps in order, handing each to `report` as it finishes; returns whether all
+    /// passed. The broker steps run even when the source fails (both are worth knowing).
+    ///
+    /// - Parameter sourceTimeout: how long to wait for the first position fix.
+    public static func run(
+        configuration: AgentConfiguration, sourceTimeout: Duration, logger: Logger, report: @Sendable (Step) -> Void
+    ) async -> Bool {
+        let source = await checkSource(configuration, timeout: sourceTimeout, logger: logger)
+        report(source)
+        let broker = await checkBroker(configuration, logger: logger, report: report)
+        return source.passed && broker
+    }
+
+    private static func checkSource(_ configuration: AgentConfiguration, timeout: Duration, logger: Logger) async -> Step {
+        let uri = configuration.source
+        let descriptor: GNSSSourceDescriptor
+        do {
+            descriptor = try GNSSSourceDescriptor(parsing: uri)
+        } catch {
+            return Step(name: "source", passed: false, detail: "\(uri): \(error)")
+        }
+        let source = descriptor.makeSource(uri: uri, logger: logger)
+        let started = ContinuousClock.now
+        enum Outcome: Sendable { case fix(Fix), noFix(reason: String?), timedOut(reason: String?, sawData: Bool) }
+        let outcome = await withTaskGroup(of: Outcome?.self) { group in
+            group.addTask {
+                var reason: String?
+                var sawData = false
+                for await event in source {
+                    switch event {
+                    case .fix(let fix) where fix.mode != .noFix: return .fix(fix)
+                    case .fix, .heading, .state(.noFix), .state(.streaming): sawData = true
+                    case .state(.reconnecting(let why, _)): reason = why
+                    case .state(.ended): return .noFix(reason: reason ?? "the recording has no position fix")
+                    case .state: break
+                    }
+                    if Task.isCancelled { break }
+                }
+                return .timedOut(reason: reason, sawData: sawData)
+            }
+            group.addTask {
+                try? await Task.sleep(for: timeout)
+                return nil
+            }
+            let first = await group.next() ?? nil
+            group.cancelAll()
+            if let first { return first }
+            // Timed out: the reader, cancelled, says what it saw.
+            return (await group.next() ?? nil) ?? .timedOut(reason: nil, sawData: false)
+        }
+        let elapsed = started.duration(to: .now)
+        switch outcome {
+        case .fix(let fix):
+            let position = "\(Self.format(fix.latitude))°, \(Self.format(fix.longitude))°"
+            return Step(name: "source", passed: true, detail: "\(uri): \(fix.mode == FixMode.threeD ? "3D" : "2D") fix at \(position) after \(Self.seconds(elapsed))")
+        case .noFix(let reason):
+            return Step(name: "source", passed: false, detail: "\(uri): \(reason ?? "no position fix")")
+        case .timedOut(let reason, let sawData):
+            if sawData {
+                return Step(name: "source", passed: false, detail: """
+                    \(uri): the receiver answers but had no position fix within \(Self.seconds(timeout)); \
+                    give its antenna a view of the sky and try again (a cold start can take minutes)
+                    """)
+            }
+            let cause = reason.map { ": \($0)" } ?? ": no data"
+            return Step(name: "source", passed: false, detail: "\(uri)\(cause); \(Self.advice(for: descriptor))")
+        }
+    }
+
+    private static func checkBroker(_ configuration: AgentConfiguration, logger: Logger, report: @Sendable (Step) -> Void) async -> Bool {
+        let url = configuration.broker.url
+        let described = "\(url) (TLS \(configuration.usesTLS ? "on" : "off")\(configuration.broker.username.map { ", user \($0)" } ?? ""))"
+        var mqtt = configuration.mqttConfiguration
+        mqtt.clientID = "fleetcast-check-\(configuration.vehicle)"  // not the running agent's session
+        let client: MQTTClient
+        do {
+            client = try MQTTClient(configuration: mqtt, logger: logger)
+            try await client.connect()
+        } catch {
+            report(Step(name: "broker", passed: false, detail: "\(described): \(error); \(Self.advice(for: error))"))
+            return false
+        }
+        report(Step(name: "broker", passed: true, detail: "\(described): connected"))
+        defer { Task { await client.shutdown(flushTimeout: .seconds(1)) } }
+
+        let topic = configuration.topics.status(configuration.vehicle)
+        let status = VehicleStatus(vehicle: configuration.vehicle, state: .offline, reason: "check")
+        let payload = FleetPayload.encode(status)
+        let subscription = try? await client.subscribe([topic])
+        do {
+            try await client.publish(topic: topic, payload: payload, qos: .atLeastOnce, retain: false)
+        } catch {
+            report(Step(name: "publish", passed: false, detail: "\(topic): \(error); \(Self.advice(for: error))"))
+            return false
+        }
+        guard let subscription else {
+            report(Step(name: "publish", passed: true, detail: "\(topic): accepted (the ACL does not let the vehicle read it back; that is fine)"))
+            return true
+        }
+        let echoed = await withTaskGroup(of: Bool.self) { group in
+            group.addTask {
+                do {
+                    for try await message in subscription where message.payload == payload { return true }
+                } catch {}
+                return false
+            }
+            group.addTask {
+                try? await Task.sleep(for: .seconds(5))
+                return false
+            }
+            let first = await group.next() ?? false
+            group.cancelAll()
+            return first
+        }
+        if echoed || configuration.broker.protocolVersion != .v311 {
+            // MQTT 5: the broker's PUBACK said yes. A subscription the ACL does not allow
+            // reading gets nothing back, which proves nothing either way.
+            report(Step(name: "publish", passed: true, detail: "\(topic): accepted\(echoed ? " and read back" : "")"))
+            return true
+        }
+        report(Step(name: "publish", passed: false, detail: """
+            \(topic): not read back within 5 s; with MQTT 3.1.1 a broker drops what its ACL refuses without \
+            saying so: check the ACL allows this vehicle's topics (or use MQTT 5 to get its answer)
+            """))
+        return false
+    }
+
+    private static func advice(for descriptor: GNSSSourceDescriptor) -> String {
+        switch descriptor {
+        case .serial:
+            "check the device path (ls -l /dev/serial/by-id/ /dev/gnss0), the baud rate, and that the user may open it (group dialout)"
+        case .gpsd:
+            "check that gpsd runs and listens there (systemctl status gpsd; gpspipe -w) and has the receiver (gpsctl)"
+        default:
+            "check the source URI"
+        }
+    }
+
+    private static func advice(for error: any Error) -> String {
+        guard let error = error as? MQTTError else { return "check broker.url" }
+        switch error {
+        case .connectionRefused, .network: return "check the broker's host and port and that it runs, and the network"
+        case .hostNotFound: return "check the host name in broker.url and the vehicle's DNS"
+        case .tlsCertificateNotTrusted: return "set broker.caFile to the CA that signed the broker's certificate"
+        case .tlsHostnameMismatch: return "use the host name the broker's certificate names in broker.url"
+        case .tls: return "check broker.caFile, certFile and keyFile, and that the broker speaks TLS on that port"
+        case .badUserNameOrPassword: return "check broker.username and the password file (broker.passwordFile)"
+        case .notAuthorized: return "the broker does not let this user in: check its password file or certificate identity"
+        case .publishRejected: return "check the broker's ACL allows this vehicle's topics and that the vehicle id is right"
+        default: return "check the broker settings"
+        }
+    }
+
+    private static func format(_ degrees: Double) -> String {
+        let scaled = (degrees * 100_000).rounded() / 100_000
+        return "\(scaled)"
+    }
+
+    private static func seconds(_ duration: Duration) -> String {
+        let c = duration.components
+        let tenths = Int(c.attoseconds / 100_000_000_000_000_000)
+        return "\(c.seconds).\(tenths) s"
+    }
+}

@@ -1,0 +1,70 @@
+import ArgumentParser
+import EdgeAgent
+import Foundation
+import Logging
+
+/// `fleetcast-agent check`: validates the configuration, then tries the source and the broker
+/// as the service would, one line per step. Exits 0 when every step passes.
+struct CheckCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "check",
+        abstract: "Check the configuration, the receiver and the broker before enabling the service.",
+        discussion: """
+            Loads the configuration as `run` does (file, FLEETCAST_… environment, flags), opens the \
+            source until a first position fix, connects to the broker (TLS and credentials \
+            included) and publishes a non-retained offline status with reason "check" to prove \
+            the broker's ACL lets the vehicle publish. Prints one line per step: ok, or what \
+            failed and what to do. Exit status 0 when all pass, 1 when a step fails, 78 for a \
+            configuration error.
+            """
+    )
+
+    @Option(help: "YAML configuration file (see config/agent.yaml).")
+    var config: String?
+
+    @Option(help: "GNSS source URI, overriding the configuration.")
+    var source: String?
+
+    @Option(help: "Broker URL, overriding the configuration.")
+    var broker: String?
+
+    @Option(help: "Vehicle id, overriding the configuration.")
+    var vehicle: String?
+
+    @Option(help: "File holding the broker password.")
+    var passwordFile: String?
+
+    @Option(help: "Seconds to wait for the receiver's first position fix.")
+    var timeout: Int = 60
+
+    func run() async throws {
+        var flags: [String: String] = [:]
+        flags["source"] = source
+        flags["broker.url"] = broker
+        flags["vehicle"] = vehicle
+        flags["broker.passwordFile"] = passwordFile
+        @Sendable func line(_ passed: Bool, _ name: String, _ detail: String) {
+            print("\(passed ? "ok  " : "FAIL") \(name.padding(toLength: 8, withPad: " ", startingAt: 0)) \(detail)")
+        }
+        let configuration: AgentConfiguration
+        do {
+            configuration = try await AgentConfiguration.load(
+                filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
+        } catch {
+            line(false, "config", "\(error)")
+            throw ExitCode(78)  // EX_CONFIG
+        }
+        line(true, "config", "\(config ?? "defaults, environment and flags"): vehicle \(configuration.vehicle)")
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = .critical  // the steps speak for themselves
+            return handler
+        }
+        let passed = await AgentCheck.run(
+            configuration: configuration, sourceTimeout: .seconds(max(1, timeout)), logger: Logger(label: "fleetcast.check")
+        ) { step in
+            line(step.passed, step.name, step.detail)
+        }
+        if !passed { throw ExitCode.failure }
+    }
+}
