@@ -1,4 +1,4 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|watch|e2e|latency|outbox|drain] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|watch|e2e|latency|outbox|drain|footprint] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
@@ -8,4 +8,5 @@ if which == "watch" || which == "all" { await runFleetWatchBenchmark(arguments: 
 if which == "e2e" { await runEndToEndBenchmark(arguments: Array(arguments.dropFirst())) }  // starts mosquitto, runs the agent binary
 if which == "outbox" { await runOutboxBenchmark(arguments: Array(arguments.dropFirst())) }  // SQLite outbox store
 if which == "drain" { await runDrainBenchmark(arguments: Array(arguments.dropFirst())) }  // 12,000-event backlog to mosquitto
+if which == "footprint" { await runFootprintBenchmark(arguments: Array(arguments.dropFirst())) }  // the agent binary at 10 Hz: RSS, CPU, sizes
 if which == "latency" { await runLatencyBenchmark(arguments: Array(arguments.dropFirst())) }  // pty + mosquitto + agent binary
