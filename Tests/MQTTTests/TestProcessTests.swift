@@ -25,11 +25,10 @@ import Glibc
     @Test func stopEndsTheChildWithSIGTERMWithinTheGrace() async throws {
         try await withDirectory { directory in
             let sleeper = try startWithSignalsBlocked { try TestProcess("/bin/sleep", ["60"], directory: directory, name: "sleep") }
-            let clock = ContinuousClock()
-            let start = clock.now
-            let status = await sleeper.stop(grace: .seconds(5))
-            #expect(start.duration(to: clock.now) < .seconds(5), "SIGTERM should end it before the SIGKILL fallback")
-            #expect(sleeper.termination == .signalled(SIGTERM))
+            let status = await sleeper.stop(grace: .seconds(30))
+            // Ended by SIGTERM, not by the SIGKILL fallback after the grace. (A duration check
+            // would say the same, and fail on a loaded machine.)
+            #expect(sleeper.termination == .signalled(SIGTERM), "SIGTERM should end it before the SIGKILL fallback")
             #expect(status == 128 + SIGTERM)
             #expect(!sleeper.isRunning)
         }
