@@ -1,3 +1,4 @@
+import FleetcastCore
 import FleetProtocol
 import GNSS
 import GNSSSources
@@ -44,32 +45,21 @@ public enum AgentCheck {
         let source = descriptor.makeSource(uri: uri, logger: logger)
         let started = ContinuousClock.now
         enum Outcome: Sendable { case fix(Fix), noFix(reason: String?), timedOut(reason: String?, sawData: Bool) }
-        let outcome = await withTaskGroup(of: Outcome?.self) { group in
-            group.addTask {
-                var reason: String?
-                var sawData = false
-                for await event in source {
-                    switch event {
-                    case .fix(let fix) where fix.mode != .noFix: return .fix(fix)
-                    case .fix, .heading, .state(.noFix), .state(.streaming): sawData = true
-                    case .state(.reconnecting(let why, _)): reason = why
-                    case .state(.ended): return .noFix(reason: reason ?? "the recording has no position fix")
-                    case .state: break
-                    }
-                    if Task.isCancelled { break }
+        // What the reader saw, for the verdict when no fix came in time.
+        let seen = SanitizerVisibleMutex<(reason: String?, sawData: Bool)>((nil, false))
+        let read = await withTimeLimit(timeout) { () -> Outcome in
+            for await event in source {
+                switch event {
+                case .fix(let fix) where fix.mode != .noFix: return .fix(fix)
+                case .fix, .heading, .state(.noFix), .state(.streaming): seen.withLock { $0.sawData = true }
+                case .state(.reconnecting(let why, _)): seen.withLock { $0.reason = why }
+                case .state(.ended): return .noFix(reason: seen.withLock { $0.reason } ?? "the recording has no position fix")
+                case .state: break
                 }
-                return .timedOut(reason: reason, sawData: sawData)
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return nil
-            }
-            let first = await group.next() ?? nil
-            group.cancelAll()
-            if let first { return first }
-            // Timed out: the reader, cancelled, says what it saw.
-            return (await group.next() ?? nil) ?? .timedOut(reason: nil, sawData: false)
+            return .noFix(reason: seen.withLock { $0.reason })
         }
+        let outcome = read ?? seen.withLock { .timedOut(reason: $0.reason, sawData: $0.sawData) }
         let elapsed = started.duration(to: .now)
         switch outcome {
         case .fix(let fix):
@@ -119,21 +109,12 @@ public enum AgentCheck {
             report(Step(name: "publish", passed: true, detail: "\(topic): accepted (the ACL does not let the vehicle read it back; that is fine)"))
             return true
         }
-        let echoed = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                do {
-                    for try await message in subscription where message.payload == payload { return true }
-                } catch {}
-                return false
-            }
-            group.addTask {
-                try? await Task.sleep(for: .seconds(5))
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        let echoed = await withTimeLimit(.seconds(5)) {
+            do {
+                for try await message in subscription where message.payload == payload { return true }
+            } catch {}
+            return false
+        } ?? false
         if echoed || configuration.broker.protocolVersion != .v311 {
             // MQTT 5: the broker's PUBACK said yes. A subscription the ACL does not allow
             // reading gets nothing back, which proves nothing either way.

@@ -89,18 +89,7 @@ public final class MQTTLink: MessageSending {
             return client
         }
         guard let current else { return true }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await current.shutdown(flushTimeout: flushTimeout)
-                return true
-            }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let finished = await group.next() ?? false
-            group.cancelAll()  // MQTTClient.shutdown stops waiting when cancelled
-            return finished
-        }
+        // MQTTClient.shutdown stops waiting when cancelled.
+        return await withTimeLimit(timeout) { await current.shutdown(flushTimeout: flushTimeout) } != nil
     }
 }

@@ -83,12 +83,7 @@ final class Outbox: Sendable {
     /// Returns once `condition` holds or `timeout` has passed, whichever comes first (or when
     /// the task is cancelled).
     func wait(for condition: OutboxCondition, upTo timeout: Duration) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { await self.wait(for: condition) }
-            group.addTask { try? await Task.sleep(for: timeout) }
-            await group.next()
-            group.cancelAll()
-        }
+        _ = await withTimeLimit(timeout) { await self.wait(for: condition) }
     }
 
     private func run(_ resumptions: State.Resumptions) {

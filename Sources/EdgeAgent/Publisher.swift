@@ -373,18 +373,10 @@ public final class Publisher: Sendable {
             await waitForFinish()
             outbox.transition { $0.close() }
             // The live queue drains (bounded); the backlog stays in the store for the next run.
-            let drained = await withTaskGroup(of: Bool.self) { drain in
-                drain.addTask { await live.value; return true }
-                drain.addTask {
-                    try? await Task.sleep(for: self.settings.drainTimeout)
-                    return false
-                }
-                let first = await drain.next() ?? false
-                // Awaiting `live.value` does not pass cancellation on: cancel the task itself.
-                if !first { live.cancel() }
-                drain.cancelAll()
-                return first
-            }
+            // (Awaiting `live.value` does not pass cancellation on: the handler cancels the task.)
+            let drained = await withTimeLimit(settings.drainTimeout) {
+                await withTaskCancellationHandler { await live.value } onCancel: { live.cancel() }
+            } != nil
             if !drained {
                 logger.info("live messages not sent before shutdown; kept in the outbox", metadata: [
                     "outbox.path": "\(outbox.storage.location)",
@@ -703,23 +695,14 @@ public final class Publisher: Sendable {
         let topic = settings.topics.status(settings.vehicle)
         let payload = FleetPayload.encode(status)
         let sender = self.sender
-        let sent = await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                do {
-                    try await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: true)
-                    return true
-                } catch {
-                    return false
-                }
-            }
-            group.addTask {
-                try? await Task.sleep(for: self.settings.drainTimeout)
+        let sent = await withTimeLimit(settings.drainTimeout) {
+            do {
+                try await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: true)
+                return true
+            } catch {
                 return false
             }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
-        }
+        } ?? false
         if sent {
             state.withLock { $0.counters.statusesPublished += 1 }
         } else {
@@ -810,12 +793,7 @@ public final class Publisher: Sendable {
 
     /// Waits `delay`, or less if ``retryNow()`` is called meanwhile (or was since `since`).
     private func backOff(_ delay: Duration, since: UInt64) async {
-        await withTaskGroup(of: Void.self) { group in
-            group.addTask { try? await Task.sleep(for: delay) }
-            group.addTask { await self.waitForRetry(since: since) }
-            await group.next()
-            group.cancelAll()
-        }
+        _ = await withTimeLimit(delay) { await self.waitForRetry(since: since) }
     }
 
     private func waitForRetry(since: UInt64) async {

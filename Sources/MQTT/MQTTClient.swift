@@ -1,4 +1,5 @@
 import CMosquitto
+import FleetcastCore
 import Logging
 
 /// An async MQTT 5 (or 3.1.1) client over libmosquitto.
@@ -260,19 +261,14 @@ public final class MQTTClient: Sendable {
         }
         if mustDrain {
             let drainID = context.state.withLock { $0.makeID() }
-            await withTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    await withTaskCancellationHandler {
-                        await withCheckedContinuation { waiter in
-                            context.state.withLock { $0.setDrainWaiter(id: drainID, cancelled: Task.isCancelled, waiter) }.run()
-                        }
-                    } onCancel: {
-                        context.state.withLock { $0.cancelDrainWaiter(id: drainID) }.run()
+            _ = await withTimeLimit(flushTimeout) {
+                await withTaskCancellationHandler {
+                    await withCheckedContinuation { waiter in
+                        context.state.withLock { $0.setDrainWaiter(id: drainID, cancelled: Task.isCancelled, waiter) }.run()
                     }
+                } onCancel: {
+                    context.state.withLock { $0.cancelDrainWaiter(id: drainID) }.run()
                 }
-                group.addTask { try? await Task.sleep(for: flushTimeout) }
-                await group.next()
-                group.cancelAll()
             }
         }
         await Self.wait(context, bound: Self.closeGrace) { $0.addUnsubackWaiter(id: $1, $2) }

@@ -1,3 +1,5 @@
+import FleetcastCore
+
 extension Hub {
     /// The next value yielded after this call, like CoreLocation's one-shot location request.
     ///
@@ -14,30 +16,16 @@ extension Hub {
         }
         let subscription = subscribe(bufferingPolicy: .newest(1))
         defer { subscription.cancel() }
+        let next: Element??
         do {
-            return try await withThrowingTaskGroup(of: Element?.self) { group in
-                group.addTask {
-                    try await subscription.next()
-                }
-                group.addTask {
-                    try await Task.sleep(for: timeout)
-                    throw HubError.timedOut(after: timeout)
-                }
-                defer { group.cancelAll() }
-                guard let first = try await group.next() else {
-                    throw HubError.cancelled
-                }
-                if let value = first {
-                    return value
-                }
-                // The subscription ended without a value: cancelled, or the source finished.
-                if Task.isCancelled {
-                    throw HubError.cancelled
-                }
-                throw HubError.finished
-            }
+            next = try await withTimeLimit(timeout) { try await subscription.next() }
         } catch is CancellationError {
             throw HubError.cancelled
         }
+        if Task.isCancelled { throw HubError.cancelled }
+        guard let ended = next else { throw HubError.timedOut(after: timeout) }
+        // The subscription ended without a value: the source finished.
+        guard let value = ended else { throw HubError.finished }
+        return value
     }
 }
