@@ -89,11 +89,16 @@ struct RunCommand: AsyncParsableCommand {
             logger.error("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(78)
         }
-        let group = ServiceGroup(configuration: .init(
+        var groupConfiguration = ServiceGroupConfiguration(
             services: [.init(service: agent, successTerminationBehavior: .gracefullyShutdownGroup)],
             gracefulShutdownSignals: [.sigterm, .sigint],
             logger: logger
-        ))
+        )
+        // A graceful stop sends what is live, then `offline`, then disconnects, each bounded by
+        // the drain timeout (5 s): past 18 s the agent is cancelled, before systemd's
+        // TimeoutStopSec=20 would kill it.
+        groupConfiguration.maximumGracefulShutdownDuration = .seconds(18)
+        let group = ServiceGroup(configuration: groupConfiguration)
         do {
             try await group.run()
         } catch {
