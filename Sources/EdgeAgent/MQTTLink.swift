@@ -51,10 +51,11 @@ public final class MQTTLink: MessageSending {
             do {
                 try await candidate.connect()
                 client.withLock { $0 = candidate }
+                // The client logged "MQTT connected"; after a warning, say that it is over.
                 if warnedAt != nil {
-                    logger.notice("connected to MQTT broker", metadata: ["retry.attempt": "\(attempt + 1)"])
+                    logger.notice("MQTT broker reachable again", metadata: ["retry.attempt": "\(attempt + 1)"])
                 } else {
-                    logger.info("connected to MQTT broker")
+                    logger.debug("connected to MQTT broker")
                 }
                 return
             } catch let error as MQTTError where error.isWorthRetrying {

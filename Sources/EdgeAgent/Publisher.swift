@@ -128,6 +128,8 @@ public final class Publisher: Sendable {
         var nextWaiterID: UInt64 = 0
         /// In an outage (a send failed; none succeeded since): logged once per outage.
         var failing = false
+        /// The level the outage's first failure was logged at; its end is logged at the same.
+        var failureLevel = Logger.Level.info
         /// A live send failed since the live loop last backed off.
         var liveFailurePending = false
         /// Sends that succeeded (a back-off starts over after one).
@@ -729,15 +731,20 @@ public final class Publisher: Sendable {
     }
 
     private func noteFailure(_ error: any Error, topic: String) {
+        // A connection not made yet, or lost: the MQTT client reports that itself, once;
+        // saying it again here (and "resumed" after it) would log one event twice.
+        var level = Logger.Level.info
+        switch error as? MQTTError {
+        case .notConnected?, .connectionLost?: level = .debug
+        default: break
+        }
         let first = state.withLock { state -> Bool in
             state.counters.sendFailures += 1
             defer { state.failing = true }
+            if !state.failing { state.failureLevel = level }
             return !state.failing
         }
         if first, !Task.isCancelled {
-            // Not connected (yet): the MQTT link reports why, once; this would only repeat it.
-            var level = Logger.Level.info
-            if case .notConnected? = error as? MQTTError { level = .debug }
             logger.log(level: level, "send failed, keeping messages in the outbox", metadata: [
                 "mqtt.topic": "\(topic)", "error": "\(error)",
             ])
@@ -759,17 +766,17 @@ public final class Publisher: Sendable {
     }
 
     private func noteSuccess(count: UInt64, statuses: UInt64, backlog: UInt64 = 0) {
-        let recovered = state.withLock { state -> Bool in
+        let recovered = state.withLock { state -> Logger.Level? in
             state.counters.published += count
             state.counters.backlogPublished += backlog
             state.counters.statusesPublished += statuses
             state.successes += 1
             if state.failing { state.refusedTopics.removeAll() }  // a new connection
             defer { state.failing = false }
-            return state.failing
+            return state.failing ? state.failureLevel : nil
         }
-        if recovered {
-            logger.info("sending resumed", metadata: ["outbox.backlog": "\(backlogCount)"])
+        if let recovered {
+            logger.log(level: recovered, "sending resumed", metadata: ["outbox.backlog": "\(backlogCount)"])
         }
     }
 

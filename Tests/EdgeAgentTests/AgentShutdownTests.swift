@@ -124,7 +124,7 @@ struct AgentShutdownTests {
         try await waitUntil("mosquitto to listen on \(port)") { FreePort.isAccepting(port) }
 
         let agent = try Self.startAgent(brokerPort: port, directory: directory)
-        try await waitUntil("the agent to connect", timeout: .seconds(10)) { agent.standardError.contains("connected to MQTT broker") }
+        try await waitUntil("the agent to connect", timeout: .seconds(10)) { agent.standardError.contains("MQTT connected") }
         Foundation.kill(broker.pid, SIGSTOP)  // the broker stops answering: nothing is acknowledged
         try await Self.waitForAnotherFixSent(agent)
         let termination = Task { await Self.terminate(agent) }
