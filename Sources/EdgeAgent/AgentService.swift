@@ -1,3 +1,4 @@
+import FleetcastCore
 import FleetProtocol
 import GNSS
 import GNSSSources
@@ -98,6 +99,11 @@ public final class AgentService: Service {
         let mqttWill = MQTTWill(
             topic: will.topic, payload: will.payload, qos: MQTTQoS(rawValue: will.qos) ?? .atLeastOnce, retain: will.retain)
         var failure: (any Error)?
+        // With systemd's watchdog on, its task is the only one that notifies while running, so
+        // that STOPPING=1 always comes after the last WATCHDOG=1 (a ping after STOPPING=1
+        // would re-arm the watchdog during the stop).
+        let watchdogInterval = notifier?.watchdogInterval
+        let stopping = StopSignal()
         await withTaskGroup(of: Result<Child, any Error>.self) { group in
             group.addTask {
                 do {
@@ -117,7 +123,8 @@ public final class AgentService: Service {
                     try await withGracefulShutdownHandler {
                         try await self.publisher.run(events: events)
                     } onGracefulShutdown: { [publisher = self.publisher, notifier = self.notifier] in
-                        notifier?.notify("STOPPING=1\nSTATUS=stopping: sending what is live, then offline")
+                        if watchdogInterval == nil { notifier?.notify(Self.stoppingMessage) }
+                        stopping.stop()
                         publisher.finish()
                         events.cancel()
                     }
@@ -126,9 +133,10 @@ public final class AgentService: Service {
                     return .failure(error)
                 }
             }
-            if let notifier, let interval = notifier.watchdogInterval {
+            if let notifier, let watchdogInterval {
                 group.addTask {
-                    await self.petWatchdog(notifier, every: interval / 2, intake: events.subscription)
+                    await self.petWatchdog(
+                        notifier, every: watchdogInterval / 2, intake: events.subscription, until: stopping)
                     return .success(.watchdogStopped)
                 }
             }
@@ -145,6 +153,7 @@ public final class AgentService: Service {
                     _ = error
                 case .failure(let error):
                     failure = failure ?? error
+                    stopping.stop()
                     publisher.finish()
                     events.cancel()
                 }
@@ -167,15 +176,21 @@ public final class AgentService: Service {
 }
 
 extension AgentService {
+    static let stoppingMessage = "STOPPING=1\nSTATUS=stopping: sending what is live, then offline"
+
     /// Sends `WATCHDOG=1` every `period` while the pipeline is alive (``PipelineProbe``), until
-    /// cancelled or the publisher finishes; a stall is logged once as a warning (systemd will
-    /// restart the agent if it lasts `WatchdogSec`), and its end as a notice.
-    private func petWatchdog(_ notifier: SystemdNotifier, every period: Duration, intake: HubSubscription<GNSSEvent>?) async {
+    /// `stop` is signalled, the task is cancelled or the publisher finishes, then `STOPPING=1`;
+    /// a stall is logged once as a warning (systemd restarts the agent if it lasts
+    /// `WatchdogSec`), and its end as a notice.
+    private func petWatchdog(
+        _ notifier: SystemdNotifier, every period: Duration, intake: HubSubscription<GNSSEvent>?, until stop: StopSignal
+    ) async {
         var probe = PipelineProbe()
         var stalled: String?
-        while !Task.isCancelled, !publisher.isFinishing {
+        while !Task.isCancelled, !publisher.isFinishing, !stop.isStopped {
             let problem = probe.check(
                 now: .now, publisherActivity: publisher.lastActivity, syncInterval: publisher.settings.syncInterval,
+                watchdogInterval: period * 2,
                 intake: intake?.statistics, sourceRunning: intake == nil || hub.statistics.isSourceRunning)
             if let problem {
                 if stalled == nil {
@@ -188,7 +203,51 @@ extension AgentService {
                 notifier.notify("WATCHDOG=1")
             }
             stalled = problem
-            try? await Task.sleep(for: period)
+            if await withTimeLimit(period, { await stop.wait() }) != nil { break }
+        }
+        notifier.notify(Self.stoppingMessage)
+    }
+}
+
+/// A one-way signal: ``stop()`` once, and every ``wait()`` returns (at once after it).
+final class StopSignal: Sendable {
+    private struct State {
+        var stopped = false
+        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
+        var nextID: UInt64 = 0
+    }
+    private let state = SanitizerVisibleMutex(State())
+
+    /// Whether ``stop()`` was called.
+    var isStopped: Bool { state.withLock { $0.stopped } }
+
+    /// Signals; idempotent.
+    func stop() {
+        let waiters = state.withLock { state in
+            state.stopped = true
+            defer { state.waiters.removeAll() }
+            return Array(state.waiters.values)
+        }
+        for waiter in waiters { waiter.resume() }
+    }
+
+    /// Returns once stopped, or when the task is cancelled.
+    func wait() async {
+        let id = state.withLock { state in
+            defer { state.nextID += 1 }
+            return state.nextID
+        }
+        await withTaskCancellationHandler {
+            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
+                let now = state.withLock { state -> Bool in
+                    if state.stopped || Task.isCancelled { return true }
+                    state.waiters[id] = continuation
+                    return false
+                }
+                if now { continuation.resume() }
+            }
+        } onCancel: {
+            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
         }
     }
 }

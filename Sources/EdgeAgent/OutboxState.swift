@@ -260,9 +260,9 @@ struct OutboxState<LiveWaiter, Signal> {
     /// Live records waiting or in flight (the status not counted).
     var liveCount: Int { liveQueue.count + liveInflight.count }
 
-    /// The next live record waits for a commit to reserve its number.
+    /// A live record waits for a commit to reserve its number (the queue rises in `seq`).
     var liveWaitsForReservation: Bool {
-        liveQueue.first.map { $0.seq >= reservedSeq } ?? false
+        liveQueue.last.map { $0.seq >= reservedSeq } ?? false
     }
 
     // MARK: Committing
@@ -362,7 +362,9 @@ struct OutboxState<LiveWaiter, Signal> {
         guard storageProblem != nil else { return [] }
         var records: [OutboxRecord] = []
         var total = 0
-        for record in writing + Array(unwritten) where record.seq > after && !excluding.contains(record.seq) {
+        // Not at or above the reservation: a trial commit after a failure holds numbering there
+        // until it is known to have worked (a crash right after could reuse a number sent).
+        for record in writing + Array(unwritten) where record.seq > after && record.seq < reservedSeq && !excluding.contains(record.seq) {
             if records.count >= limit || (!records.isEmpty && total + record.payload.count > maximumBytes) { break }
             total += record.payload.count
             records.append(record)

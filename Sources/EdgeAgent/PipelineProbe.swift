@@ -12,6 +12,8 @@ import TelemetryHub
 struct PipelineProbe: Sendable {
     /// The intake's delivered count at the previous tick.
     private var lastDelivered: UInt64?
+    /// Consecutive ticks at which events waited and the intake took none.
+    private var stuckTicks = 0
 
     /// Returns `nil` when alive, else what is stuck (for the log).
     ///
@@ -19,20 +21,29 @@ struct PipelineProbe: Sendable {
     ///   - now: the current instant.
     ///   - publisherActivity: when the publisher's sync loop last ran.
     ///   - syncInterval: how often that loop runs at least.
+    ///   - watchdogInterval: systemd's `WatchdogSec`. The sync loop may be held up to half of it
+    ///     (a commit on a slow SD card) without being called stuck: one missed ping is not a
+    ///     restart, and a write that outlasts the whole interval is a wedge.
     ///   - intake: the publisher's hub subscription's counters (`nil` for a replay, which the
     ///     publisher reads itself, waiting for the broker when it must).
     ///   - sourceRunning: whether a live source is running (`true` for a replay).
     mutating func check(
         now: ContinuousClock.Instant, publisherActivity: ContinuousClock.Instant, syncInterval: Duration,
-        intake: HubSubscriberStatistics?, sourceRunning: Bool
+        watchdogInterval: Duration = .seconds(10), intake: HubSubscriberStatistics?, sourceRunning: Bool
     ) -> String? {
         let delivered = intake?.delivered
-        defer { lastDelivered = delivered }
+        if let intake, intake.buffered > 0, let lastDelivered, intake.delivered == lastDelivered {
+            stuckTicks += 1
+        } else {
+            stuckTicks = 0
+        }
+        lastDelivered = delivered
         let silence = publisherActivity.duration(to: now)
-        if silence > max(syncInterval * 3, .seconds(5)) {
+        if silence > max(syncInterval * 3, watchdogInterval / 2) {
             return "the publisher's sync loop has not run for \(silence.components.seconds) s"
         }
-        if let intake, intake.buffered > 0, let lastDelivered, intake.delivered == lastDelivered {
+        // Two ticks in a row: events that arrived just before one tick are not a stall.
+        if stuckTicks >= 2, let intake {
             return "\(intake.buffered) GNSS events wait in the hub and the publisher's intake takes none"
         }
         if !sourceRunning { return "the GNSS source is not running" }

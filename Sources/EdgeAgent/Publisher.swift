@@ -420,6 +420,7 @@ public final class Publisher: Sendable {
     public func retryNow() {
         let waiters = state.withLock { state in
             state.retryGeneration += 1
+            state.refusedTopics.removeAll()  // a new connection: a refusal is worth saying again
             defer { state.retryWaiters.removeAll() }
             return Array(state.retryWaiters.values)
         }
@@ -512,13 +513,15 @@ public final class Publisher: Sendable {
         var bucket = TokenBucket(
             rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
         let topic = settings.topics.backlog(settings.vehicle)
+        // Payload bytes per batch; halved when the broker says a batch is too large for it.
+        var byteBudget = FleetPayload.maximumBacklogBytes - 256
         while !Task.isCancelled {
             guard let request = outbox.transition({ state -> (Outbox.State.BacklogRequest?, Outbox.State.Resumptions) in
                 (state.backlogRequest(), .init())
             }) else { return }
             let available = max(1, bucket.available(at: .now))
             let limit = min(available, FleetPayload.maximumBacklogEvents)
-            let maximumBytes = FleetPayload.maximumBacklogBytes - 256
+            let maximumBytes = byteBudget
             var records: [OutboxRecord]
             do {
                 records = try await outbox.storage.backlog(
@@ -567,9 +570,25 @@ public final class Publisher: Sendable {
                 try await sender.send(topic: topic, payload: writer.finish(), qos: Self.statusQoS, retain: false)
                 outbox.transition { $0.backlogAcknowledged() }
                 noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count))
-            } catch let error as MQTTError where error.isPermanentPublishRefusal {
+            } catch let error as MQTTError where error.isPacketTooLarge && batch.count > 1 {
+                // The broker's maximum packet size is smaller than a batch: smaller batches.
+                outbox.transition { $0.backlogFailed() }
+                byteBudget = max(512, byteBudget / 2)
+                logger.debug("backlog batch too large for the broker; sending smaller ones", metadata: [
+                    "outbox.batchBytes": "\(byteBudget)",
+                ])
+            } catch let error as MQTTError where error.isPacketTooLarge {
+                // One event larger than the broker takes: it can never be sent.
                 outbox.transition { $0.backlogRejected() }
                 noteRefusal(error, topic: topic)
+            } catch let error as MQTTError where error.isPermanentPublishRefusal {
+                // The backlog topic itself is refused (an ACL written without it): the records
+                // stay in the store, and the drain waits (5 min, or a new connection) rather
+                // than deleting days of history.
+                outbox.transition { $0.backlogFailed() }
+                noteRefusal(error, topic: topic)
+                let since = state.withLock { $0.retryGeneration }
+                await backOff(.seconds(300), since: since)
             } catch {
                 outbox.transition { $0.backlogFailed() }
                 noteFailure(error, topic: topic)
@@ -761,7 +780,9 @@ public final class Publisher: Sendable {
         logger.error("""
             the broker refused to publish to \(topic)\(settings.brokerUser.map { " as user \($0)" } ?? ""): \(error); \
             check the broker's ACL allows this vehicle's topics and that the vehicle id \(settings.vehicle) is right. \
-            Refused messages are dropped and counted as rejected in the status
+            \(topic == settings.topics.backlog(settings.vehicle) && !error.isPacketTooLarge
+                ? "The backlog stays in the store until the broker takes it"
+                : "Refused messages are dropped and counted as rejected in the status")
             """, metadata: ["mqtt.topic": "\(topic)"])
     }
 

@@ -14,10 +14,14 @@ struct SourceHealth: Sendable {
         case recovered(attempts: Int, duration: Duration)
     }
 
-    /// Shortest time between two warnings about the same failure.
+    /// Shortest time between two warnings (a receiver that browns out every 30 s is one
+    /// warning and one notice per period, not a pair per brown-out).
     var repeatEvery: Duration = .seconds(300)
     private var failingSince: ContinuousClock.Instant?
+    /// Kept across recoveries: the rate limit spans failures, not one failure.
     private var lastWarning: ContinuousClock.Instant?
+    /// This failure was warned about (its recovery then gets a notice).
+    private var announced = false
     private var attempts = 0
 
     /// Whether the source is failing now.
@@ -25,21 +29,24 @@ struct SourceHealth: Sendable {
 
     /// The source reported a failure (it will retry): what to log, if anything.
     mutating func failed(reason: String, at now: ContinuousClock.Instant) -> Report? {
-        attempts += 1
-        guard let since = failingSince, let last = lastWarning else {
+        if failingSince == nil {
             failingSince = now
-            lastWarning = now
-            return .failing(reason: reason)
+            attempts = 0
         }
-        guard last.duration(to: now) >= repeatEvery else { return nil }
+        attempts += 1
+        if let last = lastWarning, last.duration(to: now) < repeatEvery { return nil }
         lastWarning = now
-        return .stillFailing(reason: reason, attempts: attempts, duration: since.duration(to: now))
+        defer { announced = true }
+        return announced
+            ? .stillFailing(reason: reason, attempts: attempts, duration: failingSince!.duration(to: now))
+            : .failing(reason: reason)
     }
 
-    /// The source delivered (a fix, a heading, streaming again): a notice if it was failing.
+    /// The source delivered (a fix, a heading, streaming again): a notice if its failure was
+    /// warned about.
     mutating func working(at now: ContinuousClock.Instant) -> Report? {
         guard let since = failingSince else { return nil }
-        defer { failingSince = nil; lastWarning = nil; attempts = 0 }
-        return .recovered(attempts: attempts, duration: since.duration(to: now))
+        defer { failingSince = nil; announced = false; attempts = 0 }
+        return announced ? .recovered(attempts: attempts, duration: since.duration(to: now)) : nil
     }
 }

@@ -90,6 +90,9 @@ public final class TestProcess: Sendable {
         defer { argv.forEach { free($0) } }
         var pid: pid_t = 0
         var variables = ProcessInfo.processInfo.environment
+        // A test runner started by systemd must not hand its own notification socket to the
+        // agents it starts: they would tell systemd about themselves.
+        for key in ["NOTIFY_SOCKET", "WATCHDOG_USEC", "WATCHDOG_PID"] { variables[key] = nil }
         variables.merge(environment) { _, new in new }
         let envp = variables.map { strdup("\($0.key)=\($0.value)") } + [nil]
         defer { envp.forEach { free($0) } }

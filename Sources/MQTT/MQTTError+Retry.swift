@@ -1,12 +1,20 @@
 extension MQTTError {
     /// Whether the broker refused a publish for good: sending it again, on this connection or
     /// the next, gets the same answer until someone changes the broker's ACL or the client's
-    /// topics. MQTT 5 PUBACK/PUBREC reason codes 0x83 implementation-specific error, 0x87 not
-    /// authorized, 0x90 topic name invalid, 0x95 packet too large, 0x99 payload format invalid.
-    /// (MQTT 3.1.1 has no such answer: a broker drops what it refuses and acknowledges it.)
+    /// topics. MQTT 5 PUBACK/PUBREC reason codes 0x87 not authorized, 0x90 topic name invalid,
+    /// 0x95 packet too large, 0x99 payload format invalid. (0x83, implementation-specific, is
+    /// left out: some brokers use it for passing trouble. MQTT 3.1.1 has no such answer: a
+    /// broker drops what it refuses and acknowledges it.)
     public var isPermanentPublishRefusal: Bool {
         guard case .publishRejected(_, let code, _) = self else { return false }
-        return [0x83, 0x87, 0x90, 0x95, 0x99].contains(code)
+        return [0x87, 0x90, 0x95, 0x99].contains(code)
+    }
+
+    /// The broker refused a publish as larger than its maximum packet size (0x95): a smaller
+    /// message would pass.
+    public var isPacketTooLarge: Bool {
+        guard case .publishRejected(_, let code, _) = self else { return false }
+        return code == 0x95
     }
 
     /// Whether a failed connect may succeed later without a change of configuration: the

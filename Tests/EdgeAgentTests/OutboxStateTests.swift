@@ -195,6 +195,9 @@ struct OutboxStateTests {
         var seqs: [UInt64] = []
         while Int(state.nextSeq) < Int(trial.reservedSeq) + 5 { seqs.append(add(&state)) }
         #expect(liveSeq(&state) == nil, "the newest, \(seqs.last!), is at or above the trial reservation \(trial.reservedSeq)")
+        let fromMemory = state.unwrittenBacklog(after: 0, limit: 10_000, maximumBytes: 1 << 30, excluding: [])
+        #expect(!fromMemory.isEmpty && fromMemory.allSatisfy { $0.seq < trial.reservedSeq },
+                "the backlog drain does not send them either")
         _ = state.commitFailed(reason: "disk full")
         #expect(liveSeq(&state) == seqs.last, "the trial failed: unbounded again")
     }

@@ -252,6 +252,63 @@ struct PublisherTests {
                 "the older fixes went out as backlog or wait in the store")
     }
 
+    /// A publisher with 300 fixes stored while the broker was absent, now back.
+    private func backlogged(_ sender: RecordingSender, dir: TemporaryDirectory, logger: Logger) async throws -> (Publisher, Task<Void, Never>) {
+        let publisher = try makePublisher(sender: sender, dir: dir, logger: logger)
+        let running = Task { await publisher.run() }
+        for index in 0..<300 { publisher.publish(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }
+        try await withTimeout { while publisher.backlogCount < 299 { try await Task.sleep(for: .milliseconds(5)) } }
+        return (publisher, running)
+    }
+
+    @Test("a broker whose packet limit is below a backlog batch (0x95) gets smaller batches: everything arrives, nothing is counted as rejected")
+    func backlogBatchTooLarge() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = RecordingSender(failing: true)
+        let (publisher, running) = try await backlogged(sender, dir: dir, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
+        sender.setRefusal { topic, bytes in topic.hasSuffix("/backlog") && bytes > 3000 ? 0x95 : nil }
+        sender.setFailing(false)
+        publisher.retryNow()
+        try await withTimeout {
+            while Set(deliveredSeqs(sender.sent)) != Set(1...300) { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        #expect(publisher.counters.drops.rejected == 0)
+        #expect(sender.sent.filter { $0.topic.hasSuffix("/backlog") }.allSatisfy { $0.payload.count <= 3000 })
+        publisher.finish()
+        try await withTimeout { await running.value }
+    }
+
+    @Test("a broker that refuses the backlog topic: the backlog stays in the store (nothing deleted or counted as rejected), one error, and drains on the next connection")
+    func backlogTopicRefused() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let capture = InMemoryLogHandler()
+        let sender = RecordingSender(failing: true)
+        let (publisher, running) = try await backlogged(sender, dir: dir, logger: Logger(label: "t") { _ in capture })
+        sender.setRefusal { topic, _ in topic.hasSuffix("/backlog") ? 0x87 : nil }
+        sender.setFailing(false)
+        publisher.retryNow()
+        try await withTimeout {
+            while !capture.entries.contains(where: { $0.level == .error }) { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        let attempts = sender.attempts
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(sender.attempts - attempts < 10, "the drain waits instead of hammering the broker")
+        #expect(publisher.backlogCount >= 299, "kept: \(publisher.backlogCount)")
+        #expect(publisher.counters.drops.rejected == 0)
+        let errors = capture.entries.filter { $0.level == .error }
+        #expect(errors.count == 1 && errors[0].message.description.contains("/backlog"), "\(errors.map(\.message))")
+        // The ACL is fixed; the next connection drains it.
+        sender.setRefusal(nil)
+        publisher.retryNow()
+        try await withTimeout {
+            while Set(deliveredSeqs(sender.sent)) != Set(1...300) { try await Task.sleep(for: .milliseconds(5)) }
+        }
+        publisher.finish()
+        try await withTimeout { await running.value }
+    }
+
     @Test("the last will is the retained offline status without a reason")
     func lastWill() throws {
         let dir = try TemporaryDirectory()

@@ -152,3 +152,25 @@ struct PipelineProbeTests {
         }
     }
 }
+
+/// What a failing source puts in the log, over time.
+@Suite("Source health")
+struct SourceHealthTests {
+    @Test("one warning when a source starts failing, again at most every 5 minutes, a notice on recovery; a flapping source does not flood")
+    func rateLimited() {
+        var health = SourceHealth()
+        let t0 = ContinuousClock.now
+        #expect(health.failed(reason: "gone", at: t0) == .failing(reason: "gone"))
+        #expect(health.failed(reason: "gone", at: t0 + .seconds(2)) == nil, "not one per retry")
+        #expect(health.failed(reason: "gone", at: t0 + .seconds(301)) == .stillFailing(reason: "gone", attempts: 3, duration: .seconds(301)))
+        #expect(health.working(at: t0 + .seconds(310)) == .recovered(attempts: 3, duration: .seconds(310)))
+        // Brown-outs every 30 s for the next 5 minutes: silent, then one warning and its notice.
+        for k in 1...9 {
+            let at = t0 + .seconds(310 + 30 * k)
+            #expect(health.failed(reason: "brown-out", at: at) == nil)
+            #expect(health.working(at: at + .seconds(1)) == nil)
+        }
+        #expect(health.failed(reason: "brown-out", at: t0 + .seconds(610)) == .failing(reason: "brown-out"))
+        #expect(health.working(at: t0 + .seconds(611)) == .recovered(attempts: 1, duration: .seconds(1)))
+    }
+}

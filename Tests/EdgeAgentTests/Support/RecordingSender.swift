@@ -1,5 +1,6 @@
 import FleetcastCore
 import EdgeAgent
+import MQTT
 
 /// A `MessageSending` that records what was sent, and can be made to fail (an absent broker)
 /// or to hold sends until released (a slow broker).
@@ -18,6 +19,8 @@ final class RecordingSender: MessageSending {
         var sent: [Sent] = []
         var attempts = 0
         var failing = false
+        /// A broker's answer for (topic, payload bytes): an MQTT 5 reason code to refuse with.
+        var refusal: (@Sendable (String, Int) -> Int?)?
         var watchers: [Watcher] = []
         var attemptWatchers: [Watcher] = []
         var nextWatcher = 0
@@ -34,21 +37,26 @@ final class RecordingSender: MessageSending {
     var sent: [Sent] { state.withLock { $0.sent } }
     var attempts: Int { state.withLock { $0.attempts } }
 
+    /// Makes the broker refuse what `rule` returns a reason code for (its ACL, its packet size).
+    func setRefusal(_ rule: (@Sendable (_ topic: String, _ bytes: Int) -> Int?)?) { state.withLock { $0.refusal = rule } }
+
     /// Makes the broker absent (`true`) or back (`false`).
     func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
 
     func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
         try Task.checkCancellation()
-        let (ready, failed) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool) in
+        let (ready, failed, refused) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool, Int?) in
             state.attempts += 1
             var ready = Self.take(&state.attemptWatchers, upTo: state.attempts)
-            if state.failing { return (ready, true) }
+            if state.failing { return (ready, true, nil) }
+            if let code = state.refusal?(topic, payload.count) { return (ready, false, code) }
             state.sent.append(Sent(topic: topic, payload: payload, qos: qos, retain: retain))
             ready += Self.take(&state.watchers, upTo: state.sent.count)
-            return (ready, false)
+            return (ready, false, nil)
         }
         for continuation in ready { continuation.resume() }
         if failed { throw Unreachable() }
+        if let refused { throw MQTTError.publishRejected(topic: topic, reasonCode: refused, reason: "refused by the test broker") }
     }
 
     /// Returns once at least `count` messages were sent, or when cancelled (by the caller's timeout).
