@@ -102,6 +102,14 @@ public struct FleetState: Sendable {
             update(status.vehicle, now: now) { s in
                 s.messages &+= 1
                 guard s.status != status else { return false }
+                // A new run of the agent (online with another `since`): its numbering starts
+                // where its store says, which after a run without a working store may be below
+                // what was seen. Judge its messages afresh (fix times still guard the map).
+                if status.state == .online, let since = status.since, let old = s.status?.since, since != old {
+                    s.lastFixSeq = nil
+                    s.lastHeadingSeq = nil
+                    s.sequence = SequenceTracker()
+                }
                 s.status = status
                 return true
             }

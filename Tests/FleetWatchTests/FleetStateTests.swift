@@ -53,6 +53,21 @@ import Testing
         #expect(v?.messages == 5)
     }
 
+    @Test func aNewRunOfTheAgentIsJudgedAfreshEvenIfItsNumbersStartLower() {
+        var state = FleetState()
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(0))), at: at(0))
+        state.apply(.fix(van, seq: 500, fix(1, second: 1)), at: at(1))
+        // Restarted after a run whose store could not be written: numbering resumes lower.
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(60))), at: at(60))
+        state.apply(.fix(van, seq: 130, fix(2, second: 61)), at: at(61))
+        #expect(state[van]?.fix?.latitude == 2, "the new run's fix is shown")
+        #expect(state[van]?.gaps == 0)
+        // Same run, same since: an older number is still not shown.
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(60), backlog: 3)), at: at(62))
+        state.apply(.fix(van, seq: 120, fix(3, second: 62)), at: at(62))
+        #expect(state[van]?.fix?.latitude == 2)
+    }
+
     @Test func withoutSeqTheNewestFixTimeWins() {
         var state = FleetState()
         state.apply(.fix(van, seq: nil, fix(2, second: 2)), at: at(0))
