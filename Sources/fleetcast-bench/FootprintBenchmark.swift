@@ -8,7 +8,9 @@ import GNSS
 /// /usr/bin/fleetcast-agent`) publishing at 10 Hz to a mosquitto on a free loopback port for
 /// S seconds (default 60), twice: with `sim:?rate=10`, and with `serial:` on a pseudo-terminal
 /// the bench feeds one 10 Hz epoch (RMC GGA GSA VTG HDT GST) every 100 ms. Prints per source the
-/// resident memory at the end and its peak (`VmRSS`, `VmHWM` from `/proc/PID/status`, MiB), the
+/// resident memory at the end and its peak (`VmRSS`, `VmHWM` from `/proc/PID/status`, MiB),
+/// split into the process's own memory (`RssAnon`: heap, stacks) and file pages it maps
+/// (`RssFile`: the binary and shared libraries, clean pages the kernel can drop and share), the
 /// CPU time over the measured window as a percentage of one core (`utime + stime` from
 /// `/proc/PID/stat`, after a 5 s warm-up), and the sizes of the binary and, with `--deb`, of the
 /// package. Goals: ≤ 16 MiB resident, ≤ 0.5 % of one core.
@@ -26,7 +28,8 @@ func runFootprintBenchmark(arguments: [String]) async {
         do {
             let result = try await measureFootprint(agent: agent, source: source, seconds: seconds)
             print("""
-                footprint: \(source) at 10 Hz for \(seconds) s: RSS \(mebibytes(result.rss)) MiB (peak \(mebibytes(result.peak)) MiB), \
+                footprint: \(source) at 10 Hz for \(seconds) s: RSS \(mebibytes(result.rss)) MiB (peak \(mebibytes(result.peak)) MiB; \
+                own \(mebibytes(result.anonymous)) MiB, mapped files \(mebibytes(result.files)) MiB), \
                 CPU \(String(format: "%.2f", result.cpuPercent)) % of one core, \(result.fixes) fixes published \
                 (goals ≤ 16 MiB, ≤ 0.5 %)
                 """)
@@ -39,6 +42,8 @@ func runFootprintBenchmark(arguments: [String]) async {
 private struct Footprint {
     var rss: Int
     var peak: Int
+    var anonymous: Int
+    var files: Int
     var cpuPercent: Double
     var fixes: Int
 }
@@ -83,7 +88,7 @@ private func measureFootprint(agent: String, source: String, seconds: Int) async
     try await clock.sleep(until: start.advanced(by: .milliseconds(100 * epochs.count)), tolerance: .zero)
     let cpuEnd = cpuTicks(process.pid)
     let wall = wallStart.duration(to: clock.now)
-    let (rss, peak) = residentMemory(process.pid)
+    let (rss, peak, anonymous, files) = residentMemory(process.pid)
     process.send(SIGTERM)
     _ = await process.waitForExit()
     try await Task.sleep(for: .milliseconds(500))
@@ -92,7 +97,7 @@ private func measureFootprint(agent: String, source: String, seconds: Int) async
     _ = await counter.waitForExit()
     let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
     let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
-    return Footprint(rss: rss, peak: peak, cpuPercent: Double(cpuEnd - cpuStart) / hz / wallSeconds * 100, fixes: fixes)
+    return Footprint(rss: rss, peak: peak, anonymous: anonymous, files: files, cpuPercent: Double(cpuEnd - cpuStart) / hz / wallSeconds * 100, fixes: fixes)
 }
 
 /// `utime + stime` of `pid`, in clock ticks.
@@ -106,14 +111,14 @@ private func cpuTicks(_ pid: pid_t) -> Int {
     return user + system
 }
 
-/// `VmRSS` and `VmHWM` of `pid`, in bytes.
-private func residentMemory(_ pid: pid_t) -> (rss: Int, peak: Int) {
-    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (0, 0) }
+/// `VmRSS`, `VmHWM`, `RssAnon` and `RssFile` of `pid`, in bytes.
+private func residentMemory(_ pid: pid_t) -> (rss: Int, peak: Int, anonymous: Int, files: Int) {
+    guard let status = try? String(contentsOfFile: "/proc/\(pid)/status", encoding: .utf8) else { return (0, 0, 0, 0) }
     func kilobytes(_ key: String) -> Int {
         guard let line = status.split(separator: "\n").first(where: { $0.hasPrefix(key) }) else { return 0 }
         return (Int(line.split(separator: " ", omittingEmptySubsequences: true).dropFirst().first ?? "") ?? 0) * 1024
     }
-    return (kilobytes("VmRSS:"), kilobytes("VmHWM:"))
+    return (kilobytes("VmRSS:"), kilobytes("VmHWM:"), kilobytes("RssAnon:"), kilobytes("RssFile:"))
 }
 
 private func fileSize(_ path: String) -> Int {
