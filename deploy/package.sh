@@ -1,0 +1,131 @@
+#!/usr/bin/env bash
+# Builds the Debian package dist/fleetcast_<version>_<arch>.deb for this machine's architecture
+# (dpkg --print-architecture): fleetcast-agent and fleet-watch, release builds with the Swift
+# standard library and Foundation linked statically and stripped, the hardened systemd unit,
+# /etc/fleetcast/agent.yaml as a conffile, the udev rule and the maintainer scripts that make
+# the user fleetcast. The package needs only Debian's own libraries, named in Depends: from the
+# binaries' real needs (dpkg-shlibdeps). Build the arm64 package on an arm64 machine (Raspberry
+# Pi, Jetson) with this same script: the Swift toolchain is needed on the build machine only.
+#
+# Needs the Swift toolchain, dpkg-dev (dpkg-shlibdeps) and the -dev packages the build needs
+# (libmosquitto-dev, libsqlite3-dev, pkg-config). Prints the package's path last.
+# FLEETCAST_DEB_SCRATCH: the build folder (default .build-deb; kept, so a rebuild is quick).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+scratch=${FLEETCAST_DEB_SCRATCH:-.build-deb}
+arch=$(dpkg --print-architecture)
+build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch"
+       -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
+
+echo "==> building fleetcast-agent and fleet-watch (release, static Swift stdlib and Foundation)" >&2
+for product in fleetcast-agent fleet-watch; do
+  "${build[@]}" --product "$product" >&2
+done
+bin=$("${build[@]}" --show-bin-path)
+
+# The one version: the agent's own (FleetcastAgent.version, what `--version` and the status say).
+version=$("$bin/fleetcast-agent" --version)
+if ! [[ $version =~ ^[0-9][A-Za-z0-9.+~]*$ ]]; then
+  echo "package.sh: '$version' (fleetcast-agent --version) is not a Debian upstream version" >&2
+  exit 1
+fi
+
+work=$(mktemp -d)
+trap 'rm -rf "$work"' EXIT
+root=$work/root
+mkdir -p "$root/DEBIAN"
+
+echo "==> staging fleetcast $version for $arch" >&2
+install -D -m 0755 "$bin/fleetcast-agent" "$root/usr/bin/fleetcast-agent"
+install -D -m 0755 "$bin/fleet-watch" "$root/usr/bin/fleet-watch"
+# As dh_strip does for executables: symbols, .comment and .note go.
+strip --remove-section=.comment --remove-section=.note --strip-unneeded \
+  "$root/usr/bin/fleetcast-agent" "$root/usr/bin/fleet-watch"
+
+# No Swift or Foundation library may be needed at run time: a vehicle has no Swift toolchain.
+for binary in "$root/usr/bin/fleetcast-agent" "$root/usr/bin/fleet-watch"; do
+  libs=$(ldd "$binary")
+  if grep -E 'libswift|libFoundation|lib_Foundation|libicu|libdispatch|libBlocksRuntime|libXCTest|libTesting' <<<"$libs" >&2; then
+    echo "package.sh: ${binary##*/} needs the Swift libraries above at run time (is --static-swift-stdlib in effect?)" >&2
+    exit 1
+  fi
+  if grep 'not found' <<<"$libs" >&2; then
+    echo "package.sh: ${binary##*/} needs libraries this machine does not have" >&2
+    exit 1
+  fi
+done
+
+# bookworm's layout (debhelper's): units and udev rules under /lib; /usr/lib is the same
+# directory on every merged-/usr system.
+install -D -m 0644 deploy/fleetcast-agent.service "$root/lib/systemd/system/fleetcast-agent.service"
+install -D -m 0644 deploy/60-fleetcast-gnss.rules "$root/lib/udev/rules.d/60-fleetcast-gnss.rules"
+install -D -m 0644 config/agent.yaml "$root/etc/fleetcast/agent.yaml"
+echo /etc/fleetcast/agent.yaml >"$root/DEBIAN/conffiles"
+
+doc=$root/usr/share/doc/fleetcast
+install -D -m 0644 deploy/deb/copyright "$doc/copyright"
+install -m 0644 README.md "$doc/README.md"
+gzip -9n "$doc/README.md"
+if [ -s deploy/deb/lintian-overrides ]; then
+  install -D -m 0644 deploy/deb/lintian-overrides "$root/usr/share/lintian/overrides/fleetcast"
+fi
+
+# The changelog (changelog.gz: the version has no Debian revision, so this is a native package,
+# made by the project itself) is made from the one version and the commit it was built from; its date (and
+# every file's time in the package) is the commit's, so a rebuild of a commit is the same package.
+commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
+export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
+maintainer="Fleetcast maintainers <maintainers@users.noreply.a-seed-36ca9361.example>"
+{
+  echo "fleetcast ($version) unstable; urgency=medium"
+  echo
+  echo "  * Built by deploy/package.sh from commit $commit."
+  echo "  * The project's history is its git log."
+  echo
+  echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+} >"$doc/changelog"
+gzip -9n "$doc/changelog"
+
+install -m 0755 deploy/deb/postinst deploy/deb/prerm deploy/deb/postrm "$root/DEBIAN/"
+
+# Depends: from what the binaries really load, as dh_shlibdeps finds it (the shlibs and symbols
+# files of the packages that ship those libraries), plus adduser for postinst.
+mkdir -p "$work/src/debian"
+printf 'Source: fleetcast\n\nPackage: fleetcast\nArchitecture: any\n' >"$work/src/debian/control"
+shlibs=$(cd "$work/src" && dpkg-shlibdeps -O -e"$root/usr/bin/fleetcast-agent" -e"$root/usr/bin/fleet-watch")
+shlibs=${shlibs#shlibs:Depends=}
+depends="adduser, $shlibs"
+
+cd "$root"
+find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum >DEBIAN/md5sums
+installed_size=$(du -sk --exclude=DEBIAN . | cut -f1)
+cat >DEBIAN/control <<EOF
+Package: fleetcast
+Version: $version
+Architecture: $arch
+Maintainer: $maintainer
+Installed-Size: $installed_size
+Depends: $depends
+Suggests: gpsd, mosquitto-clients
+Section: net
+Priority: optional
+Description: GNSS fixes of a vehicle to MQTT, and a fleet watcher
+ fleetcast-agent runs on a vehicle's single-board computer: it reads the GNSS
+ receiver through gpsd or straight from a serial port (NMEA 0183) and publishes
+ fixes and headings to an MQTT broker, keeping what the broker has not
+ acknowledged in an outbox on disk. It runs as the systemd service
+ fleetcast-agent, hardened and supervised by a watchdog; a udev rule names
+ common USB receivers /dev/gnss0.
+ .
+ fleet-watch subscribes to the fleet's topics and shows every vehicle live.
+EOF
+cd - >/dev/null
+
+# Every file's time is the commit's; owners root:root (--root-owner-group).
+find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+mkdir -p dist
+deb=dist/fleetcast_${version}_${arch}.deb
+dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >&2
+echo "==> $(du -h "$deb" | cut -f1) $deb" >&2
+echo "$deb"
