@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # The README's test command: on a fresh Debian machine with the Swift toolchain, installs the
 # system packages the tests use, builds, runs every test, then the concurrency tests again
-# under ThreadSanitizer, then each libFuzzer target for 20 s (deploy/fuzz.sh). Run as root or as
-# a user with sudo.
+# under ThreadSanitizer, then each libFuzzer target for 20 s (deploy/fuzz.sh), then builds the
+# Debian package, installs it, runs the installed binaries and purges it (deploy/package-test.sh).
+# Run as root or as a user with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -13,6 +14,8 @@ packages=(
   socat                      # pseudo-terminal pairs standing in for a serial receiver
   mosquitto mosquitto-clients libmosquitto-dev pkg-config openssl   # broker, CLI clients, C client library
   libsqlite3-dev sqlite3     # the outbox store (GRDB links the system SQLite); sqlite3 for the store tests
+  dpkg-dev lintian           # the Debian package: dpkg-shlibdeps for Depends:, lintian to check it
+  systemd libseccomp-dev gcc # systemd-analyze (the unit's rating, its system-call filter); the sandbox that applies it
 )
 echo "==> installing system packages: ${packages[*]}"
 as_root apt-get update -qq
@@ -30,3 +33,6 @@ swift test --sanitize=thread --scratch-path .build-tsan --filter 'TelemetryHubTe
 
 echo "==> fuzzing the decoders of untrusted input, 20 s per target"
 bash deploy/fuzz.sh 20
+
+echo "==> the Debian package: build, install, run the installed binaries, purge"
+as_root env "PATH=$PATH" bash deploy/package-test.sh
