@@ -87,6 +87,15 @@ if [ "$status" -ne 78 ] || ! grep -q 'broker.passwordFile' "$work/conf.log"; the
   fail "the shipped /etc/fleetcast/agent.yaml should stop the agent (78, naming broker.passwordFile), got $status"
 fi
 
+# fleetcast-agent check, as the README says to run it before enabling: the shipped file is a
+# configuration error (78); with a working source and broker every step passes (0).
+set +e
+setpriv --reuid=fleetcast --regid=fleetcast --init-groups \
+  /usr/bin/fleetcast-agent check --config /etc/fleetcast/agent.yaml >"$work/check-conf.log" 2>&1
+status=$?
+set -e
+[ "$status" -eq 78 ] || fail "fleetcast-agent check on the shipped configuration: expected 78, got $status"
+
 step "the unit: systemd-analyze verify and security"
 systemd-analyze verify "$unit" || fail "systemd-analyze verify $unit"
 rating=$(systemd-analyze security --offline=true "$unit" 2>&1 | sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p')
@@ -229,6 +238,12 @@ wait_port "$gpsd_port"
 start_agent gpsd-1 "gpsd://127.0.0.1:$gpsd_port" "mqtt://127.0.0.1:$port"
 expect_fix gpsd-1 "$port"
 stop_agent gpsd-1
+
+echo "    fleetcast-agent check, as fleetcast"
+setpriv --reuid=fleetcast --regid=fleetcast --init-groups /usr/bin/fleetcast-agent check \
+  --source 'sim:?rate=10' --vehicle check-1 --broker "mqtt://127.0.0.1:$port" --timeout 20 >"$work/check.log" 2>&1 \
+  || fail "fleetcast-agent check with sim: and the test broker"
+sed 's/^/    /' "$work/check.log"
 
 step "fleet-watch, installed, reads the fleet"
 /usr/bin/fleet-watch --broker "mqtt://127.0.0.1:$port" --once >"$work/watch.log" 2>&1 || fail "fleet-watch --once"
