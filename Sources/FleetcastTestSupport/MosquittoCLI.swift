@@ -11,6 +11,35 @@ public enum MosquittoCLI {
         try await TestBroker.runTool("/usr/bin/mosquitto_pub", arguments + extra, in: broker.directory)
     }
 
+    /// How a client run ended: its exit status and what it wrote to stderr.
+    public struct Outcome: Sendable {
+        /// The exit status (0: success; `mosquitto_pub` exits with the MQTT 5 CONNACK reason
+        /// code, e.g. 135 for 0x87 not authorized, or 5 for MQTT 3.1.1's "not authorised").
+        public var status: Int32
+        /// Its stderr (`Warning: Publish 1 failed: Not authorized.` for a refused MQTT 5 publish).
+        public var errorOutput: String
+    }
+
+    /// Publishes one message with `mosquitto_pub` and returns how it ended, success or not: for
+    /// tests of what a broker refuses (a connection without credentials, a topic its ACL
+    /// forbids). Throws only when it cannot be run or takes longer than `timeout`.
+    public static func attemptPublish(
+        broker: TestBroker, topic: String, message: String, qos: Int = 1, extra: [String] = [], timeout: Duration = .seconds(30)
+    ) async throws -> Outcome {
+        let name = "mosquitto_pub-\(UUID().uuidString.prefix(8))"
+        let process = try TestProcess("/usr/bin/mosquitto_pub", [
+            "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-m", message, "-q", "\(qos)",
+        ] + extra, directory: broker.directory, name: name)
+        let status: Int32
+        do {
+            status = try await process.waitForExit(timeout: timeout)
+        } catch {
+            await process.stop(grace: .seconds(2))
+            throw error
+        }
+        return Outcome(status: status, errorOutput: process.standardError)
+    }
+
     /// Starts `mosquitto_sub` on `filter` for `count` messages, returning once its SUBACK
     /// has arrived (so anything published afterwards reaches it).
     public static func subscribe(

@@ -3,7 +3,9 @@ import Foundation
 /// A real `/usr/sbin/mosquitto` on a free loopback port, configured for one test: plain or
 /// TLS (CA and server certificate made with `openssl`), optional password file (made with
 /// `mosquitto_passwd -b`) and ACL, `user root`, persistence off. Start it with
-/// ``start(_:)``; ``stop()``, ``kill()`` and ``restart()`` (same port) control it;
+/// ``start(_:)``, or with a configuration the test wrote (the shipped `deploy/mosquitto` files,
+/// say) with ``start(tls:host:configuration:)``; ``stop()``, ``kill()`` and ``restart()``
+/// (same port) control it;
 /// ``shutdown()`` stops it and deletes its directory (`deinit` kills and cleans up too).
 public final class TestBroker: Sendable {
     /// What the broker offers.
@@ -56,14 +58,18 @@ public final class TestBroker: Sendable {
     public let certificates: Certificates?
     /// The host to connect to: `localhost` for TLS (the name in the certificate), else 127.0.0.1.
     public let host: String
+    /// The URL clients use: `mqtt://127.0.0.1:port` or `mqtts://localhost:port` (with
+    /// ``start(tls:host:configuration:)``, the host and scheme it was given).
+    public let url: String
     private let configurationPath: String
     private let current: Locked<(process: TestProcess?, generation: Int)>
 
-    private init(port: Int, directory: String, certificates: Certificates?, configurationPath: String) {
+    private init(port: Int, directory: String, certificates: Certificates?, tls: Bool, host: String, configurationPath: String) {
         self.port = port
         self.directory = directory
         self.certificates = certificates
-        self.host = certificates == nil ? "127.0.0.1" : "localhost"
+        self.host = host
+        self.url = "\(tls ? "mqtts" : "mqtt")://\(host):\(port)"
         self.configurationPath = configurationPath
         self.current = Locked((nil, 0))
     }
@@ -73,18 +79,46 @@ public final class TestBroker: Sendable {
         try? FileManager.default.removeItem(atPath: directory)
     }
 
-    /// The URL clients use: `mqtt://127.0.0.1:port` or `mqtts://localhost:port`.
-    public var url: String { "\(certificates == nil ? "mqtt" : "mqtts")://\(host):\(port)" }
-
     /// Writes the configuration (and certificates, password file, ACL), starts mosquitto and
     /// waits until it accepts connections.
     public static func start(_ options: Options = Options()) async throws -> TestBroker {
-        // A free port can be taken by a parallel test between FreePort.next() and mosquitto's
-        // bind, and mosquitto then exits at once: start again on another port (3 attempts).
+        try await onSomeFreePort { try await startOnce(options) }
+    }
+
+    /// Starts mosquitto with a configuration the test wrote, and waits until it accepts
+    /// connections. `configuration` gets the free port chosen and the broker's own temp
+    /// directory (for persistence) and returns the file's text. That configuration must listen
+    /// on the port on 127.0.0.1, say `user root` (else mosquitto drops to the user `mosquitto`
+    /// and cannot read the test's files) and log to stderr with `log_type all`
+    /// (``MosquittoCLI/subscribe(broker:filter:count:timeoutSeconds:extra:)`` reads the log).
+    /// `tls` and `host` make ``url``; ``certificates`` is nil (the test made its own).
+    public static func start(
+        tls: Bool, host: String = "127.0.0.1", configuration: (_ port: Int, _ directory: String) throws -> String
+    ) async throws -> TestBroker {
+        try await onSomeFreePort {
+            let directory = try makeTemporaryDirectory(prefix: "fleetcast-broker")
+            do {
+                let port = try FreePort.next()
+                let configurationPath = "\(directory)/mosquitto.conf"
+                try configuration(port, directory).write(toFile: configurationPath, atomically: true, encoding: .utf8)
+                let broker = TestBroker(
+                    port: port, directory: directory, certificates: nil, tls: tls, host: host, configurationPath: configurationPath)
+                try await broker.launch()
+                return broker
+            } catch {
+                try? FileManager.default.removeItem(atPath: directory)
+                throw error
+            }
+        }
+    }
+
+    /// Runs `start` again (3 attempts) when mosquitto exits at start: a free port can be taken
+    /// by a parallel test between `FreePort.next()` and mosquitto's bind.
+    private static func onSomeFreePort(_ start: () async throws -> TestBroker) async throws -> TestBroker {
         var attempt = 1
         while true {
             do {
-                return try await startOnce(options)
+                return try await start()
             } catch TestSupportError.processFailed(let command, let status, let output) where attempt < 3 {
                 _ = (command, status, output)
                 attempt += 1
@@ -128,7 +162,9 @@ public final class TestBroker: Sendable {
             lines += options.extraConfiguration
             let configurationPath = "\(directory)/mosquitto.conf"
             try (lines.joined(separator: "\n") + "\n").write(toFile: configurationPath, atomically: true, encoding: .utf8)
-            let broker = TestBroker(port: port, directory: directory, certificates: certificates, configurationPath: configurationPath)
+            let broker = TestBroker(
+                port: port, directory: directory, certificates: certificates, tls: certificates != nil,
+                host: certificates == nil ? "127.0.0.1" : "localhost", configurationPath: configurationPath)
             try await broker.launch()
             return broker
         } catch {
@@ -195,37 +231,20 @@ public final class TestBroker: Sendable {
     }
 
     private static func makeCertificates(in directory: String) async throws -> Certificates {
-        let ecKey = ["-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes"]
-        for ca in ["ca", "other-ca"] {
-            try await runTool("/usr/bin/openssl", ["req", "-x509"] + ecKey + [
-                "-keyout", "\(directory)/\(ca).key", "-out", "\(directory)/\(ca).crt", "-days", "2",
-                "-subj", "/CN=Fleetcast test \(ca)",
-            ], in: directory)
-        }
-        try await runTool("/usr/bin/openssl", ["req"] + ecKey + [
-            "-keyout", "\(directory)/server.key", "-out", "\(directory)/server.csr", "-subj", "/CN=localhost",
-        ], in: directory)
-        try "subjectAltName=DNS:localhost\n".write(toFile: "\(directory)/server.ext", atomically: true, encoding: .utf8)
-        try await runTool("/usr/bin/openssl", [
-            "x509", "-req", "-in", "\(directory)/server.csr", "-CA", "\(directory)/ca.crt", "-CAkey", "\(directory)/ca.key",
-            "-CAcreateserial", "-out", "\(directory)/server.crt", "-days", "2", "-extfile", "\(directory)/server.ext",
-        ], in: directory)
-        try await runTool("/usr/bin/openssl", ["req"] + ecKey + [
-            "-keyout", "\(directory)/client.key", "-out", "\(directory)/client.csr", "-subj", "/CN=fleetcast-test-client",
-        ], in: directory)
-        try await runTool("/usr/bin/openssl", [
-            "x509", "-req", "-in", "\(directory)/client.csr", "-CA", "\(directory)/ca.crt", "-CAkey", "\(directory)/ca.key",
-            "-CAcreateserial", "-out", "\(directory)/client.crt", "-days", "2",
-        ], in: directory)
+        let ca = try await TestCertificateAuthority.make(named: "ca", in: directory)
+        let otherCA = try await TestCertificateAuthority.make(named: "other-ca", in: directory)
+        let server = try await ca.issue(commonName: "localhost", subjectAltNames: ["DNS:localhost"], fileName: "server")
+        let client = try await ca.issue(commonName: "fleetcast-test-client", fileName: "client")
         return Certificates(
-            caFile: "\(directory)/ca.crt", otherCAFile: "\(directory)/other-ca.crt",
-            serverCertificateFile: "\(directory)/server.crt", serverKeyFile: "\(directory)/server.key",
-            clientCertificateFile: "\(directory)/client.crt", clientKeyFile: "\(directory)/client.key")
+            caFile: ca.certificateFile, otherCAFile: otherCA.certificateFile,
+            serverCertificateFile: server.certificateFile, serverKeyFile: server.keyFile,
+            clientCertificateFile: client.certificateFile, clientKeyFile: client.keyFile)
     }
 
     /// Runs a tool to completion; throws with its stderr when it fails, and
     /// ``TestSupportError/timedOut(_:_:)`` (after stopping it) when it takes over `timeout`.
-    static func runTool(
+    /// Its stdout and stderr files in `directory` are removed afterwards.
+    public static func runTool(
         _ executable: String, _ arguments: [String], in directory: String, timeout: Duration = .seconds(30)
     ) async throws {
         let name = "tool-\(UUID().uuidString)"
