@@ -83,254 +83,254 @@ struct BrokerACLTests {
 
     @Test("passwords: a vehicle writes its own fix, heading, status and backlog; other vehicles' topics, other topics and a watcher posing as a vehicle are refused (MQTT 5: 0x87; MQTT 3.1.1: dropped silently)")
     func vehicleWritesOnlyItsOwnTopics() async throws {
-        let shipped = try await ShippedBroker.start(.passwords)
-        defer { Task { await shipped.shutdown() } }
-        let own = Self.contractTopics(Self.van1)
-        let watcher = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/#", count: own.count + 1, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
+        try await ShippedBroker.with(.passwords) { shipped in
+            let own = Self.contractTopics(Self.van1)
+            let watcher = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/#", count: own.count + 1, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
 
-        for topic in own {
-            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", topic, "van-1 says"), "van-1 → \(topic)")
-        }
-        let forbidden = Self.contractTopics(Self.van2) + ["fleet/van-2/check", "fleet/van-1/position", "fleet/van-1/fix/extra", "fleet/van-1", "fleet/watch-dispatch/fix"]
-        for topic in forbidden {
-            Self.expectRefused(try await Self.publish(shipped, as: "van-1", topic, "van-1 poses"), "van-1 → \(topic)")
-        }
-        // The watcher reads the fleet; it cannot write a vehicle's position.
-        Self.expectRefused(try await Self.publish(shipped, as: "watch-dispatch", Self.topics.fix(Self.van1), "watcher poses"), "watch-dispatch → van-1's fix")
-        // MQTT 3.1.1 has no negative PUBACK: the broker acknowledges and drops the message.
-        let silent = try await MosquittoCLI.attemptPublish(
-            broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 poses (3.1.1)", qos: 1,
-            extra: shipped.login("van-1") + ["-V", "mqttv311"])
-        Self.expectAccepted(silent, "van-1 → van-2's fix with MQTT 3.1.1 (dropped by the broker)")
+            for topic in own {
+                Self.expectAccepted(try await Self.publish(shipped, as: "van-1", topic, "van-1 says"), "van-1 → \(topic)")
+            }
+            let forbidden = Self.contractTopics(Self.van2) + ["fleet/van-2/check", "fleet/van-1/position", "fleet/van-1/fix/extra", "fleet/van-1", "fleet/watch-dispatch/fix"]
+            for topic in forbidden {
+                Self.expectRefused(try await Self.publish(shipped, as: "van-1", topic, "van-1 poses"), "van-1 → \(topic)")
+            }
+            // The watcher reads the fleet; it cannot write a vehicle's position.
+            Self.expectRefused(try await Self.publish(shipped, as: "watch-dispatch", Self.topics.fix(Self.van1), "watcher poses"), "watch-dispatch → van-1's fix")
+            // MQTT 3.1.1 has no negative PUBACK: the broker acknowledges and drops the message.
+            let silent = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 poses (3.1.1)", qos: 1,
+                extra: shipped.login("van-1") + ["-V", "mqttv311"])
+            Self.expectAccepted(silent, "van-1 → van-2's fix with MQTT 3.1.1 (dropped by the broker)")
 
-        Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.topics.status(Self.van1), "last"), "van-1's last")
-        let received = await watcher.messages()
-        #expect(received == own.map { "\($0) van-1 says" } + ["fleet/van-1/status last"], "broker log:\n\(shipped.broker.log.suffix(4000))")
+            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.topics.status(Self.van1), "last"), "van-1's last")
+            let received = await watcher.messages()
+            #expect(received == own.map { "\($0) van-1 says" } + ["fleet/van-1/status last"], "broker log:\n\(shipped.broker.log.suffix(4000))")
+        }
     }
 
     @Test("passwords: a vehicle reads no other vehicle's messages, live or retained (it reads back only its own check topic); the watcher reads every vehicle's every topic")
     func vehicleReadsNoOtherVehicle() async throws {
-        let shipped = try await ShippedBroker.start(.passwords)
-        defer { Task { await shipped.shutdown() } }
-        // van-2's last position is retained before anyone subscribes.
-        Self.expectAccepted(try await Self.publish(shipped, as: "van-2", Self.topics.fix(Self.van2), "retained", retain: true), "van-2's retained fix")
+        try await ShippedBroker.with(.passwords) { shipped in
+            // van-2's last position is retained before anyone subscribes.
+            Self.expectAccepted(try await Self.publish(shipped, as: "van-2", Self.topics.fix(Self.van2), "retained", retain: true), "van-2's retained fix")
 
-        // mosquitto grants any subscription and filters what it delivers by the ACL. The
-        // retained messages for the first filter would come before anything else.
-        let wholeFleet = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/#", count: 1, timeoutSeconds: 30, extra: shipped.login("van-1"))
-        let aimed = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/van-2/#", count: 1, timeoutSeconds: 30,
-            extra: shipped.login("van-1") + ["-t", Self.checkTopic])
-        let watcher = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/#", count: 6, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
+            // mosquitto grants any subscription and filters what it delivers by the ACL. The
+            // retained messages for the first filter would come before anything else.
+            let wholeFleet = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/#", count: 1, timeoutSeconds: 30, extra: shipped.login("van-1"))
+            let aimed = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/van-2/#", count: 1, timeoutSeconds: 30,
+                extra: shipped.login("van-1") + ["-t", Self.checkTopic])
+            let watcher = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/#", count: 6, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
 
-        let van2Topics = Self.contractTopics(Self.van2)
-        for topic in van2Topics {
-            Self.expectAccepted(try await Self.publish(shipped, as: "van-2", topic, "live"), "van-2 → \(topic)")
+            let van2Topics = Self.contractTopics(Self.van2)
+            for topic in van2Topics {
+                Self.expectAccepted(try await Self.publish(shipped, as: "van-2", topic, "live"), "van-2 → \(topic)")
+            }
+            // The one topic a vehicle may read: where `fleetcast-agent check` reads its message back.
+            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.checkTopic, "own"), "van-1's check topic")
+
+            let own = "\(Self.checkTopic) own"
+            #expect(await wholeFleet.messages() == [own], "van-1 on fleet/#")
+            #expect(await aimed.messages() == [own], "van-1 on fleet/van-2/# and its own check topic")
+            #expect(await watcher.messages() == ["fleet/van-2/fix retained"] + van2Topics.map { "\($0) live" } + [own])
         }
-        // The one topic a vehicle may read: where `fleetcast-agent check` reads its message back.
-        Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.checkTopic, "own"), "van-1's check topic")
-
-        let own = "\(Self.checkTopic) own"
-        #expect(await wholeFleet.messages() == [own], "van-1 on fleet/#")
-        #expect(await aimed.messages() == [own], "van-1 on fleet/van-2/# and its own check topic")
-        #expect(await watcher.messages() == ["fleet/van-2/fix retained"] + van2Topics.map { "\($0) live" } + [own])
     }
 
     @Test("passwords: anonymous clients, a wrong password, an unknown user and plain TCP are refused")
     func refusesWithoutValidCredentials() async throws {
-        let shipped = try await ShippedBroker.start(.passwords)
-        defer { Task { await shipped.shutdown() } }
-        let watcher = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/#", count: 1, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
-        let fix = Self.topics.fix(Self.van1)
-        let v5 = ["-V", "mqttv5"]
+        try await ShippedBroker.with(.passwords) { shipped in
+            let watcher = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/#", count: 1, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
+            let fix = Self.topics.fix(Self.van1)
+            let v5 = ["-V", "mqttv5"]
 
-        let anonymous = try await MosquittoCLI.attemptPublish(broker: shipped.broker, topic: fix, message: "anonymous", extra: shipped.trustOnly + v5)
-        Self.expectConnectionRefused(anonymous, "no user name", saying: "Connection error: Not authorized")
-        let wrongPassword = try await MosquittoCLI.attemptPublish(
-            broker: shipped.broker, topic: fix, message: "wrong password", extra: shipped.trustOnly + ["-u", "van-1", "-P", "not-the-password"] + v5)
-        Self.expectConnectionRefused(wrongPassword, "van-1 with a wrong password", saying: "Connection error: Not authorized")
-        let unknown = try await MosquittoCLI.attemptPublish(
-            broker: shipped.broker, topic: fix, message: "unknown", extra: shipped.trustOnly + ["-u", "van-9", "-P", "anything"] + v5)
-        Self.expectConnectionRefused(unknown, "an unknown user", saying: "Connection error: Not authorized")
-        let wrongPassword311 = try await MosquittoCLI.attemptPublish(
-            broker: shipped.broker, topic: fix, message: "wrong password 3.1.1", extra: shipped.trustOnly + ["-u", "van-1", "-P", "nope", "-V", "mqttv311"])
-        Self.expectConnectionRefused(wrongPassword311, "van-1 with a wrong password, MQTT 3.1.1", saying: "not authorised")
-        // TLS only: the right password without TLS does not get in.
-        let plain = try await MosquittoCLI.attemptPublish(
-            broker: shipped.broker, topic: fix, message: "plain", extra: ["-u", "van-1", "-P", shipped.passwords["van-1"]!] + v5)
-        Self.expectConnectionRefused(plain, "van-1 over plain TCP", saying: "Error")
+            let anonymous = try await MosquittoCLI.attemptPublish(broker: shipped.broker, topic: fix, message: "anonymous", extra: shipped.trustOnly + v5)
+            Self.expectConnectionRefused(anonymous, "no user name", saying: "Connection error: Not authorized")
+            let wrongPassword = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: fix, message: "wrong password", extra: shipped.trustOnly + ["-u", "van-1", "-P", "not-the-password"] + v5)
+            Self.expectConnectionRefused(wrongPassword, "van-1 with a wrong password", saying: "Connection error: Not authorized")
+            let unknown = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: fix, message: "unknown", extra: shipped.trustOnly + ["-u", "van-9", "-P", "anything"] + v5)
+            Self.expectConnectionRefused(unknown, "an unknown user", saying: "Connection error: Not authorized")
+            let wrongPassword311 = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: fix, message: "wrong password 3.1.1", extra: shipped.trustOnly + ["-u", "van-1", "-P", "nope", "-V", "mqttv311"])
+            Self.expectConnectionRefused(wrongPassword311, "van-1 with a wrong password, MQTT 3.1.1", saying: "not authorised")
+            // TLS only: the right password without TLS does not get in.
+            let plain = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: fix, message: "plain", extra: ["-u", "van-1", "-P", shipped.passwords["van-1"]!] + v5)
+            Self.expectConnectionRefused(plain, "van-1 over plain TCP", saying: "Error")
 
-        Self.expectAccepted(try await Self.publish(shipped, as: "van-1", fix, "with its password"), "van-1 with its password")
-        #expect(await watcher.messages() == ["\(fix) with its password"])
+            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", fix, "with its password"), "van-1 with its password")
+            #expect(await watcher.messages() == ["\(fix) with its password"])
+        }
     }
 
     @Test("passwords: the real agent over TLS (CA file, user van-1, password file) publishes fixes, headings and its status; after a link cut its backlog passes the ACL too, nothing rejected")
     func agentWithPassword() async throws {
-        let shipped = try await ShippedBroker.start(.passwords)
-        defer { Task { await shipped.shutdown() } }
-        // The vehicle reaches the broker through a proxy the test cuts: a dead zone.
-        let proxy = try await TCPProxy(to: shipped.broker.port)
-        let port = proxy.port
-        let watcher = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/#", count: 100_000, timeoutSeconds: 120, extra: shipped.login("watch-dispatch"))
-        let passwordFile = shipped.files.createFile("van-1.password", shipped.passwords["van-1"]! + "\n", mode: 0o600)
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://van-1@127.0.0.1:\(port)",
-            "--ca-file", shipped.ca.certificateFile, "--password-file", passwordFile, "--state-dir", shipped.files.path,
-        ], directory: shipped.files.path, name: "agent")
-        defer { agent.send(SIGKILL) }
+        try await ShippedBroker.with(.passwords) { shipped in
+            // The vehicle reaches the broker through a proxy the test cuts: a dead zone.
+            let proxy = try await TCPProxy(to: shipped.broker.port)
+            let port = proxy.port
+            let watcher = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/#", count: 100_000, timeoutSeconds: 120, extra: shipped.login("watch-dispatch"))
+            let passwordFile = shipped.files.createFile("van-1.password", shipped.passwords["van-1"]! + "\n", mode: 0o600)
+            let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+                "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://van-1@127.0.0.1:\(port)",
+                "--ca-file", shipped.ca.certificateFile, "--password-file", passwordFile, "--state-dir", shipped.files.path,
+            ], directory: shipped.files.path, name: "agent")
+            defer { agent.send(SIGKILL) }
 
-        try await Self.waitUntil("van-1 online with fixes and headings at the watcher", timeout: .seconds(30), agent: agent) {
+            try await Self.waitUntil("van-1 online with fixes and headings at the watcher", timeout: .seconds(30), agent: agent) {
+                let received = watcher.messagesSoFar
+                return Self.lines(received, on: "fleet/van-1/status").contains { Self.json($0)?["state"] as? String == "online" }
+                    && Self.lines(received, on: "fleet/van-1/fix").count >= 5 && Self.lines(received, on: "fleet/van-1/heading").count >= 1
+            }
+            await proxy.kill()
+            try await Task.sleep(for: .seconds(3))  // the outage: ~30 fixes stored for later
+            let restored = try await TCPProxy(port: port, to: shipped.broker.port)
+            try await Self.waitUntil("van-1's backlog at the watcher", timeout: .seconds(40), agent: agent) {
+                !Self.lines(watcher.messagesSoFar, on: "fleet/van-1/backlog").isEmpty
+            }
+            agent.send(SIGTERM)
+            #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0, "agent: \(agent.standardError.suffix(3000))")
+            try await Self.waitUntil("van-1's offline status at the watcher", timeout: .seconds(10), agent: agent) {
+                Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["reason"] as? String } == "shutdown"
+            }
+            await watcher.stop()
+            await restored.kill()
+
             let received = watcher.messagesSoFar
-            return Self.lines(received, on: "fleet/van-1/status").contains { Self.json($0)?["state"] as? String == "online" }
-                && Self.lines(received, on: "fleet/van-1/fix").count >= 5 && Self.lines(received, on: "fleet/van-1/heading").count >= 1
+            #expect(received.allSatisfy { $0.hasPrefix("fleet/van-1/") }, "only van-1 published")
+            let backlogLine = try #require(Self.lines(received, on: "fleet/van-1/backlog").first)
+            let backlog = try #require(Self.json(backlogLine))
+            #expect(backlog["vehicle"] as? String == "van-1")
+            #expect((backlog["events"] as? [Any])?.isEmpty == false)
+            let offlineLine = try #require(Self.lines(received, on: "fleet/van-1/status").last)
+            let offline = try #require(Self.json(offlineLine))
+            #expect(offline["state"] as? String == "offline")
+            // The broker refused nothing the agent sent (a refused topic is counted here and logged).
+            #expect(offline["rejected"] as? Int == 0, "status \(offline); agent: \(agent.standardError.suffix(3000))")
+            #expect(offline["dropped"] as? Int == 0)
+            #expect(!agent.standardError.contains("Not authorized"), "agent: \(agent.standardError.suffix(3000))")
         }
-        await proxy.kill()
-        try await Task.sleep(for: .seconds(3))  // the outage: ~30 fixes stored for later
-        let restored = try await TCPProxy(port: port, to: shipped.broker.port)
-        try await Self.waitUntil("van-1's backlog at the watcher", timeout: .seconds(40), agent: agent) {
-            !Self.lines(watcher.messagesSoFar, on: "fleet/van-1/backlog").isEmpty
-        }
-        agent.send(SIGTERM)
-        #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0, "agent: \(agent.standardError.suffix(3000))")
-        try await Self.waitUntil("van-1's offline status at the watcher", timeout: .seconds(10), agent: agent) {
-            Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["reason"] as? String } == "shutdown"
-        }
-        await watcher.stop()
-        await restored.kill()
-
-        let received = watcher.messagesSoFar
-        #expect(received.allSatisfy { $0.hasPrefix("fleet/van-1/") }, "only van-1 published")
-        let backlogLine = try #require(Self.lines(received, on: "fleet/van-1/backlog").first)
-        let backlog = try #require(Self.json(backlogLine))
-        #expect(backlog["vehicle"] as? String == "van-1")
-        #expect((backlog["events"] as? [Any])?.isEmpty == false)
-        let offlineLine = try #require(Self.lines(received, on: "fleet/van-1/status").last)
-        let offline = try #require(Self.json(offlineLine))
-        #expect(offline["state"] as? String == "offline")
-        // The broker refused nothing the agent sent (a refused topic is counted here and logged).
-        #expect(offline["rejected"] as? Int == 0, "status \(offline); agent: \(agent.standardError.suffix(3000))")
-        #expect(offline["dropped"] as? Int == 0)
-        #expect(!agent.standardError.contains("Not authorized"), "agent: \(agent.standardError.suffix(3000))")
     }
 
     @Test("passwords: `fleetcast-agent check` passes for van-1 (MQTT 3.1.1 too: it reads its message back) and fails with ACL advice when van-1's login claims van-2")
     func agentCheck() async throws {
-        let shipped = try await ShippedBroker.start(.passwords)
-        defer { Task { await shipped.shutdown() } }
-        let passwordFile = shipped.files.createFile("van-1.password", shipped.passwords["van-1"]!, mode: 0o600)
-        func check(vehicle: String, protocolVersion: String) async throws -> (status: Int32, output: String) {
-            let process = try TestProcess(builtProduct("fleetcast-agent"), [
-                "check", "--source", "sim:?rate=10", "--vehicle", vehicle, "--timeout", "20",
-                "--broker", "mqtts://van-1@127.0.0.1:\(shipped.broker.port)", "--password-file", passwordFile,
-            ], directory: shipped.files.path, name: "check-\(vehicle)-\(protocolVersion)",
-            environment: ["FLEETCAST_BROKER_CA_FILE": shipped.ca.certificateFile, "FLEETCAST_BROKER_PROTOCOL": protocolVersion])
-            let status = try await withTimeout(.seconds(60), "fleetcast-agent check") { await process.waitForExit() }
-            return (status, process.standardOutput + process.standardError)
+        try await ShippedBroker.with(.passwords) { shipped in
+            let passwordFile = shipped.files.createFile("van-1.password", shipped.passwords["van-1"]!, mode: 0o600)
+            func check(vehicle: String, protocolVersion: String) async throws -> (status: Int32, output: String) {
+                let process = try TestProcess(builtProduct("fleetcast-agent"), [
+                    "check", "--source", "sim:?rate=10", "--vehicle", vehicle, "--timeout", "20",
+                    "--broker", "mqtts://van-1@127.0.0.1:\(shipped.broker.port)", "--password-file", passwordFile,
+                ], directory: shipped.files.path, name: "check-\(vehicle)-\(protocolVersion)",
+                environment: ["FLEETCAST_BROKER_CA_FILE": shipped.ca.certificateFile, "FLEETCAST_BROKER_PROTOCOL": protocolVersion])
+                let status = try await withTimeout(.seconds(60), "fleetcast-agent check") { await process.waitForExit() }
+                return (status, process.standardOutput + process.standardError)
+            }
+            for protocolVersion in ["5", "3.1.1"] {
+                let passed = try await check(vehicle: "van-1", protocolVersion: protocolVersion)
+                #expect(passed.status == 0, "MQTT \(protocolVersion): \(passed.output)")
+                #expect(passed.output.contains("ok   publish  fleet/van-1/check: accepted and read back"), "MQTT \(protocolVersion): \(passed.output)")
+            }
+            let refused = try await check(vehicle: "van-2", protocolVersion: "5")
+            #expect(refused.status == 1, "\(refused.output)")
+            #expect(refused.output.contains("FAIL publish  fleet/van-2/check:") && refused.output.contains("ACL"), "\(refused.output)")
         }
-        for protocolVersion in ["5", "3.1.1"] {
-            let passed = try await check(vehicle: "van-1", protocolVersion: protocolVersion)
-            #expect(passed.status == 0, "MQTT \(protocolVersion): \(passed.output)")
-            #expect(passed.output.contains("ok   publish  fleet/van-1/check: accepted and read back"), "MQTT \(protocolVersion): \(passed.output)")
-        }
-        let refused = try await check(vehicle: "van-2", protocolVersion: "5")
-        #expect(refused.status == 1, "\(refused.output)")
-        #expect(refused.output.contains("FAIL publish  fleet/van-2/check:") && refused.output.contains("ACL"), "\(refused.output)")
     }
 
     // MARK: - Client certificates (fleetcast-certs.conf)
 
     @Test("certificates: van-1's certificate writes van-1's topics only, whatever user name it sends; the watcher's certificate reads them")
     func certificateWritesOnlyItsOwnTopics() async throws {
-        let shipped = try await ShippedBroker.start(.clientCertificates)
-        defer { Task { await shipped.shutdown() } }
-        let own = Self.contractTopics(Self.van1)
-        let watcher = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/#", count: own.count + 1, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
+        try await ShippedBroker.with(.clientCertificates) { shipped in
+            let own = Self.contractTopics(Self.van1)
+            let watcher = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/#", count: own.count + 1, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
 
-        for topic in own {
-            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", topic, "van-1 says"), "van-1 → \(topic)")
-        }
-        for topic in Self.contractTopics(Self.van2) {
-            Self.expectRefused(try await Self.publish(shipped, as: "van-1", topic, "van-1 poses"), "van-1 → \(topic)")
-        }
-        // The certificate's common name is the user name; the one the client sends is ignored.
-        let claiming = try await MosquittoCLI.attemptPublish(
-            broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 claims van-2", qos: 1,
-            extra: shipped.login("van-1") + ["-u", "van-2", "-V", "mqttv5"])
-        Self.expectRefused(claiming, "van-1's certificate with user name van-2 → van-2's fix")
+            for topic in own {
+                Self.expectAccepted(try await Self.publish(shipped, as: "van-1", topic, "van-1 says"), "van-1 → \(topic)")
+            }
+            for topic in Self.contractTopics(Self.van2) {
+                Self.expectRefused(try await Self.publish(shipped, as: "van-1", topic, "van-1 poses"), "van-1 → \(topic)")
+            }
+            // The certificate's common name is the user name; the one the client sends is ignored.
+            let claiming = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 claims van-2", qos: 1,
+                extra: shipped.login("van-1") + ["-u", "van-2", "-V", "mqttv5"])
+            Self.expectRefused(claiming, "van-1's certificate with user name van-2 → van-2's fix")
 
-        Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.topics.status(Self.van1), "last"), "van-1's last")
-        #expect(await watcher.messages() == own.map { "\($0) van-1 says" } + ["fleet/van-1/status last"])
+            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.topics.status(Self.van1), "last"), "van-1's last")
+            #expect(await watcher.messages() == own.map { "\($0) van-1 says" } + ["fleet/van-1/status last"])
+        }
     }
 
     @Test("certificates: no certificate (with or without a password) and a certificate from another CA are refused")
     func certificateRequired() async throws {
-        let shipped = try await ShippedBroker.start(.clientCertificates)
-        defer { Task { await shipped.shutdown() } }
-        let watcher = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/#", count: 1, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
-        let fix = Self.topics.fix(Self.van2)
-        let v5 = ["-V", "mqttv5"]
+        try await ShippedBroker.with(.clientCertificates) { shipped in
+            let watcher = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/#", count: 1, timeoutSeconds: 30, extra: shipped.login("watch-dispatch"))
+            let fix = Self.topics.fix(Self.van2)
+            let v5 = ["-V", "mqttv5"]
 
-        let none = try await MosquittoCLI.attemptPublish(broker: shipped.broker, topic: fix, message: "no certificate", extra: shipped.trustOnly + v5)
-        Self.expectConnectionRefused(none, "no certificate", saying: "Error")
-        let password = try await MosquittoCLI.attemptPublish(
-            broker: shipped.broker, topic: fix, message: "password", extra: shipped.trustOnly + ["-u", "van-2", "-P", "anything"] + v5)
-        Self.expectConnectionRefused(password, "a user name and password, no certificate", saying: "Error")
-        // Anyone can make a certificate that says CN=van-2; only the fleet CA's count.
-        let rogueCA = try await TestCertificateAuthority.make(named: "rogue-ca", in: shipped.files.path)
-        let forged = try await rogueCA.issue(commonName: "van-2", fileName: "forged-van-2")
-        let rogue = try await MosquittoCLI.attemptPublish(
-            broker: shipped.broker, topic: fix, message: "forged",
-            extra: shipped.trustOnly + ["--cert", forged.certificateFile, "--key", forged.keyFile] + v5)
-        Self.expectConnectionRefused(rogue, "a certificate for van-2 from another CA", saying: "Error")
+            let none = try await MosquittoCLI.attemptPublish(broker: shipped.broker, topic: fix, message: "no certificate", extra: shipped.trustOnly + v5)
+            Self.expectConnectionRefused(none, "no certificate", saying: "Error")
+            let password = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: fix, message: "password", extra: shipped.trustOnly + ["-u", "van-2", "-P", "anything"] + v5)
+            Self.expectConnectionRefused(password, "a user name and password, no certificate", saying: "Error")
+            // Anyone can make a certificate that says CN=van-2; only the fleet CA's count.
+            let rogueCA = try await TestCertificateAuthority.make(named: "rogue-ca", in: shipped.files.path)
+            let forged = try await rogueCA.issue(commonName: "van-2", fileName: "forged-van-2")
+            let rogue = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: fix, message: "forged",
+                extra: shipped.trustOnly + ["--cert", forged.certificateFile, "--key", forged.keyFile] + v5)
+            Self.expectConnectionRefused(rogue, "a certificate for van-2 from another CA", saying: "Error")
 
-        Self.expectAccepted(try await Self.publish(shipped, as: "van-2", fix, "with its certificate"), "van-2 with its certificate")
-        #expect(await watcher.messages() == ["\(fix) with its certificate"])
-        // What the broker's log says about them.
-        #expect(shipped.broker.log.contains("peer did not return a certificate"))
-        #expect(shipped.broker.log.contains("certificate verify failed"))
+            Self.expectAccepted(try await Self.publish(shipped, as: "van-2", fix, "with its certificate"), "van-2 with its certificate")
+            #expect(await watcher.messages() == ["\(fix) with its certificate"])
+            // What the broker's log says about them.
+            #expect(shipped.broker.log.contains("peer did not return a certificate"))
+            #expect(shipped.broker.log.contains("certificate verify failed"))
+        }
     }
 
     @Test("certificates: the real agent with certFile/keyFile (no user name, no password) publishes fixes and its status; nothing rejected")
     func agentWithClientCertificate() async throws {
-        let shipped = try await ShippedBroker.start(.clientCertificates)
-        defer { Task { await shipped.shutdown() } }
-        let watcher = try await MosquittoCLI.subscribe(
-            broker: shipped.broker, filter: "fleet/#", count: 100_000, timeoutSeconds: 60, extra: shipped.login("watch-dispatch"))
-        let certificate = try #require(shipped.certificates["van-1"])
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://127.0.0.1:\(shipped.broker.port)",
-            "--ca-file", shipped.ca.certificateFile, "--cert-file", certificate.certificateFile, "--key-file", certificate.keyFile,
-            "--state-dir", shipped.files.path,
-        ], directory: shipped.files.path, name: "agent")
-        defer { agent.send(SIGKILL) }
+        try await ShippedBroker.with(.clientCertificates) { shipped in
+            let watcher = try await MosquittoCLI.subscribe(
+                broker: shipped.broker, filter: "fleet/#", count: 100_000, timeoutSeconds: 60, extra: shipped.login("watch-dispatch"))
+            let certificate = try #require(shipped.certificates["van-1"])
+            let agent = try TestProcess(builtProduct("fleetcast-agent"), [
+                "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://127.0.0.1:\(shipped.broker.port)",
+                "--ca-file", shipped.ca.certificateFile, "--cert-file", certificate.certificateFile, "--key-file", certificate.keyFile,
+                "--state-dir", shipped.files.path,
+            ], directory: shipped.files.path, name: "agent")
+            defer { agent.send(SIGKILL) }
 
-        try await Self.waitUntil("van-1 online with fixes at the watcher", timeout: .seconds(30), agent: agent) {
+            try await Self.waitUntil("van-1 online with fixes at the watcher", timeout: .seconds(30), agent: agent) {
+                let received = watcher.messagesSoFar
+                return Self.lines(received, on: "fleet/van-1/status").contains { Self.json($0)?["state"] as? String == "online" }
+                    && Self.lines(received, on: "fleet/van-1/fix").count >= 5
+            }
+            agent.send(SIGTERM)
+            #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0, "agent: \(agent.standardError.suffix(3000))")
+            try await Self.waitUntil("van-1's offline status at the watcher", timeout: .seconds(10), agent: agent) {
+                Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["state"] as? String } == "offline"
+            }
+            await watcher.stop()
+
             let received = watcher.messagesSoFar
-            return Self.lines(received, on: "fleet/van-1/status").contains { Self.json($0)?["state"] as? String == "online" }
-                && Self.lines(received, on: "fleet/van-1/fix").count >= 5
+            let fixLine = try #require(Self.lines(received, on: "fleet/van-1/fix").first)
+            let fix = try #require(Self.json(fixLine))
+            #expect(fix["vehicle"] as? String == "van-1" && fix["lat"] is Double)
+            let offlineLine = try #require(Self.lines(received, on: "fleet/van-1/status").last)
+            let offline = try #require(Self.json(offlineLine))
+            #expect(offline["reason"] as? String == "shutdown")
+            #expect(offline["rejected"] as? Int == 0, "status \(offline); agent: \(agent.standardError.suffix(3000))")
+            #expect(shipped.broker.log.contains("u'van-1'"), "the broker took the certificate's common name as the user name")
         }
-        agent.send(SIGTERM)
-        #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0, "agent: \(agent.standardError.suffix(3000))")
-        try await Self.waitUntil("van-1's offline status at the watcher", timeout: .seconds(10), agent: agent) {
-            Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["state"] as? String } == "offline"
-        }
-        await watcher.stop()
-
-        let received = watcher.messagesSoFar
-        let fixLine = try #require(Self.lines(received, on: "fleet/van-1/fix").first)
-        let fix = try #require(Self.json(fixLine))
-        #expect(fix["vehicle"] as? String == "van-1" && fix["lat"] is Double)
-        let offlineLine = try #require(Self.lines(received, on: "fleet/van-1/status").last)
-        let offline = try #require(Self.json(offlineLine))
-        #expect(offline["reason"] as? String == "shutdown")
-        #expect(offline["rejected"] as? Int == 0, "status \(offline); agent: \(agent.standardError.suffix(3000))")
-        #expect(shipped.broker.log.contains("u'van-1'"), "the broker took the certificate's common name as the user name")
     }
 }

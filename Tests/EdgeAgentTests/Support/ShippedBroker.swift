@@ -52,6 +52,21 @@ struct ShippedBroker: Sendable {
     /// User → client certificate whose common name is the user (``Identity/clientCertificates``).
     let certificates: [String: TestCertificateAuthority.Issued]
 
+    /// Runs `body` with the shipped broker for `identity`, and stops it and removes its files
+    /// afterwards, whether `body` returns or throws (awaited: a test that ends last must not
+    /// leave its broker running when the test process exits).
+    static func with<T>(_ identity: Identity, _ body: (ShippedBroker) async throws -> T) async throws -> T {
+        let shipped = try await start(identity)
+        do {
+            let result = try await body(shipped)
+            await shipped.shutdown()
+            return result
+        } catch {
+            await shipped.shutdown()
+            throw error
+        }
+    }
+
     /// Makes the certificates and credentials for ``users`` and starts mosquitto with the
     /// shipped configuration for `identity`.
     static func start(_ identity: Identity) async throws -> ShippedBroker {
