@@ -101,7 +101,7 @@ public enum AgentCheck {
     }
 
     private static func checkPublish(_ configuration: AgentConfiguration, client: MQTTClient) async -> Step {
-        let topic = "\(configuration.topics.prefix)/\(configuration.vehicle)/check"
+        let topic = configuration.topics.check(configuration.vehicle)
         let payload = Array("fleetcast-agent check \(UInt64.random(in: 0...UInt64.max))".utf8)
         let subscription = try? await client.subscribe([topic])
         do {

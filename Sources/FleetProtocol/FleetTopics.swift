@@ -54,6 +54,17 @@ public struct FleetTopics: Sendable, Hashable {
     /// `{prefix}/{vehicle}/backlog`: backlog batch JSON, QoS 1, not retained.
     public func backlog(_ vehicle: VehicleID) -> String { topic(vehicle, .backlog) }
 
+    /// `{prefix}/{vehicle}/check`: `fleetcast-agent check`'s test message, not retained. Not
+    /// part of the contract: subscribers ignore it (it proves the broker lets the vehicle publish).
+    public func check(_ vehicle: VehicleID) -> String { "\(prefix)/\(vehicle.rawValue)/check" }
+
+    /// Whether `topic` is a vehicle's ``check(_:)`` topic.
+    public func isCheck(_ topic: String) -> Bool {
+        guard topic.hasSuffix("/check"), topic.hasPrefix(prefix + "/") else { return false }
+        let vehicle = topic.dropFirst(prefix.utf8.count + 1).dropLast("/check".utf8.count)
+        return VehicleID(String(vehicle)) != nil
+    }
+
     /// Subscription filters for the whole fleet (`{prefix}/+/+`) or for the given vehicles
     /// (`{prefix}/{vehicle}/+` each).
     public func filters(vehicles: [VehicleID] = []) -> [String] {

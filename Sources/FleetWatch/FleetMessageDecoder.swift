@@ -25,6 +25,7 @@ public struct FleetMessageDecoder: Sendable {
     /// (none for an empty batch). No array is allocated for a single event.
     public func decode(topic: String, payload: [UInt8], _ body: (FleetEvent) -> Void) {
         guard let (vehicle, channel) = topics.parse(topic) else {
+            if topics.isCheck(topic) { return }  // `fleetcast-agent check`'s message: no event
             body(.malformed(topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status|backlog}"))
             return
         }

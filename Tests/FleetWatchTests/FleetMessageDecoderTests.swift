@@ -19,6 +19,12 @@ import Testing
         #expect(decoder.events(topic: "acme/fleet/van-7/status", payload: FleetPayload.encode(status)) == [.status(status)])
     }
 
+    @Test func theAgentChecksTestMessageIsNoEventAndNotMalformed() throws {
+        let decoder = FleetMessageDecoder(topics: try FleetTopics(prefix: "acme/fleet"))
+        #expect(decoder.events(topic: "acme/fleet/van-7/check", payload: Array("fleetcast-agent check 1".utf8)).isEmpty)
+        #expect(decoder.events(topic: "acme/fleet/b@d/check", payload: []).count == 1, "not a vehicle: malformed")
+    }
+
     @Test func badTopicsAndPayloadsBecomeMalformedEvents() {
         let decoder = FleetMessageDecoder()
         let fixPayload = FleetPayload.encode(Fix(time: time, latitude: 1, longitude: 2, mode: .twoD), vehicle: "van-7")
