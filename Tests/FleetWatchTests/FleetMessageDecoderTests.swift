@@ -23,6 +23,8 @@ import Testing
         let decoder = FleetMessageDecoder(topics: try FleetTopics(prefix: "acme/fleet"))
         #expect(decoder.events(topic: "acme/fleet/van-7/check", payload: Array("fleetcast-agent check 1".utf8)).isEmpty)
         #expect(decoder.events(topic: "acme/fleet/b@d/check", payload: []).count == 1, "not a vehicle: malformed")
+        // Found by the fleet-message fuzzer: "." is a valid vehicle id, so this is a check topic.
+        #expect(FleetMessageDecoder().events(topic: "fleet/./check", payload: Array(#"{"fl1"#.utf8)).isEmpty)
     }
 
     @Test func badTopicsAndPayloadsBecomeMalformedEvents() {
