@@ -516,8 +516,10 @@ public final class Publisher: Sendable {
         // Payload bytes per batch; halved when the broker says a batch is too large for it.
         var byteBudget = FleetPayload.maximumBacklogBytes - 256
         while !Task.isCancelled {
+            // Closed: the backlog stays in the store for the next run. (Going on would spin:
+            // every wait for the backlog condition holds once closed.)
             guard let request = outbox.transition({ state -> (Outbox.State.BacklogRequest?, Outbox.State.Resumptions) in
-                (state.backlogRequest(), .init())
+                (state.closed ? nil : state.backlogRequest(), .init())
             }) else { return }
             let available = max(1, bucket.available(at: .now))
             let limit = min(available, FleetPayload.maximumBacklogEvents)
