@@ -1,8 +1,9 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|watch|e2e|latency|outbox|drain|footprint] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "hub" || which == "all" { await runHubBenchmark(arguments: Array(arguments.dropFirst())) }
+if which == "subscribe" { await runSubscribeBenchmark(arguments: Array(arguments.dropFirst())) }  // one subscribe call with 1,000 filters
 if which == "mqtt" { await runMQTTBenchmark(arguments: Array(arguments.dropFirst())) }  // starts its own mosquitto
 if which == "watch" || which == "all" { await runFleetWatchBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "e2e" { await runEndToEndBenchmark(arguments: Array(arguments.dropFirst())) }  // starts mosquitto, runs the agent binary
