@@ -8,18 +8,45 @@ import Glibc
 import Musl
 #endif
 
+/// The client's state with the types the client hands it: its waits are checked
+/// continuations, its subscription and observer streams are `AsyncStream` continuations.
+typealias MQTTClientLiveState = MQTTClientState<
+    CheckedContinuation<Void, any Error>,
+    AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+    AsyncStream<MQTTConnectionState>.Continuation,
+    CheckedContinuation<Void, Never>
+>
+
+extension MQTTClientState.Actions
+where Ack == CheckedContinuation<Void, any Error>, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+      Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == CheckedContinuation<Void, Never>
+{
+    /// Performs the actions; call it after releasing the lock.
+    func run() {
+        for ack in succeed { ack.resume() }
+        for (ack, error) in fail { ack.resume(throwing: error) }
+        for ack in cancel { ack.resume(throwing: CancellationError()) }
+        for (observer, state) in notify { observer.yield(state) }
+        for observer in finishObservers { observer.finish() }
+        for (sink, error) in finishStreams {
+            if let error { sink.finish(throwing: error) } else { sink.finish() }
+        }
+        for waiter in resume { waiter.resume() }
+    }
+}
+
 /// The object behind libmosquitto's `obj` pointer: shared state and the logger the C
 /// callbacks need (a C callback sees no task-local logger). Passed retained with
 /// `Unmanaged.passRetained`; ``MosquittoHandle`` releases it after `mosquitto_destroy`.
 final class MQTTCallbackContext: Sendable {
-    let state: SanitizerVisibleMutex<MQTTClientState>
+    let state: SanitizerVisibleMutex<MQTTClientLiveState>
     let logger: Logger
     let configuration: MQTTConfiguration
 
     init(configuration: MQTTConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.state = SanitizerVisibleMutex(MQTTClientState(
+        self.state = SanitizerVisibleMutex(MQTTClientLiveState(
             protocolVersion: configuration.protocolVersion,
             sentCredentials: configuration.effectiveUsername != nil
         ))
@@ -37,26 +64,32 @@ final class MQTTCallbackContext: Sendable {
         let (restore, actions) = state.withLock { $0.connack(reasonCode: reasonCode) }
         if reasonCode == 0 {
             logger.info("MQTT connected")
-            var mids: [Int32] = []
+            var sent: [(mid: Int32, filter: String)] = []
+            var failed: [(filter: String, error: MQTTError)] = []
             for entry in restore {
                 var mid: Int32 = 0
                 let rc = sendSubscribe(mosq, filters: [entry.filter], qos: entry.qos, identifier: entry.identifier, mid: &mid)
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
-                    mids.append(mid)
+                    sent.append((mid, entry.filter))
                 } else {
-                    logger.warning("MQTT could not restore a subscription", metadata: [
-                        "mqtt.topic": "\(entry.filter)", "mqtt.error": "\(MQTTError.libraryMessage(rc))",
-                    ])
+                    failed.append((entry.filter, MQTTClient.operationError(rc, operation: "restore the subscription to '\(entry.filter)'")))
                 }
             }
-            if !mids.isEmpty {
-                state.withLock { $0.subscriptionRestoreMids.formUnion(mids) }
+            actions.run()
+            if !restore.isEmpty {
                 logger.debug("MQTT subscriptions restored", metadata: ["mqtt.filters": "\(restore.map(\.filter))"])
             }
+            if !failed.isEmpty {
+                // Unsendable: their streams end with the error (the subscriber must know).
+                logger.warning("MQTT could not restore subscriptions", metadata: [
+                    "mqtt.topic": "\(failed.map(\.filter))", "mqtt.error": "\(failed[0].error)",
+                ])
+            }
+            state.withLock { $0.restoreSent(sent, failed: failed) }.run()
         } else {
             logger.info("MQTT connection refused by broker", metadata: ["mqtt.reason": "\(reasonCode)"])
+            actions.run()
         }
-        actions.run()
     }
 
     func onDisconnect(reasonCode: Int32) {
@@ -68,12 +101,11 @@ final class MQTTCallbackContext: Sendable {
     }
 
     func onSubscribe(mid: Int32, codes: [Int32]) {
-        let (actions, restoreRefused) = state.withLock { state in
-            let restoring = state.subscriptionRestoreMids.contains(mid)
-            return (state.subscribeAcknowledged(mid: mid, codes: codes), restoring && codes.contains { $0 >= 0x80 })
-        }
-        if restoreRefused {
-            logger.warning("MQTT broker refused a restored subscription", metadata: ["mqtt.reason": "\(codes)"])
+        let actions = state.withLock { $0.subscribeAcknowledged(mid: mid, codes: codes) }
+        // A refusal nobody awaits (a restore after a reconnect): its streams end with the
+        // error, and the log says why. An awaited one is the caller's to report.
+        if actions.fail.isEmpty, let error = actions.finishStreams.lazy.compactMap(\.1).first {
+            logger.warning("MQTT broker refused a restored subscription", metadata: ["mqtt.error": "\(error)"])
         }
         actions.run()
     }

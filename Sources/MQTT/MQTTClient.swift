@@ -31,11 +31,8 @@ public final class MQTTClient: Sendable {
     }
 
     deinit {
-        let running = context.state.withLock { state in
-            state.stopRequested = true
-            if state.phase != .closed { state.phase = .shuttingDown }
-            return state.loopRunning
-        }
+        let (running, actions) = context.state.withLock { $0.requestStop() }
+        actions.run()
         // Wake the loop thread; it ends, drops its reference and the handle is destroyed.
         if running { _ = mosquitto_disconnect_v5(handle.pointer, 0, nil) }
     }
@@ -61,15 +58,17 @@ public final class MQTTClient: Sendable {
         let context = self.context
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let (error, startLoop, actions) = context.state.withLock { $0.startConnect(continuation, cancelled: Task.isCancelled) }
+                let (action, actions) = context.state.withLock { $0.startConnect(continuation, cancelled: Task.isCancelled) }
                 actions.run()
-                if let error {
+                switch action {
+                case .refuse(let error):
                     continuation.resume(throwing: error)
-                    return
+                case .cancelled:
+                    break
+                case .startLoop:
+                    context.logger.debug("MQTT connecting")
+                    MQTTConnectionLoop.start(handle)
                 }
-                guard startLoop else { return }
-                context.logger.debug("MQTT connecting")
-                MQTTConnectionLoop.start(handle)
             }
         } onCancel: {
             context.state.withLock { $0.cancelConnect() }.run()
@@ -109,8 +108,7 @@ public final class MQTTClient: Sendable {
     ) async throws {
         try MQTTTopicFilter.validate(topic: topic)
         let context = self.context
-        let (refusal, epoch, token) = context.state.withLock { ($0.publishAllowed(), $0.epoch, $0.makeID()) }
-        if let refusal { throw refusal }
+        let (epoch, token) = try context.state.withLock { $0.beginPublish() }.get()
         var mid: Int32 = 0
         let rc = try withPublishProperties(properties) { props in
             payload.withUnsafeBytes { bytes in
@@ -132,9 +130,9 @@ public final class MQTTClient: Sendable {
                 context.state.withLock {
                     // Read under the lock: a cancellation handler that already ran found no
                     // registered wait, so this registration must see the cancellation.
-                    $0.registerPublish(
-                        mid: sentMid, topic: topic, qos: qos, epochAtSend: epoch, token: token, cancelled: Task.isCancelled,
-                        continuation: continuation)
+                    $0.publishSent(
+                        mid: sentMid, topic: topic, qos: qos, epoch: epoch, token: token, cancelled: Task.isCancelled,
+                        ack: continuation)
                 }.run()
             }
         } onCancel: {
@@ -174,8 +172,18 @@ public final class MQTTClient: Sendable {
     /// Subscribes to `filters` (`+`, `#` and `$share/group/filter` allowed) and returns once
     /// the broker has acknowledged (SUBACK) — messages published after that are delivered.
     ///
-    /// Throws `subscribeRejected` when the broker refuses a filter. While reconnecting, the
-    /// subscription is registered and sent after the reconnect.
+    /// Every SUBSCRIBE goes out before any SUBACK is awaited, so many filters cost one round
+    /// trip (on MQTT 5 each filter is its own SUBSCRIBE, tagged with its subscription
+    /// identifier). Throws `subscribeRejected` when the broker refuses a filter. While
+    /// reconnecting, the subscription is registered and sent after the reconnect.
+    ///
+    /// The stream ends with an ``MQTTError`` when the subscription is lost for good: the broker
+    /// refuses it when it is restored after a reconnect (its ACL changed), or it cannot be sent
+    /// again. It ends without an error when the client shuts down. A subscriber that must keep
+    /// listening subscribes again or gives up; it is never left silently deaf.
+    ///
+    /// Cancelling the task ends the wait with `CancellationError` and ends the subscription
+    /// (its filters are unsubscribed).
     /// - Parameters:
     ///   - qos: the maximum QoS the broker delivers with.
     ///   - bufferingPolicy: what to keep when the consumer is slower than the broker.
@@ -192,30 +200,44 @@ public final class MQTTClient: Sendable {
         continuation.onTermination = { [weak handle] _ in
             handle?.unsubscribe(subscriptionID: id)
         }
-        if let refusal = context.state.withLock({ $0.addSubscription(id: id, filters: filters, qos: qos, continuation: continuation) }) {
+        let identifiers: [UInt32]
+        switch context.state.withLock({ $0.addSubscription(id: id, filters: filters, qos: qos, sink: continuation) }) {
+        case .failure(let refusal):
             continuation.finish()
             throw refusal
+        case .success(let assigned):
+            identifiers = assigned
         }
         let subscription = MQTTSubscription(filters: filters, stream: stream)
         // MQTT 5: one SUBSCRIBE per filter, each with its own subscription identifier (see
         // `MQTTClientState.route`). MQTT 3.1.1: one SUBSCRIBE for all.
-        let batches: [[String]] = configuration.protocolVersion == .v5 ? filters.map { [$0] } : [filters]
+        let v5 = configuration.protocolVersion == .v5
+        let batches: [(filters: [String], identifier: UInt32?)] = v5 ? zip(filters, identifiers).map { ([$0], $1) } : [(filters, nil)]
+        var sent: [(mid: Int32, filters: [String])] = []
+        sent.reserveCapacity(batches.count)
         for batch in batches {
-            let identifier = configuration.protocolVersion == .v5 ? context.state.withLock { $0.identifier(for: batch[0]) } : nil
             var mid: Int32 = 0
-            let rc = context.sendSubscribe(handle.pointer, filters: batch, qos: qos, identifier: identifier, mid: &mid)
+            let rc = context.sendSubscribe(handle.pointer, filters: batch.filters, qos: qos, identifier: batch.identifier, mid: &mid)
+            if rc == MOSQ_ERR_SUCCESS.rawValue {
+                sent.append((mid, batch.filters))
+                continue
+            }
+            // Nobody awaits what went out; a refusal of it still ends the stream.
+            context.state.withLock { $0.subscribeSent(id: id, sent, ack: nil) }.run()
             if rc == MOSQ_ERR_NO_CONN.rawValue {
                 context.logger.debug("MQTT subscription deferred until reconnected", metadata: ["mqtt.topic": "\(filters)"])
                 return subscription
             }
-            guard rc == MOSQ_ERR_SUCCESS.rawValue else {
-                _ = context.state.withLock { $0.removeSubscription(id: id) }
-                continuation.finish()
-                throw Self.operationError(rc, operation: "subscribe to \(filters)")
-            }
+            continuation.finish()
+            throw Self.operationError(rc, operation: "subscribe to \(filters)")
+        }
+        let sentBatches = sent
+        try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (ack: CheckedContinuation<Void, any Error>) in
-                context.state.withLock { $0.registerSubscribe(mid: mid, id: id, filters: batch, continuation: ack) }.run()
+                context.state.withLock { $0.subscribeSent(id: id, sentBatches, cancelled: Task.isCancelled, ack: ack) }.run()
             }
+        } onCancel: {
+            context.state.withLock { $0.cancelSubscribe(id: id) }.run()
         }
         context.logger.debug("MQTT subscribed", metadata: ["mqtt.topic": "\(filters)"])
         return subscription
@@ -225,14 +247,22 @@ public final class MQTTClient: Sendable {
     public func connectionStates() -> AsyncStream<MQTTConnectionState> {
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTConnectionState.self, bufferingPolicy: .unbounded)
         let context = self.context
-        let added = context.state.withLock { state in
-            let id = state.makeID()
-            continuation.onTermination = { [weak context] _ in
-                _ = context?.state.withLock { $0.observers.removeValue(forKey: id) }
-            }
-            return state.addObserver(id, continuation)
+        let (id, current) = context.state.withLock { ($0.makeID(), $0.connectionState) }
+        continuation.onTermination = { [weak context] _ in
+            context?.state.withLock { $0.observerRemoved(id) }
         }
-        if !added { continuation.finish() }
+        // The current state is yielded before the observer is stored, outside the lock; a
+        // change in between is yielded next.
+        continuation.yield(current)
+        switch context.state.withLock({ $0.addObserver(id, continuation, seen: current) }) {
+        case .stored:
+            break
+        case .storedAndYield(let state):
+            continuation.yield(state)
+        case .finish(let last):
+            if let last { continuation.yield(last) }
+            continuation.finish()
+        }
         return stream
     }
 
@@ -254,27 +284,26 @@ public final class MQTTClient: Sendable {
     /// host then ends by itself, later.
     public func shutdown(flushTimeout: Duration = .seconds(5)) async {
         let context = self.context
-        let (mustDrain, loopRunning) = context.state.withLock { $0.beginShutdown() }
-        guard loopRunning else {
-            context.state.withLock { $0.closeWithoutLoop() }.run()
-            return
-        }
+        let (mustDrain, loopRunning, actions) = context.state.withLock { $0.beginShutdown() }
+        actions.run()
+        guard loopRunning else { return }
         if mustDrain {
             let drainID = context.state.withLock { $0.makeID() }
             _ = await withTimeLimit(flushTimeout) {
                 await withTaskCancellationHandler {
                     await withCheckedContinuation { waiter in
-                        context.state.withLock { $0.setDrainWaiter(id: drainID, cancelled: Task.isCancelled, waiter) }.run()
+                        context.state.withLock { $0.awaitDrain(id: drainID, cancelled: Task.isCancelled, waiter) }.run()
                     }
                 } onCancel: {
-                    context.state.withLock { $0.cancelDrainWaiter(id: drainID) }.run()
+                    context.state.withLock { $0.stopWaiting(id: drainID) }?.resume()
                 }
             }
         }
-        await Self.wait(context, bound: Self.closeGrace) { $0.addUnsubackWaiter(id: $1, $2) }
-        context.state.withLock { $0.stopRequested = true }
-        _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
-        await Self.wait(context, bound: nil) { $0.addExitWaiter(id: $1, $2) }
+        await Self.wait(context, bound: Self.closeGrace) { $0.awaitUnsubacks(id: $1, $2) }
+        if context.state.withLock({ $0.stopAfterDrain() }) {
+            _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
+        }
+        await Self.wait(context, bound: nil) { $0.awaitLoopEnd(id: $1, $2) }
         context.logger.debug("MQTT client shut down")
     }
 
@@ -287,14 +316,14 @@ public final class MQTTClient: Sendable {
     /// ``closeGrace`` once the task is cancelled.
     private static func wait(
         _ context: MQTTCallbackContext, bound: Duration?,
-        register: (inout MQTTClientState, UInt64, CheckedContinuation<Void, Never>) -> Bool
+        register: (inout MQTTClientLiveState, UInt64, CheckedContinuation<Void, Never>) -> Bool
     ) async {
         let id = context.state.withLock { $0.makeID() }
         @Sendable func expire(after delay: Duration) {
             // Not a child task: a cancelled caller's children would wake at once.
             Task {
                 try? await Task.sleep(for: delay)
-                context.state.withLock { $0.removeShutdownWaiter(id: id) }?.resume()
+                context.state.withLock { $0.stopWaiting(id: id) }?.resume()
             }
         }
         await withTaskCancellationHandler {
@@ -334,7 +363,7 @@ extension MosquittoHandle {
             mosquitto_unsubscribe_multiple(pointer, &mid, Int32(filters.count), pointers, nil)
         }
         if rc == MOSQ_ERR_SUCCESS.rawValue {
-            context.state.withLock { $0.registerUnsubscribe(mid: mid, epoch: epoch) }.run()
+            context.state.withLock { $0.unsubscribeSent(mid: mid, epoch: epoch) }.run()
         }
         context.logger.debug("MQTT unsubscribed", metadata: ["mqtt.topic": "\(filters)", "mqtt.rc": "\(rc)"])
     }

@@ -1,331 +1,523 @@
-/// The client's shared state: a plain struct kept inside a `Mutex` in
-/// ``MQTTCallbackContext``. Each event (a libmosquitto callback or an API call) is a
-/// `mutating func` that decides under the lock and returns what to do; the caller resumes
-/// continuations and yields to streams after releasing the lock.
-struct MQTTClientState: Sendable {
-    enum Phase: Sendable, Equatable {
-        case idle, connecting, connected, reconnecting, shuttingDown, closed
+/// The client's whole state as a closed value: every event (a libmosquitto callback, an API
+/// call, the loop thread's progress) is a named `mutating` transition that decides under the
+/// lock and returns what must be done; ``MQTTCallbackContext`` keeps it in a
+/// `SanitizerVisibleMutex` and performs the returned ``Actions`` after releasing the lock, so
+/// no continuation is resumed and no stream yielded to under it. Its storage is private: the
+/// phase-specific data (the connect wait, the reconnect attempt, the shutdown's waiters) lives
+/// in the ``Phase`` cases, so impossible combinations such as a connect wait outside
+/// `.connecting` cannot be represented.
+///
+/// Generic, as `HubState` is, over what it hands back: `Ack` (a wait for a CONNACK, PUBACK or
+/// SUBACK; in the client a `CheckedContinuation<Void, any Error>`), `Sink` (a subscription's
+/// stream), `Observer` (a connection-state stream) and `Waiter` (a `shutdown()` step), so its
+/// tests drive it with plain values, without libmosquitto and without tasks.
+///
+/// Message ids (`mid`) are libmosquitto's 16-bit packet identifiers, reused once acknowledged.
+struct MQTTClientState<Ack, Sink, Observer, Waiter> {
+    // MARK: phases
+
+    /// Where the connection is. The loop thread runs in every phase but `.idle` and `.closed`.
+    fileprivate enum Phase {
+        /// Made, `connect()` not called yet.
+        case idle
+        /// The first connect: `connect()` awaits the CONNACK with this wait.
+        case connecting(Ack)
+        case connected
+        /// The connection was lost and the loop reconnects. `attempt`: backoff waits so far;
+        /// `refused`: this attempt's CONNACK was a refusal, already reported, so the socket's
+        /// close that follows is not reported again.
+        case reconnecting(attempt: Int, refused: Bool)
+        /// New work is refused; the loop still runs (for the awaited publishes, then the
+        /// DISCONNECT).
+        case shuttingDown(Shutdown)
+        /// The loop has ended, or never ran. Final.
+        case closed
     }
 
-    typealias Completion = (continuation: CheckedContinuation<Void, any Error>, result: Result<Void, MQTTError>)
-    typealias MessageContinuation = AsyncThrowingStream<MQTTMessage, any Error>.Continuation
+    /// A shutdown under way: whether the loop must stop (no reconnect, DISCONNECT at its next
+    /// turn) and the `shutdown()` steps waiting, by waiter id.
+    fileprivate struct Shutdown {
+        var stopRequested = false
+        /// Waiting for every awaited publish to be acknowledged.
+        var drainWaiters: [UInt64: Waiter] = [:]
+        /// Waiting for every UNSUBSCRIBE sent to be acknowledged.
+        var unsubackWaiters: [UInt64: Waiter] = [:]
+        /// Waiting for the loop thread to end.
+        var exitWaiters: [UInt64: Waiter] = [:]
+    }
 
-    struct PendingPublish: Sendable {
-        var continuation: CheckedContinuation<Void, any Error>
+    fileprivate struct PendingPublish {
+        var ack: Ack
         var topic: String
         var qos: MQTTQoS
-        /// Tells this publish's wait apart from a later one that libmosquitto gave the same
-        /// (16-bit, reused) message id.
+        /// Tells this publish's wait apart from a later one that libmosquitto gave the same mid.
         var token: UInt64
     }
 
-    struct PendingSubscribe: Sendable {
-        var continuation: CheckedContinuation<Void, any Error>
-        var subscriptionID: UInt64
-        var filters: [String]
-    }
-
-    struct Subscription: Sendable {
+    fileprivate struct Subscription {
         var filters: [String]
         var qos: MQTTQoS
-        var continuation: MessageContinuation
+        var sink: Sink
+        /// Its stream was finished by the client (a refusal, a cancelled `subscribe`): it gets
+        /// no message and is not restored; its `onTermination` removes it.
+        var ended = false
     }
 
-    /// What the caller must do after an event, outside the lock.
-    struct Actions: Sendable {
-        var completions: [Completion] = []
-        var stateUpdates: [(AsyncStream<MQTTConnectionState>.Continuation, MQTTConnectionState)] = []
-        var finishObservers: [AsyncStream<MQTTConnectionState>.Continuation] = []
-        var finishSubscriptions: [(MessageContinuation, MQTTError?)] = []
-        var resumeDrain: [CheckedContinuation<Void, Never>] = []
-        var resumeExit: [CheckedContinuation<Void, Never>] = []
-        /// Waits ended by their task's cancellation: resumed with `CancellationError`.
-        var cancellations: [CheckedContinuation<Void, any Error>] = []
+    /// A SUBSCRIBE on the wire: its filters, and the `subscribe()` call awaiting it, if any
+    /// (none for a restore after a reconnect).
+    fileprivate struct SentSubscribe {
+        var filters: [String]
+        var awaitedBy: UInt64?
+    }
 
-        func run() {
-            for (continuation, result) in completions { continuation.resume(with: result.mapError { $0 }) }
-            for continuation in cancellations { continuation.resume(throwing: CancellationError()) }
-            for (observer, state) in stateUpdates { observer.yield(state) }
-            for observer in finishObservers { observer.finish() }
-            for (continuation, error) in finishSubscriptions {
-                if let error { continuation.finish(throwing: error) } else { continuation.finish() }
-            }
-            for waiter in resumeDrain { waiter.resume() }
-            for waiter in resumeExit { waiter.resume() }
+    /// A `subscribe()` call awaiting the SUBACKs of all its SUBSCRIBEs.
+    fileprivate struct SubscribeWait {
+        var ack: Ack
+        var outstanding: Int
+    }
+
+    // MARK: actions
+
+    /// What the caller must do after a transition, outside the lock.
+    struct Actions {
+        /// Waits that succeed.
+        var succeed: [Ack] = []
+        /// Waits that fail with the error.
+        var fail: [(Ack, MQTTError)] = []
+        /// Waits ended by their task's cancellation (`CancellationError`).
+        var cancel: [Ack] = []
+        /// Connection states to yield to observers.
+        var notify: [(Observer, MQTTConnectionState)] = []
+        /// Observers to finish (after their last state).
+        var finishObservers: [Observer] = []
+        /// Subscription streams to finish, with the error when one ended them.
+        var finishStreams: [(Sink, MQTTError?)] = []
+        /// `shutdown()` steps to resume.
+        var resume: [Waiter] = []
+
+        var isEmpty: Bool {
+            succeed.isEmpty && fail.isEmpty && cancel.isEmpty && notify.isEmpty && finishObservers.isEmpty
+                && finishStreams.isEmpty && resume.isEmpty
         }
     }
 
-    let protocolVersion: MQTTProtocolVersion
-    let sentCredentials: Bool
+    /// What ``startConnect(_:cancelled:)`` asks for.
+    enum ConnectAction {
+        /// Start the loop thread; the wait is stored.
+        case startLoop
+        /// Fail the wait now (``Actions`` carry nothing).
+        case refuse(MQTTError)
+        /// The task was already cancelled: the client closed; run the ``Actions``.
+        case cancelled
+    }
 
-    var phase: Phase = .idle
-    var connectionState: MQTTConnectionState = .idle
-    var connectContinuation: CheckedContinuation<Void, any Error>?
-    /// Set when the connect attempt under way has already been answered (a refused CONNACK).
-    var connectAnswered = false
-    var pendingPublishes: [Int32: PendingPublish] = [:]
-    var pendingSubscribes: [Int32: PendingSubscribe] = [:]
-    /// Acknowledgements that arrived before the API call that sent the packet had registered
-    /// its message id: libmosquitto's thread can answer before `mosquitto_publish` returns.
-    var earlyAcks: [Int32: [Int32]] = [:]
-    /// Message ids of publishes whose caller stopped waiting (its task was cancelled) while
-    /// libmosquitto still holds the message: their acknowledgement, if it ever comes, is
-    /// dropped, not kept in `earlyAcks` where a later publish reusing the id would take it.
-    /// An id leaves the set when its acknowledgement arrives, when libmosquitto hands it to a
-    /// new publish, or when the loop ends — so it holds at most 65535 ids.
-    var abandonedPublishes: Set<Int32> = []
-    /// Bumped at every connection loss: a QoS 0 publish taken before a loss is never reported.
-    var epoch: UInt64 = 0
-    /// How many publishes libmosquitto has accepted so far.
-    var publishesHandedOver = 0
-    var subscriptions: [UInt64: Subscription] = [:]
+    /// What ``addObserver(_:_:seen:)`` did.
+    enum ObserverAction {
+        /// Stored; nothing more to yield.
+        case stored
+        /// Stored; the state changed since `seen`: yield this one too.
+        case storedAndYield(MQTTConnectionState)
+        /// The client is closed: finish the stream (after yielding `.closed` if not seen).
+        case finish(yield: MQTTConnectionState?)
+    }
+
+    // MARK: storage
+
+    private let protocolVersion: MQTTProtocolVersion
+    private let sentCredentials: Bool
+    private var phase: Phase = .idle
+    /// The state observers see; it follows `phase`, with the detail they need.
+    private(set) var connectionState: MQTTConnectionState = .idle
+    /// Bumped at every connection loss: a QoS 0 publish taken before a loss is never reported,
+    /// and an UNSUBSCRIBE sent on an earlier connection is never answered.
+    private(set) var epoch: UInt64 = 0
+    private var nextID: UInt64 = 0
+
+    private var pendingPublishes: [Int32: PendingPublish] = [:]
+    /// Acknowledgements (reason codes) that arrived before the call that sent the packet had
+    /// registered its mid: libmosquitto's thread can answer before `mosquitto_publish` or
+    /// `mosquitto_subscribe` returns.
+    private var earlyAcks: [Int32: [Int32]] = [:]
+    /// Mids of publishes whose caller stopped waiting while libmosquitto still holds the
+    /// message: a late acknowledgement is dropped, not kept in `earlyAcks` where a later
+    /// publish reusing the mid would take it. At most 65535 mids.
+    private var abandonedPublishes: Set<Int32> = []
+
+    private var subscriptions: [UInt64: Subscription] = [:]
     /// MQTT 5 subscription identifier of each subscribed filter. The broker sends one copy of
     /// a message per matching subscription, tagged with its identifier; routing by it gives
     /// each stream exactly one copy even when filters overlap.
-    var filterIdentifiers: [String: UInt32] = [:]
-    var nextFilterIdentifier: UInt32 = 0
-    var observers: [UInt64: AsyncStream<MQTTConnectionState>.Continuation] = [:]
-    var nextID: UInt64 = 0
-    var stopRequested = false
-    var reconnectAttempt = 0
-    /// Tasks in `shutdown()` waiting for the awaited publishes to complete, by waiter id.
-    var drainWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-    /// Tasks in `shutdown()` waiting for the loop thread to end, by waiter id.
-    var exitWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-    /// Message ids of UNSUBSCRIBEs sent on the current connection and not yet acknowledged.
-    var pendingUnsubscribes: Set<Int32> = []
-    /// UNSUBACKs that arrived before the call that sent the UNSUBSCRIBE registered its id.
-    var earlyUnsubacks: Set<Int32> = []
-    /// Tasks in `shutdown()` waiting for `pendingUnsubscribes` to empty, by waiter id.
-    var unsubackWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-    var loopRunning = false
+    private var filterIdentifiers: [String: UInt32] = [:]
+    private var nextFilterIdentifier: UInt32 = 0
+    private var sentSubscribes: [Int32: SentSubscribe] = [:]
+    private var subscribeWaits: [UInt64: SubscribeWait] = [:]
+
+    /// Mids of UNSUBSCRIBEs sent on the current connection and not yet acknowledged.
+    private var pendingUnsubscribes: Set<Int32> = []
+    /// UNSUBACKs that arrived before the call that sent the UNSUBSCRIBE registered its mid.
+    private var earlyUnsubacks: Set<Int32> = []
+
+    private var observers: [UInt64: Observer] = [:]
     /// Recent error lines from libmosquitto's log, to explain TLS failures.
-    var errorLog: [String] = []
+    private(set) var errorLog: [String] = []
 
     init(protocolVersion: MQTTProtocolVersion, sentCredentials: Bool) {
         self.protocolVersion = protocolVersion
         self.sentCredentials = sentCredentials
     }
 
+    /// A new id for a subscription, an observer, a waiter or a publish's token.
     mutating func makeID() -> UInt64 {
         nextID += 1
         return nextID
     }
 
-    // MARK: connection state
+    /// Whether the loop thread must stop: no reconnect, and a DISCONNECT at its next turn.
+    var mustStop: Bool {
+        switch phase {
+        case .shuttingDown(let shutdown): shutdown.stopRequested
+        case .closed: true
+        case .idle, .connecting, .connected, .reconnecting: false
+        }
+    }
+
+    private var loopRunning: Bool {
+        switch phase {
+        case .idle, .closed: false
+        case .connecting, .connected, .reconnecting, .shuttingDown: true
+        }
+    }
 
     private mutating func transition(to newState: MQTTConnectionState, _ actions: inout Actions) {
         connectionState = newState
-        for observer in observers.values { actions.stateUpdates.append((observer, newState)) }
+        for observer in observers.values { actions.notify.append((observer, newState)) }
     }
 
-    mutating func addObserver(_ id: UInt64, _ continuation: AsyncStream<MQTTConnectionState>.Continuation) -> Bool {
-        continuation.yield(connectionState)
-        if phase == .closed { return false }
-        observers[id] = continuation
-        return true
+    /// Runs `body` on the shutdown's data; nothing when not shutting down.
+    private mutating func withShutdown(_ body: (inout Shutdown) -> Void) {
+        guard case .shuttingDown(var shutdown) = phase else { return }
+        body(&shutdown)
+        phase = .shuttingDown(shutdown)
     }
 
-    /// `connect()` was called. Returns an error when the client is not idle, and whether to
-    /// start the loop thread. `cancelled` is the calling task's cancellation read under the
-    /// lock: a cancelled connect starts nothing, fails with `CancellationError` and closes the
-    /// client (it connects once).
-    mutating func startConnect(
-        _ continuation: CheckedContinuation<Void, any Error>, cancelled: Bool = false
-    ) -> (error: MQTTError?, startLoop: Bool, actions: Actions) {
+    // MARK: observers
+
+    /// Adds a connection-state observer that has already been given `seen` (the state read
+    /// before). It is stored unless the client is closed.
+    mutating func addObserver(_ id: UInt64, _ observer: Observer, seen: MQTTConnectionState) -> ObserverAction {
+        if case .closed = phase { return .finish(yield: seen == .closed ? nil : .closed) }
+        observers[id] = observer
+        return seen == connectionState ? .stored : .storedAndYield(connectionState)
+    }
+
+    /// An observer's stream ended.
+    mutating func observerRemoved(_ id: UInt64) {
+        observers[id] = nil
+    }
+
+    // MARK: connect and the loop
+
+    /// `connect()` was called with `ack`. `cancelled` is the calling task's cancellation, read
+    /// under the lock: a cancelled connect starts nothing and closes the client (it connects
+    /// once).
+    mutating func startConnect(_ ack: Ack, cancelled: Bool) -> (ConnectAction, Actions) {
         var actions = Actions()
         switch phase {
         case .idle where cancelled:
             phase = .closed
-            stopRequested = true
-            actions.cancellations.append(continuation)
+            actions.cancel.append(ack)
             transition(to: .closed, &actions)
-            return (nil, false, actions)
+            return (.cancelled, actions)
         case .idle:
-            phase = .connecting
-            connectContinuation = continuation
-            loopRunning = true
+            phase = .connecting(ack)
             transition(to: .connecting, &actions)
-            return (nil, true, actions)
+            return (.startLoop, actions)
         case .closed, .shuttingDown:
-            return (.shutdown, false, actions)
+            return (.refuse(.shutdown), actions)
         case .connecting, .connected, .reconnecting:
-            return (.invalidConfiguration("connect() called twice"), false, actions)
+            return (.refuse(.invalidConfiguration("connect() called twice")), actions)
         }
     }
 
     /// The task awaiting `connect()` was cancelled before the CONNACK: the wait ends with
-    /// `CancellationError` and the client shuts down (the loop thread ends by itself, after a
-    /// blocking TCP connect under way returns). A no-op once the connect was answered.
+    /// `CancellationError` and the client shuts down (the loop ends by itself, after a blocking
+    /// TCP connect under way returns). A no-op once the connect was answered.
     mutating func cancelConnect() -> Actions {
         var actions = Actions()
-        guard phase == .connecting, let continuation = connectContinuation else { return actions }
-        connectContinuation = nil
-        phase = .shuttingDown
-        stopRequested = true
-        actions.cancellations.append(continuation)
+        guard case .connecting(let ack) = phase else { return actions }
+        phase = .shuttingDown(Shutdown(stopRequested: true))
+        actions.cancel.append(ack)
         return actions
     }
 
-    /// A CONNACK arrived. Returns the filters to subscribe again (with their QoS and MQTT 5
-    /// identifier) on success.
+    /// The loop starts a connection attempt: libmosquitto's error lines from before are stale.
+    mutating func connectAttemptStarts() {
+        errorLog.removeAll()
+    }
+
+    /// A CONNACK arrived. On success, returns the filters to subscribe again (with their QoS
+    /// and MQTT 5 identifier); send them, then report with ``restoreSent(_:failed:)``.
     mutating func connack(reasonCode: Int32) -> (restore: [(filter: String, qos: MQTTQoS, identifier: UInt32)], actions: Actions) {
         var actions = Actions()
         if reasonCode == 0 {
-            guard phase == .connecting || phase == .reconnecting else { return ([], actions) }
-            phase = .connected
-            reconnectAttempt = 0
-            if let continuation = connectContinuation {
-                connectContinuation = nil
-                actions.completions.append((continuation, .success(())))
+            switch phase {
+            case .connecting(let ack):
+                actions.succeed.append(ack)
+            case .reconnecting:
+                break
+            case .idle, .connected, .shuttingDown, .closed:
+                return ([], actions)
             }
+            phase = .connected
             transition(to: .connected, &actions)
             var qosByFilter: [String: MQTTQoS] = [:]
-            for subscription in subscriptions.values {
+            for subscription in subscriptions.values where !subscription.ended {
                 for filter in subscription.filters { qosByFilter[filter] = max(qosByFilter[filter] ?? .atMostOnce, subscription.qos) }
             }
-            var restore: [(filter: String, qos: MQTTQoS, identifier: UInt32)] = []
-            for (filter, qos) in qosByFilter.sorted(by: { $0.key < $1.key }) {
-                restore.append((filter, qos, identifier(for: filter)))
-            }
+            let restore = qosByFilter.sorted { $0.key < $1.key }.map { (filter: $0.key, qos: $0.value, identifier: identifier(for: $0.key)) }
             return (restore, actions)
         }
         let error = MQTTError.connack(reasonCode: reasonCode, version: protocolVersion, sentCredentials: sentCredentials)
-        connectAnswered = true
-        if let continuation = connectContinuation {
-            connectContinuation = nil
-            phase = .closed
-            stopRequested = true
-            actions.completions.append((continuation, .failure(error)))
+        switch phase {
+        case .connecting(let ack):
+            phase = .shuttingDown(Shutdown(stopRequested: true))
+            actions.fail.append((ack, error))
             transition(to: .closed, &actions)
-        }
-        if phase == .reconnecting || phase == .connected {
-            phase = .reconnecting
+        case .reconnecting(let attempt, _):
+            phase = .reconnecting(attempt: attempt, refused: true)
             transition(to: .disconnected(reason: error.description), &actions)
+        case .connected:
+            phase = .reconnecting(attempt: 0, refused: true)
+            transition(to: .disconnected(reason: error.description), &actions)
+        case .idle, .shuttingDown, .closed:
+            break
         }
         return ([], actions)
     }
 
-    /// The connection went away (or a connection attempt failed) with `error`.
-    /// Returns whether the loop should try to reconnect.
+    /// The connection went away, or a connection attempt failed, with `error`. Returns
+    /// whether the loop should reconnect.
     mutating func connectionLost(_ error: MQTTError) -> (reconnect: Bool, actions: Actions) {
         var actions = Actions()
         epoch &+= 1
         for (mid, pending) in pendingPublishes where pending.qos == .atMostOnce {
             pendingPublishes[mid] = nil
-            actions.completions.append((pending.continuation, .failure(.connectionLost(reason: error.description))))
+            actions.fail.append((pending.ack, .connectionLost(reason: error.description)))
         }
         // An UNSUBSCRIBE lost with the connection is never answered; nobody waits for it.
         pendingUnsubscribes.removeAll()
         earlyUnsubacks.removeAll()
-        actions.resumeExit += unsubackWaiters.values
-        unsubackWaiters.removeAll()
         // A SUBSCRIBE lost with the connection is sent again (with every other filter) after
-        // the next CONNACK; the caller's subscription is registered, so report success.
-        for (mid, pending) in pendingSubscribes {
-            pendingSubscribes[mid] = nil
-            actions.completions.append((pending.continuation, .success(())))
+        // the next CONNACK; the caller's subscription is registered, so its wait succeeds.
+        sentSubscribes.removeAll()
+        for wait in subscribeWaits.values { actions.succeed.append(wait.ack) }
+        subscribeWaits.removeAll()
+        withShutdown { shutdown in
+            actions.resume += shutdown.unsubackWaiters.values
+            shutdown.unsubackWaiters.removeAll()
         }
-        let alreadyAnswered = connectAnswered
-        connectAnswered = false
         switch phase {
-        case .connecting:
-            phase = .closed
-            stopRequested = true
-            if let continuation = connectContinuation {
-                connectContinuation = nil
-                actions.completions.append((continuation, .failure(error)))
-            }
+        case .connecting(let ack):
+            phase = .shuttingDown(Shutdown(stopRequested: true))
+            actions.fail.append((ack, error))
             transition(to: .closed, &actions)
             return (false, actions)
         case .connected:
-            phase = .reconnecting
+            phase = .reconnecting(attempt: 0, refused: false)
             transition(to: .disconnected(reason: error.description), &actions)
-            return (!stopRequested, actions)
-        case .reconnecting:
-            if !alreadyAnswered { transition(to: .disconnected(reason: error.description), &actions) }
-            return (!stopRequested, actions)
+            return (true, actions)
+        case .reconnecting(let attempt, let refused):
+            if !refused { transition(to: .disconnected(reason: error.description), &actions) }
+            phase = .reconnecting(attempt: attempt, refused: false)
+            return (true, actions)
         case .idle, .shuttingDown, .closed:
             return (false, actions)
         }
     }
 
-    /// The loop is about to wait `delay` before reconnecting.
-    mutating func willReconnect(after delay: Duration) -> (attempt: Int, actions: Actions) {
+    /// The loop is about to wait before its next reconnect attempt; `delay` gives the wait
+    /// for an attempt number (1, 2, …). Returns the attempt and its wait.
+    mutating func willReconnect(delay: (Int) -> Duration) -> (attempt: Int, delay: Duration, actions: Actions) {
         var actions = Actions()
-        reconnectAttempt += 1
-        transition(to: .reconnecting(attempt: reconnectAttempt, delay: delay), &actions)
-        return (reconnectAttempt, actions)
+        guard case .reconnecting(let attempt, let refused) = phase else { return (0, .zero, actions) }
+        let next = attempt + 1
+        let wait = delay(next)
+        phase = .reconnecting(attempt: next, refused: refused)
+        transition(to: .reconnecting(attempt: next, delay: wait), &actions)
+        return (next, wait, actions)
     }
 
-    /// The loop thread has ended: fail what is left, finish every stream.
+    /// The loop thread has ended (or `shutdown()` found it never started): fail what is left,
+    /// finish every stream, resume every `shutdown()` step. The client is closed.
     mutating func loopEnded() -> Actions {
         var actions = Actions()
-        phase = .closed
-        loopRunning = false
-        if let continuation = connectContinuation {
-            connectContinuation = nil
-            actions.completions.append((continuation, .failure(.shutdown)))
+        switch phase {
+        case .connecting(let ack):
+            actions.fail.append((ack, .shutdown))
+        case .shuttingDown(let shutdown):
+            actions.resume += shutdown.drainWaiters.values
+            actions.resume += shutdown.unsubackWaiters.values
+            actions.resume += shutdown.exitWaiters.values
+        case .idle, .connected, .reconnecting, .closed:
+            break
         }
-        for pending in pendingPublishes.values { actions.completions.append((pending.continuation, .failure(.shutdown))) }
+        phase = .closed
+        for pending in pendingPublishes.values { actions.fail.append((pending.ack, .shutdown)) }
         pendingPublishes.removeAll()
-        for pending in pendingSubscribes.values { actions.completions.append((pending.continuation, .failure(.shutdown))) }
-        pendingSubscribes.removeAll()
+        for wait in subscribeWaits.values { actions.fail.append((wait.ack, .shutdown)) }
+        subscribeWaits.removeAll()
+        sentSubscribes.removeAll()
         earlyAcks.removeAll()
         abandonedPublishes.removeAll()
-        for subscription in subscriptions.values { actions.finishSubscriptions.append((subscription.continuation, nil)) }
+        for subscription in subscriptions.values where !subscription.ended { actions.finishStreams.append((subscription.sink, nil)) }
         subscriptions.removeAll()
+        pendingUnsubscribes.removeAll()
+        earlyUnsubacks.removeAll()
         if connectionState != .closed { transition(to: .closed, &actions) }
         actions.finishObservers = Array(observers.values)
         observers.removeAll()
-        actions.resumeDrain = Array(drainWaiters.values)
-        drainWaiters.removeAll()
-        actions.resumeExit = Array(exitWaiters.values) + unsubackWaiters.values
-        exitWaiters.removeAll()
-        unsubackWaiters.removeAll()
-        pendingUnsubscribes.removeAll()
-        earlyUnsubacks.removeAll()
         return actions
+    }
+
+    /// A libmosquitto error or warning line, kept (the last 16) to explain a TLS failure.
+    mutating func recordError(_ line: String) {
+        errorLog.append(line)
+        if errorLog.count > 16 { errorLog.removeFirst(errorLog.count - 16) }
+    }
+
+    // MARK: shutdown
+
+    /// Asks the loop to stop as soon as it can, without waiting for anything (the client
+    /// object is going away). Returns whether the loop runs and must be woken.
+    mutating func requestStop() -> (wakeLoop: Bool, actions: Actions) {
+        var actions = Actions()
+        switch phase {
+        case .idle:
+            return (false, loopEnded())
+        case .connecting(let ack):
+            actions.fail.append((ack, .shutdown))
+            phase = .shuttingDown(Shutdown(stopRequested: true))
+            return (true, actions)
+        case .connected, .reconnecting:
+            phase = .shuttingDown(Shutdown(stopRequested: true))
+            return (true, actions)
+        case .shuttingDown:
+            withShutdown { $0.stopRequested = true }
+            return (true, actions)
+        case .closed:
+            return (false, actions)
+        }
+    }
+
+    /// `shutdown()` starts: new work is refused from now on. Returns whether publishes await
+    /// their acknowledgement (so there is something to drain) and whether the loop runs; when
+    /// it does not, the client is closed at once and `actions` finish everything.
+    mutating func beginShutdown() -> (mustDrain: Bool, loopRunning: Bool, actions: Actions) {
+        switch phase {
+        case .idle:
+            return (false, false, loopEnded())
+        case .closed:
+            return (false, false, Actions())
+        case .connecting, .connected, .reconnecting:
+            var actions = Actions()
+            if case .connecting(let ack) = phase { actions.fail.append((ack, .shutdown)) }
+            phase = .shuttingDown(Shutdown())
+            return (!pendingPublishes.isEmpty, true, actions)
+        case .shuttingDown:
+            return (!pendingPublishes.isEmpty, true, Actions())
+        }
+    }
+
+    /// A `shutdown()` waits (as `id`) until no publish awaits its acknowledgement. Resumed at
+    /// once when none does, when the loop has ended, or when `cancelled` (its task's
+    /// cancellation, read under the lock, so a handler that ran first is not missed).
+    mutating func awaitDrain(id: UInt64, cancelled: Bool, _ waiter: Waiter) -> Actions {
+        var actions = Actions()
+        guard case .shuttingDown = phase, !pendingPublishes.isEmpty, !cancelled else {
+            actions.resume.append(waiter)
+            return actions
+        }
+        withShutdown { $0.drainWaiters[id] = waiter }
+        return actions
+    }
+
+    /// A `shutdown()` waits (as `id`) until every UNSUBSCRIBE sent is acknowledged. Returns
+    /// false, storing nothing, when none is outstanding.
+    mutating func awaitUnsubacks(id: UInt64, _ waiter: Waiter) -> Bool {
+        guard case .shuttingDown = phase, !pendingUnsubscribes.isEmpty else { return false }
+        withShutdown { $0.unsubackWaiters[id] = waiter }
+        return true
+    }
+
+    /// The awaited steps are done: the loop must stop and send DISCONNECT. Returns whether it
+    /// runs (then wake it, and wait for its end).
+    mutating func stopAfterDrain() -> Bool {
+        withShutdown { $0.stopRequested = true }
+        return loopRunning
+    }
+
+    /// A `shutdown()` waits (as `id`) for the loop thread to end. Returns false, storing
+    /// nothing, when it has already ended.
+    mutating func awaitLoopEnd(id: UInt64, _ waiter: Waiter) -> Bool {
+        guard case .shuttingDown = phase else { return false }
+        withShutdown { $0.exitWaiters[id] = waiter }
+        return true
+    }
+
+    /// The `shutdown()` step waiting as `id` ends early (its time is up, or it was cancelled):
+    /// returns its waiter to resume, if it still waits.
+    mutating func stopWaiting(id: UInt64) -> Waiter? {
+        var waiter: Waiter?
+        withShutdown { shutdown in
+            waiter = shutdown.drainWaiters.removeValue(forKey: id) ?? shutdown.unsubackWaiters.removeValue(forKey: id)
+                ?? shutdown.exitWaiters.removeValue(forKey: id)
+        }
+        return waiter
+    }
+
+    private mutating func completeDrainIfIdle(_ actions: inout Actions) {
+        guard pendingPublishes.isEmpty else { return }
+        withShutdown { shutdown in
+            actions.resume += shutdown.drainWaiters.values
+            shutdown.drainWaiters.removeAll()
+        }
     }
 
     // MARK: publish
 
-    /// Whether a publish may be handed to libmosquitto now.
-    func publishAllowed() -> MQTTError? {
+    /// A publish is about to be handed to libmosquitto: refused unless connected or
+    /// reconnecting; otherwise the connection epoch it is sent on and the token of its wait.
+    mutating func beginPublish() -> Result<(epoch: UInt64, token: UInt64), MQTTError> {
         switch phase {
-        case .connected, .reconnecting: nil
-        case .idle, .connecting: .notConnected
-        case .shuttingDown, .closed: .shutdown
+        case .connected, .reconnecting: .success((epoch, makeID()))
+        case .idle, .connecting: .failure(.notConnected)
+        case .shuttingDown, .closed: .failure(.shutdown)
         }
     }
 
     /// Registers the wait of a publish libmosquitto accepted with `mid`, unless its
-    /// acknowledgement has already arrived (then it is completed at once with that outcome).
+    /// acknowledgement has already arrived (then it completes at once with that outcome).
     ///
     /// `cancelled` is whether the waiting task was already cancelled, read under the lock: a
-    /// cancellation handler that ran before this registration found nothing to cancel
-    /// (``cancelPublish(mid:token:)`` is then a no-op), so the registration itself must fail
-    /// the wait with `CancellationError` and abandon `mid`.
-    mutating func registerPublish(
-        mid: Int32, topic: String, qos: MQTTQoS, epochAtSend: UInt64, token: UInt64 = 0, cancelled: Bool = false,
-        continuation: CheckedContinuation<Void, any Error>
+    /// cancellation handler that ran before this registration found nothing to cancel, so the
+    /// registration itself ends the wait with `CancellationError` and abandons `mid`.
+    mutating func publishSent(
+        mid: Int32, topic: String, qos: MQTTQoS, epoch sentOn: UInt64, token: UInt64, cancelled: Bool, ack: Ack
     ) -> Actions {
         var actions = Actions()
-        publishesHandedOver += 1
         // libmosquitto handed `mid` out again: whatever used it before is settled.
         abandonedPublishes.remove(mid)
         if let codes = earlyAcks.removeValue(forKey: mid) {
-            actions.completions.append((continuation, Self.publishResult(topic: topic, codes: codes)))
-            completeDrainIfIdle(&actions)
-        } else if qos == .atMostOnce && epochAtSend != epoch {
-            actions.completions.append((continuation, .failure(.connectionLost(reason: "lost before the message was sent"))))
-        } else if phase == .closed {
-            actions.completions.append((continuation, .failure(.shutdown)))
+            Self.complete(ack, topic: topic, codes: codes, &actions)
+        } else if qos == .atMostOnce && sentOn != epoch {
+            actions.fail.append((ack, .connectionLost(reason: "lost before the message was sent")))
+        } else if case .closed = phase {
+            actions.fail.append((ack, .shutdown))
         } else if cancelled {
             abandonedPublishes.insert(mid)
-            actions.cancellations.append(continuation)
+            actions.cancel.append(ack)
         } else {
-            pendingPublishes[mid] = PendingPublish(continuation: continuation, topic: topic, qos: qos, token: token)
+            pendingPublishes[mid] = PendingPublish(ack: ack, topic: topic, qos: qos, token: token)
         }
         return actions
     }
@@ -333,13 +525,13 @@ struct MQTTClientState: Sendable {
     /// The task waiting for publish `mid` (registered with `token`) was cancelled: its wait
     /// ends with `CancellationError` and `mid` is abandoned (libmosquitto may still deliver the
     /// message; a late acknowledgement is dropped). A no-op when that wait is not registered
-    /// (yet, or any more: already completed, or `mid` now belongs to another publish).
+    /// (yet, or any more: completed, or `mid` now belongs to another publish).
     mutating func cancelPublish(mid: Int32, token: UInt64) -> Actions {
         var actions = Actions()
         guard let pending = pendingPublishes[mid], pending.token == token else { return actions }
         pendingPublishes[mid] = nil
         abandonedPublishes.insert(mid)
-        actions.cancellations.append(pending.continuation)
+        actions.cancel.append(pending.ack)
         completeDrainIfIdle(&actions)
         return actions
     }
@@ -348,153 +540,159 @@ struct MQTTClientState: Sendable {
     mutating func publishAcknowledged(mid: Int32, reasonCode: Int32) -> Actions {
         var actions = Actions()
         if let pending = pendingPublishes.removeValue(forKey: mid) {
-            actions.completions.append((pending.continuation, Self.publishResult(topic: pending.topic, codes: [reasonCode])))
+            Self.complete(pending.ack, topic: pending.topic, codes: [reasonCode], &actions)
             completeDrainIfIdle(&actions)
-        } else if abandonedPublishes.remove(mid) != nil {
-            // Nobody waits for it any more (the caller was cancelled); not an early ack.
-        } else {
+        } else if abandonedPublishes.remove(mid) == nil {
             earlyAcks[mid] = [reasonCode]
         }
         return actions
     }
 
-    private static func publishResult(topic: String, codes: [Int32]) -> Result<Void, MQTTError> {
-        guard let code = codes.first, code >= 0x80 else { return .success(()) }
-        return .failure(.publishRejected(topic: topic, reasonCode: Int(code), reason: MQTTError.reasonString(code)))
-    }
-
-    /// `shutdown()` starts: refuse new work; returns true when publishes are still awaiting acks.
-    mutating func beginShutdown() -> (mustDrain: Bool, loopRunning: Bool) {
-        if phase != .closed { phase = .shuttingDown }
-        return (!pendingPublishes.isEmpty && loopRunning, loopRunning)
-    }
-
-    /// A `shutdown()` waits (as `id`) until no publish awaits its acknowledgement. Resumed at
-    /// once when none does, when the loop has ended, or when `cancelled` (its task's
-    /// cancellation, read under the lock, so a handler that ran first is not missed).
-    mutating func setDrainWaiter(id: UInt64, cancelled: Bool = false, _ continuation: CheckedContinuation<Void, Never>) -> Actions {
-        var actions = Actions()
-        if pendingPublishes.isEmpty || !loopRunning || cancelled {
-            actions.resumeDrain = [continuation]
+    private static func complete(_ ack: Ack, topic: String, codes: [Int32], _ actions: inout Actions) {
+        if let code = codes.first, code >= 0x80 {
+            actions.fail.append((ack, .publishRejected(topic: topic, reasonCode: Int(code), reason: MQTTError.reasonString(code))))
         } else {
-            drainWaiters[id] = continuation
+            actions.succeed.append(ack)
         }
-        return actions
-    }
-
-    /// The drain wait `id` ends early (timeout or cancellation).
-    mutating func cancelDrainWaiter(id: UInt64) -> Actions {
-        var actions = Actions()
-        if let waiter = drainWaiters.removeValue(forKey: id) { actions.resumeDrain = [waiter] }
-        return actions
-    }
-
-    private mutating func completeDrainIfIdle(_ actions: inout Actions) {
-        if pendingPublishes.isEmpty, !drainWaiters.isEmpty {
-            actions.resumeDrain = Array(drainWaiters.values)
-            drainWaiters.removeAll()
-        }
-    }
-
-    /// A `shutdown()` waits (as `id`) for the loop thread to end. Returns false, storing
-    /// nothing, when it has already ended.
-    mutating func addExitWaiter(id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
-        guard loopRunning else { return false }
-        exitWaiters[id] = continuation
-        return true
-    }
-
-    /// A `shutdown()` waits (as `id`) until every UNSUBSCRIBE sent is acknowledged. Returns
-    /// false, storing nothing, when none is outstanding.
-    mutating func addUnsubackWaiter(id: UInt64, _ continuation: CheckedContinuation<Void, Never>) -> Bool {
-        guard loopRunning, !pendingUnsubscribes.isEmpty else { return false }
-        unsubackWaiters[id] = continuation
-        return true
-    }
-
-    /// The wait `id` (for the loop's end or for UNSUBACKs) ends early: its time is up.
-    mutating func removeShutdownWaiter(id: UInt64) -> CheckedContinuation<Void, Never>? {
-        exitWaiters.removeValue(forKey: id) ?? unsubackWaiters.removeValue(forKey: id)
-    }
-
-    /// Shutdown when the loop never ran: close at once.
-    mutating func closeWithoutLoop() -> Actions {
-        loopEnded()
     }
 
     // MARK: subscriptions
 
     /// The subscription identifier for `filter`, assigned on first use (1...268435455).
-    mutating func identifier(for filter: String) -> UInt32 {
+    private mutating func identifier(for filter: String) -> UInt32 {
         if let existing = filterIdentifiers[filter] { return existing }
         nextFilterIdentifier = nextFilterIdentifier % 268_435_455 + 1
         filterIdentifiers[filter] = nextFilterIdentifier
         return nextFilterIdentifier
     }
 
-    /// Adds a subscription stream. Returns an error when the client cannot subscribe.
-    mutating func addSubscription(
-        id: UInt64, filters: [String], qos: MQTTQoS, continuation: MessageContinuation
-    ) -> MQTTError? {
+    /// Adds subscription `id` (its stream is `sink`). Refused unless connected or
+    /// reconnecting; otherwise returns the MQTT 5 subscription identifier of each filter.
+    mutating func addSubscription(id: UInt64, filters: [String], qos: MQTTQoS, sink: Sink) -> Result<[UInt32], MQTTError> {
         switch phase {
         case .connected, .reconnecting:
-            subscriptions[id] = Subscription(filters: filters, qos: qos, continuation: continuation)
-            return nil
-        case .idle, .connecting: return .notConnected
-        case .shuttingDown, .closed: return .shutdown
+            subscriptions[id] = Subscription(filters: filters, qos: qos, sink: sink)
+            return .success(filters.map { identifier(for: $0) })
+        case .idle, .connecting: return .failure(.notConnected)
+        case .shuttingDown, .closed: return .failure(.shutdown)
         }
     }
 
-    /// Registers the SUBSCRIBE sent with `mid` for subscription `id`.
-    mutating func registerSubscribe(
-        mid: Int32, id: UInt64, filters: [String], continuation: CheckedContinuation<Void, any Error>
-    ) -> Actions {
+    /// The SUBSCRIBEs of subscription `id` went out as `sent` (mid and filters of each).
+    /// With `ack`, the `subscribe()` call waits until every one is acknowledged — or one is
+    /// refused (it fails with `subscribeRejected` and the stream ends), or its task was
+    /// `cancelled` (read under the lock; the stream ends). Without, nobody waits (a
+    /// subscription deferred to the reconnect), but a refusal still ends the stream.
+    mutating func subscribeSent(id: UInt64, _ sent: [(mid: Int32, filters: [String])], cancelled: Bool = false, ack: Ack?) -> Actions {
         var actions = Actions()
-        if let codes = earlyAcks.removeValue(forKey: mid) {
-            actions = subscribeAnswered(id: id, filters: filters, codes: codes, continuation: continuation)
-        } else if subscriptions[id] == nil {
-            actions.completions.append((continuation, .failure(.shutdown)))
-        } else {
-            pendingSubscribes[mid] = PendingSubscribe(continuation: continuation, subscriptionID: id, filters: filters)
+        if let ack {
+            if cancelled {
+                actions.cancel.append(ack)
+                endSubscription(id, error: nil, &actions)
+                return actions
+            }
+            guard subscriptions[id].map({ !$0.ended }) ?? false else {
+                actions.fail.append((ack, .shutdown))
+                return actions
+            }
+            subscribeWaits[id] = SubscribeWait(ack: ack, outstanding: sent.count)
+        }
+        for (mid, filters) in sent {
+            sentSubscribes[mid] = SentSubscribe(filters: filters, awaitedBy: ack == nil ? nil : id)
+            if let codes = earlyAcks.removeValue(forKey: mid) {
+                subscribeAnswered(mid: mid, codes: codes, &actions)
+            }
+        }
+        if let wait = subscribeWaits[id], wait.outstanding == 0 {
+            subscribeWaits[id] = nil
+            actions.succeed.append(wait.ack)
+        }
+        return actions
+    }
+
+    /// The task in `subscribe()` for subscription `id` was cancelled: its wait ends with
+    /// `CancellationError` and its stream ends (which unsubscribes it). A no-op once answered.
+    mutating func cancelSubscribe(id: UInt64) -> Actions {
+        var actions = Actions()
+        guard let wait = subscribeWaits.removeValue(forKey: id) else { return actions }
+        actions.cancel.append(wait.ack)
+        endSubscription(id, error: nil, &actions)
+        return actions
+    }
+
+    /// After a reconnect, the restored filters went out: `sent` were handed to libmosquitto
+    /// (their SUBACKs are checked; a refusal ends the streams using the filter), `failed`
+    /// could not be sent (the streams using them end with that error, so no subscriber stays
+    /// silently deaf).
+    mutating func restoreSent(_ sent: [(mid: Int32, filter: String)], failed: [(filter: String, error: MQTTError)]) -> Actions {
+        var actions = Actions()
+        for (mid, filter) in sent {
+            sentSubscribes[mid] = SentSubscribe(filters: [filter], awaitedBy: nil)
+            if let codes = earlyAcks.removeValue(forKey: mid) { subscribeAnswered(mid: mid, codes: codes, &actions) }
+        }
+        for (filter, error) in failed {
+            for (id, subscription) in subscriptions where !subscription.ended && subscription.filters.contains(filter) {
+                endSubscription(id, error: error, &actions)
+            }
         }
         return actions
     }
 
     /// A SUBACK arrived with the granted QoS (or failure code) of each filter.
     mutating func subscribeAcknowledged(mid: Int32, codes: [Int32]) -> Actions {
-        guard let pending = pendingSubscribes.removeValue(forKey: mid) else {
-            // Either a restore after reconnect (nobody waits; a refusal is logged by the
-            // caller) or an ack that beat the registration of its mid.
-            if subscriptionRestoreMids.remove(mid) == nil { earlyAcks[mid] = codes }
-            return Actions()
-        }
-        return subscribeAnswered(id: pending.subscriptionID, filters: pending.filters, codes: codes, continuation: pending.continuation)
-    }
-
-    /// Message ids of the SUBSCRIBEs sent after a reconnect, whose SUBACKs nobody awaits.
-    var subscriptionRestoreMids: Set<Int32> = []
-
-    private mutating func subscribeAnswered(
-        id: UInt64, filters: [String], codes: [Int32], continuation: CheckedContinuation<Void, any Error>
-    ) -> Actions {
         var actions = Actions()
-        if let failure = codes.first(where: { $0 >= 0x80 }) {
-            let error = MQTTError.subscribeRejected(filters: filters, reasonCode: Int(failure), reason: MQTTError.reasonString(failure))
-            if let subscription = subscriptions.removeValue(forKey: id) {
-                actions.finishSubscriptions.append((subscription.continuation, error))
-            }
-            actions.completions.append((continuation, .failure(error)))
+        if sentSubscribes[mid] == nil {
+            // It beat the registration of its mid.
+            earlyAcks[mid] = codes
         } else {
-            actions.completions.append((continuation, .success(())))
+            subscribeAnswered(mid: mid, codes: codes, &actions)
         }
         return actions
     }
 
+    private mutating func subscribeAnswered(mid: Int32, codes: [Int32], _ actions: inout Actions) {
+        guard let sent = sentSubscribes.removeValue(forKey: mid) else { return }
+        let refused = zip(sent.filters, codes).filter { $0.1 >= 0x80 }
+        if let (_, code) = refused.first {
+            let error = MQTTError.subscribeRejected(
+                filters: refused.map(\.0), reasonCode: Int(code), reason: MQTTError.reasonString(code))
+            let refusedFilters = Set(refused.map(\.0))
+            if let id = sent.awaitedBy, let wait = subscribeWaits.removeValue(forKey: id) {
+                actions.fail.append((wait.ack, error))
+                endSubscription(id, error: error, &actions)
+            }
+            for (id, subscription) in subscriptions where !subscription.ended && !refusedFilters.isDisjoint(with: subscription.filters) {
+                endSubscription(id, error: error, &actions)
+            }
+        } else if let id = sent.awaitedBy, var wait = subscribeWaits[id] {
+            wait.outstanding -= 1
+            if wait.outstanding <= 0 {
+                subscribeWaits[id] = nil
+                actions.succeed.append(wait.ack)
+            } else {
+                subscribeWaits[id] = wait
+            }
+        }
+    }
+
+    /// Ends subscription `id`'s stream (with `error`); its `onTermination` then removes it
+    /// and unsubscribes the filters nobody else uses.
+    private mutating func endSubscription(_ id: UInt64, error: MQTTError?, _ actions: inout Actions) {
+        guard var subscription = subscriptions[id], !subscription.ended else { return }
+        subscription.ended = true
+        subscriptions[id] = subscription
+        actions.finishStreams.append((subscription.sink, error))
+    }
+
     /// Removes a subscription whose stream ended. Returns the filters no other subscription
-    /// uses, to UNSUBSCRIBE (only while connected), and the connection epoch they are sent on.
+    /// uses, to UNSUBSCRIBE (only while connected or reconnecting), and the connection epoch
+    /// they are sent on.
     mutating func removeSubscription(id: UInt64) -> (filters: [String], epoch: UInt64) {
         guard let removed = subscriptions.removeValue(forKey: id) else { return ([], epoch) }
-        guard phase == .connected || phase == .reconnecting else { return ([], epoch) }
+        switch phase {
+        case .connected, .reconnecting: break
+        case .idle, .connecting, .shuttingDown, .closed: return ([], epoch)
+        }
         let stillUsed = Set(subscriptions.values.flatMap(\.filters))
         var seen = Set<String>()
         let unused = removed.filters.filter { !stillUsed.contains($0) && seen.insert($0).inserted }
@@ -503,8 +701,8 @@ struct MQTTClientState: Sendable {
     }
 
     /// libmosquitto took an UNSUBSCRIBE as `mid` on connection `epoch`: it is outstanding
-    /// until its UNSUBACK — unless that came first, or the connection has since been lost.
-    mutating func registerUnsubscribe(mid: Int32, epoch sentOn: UInt64) -> Actions {
+    /// until its UNSUBACK, unless that came first or the connection has since been lost.
+    mutating func unsubscribeSent(mid: Int32, epoch sentOn: UInt64) -> Actions {
         var actions = Actions()
         if earlyUnsubacks.remove(mid) != nil {
             completeUnsubacksIfIdle(&actions)
@@ -526,9 +724,10 @@ struct MQTTClientState: Sendable {
     }
 
     private mutating func completeUnsubacksIfIdle(_ actions: inout Actions) {
-        if pendingUnsubscribes.isEmpty, !unsubackWaiters.isEmpty {
-            actions.resumeExit += unsubackWaiters.values
-            unsubackWaiters.removeAll()
+        guard pendingUnsubscribes.isEmpty else { return }
+        withShutdown { shutdown in
+            actions.resume += shutdown.unsubackWaiters.values
+            shutdown.unsubackWaiters.removeAll()
         }
     }
 
@@ -536,19 +735,23 @@ struct MQTTClientState: Sendable {
     /// 3.1.1): every stream with a matching filter. With them (MQTT 5, one copy per matching
     /// subscription): a stream takes the copy tagged with the identifier of its first
     /// matching filter, so it receives each publication once.
-    func route(topic: String, identifiers: [UInt32] = []) -> [MessageContinuation] {
+    func route(topic: String, identifiers: [UInt32] = []) -> [Sink] {
         subscriptions.values.compactMap { subscription in
-            guard let first = subscription.filters.first(where: { MQTTTopicFilter.matches($0, topic: topic) }) else { return nil }
-            if identifiers.isEmpty { return subscription.continuation }
+            guard !subscription.ended,
+                  let first = subscription.filters.first(where: { MQTTTopicFilter.matches($0, topic: topic) })
+            else { return nil }
+            if identifiers.isEmpty { return subscription.sink }
             guard let identifier = filterIdentifiers[first], identifiers.contains(identifier) else { return nil }
-            return subscription.continuation
+            return subscription.sink
         }
     }
-
-    // MARK: log
-
-    mutating func recordError(_ line: String) {
-        errorLog.append(line)
-        if errorLog.count > 16 { errorLog.removeFirst(errorLog.count - 16) }
-    }
 }
+
+extension MQTTClientState: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
+extension MQTTClientState.Actions: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
+extension MQTTClientState.Phase: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
+extension MQTTClientState.Shutdown: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
+extension MQTTClientState.PendingPublish: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
+extension MQTTClientState.Subscription: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
+extension MQTTClientState.SentSubscribe: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
+extension MQTTClientState.SubscribeWait: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}

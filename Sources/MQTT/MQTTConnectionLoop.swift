@@ -29,7 +29,7 @@ enum MQTTConnectionLoop {
         let broker = context.configuration.broker
         let keepAlive = Int32(clamping: max(5, Int(context.configuration.keepAlive.components.seconds)))
 
-        state(context) { $0.errorLog.removeAll() }
+        context.state.withLock { $0.connectAttemptStarts() }
         var rc = mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, nil)
         var savedErrno = errno
         if rc != MOSQ_ERR_SUCCESS.rawValue {
@@ -45,7 +45,7 @@ enum MQTTConnectionLoop {
             rc = mosquitto_loop(mosq, selectTimeoutMilliseconds, 1)
             savedErrno = errno
             if rc == MOSQ_ERR_SUCCESS.rawValue {
-                if !disconnectSent && context.state.withLock({ $0.stopRequested }) {
+                if !disconnectSent && context.state.withLock({ $0.mustStop }) {
                     // A shutdown raced with a (re)connect: send DISCONNECT now.
                     disconnectSent = true
                     _ = mosquitto_disconnect_v5(mosq, 0, nil)
@@ -69,13 +69,11 @@ enum MQTTConnectionLoop {
         let context = handle.context
         let policy = context.configuration.reconnect
         while true {
-            let attemptNumber = context.state.withLock { $0.reconnectAttempt } + 1
-            let delay = policy.delay(attempt: attemptNumber)
-            let (attempt, actions) = context.state.withLock { $0.willReconnect(after: delay) }
+            let (attempt, delay, actions) = context.state.withLock { $0.willReconnect(delay: { policy.delay(attempt: $0) }) }
             actions.run()
             context.logger.debug("MQTT reconnecting", metadata: ["mqtt.attempt": "\(attempt)", "mqtt.delay": "\(delay)"])
             guard sleep(delay, unlessStopped: context) else { return false }
-            state(context) { $0.errorLog.removeAll() }
+            context.state.withLock { $0.connectAttemptStarts() }
             let rc = mosquitto_reconnect(handle.pointer)
             let savedErrno = errno
             if rc == MOSQ_ERR_SUCCESS.rawValue { return true }
@@ -92,17 +90,13 @@ enum MQTTConnectionLoop {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: delay)
         while clock.now < deadline {
-            if context.state.withLock({ $0.stopRequested }) { return false }
+            if context.state.withLock({ $0.mustStop }) { return false }
             let slice = min(stopCheckInterval, clock.now.duration(to: deadline))
             let (seconds, attoseconds) = slice.components
             var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
             _ = nanosleep(&request, nil)
         }
-        return !context.state.withLock { $0.stopRequested }
-    }
-
-    private static func state(_ context: MQTTCallbackContext, _ body: (inout MQTTClientState) -> Void) {
-        context.state.withLock { body(&$0) }
+        return !context.state.withLock { $0.mustStop }
     }
 }
 

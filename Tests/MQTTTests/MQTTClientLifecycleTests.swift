@@ -44,18 +44,20 @@ import Testing
             let client = try makeClient(broker, configure: { $0.maxInflightMessages = 2 })
             try await client.connect()
             let count = 50
+            let (handedOver, signal) = AsyncStream.makeStream(of: Void.self)
             let publishes = Task {
                 try await withThrowingTaskGroup(of: Void.self) { group in
+                    // An immediate task runs synchronously up to its acknowledgement wait, so
+                    // once the loop is done every publish has been handed to libmosquitto.
                     for index in 0..<count {
-                        group.addTask { try await client.publish(topic: "flush/\(index)", string: "\(index)", qos: .atLeastOnce) }
+                        group.addImmediateTask { try await client.publish(topic: "flush/\(index)", string: "\(index)", qos: .atLeastOnce) }
                     }
+                    signal.yield()
                     try await group.waitForAll()
                 }
             }
             // Once every publish has been handed to libmosquitto, shut down: all must be acknowledged.
-            try await waitUntil("all publishes handed over") {
-                client.context.state.withLock { $0.publishesHandedOver } == count
-            }
+            for await _ in handedOver { break }
             await client.shutdown()
             try await publishes.value
             #expect(try await collect(count, from: subscription).count == count)

@@ -1,67 +1,362 @@
 @testable import MQTT
 import Testing
 
-/// The state machine alone, without libmosquitto: the races the callbacks create.
+/// The state machine alone, without libmosquitto and without tasks: waits, streams, observers
+/// and `shutdown()` steps are plain names, and every test drives the transitions the callbacks
+/// and API calls make, then checks the actions they return.
 @Suite struct MQTTClientStateTests {
-    func connectedState() -> MQTTClientState {
-        var state = MQTTClientState(protocolVersion: .v5, sentCredentials: false)
-        state.phase = .connected
+    typealias State = MQTTClientState<String, String, String, String>
+
+    /// The names of the waits an `Actions` value succeeds, fails (with the error) and cancels.
+    struct Outcome: Equatable {
+        var succeeded: [String] = []
+        var failed: [String: MQTTError] = [:]
+        var cancelled: [String] = []
+        var streamsEnded: [String: MQTTError?] = [:]
+        var resumed: [String] = []
+        var states: [MQTTConnectionState] = []
+
+        init(_ actions: State.Actions) {
+            succeeded = actions.succeed.sorted()
+            for (ack, error) in actions.fail { failed[ack] = error }
+            cancelled = actions.cancel.sorted()
+            for (sink, error) in actions.finishStreams { streamsEnded[sink] = error }
+            resumed = actions.resume.sorted()
+            states = actions.notify.map(\.1)
+        }
+
+        init() {}
+    }
+
+    /// A client connected after `connect()` was answered.
+    func connected(_ version: MQTTProtocolVersion = .v5) -> State {
+        var state = State(protocolVersion: version, sentCredentials: false)
+        let (action, _) = state.startConnect("connect", cancelled: false)
+        guard case .startLoop = action else { Issue.record("a new client starts its loop"); return state }
+        #expect(Outcome(state.connack(reasonCode: 0).actions).succeeded == ["connect"])
         return state
     }
 
-    @Test func ackArrivingBeforeThePublishIsRegisteredCompletesIt() async throws {
-        var state = connectedState()
-        // libmosquitto's thread sees the PUBACK for mid 7 before mosquitto_publish returned 7.
-        let early = state.publishAcknowledged(mid: 7, reasonCode: 0)
-        #expect(early.completions.isEmpty)
-        #expect(state.earlyAcks[7] == [0])
-        try await withCheckedThrowingContinuation { continuation in
-            let actions = state.registerPublish(mid: 7, topic: "t", qos: .atLeastOnce, epochAtSend: state.epoch, continuation: continuation)
-            #expect(actions.completions.count == 1)
-            actions.run()
-        }
-        #expect(state.pendingPublishes.isEmpty && state.earlyAcks.isEmpty)
-    }
+    // MARK: connect
 
-    @Test func failingReasonCodeFailsThePublish() async throws {
-        var state = connectedState()
-        await #expect {
-            try await withCheckedThrowingContinuation { continuation in
-                state.registerPublish(mid: 3, topic: "denied/topic", qos: .atLeastOnce, epochAtSend: state.epoch, continuation: continuation).run()
-                state.publishAcknowledged(mid: 3, reasonCode: 0x87).run()
-            }
-        } throws: { error in
-            guard case MQTTError.publishRejected("denied/topic", 0x87, _) = error else { return false }
-            return "\(error)".contains("0x87")
+    @Test func connectTwiceIsRefusedAndACancelledConnectClosesTheClient() {
+        var state = connected()
+        guard case .refuse(.invalidConfiguration) = state.startConnect("again", cancelled: false).0 else {
+            Issue.record("a second connect() is refused")
+            return
+        }
+        var fresh = State(protocolVersion: .v5, sentCredentials: false)
+        let (action, actions) = fresh.startConnect("connect", cancelled: true)
+        guard case .cancelled = action else { Issue.record("a cancelled connect starts nothing"); return }
+        #expect(Outcome(actions).cancelled == ["connect"])
+        #expect(fresh.connectionState == .closed)
+        guard case .refuse(.shutdown) = fresh.startConnect("later", cancelled: false).0 else {
+            Issue.record("a client connects once")
+            return
         }
     }
 
-    @Test func qos0TakenBeforeALossFailsInsteadOfHanging() async throws {
-        var state = connectedState()
-        let epochAtSend = state.epoch
-        let lost = state.connectionLost(.connectionLost(reason: "test"))
+    @Test func aRefusedFirstConnackFailsConnectAndStopsTheLoop() {
+        var state = State(protocolVersion: .v5, sentCredentials: true)
+        _ = state.startConnect("connect", cancelled: false)
+        let refused = Outcome(state.connack(reasonCode: 0x86).actions)
+        #expect(refused.failed == ["connect": .badUserNameOrPassword(reasonCode: 0x86)])
+        #expect(state.mustStop, "the loop must not reconnect after a refused first connect")
+        #expect(state.connectionState == .closed)
+        #expect(!state.connectionLost(.connectionLost(reason: "socket closed")).reconnect)
+    }
+
+    @Test func cancellingConnectBeforeTheConnackCancelsTheWaitOnce() {
+        var state = State(protocolVersion: .v5, sentCredentials: false)
+        _ = state.startConnect("connect", cancelled: false)
+        #expect(Outcome(state.cancelConnect()).cancelled == ["connect"])
+        #expect(state.mustStop)
+        #expect(Outcome(state.cancelConnect()) == Outcome(), "a second cancellation finds nothing")
+        #expect(Outcome(state.connack(reasonCode: 0).actions).succeeded.isEmpty, "a late CONNACK answers nobody")
+        #expect(Outcome(state.loopEnded()).failed.isEmpty)
+    }
+
+    @Test func aRefusedReconnectIsReportedOnceAndTheLoopKeepsTrying() {
+        var state = connected()
+        _ = state.addObserver(1, "observer", seen: state.connectionState)
+        #expect(state.connectionLost(.connectionLost(reason: "broker restarted")).reconnect)
+        let (attempt, delay, waiting) = state.willReconnect { .milliseconds(100 * $0) }
+        #expect(attempt == 1 && delay == .milliseconds(100))
+        #expect(Outcome(waiting).states == [.reconnecting(attempt: 1, delay: .milliseconds(100))])
+        let refusal = Outcome(state.connack(reasonCode: 0x87).actions)
+        #expect(refusal.states.count == 1)
+        let lost = state.connectionLost(.connectionLost(reason: "closed after the refusal"))
         #expect(lost.reconnect)
-        #expect(state.phase == .reconnecting)
-        await #expect(throws: MQTTError.self) {
-            try await withCheckedThrowingContinuation { continuation in
-                state.registerPublish(mid: 9, topic: "t", qos: .atMostOnce, epochAtSend: epochAtSend, continuation: continuation).run()
-            }
-        }
-        #expect(state.pendingPublishes.isEmpty)
+        #expect(Outcome(lost.actions).states.isEmpty, "the close that follows a refused CONNACK is not a second event")
+        #expect(state.willReconnect { .milliseconds(100 * $0) }.attempt == 2)
+        _ = state.connack(reasonCode: 0)
+        #expect(state.connectionState == .connected)
+        _ = state.connectionLost(.connectionLost(reason: "again"))
+        #expect(state.willReconnect { .milliseconds(100 * $0) }.attempt == 1, "a success starts the backoff again")
     }
 
-    @Test func qos1SurvivesALossAndCompletesOnTheLaterAck() async throws {
-        var state = connectedState()
-        try await withCheckedThrowingContinuation { continuation in
-            state.registerPublish(mid: 11, topic: "t", qos: .atLeastOnce, epochAtSend: state.epoch, continuation: continuation).run()
-            let lost = state.connectionLost(.connectionLost(reason: "broker killed"))
-            #expect(lost.actions.completions.isEmpty, "a QoS 1 publish is resent by libmosquitto, not failed")
-            lost.actions.run()
-            state.connack(reasonCode: 0).actions.run()
-            state.publishAcknowledged(mid: 11, reasonCode: 0).run()
+    // MARK: publish
+
+    @Test func ackArrivingBeforeThePublishIsRegisteredCompletesIt() throws {
+        var state = connected()
+        let (epoch, token) = try state.beginPublish().get()
+        // libmosquitto's thread sees the PUBACK for mid 7 before mosquitto_publish returned 7.
+        #expect(Outcome(state.publishAcknowledged(mid: 7, reasonCode: 0)) == Outcome())
+        let actions = state.publishSent(mid: 7, topic: "t", qos: .atLeastOnce, epoch: epoch, token: token, cancelled: false, ack: "p7")
+        #expect(Outcome(actions).succeeded == ["p7"])
+        // The early ack was consumed: the next publish given mid 7 waits for its own.
+        let next = try state.beginPublish().get()
+        #expect(Outcome(state.publishSent(mid: 7, topic: "t", qos: .atLeastOnce, epoch: next.epoch, token: next.token, cancelled: false, ack: "again")) == Outcome())
+    }
+
+    @Test func failingReasonCodeFailsThePublish() throws {
+        var state = connected()
+        let (epoch, token) = try state.beginPublish().get()
+        _ = state.publishSent(mid: 3, topic: "denied/topic", qos: .atLeastOnce, epoch: epoch, token: token, cancelled: false, ack: "p3")
+        let outcome = Outcome(state.publishAcknowledged(mid: 3, reasonCode: 0x87))
+        guard case .publishRejected("denied/topic", 0x87, _)? = outcome.failed["p3"] else {
+            Issue.record("0x87 fails the publish: \(outcome)")
+            return
         }
+        #expect("\(outcome.failed["p3"]!)".contains("0x87"))
+    }
+
+    @Test func qos0TakenBeforeALossFailsInsteadOfHanging() throws {
+        var state = connected()
+        let (epoch, token) = try state.beginPublish().get()
+        #expect(state.connectionLost(.connectionLost(reason: "test")).reconnect)
+        let outcome = Outcome(state.publishSent(mid: 9, topic: "t", qos: .atMostOnce, epoch: epoch, token: token, cancelled: false, ack: "p9"))
+        guard case .connectionLost? = outcome.failed["p9"] else {
+            Issue.record("a QoS 0 publish from before the loss fails: \(outcome)")
+            return
+        }
+    }
+
+    @Test func qos1SurvivesALossAndCompletesOnTheLaterAck() throws {
+        var state = connected()
+        let (epoch, token) = try state.beginPublish().get()
+        _ = state.publishSent(mid: 11, topic: "t", qos: .atLeastOnce, epoch: epoch, token: token, cancelled: false, ack: "p11")
+        let lost = Outcome(state.connectionLost(.connectionLost(reason: "broker killed")).actions)
+        #expect(lost.failed.isEmpty, "a QoS 1 publish is resent by libmosquitto, not failed")
+        _ = state.connack(reasonCode: 0)
+        #expect(Outcome(state.publishAcknowledged(mid: 11, reasonCode: 0)).succeeded == ["p11"])
         #expect(state.connectionState == .connected)
     }
+
+    @Test func aCancelledPublishIgnoresItsLateAckAndNeverCompletesAnother() throws {
+        var state = connected()
+        let first = try state.beginPublish().get()
+        _ = state.publishSent(mid: 5, topic: "t", qos: .atLeastOnce, epoch: first.epoch, token: first.token, cancelled: false, ack: "first")
+        #expect(Outcome(state.cancelPublish(mid: 5, token: first.token)).cancelled == ["first"])
+        #expect(Outcome(state.publishAcknowledged(mid: 5, reasonCode: 0)) == Outcome(), "the late ack is dropped")
+        let second = try state.beginPublish().get()
+        _ = state.publishSent(mid: 5, topic: "t", qos: .atLeastOnce, epoch: second.epoch, token: second.token, cancelled: false, ack: "second")
+        #expect(Outcome(state.cancelPublish(mid: 5, token: first.token)) == Outcome(), "an old token cancels nothing")
+        #expect(Outcome(state.publishAcknowledged(mid: 5, reasonCode: 0)).succeeded == ["second"])
+        // Cancelled before its registration: the registration itself cancels.
+        let third = try state.beginPublish().get()
+        #expect(Outcome(state.publishSent(mid: 6, topic: "t", qos: .atLeastOnce, epoch: third.epoch, token: third.token, cancelled: true, ack: "third")).cancelled == ["third"])
+    }
+
+    @Test func publishingIsRefusedBeforeConnectAndAfterShutdown() {
+        var state = State(protocolVersion: .v5, sentCredentials: false)
+        #expect(throws: MQTTError.notConnected) { try state.beginPublish().get() }
+        state = connected()
+        _ = state.beginShutdown()
+        #expect(throws: MQTTError.shutdown) { try state.beginPublish().get() }
+    }
+
+    // MARK: subscribe
+
+    @Test func manySubscribesAreAwaitedTogetherAndEarlySubacksCount() throws {
+        var state = connected()
+        let filters = (0..<3).map { "fleet/v-\($0)/fix" }
+        let identifiers = try state.addSubscription(id: 1, filters: filters, qos: .atLeastOnce, sink: "s1").get()
+        #expect(Set(identifiers).count == 3, "one subscription identifier per filter")
+        // The SUBACK of the first SUBSCRIBE beats the registration.
+        #expect(Outcome(state.subscribeAcknowledged(mid: 20, codes: [1])) == Outcome())
+        let sent = Outcome(state.subscribeSent(id: 1, [(20, [filters[0]]), (21, [filters[1]]), (22, [filters[2]])], ack: "sub"))
+        #expect(sent.succeeded.isEmpty, "two SUBACKs are still outstanding")
+        #expect(Outcome(state.subscribeAcknowledged(mid: 21, codes: [1])).succeeded.isEmpty)
+        #expect(Outcome(state.subscribeAcknowledged(mid: 22, codes: [1])).succeeded == ["sub"])
+        #expect(state.route(topic: "fleet/v-1/fix", identifiers: [identifiers[1]]) == ["s1"])
+    }
+
+    @Test func aRefusedFilterFailsTheCallAndEndsItsStream() throws {
+        var state = connected()
+        _ = try state.addSubscription(id: 1, filters: ["a", "b"], qos: .atLeastOnce, sink: "s1").get()
+        _ = state.subscribeSent(id: 1, [(30, ["a"]), (31, ["b"])], ack: "sub")
+        let refused = Outcome(state.subscribeAcknowledged(mid: 31, codes: [0x87]))
+        guard case .subscribeRejected(["b"], 0x87, _)? = refused.failed["sub"] else {
+            Issue.record("the call fails with the refusal: \(refused)")
+            return
+        }
+        #expect(refused.streamsEnded.keys.sorted() == ["s1"])
+        #expect(Outcome(state.subscribeAcknowledged(mid: 30, codes: [1])) == Outcome(), "the other SUBACK answers nobody")
+        #expect(state.route(topic: "a").isEmpty, "an ended stream gets nothing")
+        #expect(state.removeSubscription(id: 1).filters == ["a", "b"], "its onTermination unsubscribes every filter")
+    }
+
+    @Test func aCancelledSubscribeEndsItsWaitAndItsStream() throws {
+        var state = connected()
+        _ = try state.addSubscription(id: 1, filters: ["a"], qos: .atLeastOnce, sink: "s1").get()
+        _ = state.subscribeSent(id: 1, [(40, ["a"])], ack: "sub")
+        let cancelled = Outcome(state.cancelSubscribe(id: 1))
+        #expect(cancelled.cancelled == ["sub"])
+        #expect(cancelled.streamsEnded.keys.sorted() == ["s1"])
+        #expect(Outcome(state.subscribeAcknowledged(mid: 40, codes: [1])) == Outcome())
+        // Cancelled before the registration: the registration itself cancels.
+        _ = try state.addSubscription(id: 2, filters: ["b"], qos: .atLeastOnce, sink: "s2").get()
+        let early = Outcome(state.subscribeSent(id: 2, [(41, ["b"])], cancelled: true, ack: "sub2"))
+        #expect(early.cancelled == ["sub2"] && early.streamsEnded.keys.sorted() == ["s2"])
+    }
+
+    @Test func aRestoreTheBrokerRefusesEndsTheStreamsWithTheError() throws {
+        var state = connected()
+        _ = try state.addSubscription(id: 1, filters: ["fleet/+/fix"], qos: .atLeastOnce, sink: "fixes").get()
+        _ = try state.addSubscription(id: 2, filters: ["fleet/+/status"], qos: .atLeastOnce, sink: "status").get()
+        _ = state.subscribeSent(id: 1, [(1, ["fleet/+/fix"])], ack: "a")
+        _ = state.subscribeSent(id: 2, [(2, ["fleet/+/status"])], ack: "b")
+        _ = state.subscribeAcknowledged(mid: 1, codes: [1])
+        _ = state.subscribeAcknowledged(mid: 2, codes: [1])
+        _ = state.connectionLost(.connectionLost(reason: "broker restarted"))
+        let restore = state.connack(reasonCode: 0).restore
+        #expect(restore.map(\.filter) == ["fleet/+/fix", "fleet/+/status"])
+        // The broker's ACL changed while it was down: it refuses the fix filter.
+        let sent = Outcome(state.restoreSent([(7, "fleet/+/fix"), (8, "fleet/+/status")], failed: []))
+        #expect(sent == Outcome())
+        let refused = Outcome(state.subscribeAcknowledged(mid: 7, codes: [0x87]))
+        guard case .subscribeRejected(["fleet/+/fix"], 0x87, _)?? = refused.streamsEnded["fixes"] else {
+            Issue.record("the refused stream ends with the refusal: \(refused)")
+            return
+        }
+        #expect(refused.streamsEnded["status"] == nil)
+        #expect(Outcome(state.subscribeAcknowledged(mid: 8, codes: [1])) == Outcome())
+        #expect(state.route(topic: "fleet/v/status") == ["status"])
+    }
+
+    @Test func aRestoreThatCannotBeSentEndsTheStreamsWithTheError() throws {
+        var state = connected()
+        _ = try state.addSubscription(id: 1, filters: ["x/#"], qos: .atLeastOnce, sink: "x").get()
+        _ = state.connectionLost(.connectionLost(reason: "lost"))
+        _ = state.connack(reasonCode: 0)
+        let error = MQTTError.library(operation: "restore", code: 14, message: "out of memory")
+        let outcome = Outcome(state.restoreSent([], failed: [("x/#", error)]))
+        #expect(outcome.streamsEnded["x"] == .some(error))
+        #expect(state.connack(reasonCode: 0).restore.isEmpty, "an ended stream is not restored again")
+    }
+
+    @Test func aSubscribeLostWithTheConnectionSucceedsAndIsRestored() throws {
+        var state = connected()
+        _ = try state.addSubscription(id: 1, filters: ["a/#"], qos: .exactlyOnce, sink: "s").get()
+        _ = state.subscribeSent(id: 1, [(3, ["a/#"])], ack: "sub")
+        #expect(Outcome(state.connectionLost(.connectionLost(reason: "lost")).actions).succeeded == ["sub"])
+        let restore = state.connack(reasonCode: 0).restore
+        #expect(restore.count == 1 && restore[0].filter == "a/#" && restore[0].qos == .exactlyOnce)
+    }
+
+    @Test func removingTheLastStreamOfAFilterUnsubscribesIt() throws {
+        var state = connected()
+        _ = try state.addSubscription(id: 1, filters: ["a/#", "b/#"], qos: .atLeastOnce, sink: "first").get()
+        _ = try state.addSubscription(id: 2, filters: ["a/#"], qos: .atLeastOnce, sink: "second").get()
+        #expect(state.route(topic: "a/x").sorted() == ["first", "second"])
+        #expect(state.route(topic: "b/x") == ["first"])
+        #expect(state.removeSubscription(id: 1).filters == ["b/#"])
+        #expect(state.removeSubscription(id: 2).filters == ["a/#"])
+        #expect(state.route(topic: "a/x").isEmpty)
+    }
+
+    // MARK: observers
+
+    @Test func anObserverSeesEveryStateInOrderAndEndsWithClosed() {
+        var state = State(protocolVersion: .v5, sentCredentials: false)
+        let seen = state.connectionState
+        _ = state.startConnect("connect", cancelled: false)
+        // The state changed between the read and the registration: it is yielded too.
+        guard case .storedAndYield(.connecting) = state.addObserver(1, "o", seen: seen) else {
+            Issue.record("the missed state is yielded")
+            return
+        }
+        #expect(Outcome(state.connack(reasonCode: 0).actions).states == [.connected])
+        let ended = state.loopEnded()
+        #expect(ended.notify.map(\.1) == [.closed])
+        #expect(ended.finishObservers == ["o"])
+        guard case .finish(yield: nil) = state.addObserver(2, "late", seen: .closed) else {
+            Issue.record("an observer of a closed client is finished")
+            return
+        }
+    }
+
+    // MARK: shutdown
+
+    @Test func shutdownDrainsTheAwaitedPublishesThenStopsTheLoop() throws {
+        var state = connected()
+        let (epoch, token) = try state.beginPublish().get()
+        _ = state.publishSent(mid: 1, topic: "t", qos: .atLeastOnce, epoch: epoch, token: token, cancelled: false, ack: "p1")
+        let begun = state.beginShutdown()
+        #expect(begun.mustDrain && begun.loopRunning)
+        #expect(!state.mustStop, "the loop keeps running until the drain is over")
+        #expect(Outcome(state.awaitDrain(id: 10, cancelled: false, "drain")) == Outcome())
+        let acked = Outcome(state.publishAcknowledged(mid: 1, reasonCode: 0))
+        #expect(acked.succeeded == ["p1"] && acked.resumed == ["drain"])
+        let answer301 = state.stopAfterDrain()
+        #expect(answer301)
+        #expect(state.mustStop)
+        let answer303 = state.awaitLoopEnd(id: 11, "exit")
+        #expect(answer303)
+        #expect(Outcome(state.loopEnded()).resumed == ["exit"])
+        let answer305 = state.awaitLoopEnd(id: 12, "again")
+        #expect(!answer305, "nothing to wait for once the loop has ended")
+    }
+
+    @Test func theLoopsEndFailsWhatIsLeftAndFinishesEveryStream() throws {
+        var state = connected()
+        _ = state.addObserver(1, "observer", seen: state.connectionState)
+        let (epoch, token) = try state.beginPublish().get()
+        _ = state.publishSent(mid: 1, topic: "t", qos: .atLeastOnce, epoch: epoch, token: token, cancelled: false, ack: "p1")
+        _ = try state.addSubscription(id: 2, filters: ["a"], qos: .atLeastOnce, sink: "s").get()
+        _ = state.subscribeSent(id: 2, [(2, ["a"])], ack: "sub")
+        _ = state.beginShutdown()
+        _ = state.awaitDrain(id: 3, cancelled: false, "drain")
+        let ended = Outcome(state.loopEnded())
+        #expect(ended.failed == ["p1": .shutdown, "sub": .shutdown])
+        #expect(ended.streamsEnded.keys.sorted() == ["s"] && ended.streamsEnded["s"] == .some(nil))
+        #expect(ended.resumed == ["drain"])
+        #expect(ended.states == [.closed])
+    }
+
+    @Test func shutdownWaitsForTheUnsubackOfEveryUnsubscribeStillOnItsWay() throws {
+        var state = connected()
+        // The UNSUBACK for mid 7 beats the registration: nothing stays outstanding.
+        #expect(Outcome(state.unsubscribeAcknowledged(mid: 7)) == Outcome())
+        _ = state.unsubscribeSent(mid: 7, epoch: state.epoch)
+        // An UNSUBSCRIBE sent on a connection since lost is never answered: not waited for.
+        let lostEpoch = state.epoch
+        _ = state.connectionLost(.connectionLost(reason: "test"))
+        _ = state.connack(reasonCode: 0)
+        _ = state.unsubscribeSent(mid: 8, epoch: lostEpoch)
+        _ = state.beginShutdown()
+        let answer334 = state.awaitUnsubacks(id: 1, "none")
+        #expect(!answer334, "nothing outstanding")
+        _ = state.unsubscribeSent(mid: 9, epoch: state.epoch)
+        let answer336 = state.awaitUnsubacks(id: 2, "unsubacks")
+        #expect(answer336)
+        #expect(Outcome(state.unsubscribeAcknowledged(mid: 8)) == Outcome(), "another mid's UNSUBACK resumes nothing")
+        #expect(Outcome(state.unsubscribeAcknowledged(mid: 9)).resumed == ["unsubacks"])
+        #expect(state.stopWaiting(id: 2) == nil, "already resumed")
+    }
+
+    @Test func aShutdownStepWhoseTimeIsUpIsResumedOnce() {
+        var state = connected()
+        _ = state.beginShutdown()
+        let answer345 = state.awaitLoopEnd(id: 5, "exit")
+        #expect(answer345)
+        #expect(state.stopWaiting(id: 5) == "exit")
+        #expect(state.stopWaiting(id: 5) == nil)
+        #expect(Outcome(state.loopEnded()).resumed.isEmpty)
+    }
+
+    // MARK: errors
 
     @Test func connackRefusalsMapToClearErrors() {
         #expect(MQTTError.connack(reasonCode: 0x86, version: .v5, sentCredentials: true) == .badUserNameOrPassword(reasonCode: 0x86))
@@ -74,53 +369,5 @@ import Testing
             return
         }
         #expect(reason.lowercased().contains("client"), "libmosquitto's text for 0x85: \(reason)")
-    }
-
-    @Test func removingTheLastStreamOfAFilterUnsubscribesIt() {
-        var state = MQTTClientState(protocolVersion: .v5, sentCredentials: false)
-        state.phase = .connected
-        let (_, first) = AsyncThrowingStream.makeStream(of: MQTTMessage.self)
-        let (_, second) = AsyncThrowingStream.makeStream(of: MQTTMessage.self)
-        #expect(state.addSubscription(id: 1, filters: ["a/#", "b/#"], qos: .atLeastOnce, continuation: first) == nil)
-        #expect(state.addSubscription(id: 2, filters: ["a/#"], qos: .atLeastOnce, continuation: second) == nil)
-        #expect(state.route(topic: "a/x").count == 2)
-        #expect(state.route(topic: "b/x").count == 1)
-        #expect(state.removeSubscription(id: 1).filters == ["b/#"])
-        #expect(state.removeSubscription(id: 2).filters == ["a/#"])
-        #expect(state.route(topic: "a/x").isEmpty)
-    }
-
-    @Test func shutdownWaitsForTheUnsubackOfEveryUnsubscribeStillOnItsWay() async {
-        var state = MQTTClientState(protocolVersion: .v5, sentCredentials: false)
-        state.phase = .connected
-        state.loopRunning = true
-        // libmosquitto's thread can deliver the UNSUBACK before the sender registers the id.
-        let early = state.unsubscribeAcknowledged(mid: 7)
-        #expect(early.resumeExit.isEmpty)
-        _ = state.registerUnsubscribe(mid: 7, epoch: state.epoch)
-        #expect(state.pendingUnsubscribes.isEmpty)
-        // An UNSUBSCRIBE sent on a connection since lost is never answered: not waited for.
-        let lostEpoch = state.epoch
-        _ = state.connectionLost(.connectionLost(reason: "test"))
-        _ = state.registerUnsubscribe(mid: 8, epoch: lostEpoch)
-        #expect(state.pendingUnsubscribes.isEmpty)
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let stored = state.addUnsubackWaiter(id: 1, waiter)
-            #expect(!stored, "nothing outstanding: no wait")
-            waiter.resume()
-        }
-        // One on the current connection is waited for until its UNSUBACK.
-        _ = state.registerUnsubscribe(mid: 9, epoch: state.epoch)
-        #expect(state.pendingUnsubscribes == [9])
-        await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-            let stored = state.addUnsubackWaiter(id: 2, waiter)
-            #expect(stored)
-            let other = state.unsubscribeAcknowledged(mid: 8)
-            #expect(other.resumeExit.isEmpty, "another id does not end the wait")
-            let actions = state.unsubscribeAcknowledged(mid: 9)
-            #expect(actions.resumeExit.count == 1)
-            if actions.resumeExit.isEmpty { waiter.resume() } else { actions.run() }
-        }
-        #expect(state.unsubackWaiters.isEmpty)
     }
 }
