@@ -13,7 +13,8 @@ import MQTT
 /// unreachable broker is named in the log and retried with the configuration's
 /// ``MQTTReconnectPolicy`` backoff; after the first connection the client itself reconnects and
 /// restores the subscription. Only a failure retrying cannot mend (TLS, credentials,
-/// authorisation, a refused subscription) ends the stream with an error.
+/// authorisation, a refused subscription — also one refused when it is restored after a
+/// reconnect, so a watcher is never left silently deaf) ends the stream with an error.
 public struct FleetSubscriber: Sendable {
     /// What to subscribe to.
     public struct Options: Sendable {
@@ -127,15 +128,15 @@ public struct FleetSubscriber: Sendable {
         await client.shutdown(flushTimeout: .zero)
     }
 
-    /// Logs the client's reconnections after the first connection (at info: a lost broker
-    /// is worth knowing), until cancelled or the client closes.
+    /// Follows the client's reconnections after the first connection, at debug: the MQTT
+    /// client already logs each loss and each reconnection once, at info, with its cause.
     private func logConnectionChanges(_ client: MQTTClient) async {
         for await state in client.connectionStates() {
             switch state {
             case .disconnected(let reason):
-                logger.info("MQTT connection lost", metadata: ["mqtt.broker": "\(configuration.broker)", "error": "\(reason)"])
+                logger.debug("MQTT connection lost", metadata: ["mqtt.broker": "\(configuration.broker)", "error": "\(reason)"])
             case .reconnecting(let attempt, let delay):
-                logger.info("MQTT reconnecting", metadata: [
+                logger.debug("MQTT reconnecting", metadata: [
                     "mqtt.broker": "\(configuration.broker)", "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
                 ])
             case .connected:

@@ -62,6 +62,7 @@ public enum MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
             "publish to '\(topic)' rejected by the broker: \(reason) (reason code \(Self.hex(code)))"
         case .subscribeRejected(let filters, let code, let reason):
             "subscription to \(filters) rejected by the broker: \(reason) (reason code \(Self.hex(code)))"
+                + (code == 0x87 || code == 0x80 ? "; check the broker's ACL for this user and these topics" : "")
         case .shutdown: "the MQTT client has been shut down"
         case .library(let operation, let code, let message): "\(operation) failed: \(message) (libmosquitto error \(code))"
         }

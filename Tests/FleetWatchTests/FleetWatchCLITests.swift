@@ -99,6 +99,34 @@ import Testing
         }
     }
 
+    /// The broker's rules change so that fleet-watch may no longer read the fleet: the broker
+    /// disconnects it and refuses the restored subscription. fleet-watch says so and exits
+    /// non-zero instead of showing a fleet that silently stopped moving.
+    @Test func aSubscriptionRefusedAfterAReconnectEndsFleetWatchWithAClearError() async throws {
+        let security = try await DynamicSecurityBroker.start()
+        do {
+            try await security.addUser("watcher", password: "pw", subscribe: ["fleet/#"])
+            let url = "mqtt://watcher@127.0.0.1:\(security.broker.port)"
+            let process = try TestProcess(Self.executable, ["--broker", url, "--json"], directory: security.broker.directory,
+                                          name: "fleet-watch-refused", environment: ["FLEETCAST_PASSWORD": "pw"])
+            defer { process.send(SIGKILL) }
+            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
+                if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+                return process.standardError.contains("Subscribed to the fleet")
+            }
+            try await security.control(["removeRoleACL", "watcher", "subscribePattern", "fleet/#"])
+            let status = try await withTimeout(.seconds(30), "fleet-watch to exit after the refusal") { await process.waitForExit() }
+            #expect(status != 0)
+            #expect(process.standardError.contains("rejected by the broker"), "\(process.standardError)")
+            #expect(process.standardError.contains("fleet/+/+"), "\(process.standardError)")
+            #expect(process.standardError.contains("check the broker's ACL"), "\(process.standardError)")
+        } catch {
+            await security.shutdown()
+            throw error
+        }
+        await security.shutdown()
+    }
+
     /// A backlog batch (QoS 1, not retained) as the agent writes it: fixes `seqs`, and a heading
     /// at `headingSeq`, each with its original seq and time.
     func backlogJSON(_ vehicle: String, fixes seqs: [UInt64], headingSeq: UInt64? = nil, bad: String? = nil) -> String {

@@ -48,6 +48,53 @@ import Testing
         }
     }
 
+    /// The broker's rules change: it disconnects the client and refuses one of its filters
+    /// when the subscriptions are restored. That stream ends with the refusal instead of
+    /// staying open and silent; the other is restored and delivers. MQTT 5 and 3.1.1.
+    @Test(arguments: [MQTTProtocolVersion.v5, .v311])
+    func aRestoredSubscriptionTheBrokerNowRefusesEndsItsStreamWithTheError(version: MQTTProtocolVersion) async throws {
+        let security = try await DynamicSecurityBroker.start()
+        do {
+            try await security.addUser("watcher", password: "pw", subscribe: ["acl/#", "other/#"], publish: ["other/#"])
+            let client = try makeClient(security.broker, configure: {
+                $0.protocolVersion = version
+                $0.username = "watcher"
+                $0.password = "pw"
+            })
+            let states = client.connectionStates()
+            try await client.connect()
+            let refused = try await client.subscribe(["acl/#"])
+            let kept = try await client.subscribe(["other/#"])
+            let reconnected = Task { try await collectStates(states) { $0.count > 3 && $0.last == .connected } }
+            try await security.control(["removeRoleACL", "watcher", "subscribePattern", "acl/#"])
+            _ = try await reconnected.value
+            let ended = try await withTimeout(.seconds(10), "the refused stream to end") { () async -> (any Error)? in
+                do {
+                    for try await _ in refused {}
+                    return nil
+                } catch {
+                    return error
+                }
+            }
+            guard case .subscribeRejected(let filters, let code, _) = ended as? MQTTError else {
+                Issue.record("the stream ends with the refusal, not \(String(describing: ended))")
+                await client.shutdown()
+                await security.shutdown()
+                return
+            }
+            #expect(filters == ["acl/#"] && code >= 0x80)
+            #expect("\(ended!)".contains("check the broker's ACL"))
+            // The other subscription was restored and still delivers.
+            try await client.publish(topic: "other/x", string: "still here", qos: .atLeastOnce)
+            #expect(try await collect(1, from: kept).map(\.text) == ["still here"])
+            await client.shutdown()
+        } catch {
+            await security.shutdown()
+            throw error
+        }
+        await security.shutdown()
+    }
+
     @Test func subscriptionMadeWhileDownIsSentAfterTheReconnect() async throws {
         try await withBroker { broker in
             let client = try makeClient(broker)
