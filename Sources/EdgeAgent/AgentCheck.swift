@@ -143,7 +143,7 @@ public enum AgentCheck {
 
     private static func advice(for error: any Error) -> String {
         guard let error = error as? MQTTError else { return "check broker.url" }
-        switch error {
+        switch error.code {
         case .connectionRefused, .network: return "check the broker's host and port and that it runs, and the network"
         case .hostNotFound: return "check the host name in broker.url and the vehicle's DNS"
         case .tlsCertificateNotTrusted: return "set broker.caFile to the CA that signed the broker's certificate"

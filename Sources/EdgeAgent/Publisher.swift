@@ -755,10 +755,7 @@ public final class Publisher: Sendable {
         // A connection not made yet, or lost: the MQTT client reports that itself, once;
         // saying it again here (and "resumed" after it) would log one event twice.
         var level = Logger.Level.info
-        switch error as? MQTTError {
-        case .notConnected?, .connectionLost?: level = .debug
-        default: break
-        }
+        if let error = error as? MQTTError, error.code == .notConnected || error.code == .connectionLost { level = .debug }
         let first = state.withLock { state -> Bool in
             state.counters.sendFailures += 1
             defer { state.failing = true }

@@ -6,14 +6,14 @@ extension MQTTError {
     /// left out: some brokers use it for passing trouble. MQTT 3.1.1 has no such answer: a
     /// broker drops what it refuses and acknowledges it.)
     public var isPermanentPublishRefusal: Bool {
-        guard case .publishRejected(_, let code, _) = self else { return false }
+        guard case .publishRejected(_, let code, _) = failure else { return false }
         return [0x87, 0x90, 0x95, 0x99].contains(code)
     }
 
     /// The broker refused a publish as larger than its maximum packet size (0x95): a smaller
     /// message would pass.
     public var isPacketTooLarge: Bool {
-        guard case .publishRejected(_, let code, _) = self else { return false }
+        guard case .publishRejected(_, let code, _) = failure else { return false }
         return code == 0x95
     }
 
@@ -21,7 +21,7 @@ extension MQTTError {
     /// broker is down, unreachable, busy or not yet resolvable. TLS, credential and
     /// authorisation failures are not retried: they need the user.
     public var isWorthRetrying: Bool {
-        switch self {
+        switch failure {
         case .connectionRefused, .hostNotFound, .network, .connectionLost, .notConnected, .library:
             true
         case .connectionRejected(let code, _):

@@ -57,8 +57,8 @@ import Testing
         #expect {
             _ = try BrokerURL(parsing: text)
         } throws: { error in
-            guard case MQTTError.invalidBrokerURL(let url, let reason) = error else { return false }
-            return url == text && "\(error)".contains(expected) && !reason.isEmpty
+            guard let error = error as? MQTTError, error.code == .invalidBrokerURL else { return false }
+            return error.topic == text && "\(error)".contains(expected) && !error.detail.isEmpty
         }
     }
 }

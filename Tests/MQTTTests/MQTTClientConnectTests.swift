@@ -45,7 +45,7 @@ import Testing
             await #expect {
                 try await bad.connect()
             } throws: { error in
-                guard case MQTTError.badUserNameOrPassword = error else { return false }
+                guard (error as? MQTTError)?.code == .badUserNameOrPassword else { return false }
                 return "\(error)".contains("bad user name or password")
             }
 
@@ -53,7 +53,7 @@ import Testing
             await #expect {
                 try await anonymous.connect()
             } throws: { error in
-                guard case MQTTError.notAuthorized = error else { return false }
+                guard (error as? MQTTError)?.code == .notAuthorized else { return false }
                 return "\(error)".contains("not authorized")
             }
 
@@ -83,8 +83,8 @@ import Testing
             await #expect {
                 try await client.connect()
             } throws: { error in
-                guard case MQTTError.tlsCertificateNotTrusted(let host, _) = error else { return false }
-                return host == "localhost" && "\(error)".contains("not trusted")
+                guard let error = error as? MQTTError, error.code == .tlsCertificateNotTrusted else { return false }
+                return error.host == "localhost" && "\(error)".contains("not trusted")
             }
         }
     }
@@ -114,8 +114,8 @@ import Testing
             await #expect {
                 try await without.connect()
             } throws: { error in
-                guard case MQTTError.tls(let host, _) = error else { return false }
-                return host == "localhost"
+                guard let error = error as? MQTTError, error.code == .tls else { return false }
+                return error.host == "localhost"
             }
             #expect(without.connectionState == .closed)
         }
@@ -129,8 +129,8 @@ import Testing
                     tls: MQTTTLSConfiguration(caFile: "/nonexistent/ca.crt")),
                 logger: quietLogger)
         } throws: { error in
-            guard case MQTTError.invalidConfiguration(let detail) = error else { return false }
-            return detail.contains("/nonexistent/ca.crt")
+            guard let error = error as? MQTTError, error.code == .invalidConfiguration else { return false }
+            return error.detail.contains("/nonexistent/ca.crt")
         }
     }
 
