@@ -340,8 +340,8 @@ struct ConfigurationSources {
         let keepAlive = integer("broker.keepAlive", in: 5...65535, unit: " of seconds") ?? 30
         let maxInflight = integer("broker.maxInflight", in: 1...65535) ?? 20
         let topics = value("topics.prefix", expected: "one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet)") { try? FleetTopics(prefix: $0) } ?? .default
-        let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap { (0...2).contains($0) ? $0 : nil } } ?? 1
-        let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap { (0...2).contains($0) ? $0 : nil } } ?? 0
+        let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
+        let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atMostOnce
         let expiry = integer("messageExpiry", in: 1...4_294_967_295, unit: " of seconds")
         let minInterval = number("report.minInterval", expected: "a number of seconds, 0 or more") { $0 >= 0 }
         let maxInterval = number("report.maxInterval", expected: "a number of seconds, more than 0") { $0 > 0 }

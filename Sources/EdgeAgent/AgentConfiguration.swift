@@ -66,9 +66,9 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     /// The topic layout (`topics.prefix`, default `fleet`).
     public var topics: FleetTopics
     /// QoS of fix messages (`qos.fix`, default 1).
-    public var fixQoS: Int
+    public var fixQoS: MQTTQoS
     /// QoS of heading messages (`qos.heading`, default 0).
-    public var headingQoS: Int
+    public var headingQoS: MQTTQoS
     /// MQTT 5 message expiry of fixes and headings, seconds (`messageExpiry`); `nil`: none.
     public var messageExpirySeconds: Int?
     /// The reporting policy (`report.*`).
@@ -138,8 +138,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("broker.keepAlive", "\(broker.keepAliveSeconds)"),
             line("broker.maxInflight", "\(broker.maxInflight)"),
             line("topics.prefix", topics.prefix),
-            line("qos.fix", "\(fixQoS)"),
-            line("qos.heading", "\(headingQoS)"),
+            line("qos.fix", "\(fixQoS.rawValue)"),
+            line("qos.heading", "\(headingQoS.rawValue)"),
             line("messageExpiry", messageExpirySeconds.map { "\($0)" }),
             line("report.minInterval", number(policy.minInterval)),
             line("report.maxInterval", number(policy.maxInterval)),

@@ -97,7 +97,7 @@ public final class AgentService: Service {
         notifier?.notify("READY=1\nSTATUS=publishing \(configuration.vehicle) to \(configuration.broker.url)")
         let will = publisher.lastWill  // the retained `offline` status
         let mqttWill = MQTTWill(
-            topic: will.topic, payload: will.payload, qos: MQTTQoS(rawValue: will.qos) ?? .atLeastOnce, retain: will.retain)
+            topic: will.topic, payload: will.payload, qos: will.qos, retain: will.retain)
         var failure: (any Error)?
         // With systemd's watchdog on, its task is the only one that notifies while running, so
         // that STOPPING=1 always comes after the last WATCHDOG=1 (a ping after STOPPING=1

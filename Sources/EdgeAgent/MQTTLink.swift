@@ -30,10 +30,10 @@ public final class MQTTLink: MessageSending {
 
     /// Hands the message to libmosquitto before its first suspension (so sends started in order
     /// reach the wire in order), then waits for the acknowledgement its QoS asks for.
-    public func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
+    public func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         guard let client = client.withLock({ $0 }) else { throw MQTTError.notConnected }
         try await client.publish(
-            topic: topic, payload: payload, qos: MQTTQoS(rawValue: qos) ?? .atLeastOnce, retain: retain,
+            topic: topic, payload: payload, qos: qos, retain: retain,
             properties: properties)
     }
 

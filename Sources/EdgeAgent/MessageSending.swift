@@ -1,3 +1,5 @@
+import MQTT
+
 /// Something that delivers MQTT messages: the real MQTT client in the agent, a recorder in
 /// tests. The publisher's sender loop is its only caller; it keeps up to
 /// ``Publisher/Settings/sendWindow`` sends outstanding at once.
@@ -22,7 +24,7 @@ public protocol MessageSending: Sendable {
     /// - Parameters:
     ///   - topic: the MQTT topic.
     ///   - payload: the message bytes.
-    ///   - qos: 0, 1 or 2.
+    ///   - qos: the MQTT quality of service.
     ///   - retain: whether the broker keeps it as the topic's retained message.
-    func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws
+    func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws
 }

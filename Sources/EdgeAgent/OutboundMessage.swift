@@ -1,3 +1,5 @@
+import MQTT
+
 /// One MQTT message the agent wants to send: what kind it is, where it goes, and how.
 public struct OutboundMessage: Sendable, Equatable {
     /// What a message carries; the outbox's drop rules depend on it.
@@ -17,14 +19,14 @@ public struct OutboundMessage: Sendable, Equatable {
     /// The payload bytes (contract JSON).
     public let payload: [UInt8]
     /// The MQTT QoS, 0, 1 or 2.
-    public let qos: Int
+    public let qos: MQTTQoS
     /// Whether the broker keeps it as the topic's retained message.
     public let retain: Bool
     /// The per-vehicle sequence number it carries, for fixes and headings.
     public let seq: UInt64?
 
     /// A message; `seq` is the number written into the payload, if any.
-    public init(kind: Kind, topic: String, payload: [UInt8], qos: Int, retain: Bool, seq: UInt64? = nil) {
+    public init(kind: Kind, topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, seq: UInt64? = nil) {
         self.kind = kind
         self.topic = topic
         self.payload = payload

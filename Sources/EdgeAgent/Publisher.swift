@@ -42,9 +42,9 @@ public final class Publisher: Sendable {
         /// The topic layout (prefix).
         public var topics: FleetTopics
         /// QoS of fix messages (0, 1 or 2).
-        public var fixQoS: Int
+        public var fixQoS: MQTTQoS
         /// QoS of heading messages (0, 1 or 2).
-        public var headingQoS: Int
+        public var headingQoS: MQTTQoS
         /// The GNSS source URI shown in the status (without credentials).
         public var sourceURI: String?
         /// The agent's version shown in the status.
@@ -84,7 +84,7 @@ public final class Publisher: Sendable {
         /// 32 live sends outstanding, a 1 s sync interval, 64 MiB and 7 days of backlog
         /// drained at 200 events/s.
         public init(
-            vehicle: VehicleID, topics: FleetTopics = .default, fixQoS: Int = 1, headingQoS: Int = 0,
+            vehicle: VehicleID, topics: FleetTopics = .default, fixQoS: MQTTQoS = .atLeastOnce, headingQoS: MQTTQoS = .atMostOnce,
             sourceURI: String? = nil, agentVersion: String? = nil, policy: ReportingPolicy = ReportingPolicy(),
             lossless: Bool = false, drainTimeout: Duration = .seconds(5),
             initialRetryDelay: Duration = .milliseconds(250), maxRetryDelay: Duration = .seconds(10),
@@ -114,7 +114,7 @@ public final class Publisher: Sendable {
     }
 
     /// The QoS of status and backlog messages (the contract fixes it at 1).
-    public static let statusQoS = 1
+    public static let statusQoS = MQTTQoS.atLeastOnce
 
     private struct State {
         var policy: ReportingPolicy
@@ -465,7 +465,7 @@ public final class Publisher: Sendable {
     private func sendLive(_ item: OutboxLiveItem) async -> Bool {
         let topic: String
         let payload: [UInt8]
-        let qos: Int
+        let qos: MQTTQoS
         switch item {
         case .status(let message):
             (topic, payload, qos) = (message.topic, message.payload, message.qos)

@@ -32,7 +32,7 @@ final class SwitchableSender: MessageSending {
     func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
     var sent: Int { state.withLock { $0.sent } }
     struct Unreachable: Error {}
-    func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
+    func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         let failing = state.withLock { state -> Bool in
             if !state.failing { state.sent += 1 }
             return state.failing

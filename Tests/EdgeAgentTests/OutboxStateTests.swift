@@ -153,8 +153,8 @@ struct OutboxStateTests {
     func statuses() {
         var state = makeState()
         add(&state)
-        let online = OutboundMessage(kind: .status, topic: "s", payload: [1], qos: 1, retain: true)
-        let newer = OutboundMessage(kind: .status, topic: "s", payload: [2], qos: 1, retain: true)
+        let online = OutboundMessage(kind: .status, topic: "s", payload: [1], qos: .atLeastOnce, retain: true)
+        let newer = OutboundMessage(kind: .status, topic: "s", payload: [2], qos: .atLeastOnce, retain: true)
         _ = state.setStatus(online)
         #expect(state.nextLive() == .some(.status(online)))
         _ = state.setStatus(newer)

@@ -67,7 +67,7 @@ struct PublisherTests {
 
         let sent = sender.sent
         let statuses = sent.filter { $0.topic == "fleet/van-7/status" }
-        #expect(statuses.allSatisfy { $0.qos == 1 && $0.retain })
+        #expect(statuses.allSatisfy { $0.qos == .atLeastOnce && $0.retain })
         #expect(statuses.first.map { json($0)["gnss"] as? String } == "starting")
         #expect(statuses.last.map { json($0)["gnss"] as? String } == "source-lost")
         #expect(statuses.map { json($0)["state"] as? String }.last == "offline")
@@ -82,13 +82,13 @@ struct PublisherTests {
         let delivered = deliveredSeqs(sent)
         #expect(Set(delivered) == Set(1...6), "every fix and heading, live or as backlog: \(delivered)")
         let liveFixes = sent.filter { $0.topic == "fleet/van-7/fix" }
-        #expect(liveFixes.allSatisfy { $0.qos == 1 && $0.retain })
+        #expect(liveFixes.allSatisfy { $0.qos == .atLeastOnce && $0.retain })
         #expect(liveFixes.last.map { json($0)["seq"] as? Int } == 5, "the retained fix is the newest")
         let liveSeqs = liveFixes.compactMap { json($0)["seq"] as? Int }
         #expect(liveSeqs == liveSeqs.sorted(), "live fixes never go back")
         let headings = sent.filter { $0.topic == "fleet/van-7/heading" }
-        #expect(headings.allSatisfy { $0.qos == 0 && $0.retain })
-        #expect(sent.filter { $0.topic == "fleet/van-7/backlog" }.allSatisfy { $0.qos == 1 && !$0.retain })
+        #expect(headings.allSatisfy { $0.qos == .atMostOnce && $0.retain })
+        #expect(sent.filter { $0.topic == "fleet/van-7/backlog" }.allSatisfy { $0.qos == .atLeastOnce && !$0.retain })
 
         let counters = publisher.counters
         #expect(counters.fixesReceived == 6)
@@ -316,7 +316,7 @@ struct PublisherTests {
         let publisher = try makePublisher(sender: RecordingSender(), dir: dir)
         let will = publisher.lastWill
         #expect(will.topic == "fleet/van-7/status")
-        #expect(will.qos == 1 && will.retain)
+        #expect(will.qos == .atLeastOnce && will.retain)
         let object = (try? JSONSerialization.jsonObject(with: Data(will.payload))) as? [String: Any]
         #expect(object?["state"] as? String == "offline")
         #expect(object?["reason"] == nil)

@@ -1,5 +1,6 @@
 import FleetcastCore
 import EdgeAgent
+import MQTT
 
 /// A `MessageSending` that records each send synchronously when it starts (as the protocol
 /// requires of a transport) and then holds it until the test completes it — successfully or
@@ -9,7 +10,7 @@ final class HoldingSender: MessageSending {
     struct Started: Sendable, Equatable {
         let topic: String
         let payload: [UInt8]
-        let qos: Int
+        let qos: MQTTQoS
         let retain: Bool
         var text: String { String(decoding: payload, as: UTF8.self) }
         var isStatus: Bool { topic.hasSuffix("/status") }
@@ -52,7 +53,7 @@ final class HoldingSender: MessageSending {
 
     var snapshot: Snapshot { state.withLock { $0.snapshot } }
 
-    func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
+    func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         // Everything up to the first suspension is synchronous: the "transport" has the message.
         let (index, automatic, ready) = state.withLock { state -> (Int, Duration?, [CheckedContinuation<Void, Never>]) in
             let index = state.snapshot.started.count

@@ -8,7 +8,7 @@ final class RecordingSender: MessageSending {
     struct Sent: Sendable, Equatable {
         let topic: String
         let payload: [UInt8]
-        let qos: Int
+        let qos: MQTTQoS
         let retain: Bool
         var text: String { String(decoding: payload, as: UTF8.self) }
     }
@@ -43,7 +43,7 @@ final class RecordingSender: MessageSending {
     /// Makes the broker absent (`true`) or back (`false`).
     func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
 
-    func send(topic: String, payload: [UInt8], qos: Int, retain: Bool) async throws {
+    func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         try Task.checkCancellation()
         let (ready, failed, refused) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool, Int?) in
             state.attempts += 1
