@@ -312,10 +312,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         sentSubscribes.removeAll()
         for wait in subscribeWaits.values { actions.succeed.append(wait.ack) }
         subscribeWaits.removeAll()
-        withShutdown { shutdown in
-            actions.resume += shutdown.unsubackWaiters.values
-            shutdown.unsubackWaiters.removeAll()
-        }
+        resumeAll(\.unsubackWaiters, &actions)
         switch phase {
         case .connecting(let ack):
             phase = .shuttingDown(Shutdown(stopRequested: true))
@@ -476,10 +473,14 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     }
 
     private mutating func completeDrainIfIdle(_ actions: inout Actions) {
-        guard pendingPublishes.isEmpty else { return }
+        if pendingPublishes.isEmpty { resumeAll(\.drainWaiters, &actions) }
+    }
+
+    /// Resumes (through `actions`) and forgets every `shutdown()` step waiting in `waiters`.
+    private mutating func resumeAll(_ waiters: WritableKeyPath<Shutdown, [UInt64: Waiter]>, _ actions: inout Actions) {
         withShutdown { shutdown in
-            actions.resume += shutdown.drainWaiters.values
-            shutdown.drainWaiters.removeAll()
+            actions.resume += shutdown[keyPath: waiters].values
+            shutdown[keyPath: waiters].removeAll()
         }
     }
 
@@ -724,11 +725,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     }
 
     private mutating func completeUnsubacksIfIdle(_ actions: inout Actions) {
-        guard pendingUnsubscribes.isEmpty else { return }
-        withShutdown { shutdown in
-            actions.resume += shutdown.unsubackWaiters.values
-            shutdown.unsubackWaiters.removeAll()
-        }
+        if pendingUnsubscribes.isEmpty { resumeAll(\.unsubackWaiters, &actions) }
     }
 
     /// The streams a message on `topic` goes to. Without subscription identifiers (MQTT
