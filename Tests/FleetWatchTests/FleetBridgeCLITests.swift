@@ -64,7 +64,6 @@ import Testing
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 1, lat: 48.5, at: time), retain: true)
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/heading", message: headingJSON(seq: 2, degrees: 45), retain: true)
             let recorder = try await MosquittoCLI.subscribe(broker: broker, filter: "owntracks/#", count: 10)
-            defer { Task { await recorder.stop() } }
             let bridge = try await startBridge(["--to", "owntracks", "--owntracks-user", "acme"], broker: broker, name: "bridge-owntracks")
             defer { bridge.send(SIGKILL) }
             let topic = "owntracks/acme/van-7"
@@ -90,6 +89,7 @@ import Testing
             // Retained, so a Recorder or an app that connects later sees the vehicle at once.
             #expect(try await retainedPayload(broker, topic) == received[1])
             #expect(bridge.isRunning)
+            await recorder.stop()
         }
     }
 
