@@ -3,17 +3,20 @@
 /// It writes keys in the order they are added and leaves out `nil` and non-finite values
 /// (the contract never sends `null`). Numbers use Swift's shortest round-trip form after
 /// rounding to a fixed number of decimals, so `0.1` prints as `0.1`.
-struct JSONWriter {
+///
+/// Package-visible: fleet-watch's bridges write Home Assistant and OwnTracks JSON with it, so
+/// the package has one JSON string escaper and one number formatter.
+package struct JSONWriter {
     private(set) var bytes: [UInt8]
     private var first = true
 
-    init(capacity: Int = 320) {
+    package init(capacity: Int = 320) {
         bytes = []
         bytes.reserveCapacity(capacity)
         bytes.append(UInt8(ascii: "{"))
     }
 
-    mutating func finish() -> [UInt8] {
+    package mutating func finish() -> [UInt8] {
         bytes.append(UInt8(ascii: "}"))
         return bytes
     }
@@ -27,44 +30,70 @@ struct JSONWriter {
         bytes.append(UInt8(ascii: ":"))
     }
 
-    mutating func string(_ name: StaticString, _ value: String?) {
+    package mutating func string(_ name: StaticString, _ value: String?) {
         guard let value else { return }
         key(name)
         Self.appendQuoted(value, to: &bytes)
     }
 
-    mutating func raw(_ name: StaticString, _ value: StaticString) {
+    package mutating func raw(_ name: StaticString, _ value: StaticString) {
         key(name)
         bytes.append(UInt8(ascii: "\""))
         value.withUTF8Buffer { bytes.append(contentsOf: $0) }
         bytes.append(UInt8(ascii: "\""))
     }
 
-    mutating func int<I: BinaryInteger>(_ name: StaticString, _ value: I?) {
+    package mutating func int<I: BinaryInteger>(_ name: StaticString, _ value: I?) {
         guard let value else { return }
         key(name)
         bytes.append(contentsOf: String(value).utf8)
     }
 
-    mutating func bool(_ name: StaticString, _ value: Bool?) {
+    package mutating func bool(_ name: StaticString, _ value: Bool?) {
         guard let value else { return }
         key(name)
         bytes.append(contentsOf: (value ? "true" : "false").utf8)
     }
 
     /// Writes a number rounded to `decimals` places; `nil`, NaN and infinities are left out.
-    mutating func number(_ name: StaticString, _ value: Double?, decimals: Int) {
+    package mutating func number(_ name: StaticString, _ value: Double?, decimals: Int) {
         guard let value, value.isFinite else { return }
         key(name)
         Self.appendNumber(value, decimals: decimals, to: &bytes)
     }
 
-    mutating func time(_ name: StaticString, _ value: GNSSTimeWritable?) {
+    package mutating func time(_ name: StaticString, _ value: GNSSTimeWritable?) {
         guard let value else { return }
         key(name)
         bytes.append(UInt8(ascii: "\""))
         value.appendISO8601(to: &bytes)
         bytes.append(UInt8(ascii: "\""))
+    }
+
+    /// Writes an explicit `null`, for formats that give it a meaning (Home Assistant's
+    /// discovery `"name": null`: the entity takes its device's name). The contract never does.
+    package mutating func null(_ name: StaticString) {
+        key(name)
+        bytes.append(contentsOf: "null".utf8)
+    }
+
+    /// Writes an array of strings, each escaped; an empty array is written as `[]`.
+    package mutating func strings(_ name: StaticString, _ values: [String]) {
+        key(name)
+        bytes.append(UInt8(ascii: "["))
+        for (index, value) in values.enumerated() {
+            if index > 0 { bytes.append(UInt8(ascii: ",")) }
+            Self.appendQuoted(value, to: &bytes)
+        }
+        bytes.append(UInt8(ascii: "]"))
+    }
+
+    /// Writes a nested object whose members `body` adds.
+    package mutating func object(_ name: StaticString, _ body: (inout JSONWriter) -> Void) {
+        key(name)
+        var inner = JSONWriter(capacity: 128)
+        body(&inner)
+        bytes.append(contentsOf: inner.finish())
     }
 
     static let scales: [Double] = [1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10]
@@ -105,4 +134,4 @@ struct JSONWriter {
 
 import GNSS
 
-typealias GNSSTimeWritable = UTCTimestamp
+package typealias GNSSTimeWritable = UTCTimestamp

@@ -151,6 +151,14 @@ public struct FleetSubscriber: Sendable {
     /// Connects, retrying with backoff while the broker is unreachable, until `deadline`
     /// (forever when `nil`); a failure retrying cannot mend is thrown at once.
     func connectRetrying(until deadline: ContinuousClock.Instant?) async throws -> MQTTClient {
+        try await Self.connectRetrying(configuration, logger: logger, until: deadline)
+    }
+
+    /// Connects a client with `configuration` the way ``connectRetrying(until:)`` does (also
+    /// the bridge's publishing client).
+    static func connectRetrying(
+        _ configuration: MQTTConfiguration, logger: Logger, until deadline: ContinuousClock.Instant?
+    ) async throws -> MQTTClient {
         var attempt = 0
         while true {
             try Task.checkCancellation()

@@ -1,0 +1,33 @@
+import GNSS
+
+/// What a bridge remembers of one vehicle's motion: its latest live fix and latest true
+/// heading, so that a fix without a track over ground can take the vehicle's heading as its
+/// course (a vehicle standing still, or a receiver that sends no VTG/RMC track).
+struct BridgeVehicleTrack: Sendable, Equatable {
+    /// The latest live fix.
+    var fix: Fix?
+    /// The latest heading with a true heading.
+    var heading: Heading?
+
+    /// How far apart, in receiver milliseconds, a heading and a fix may be for the heading to
+    /// stand in for the fix's course: 10 s. A retained heading of yesterday is not today's course.
+    static let headingMaxAgeMilliseconds: Int64 = 10_000
+
+    /// Remembers a heading that has a true heading (a magnetic one alone is not a course).
+    mutating func record(_ heading: Heading) {
+        if heading.trueHeading != nil { self.heading = heading }
+    }
+
+    /// The course over ground of `fix`, degrees from true north: its track when it has one,
+    /// otherwise the latest true heading when it has no time (HDT carries none) or its time is
+    /// within ``headingMaxAgeMilliseconds`` of the fix's.
+    func course(of fix: Fix) -> Double? {
+        if let track = fix.track { return track }
+        guard let heading, let degrees = heading.trueHeading else { return nil }
+        if let time = heading.time,
+           abs(time.millisecondsSince1970 - fix.time.millisecondsSince1970) > Self.headingMaxAgeMilliseconds {
+            return nil
+        }
+        return degrees
+    }
+}

@@ -1,0 +1,96 @@
+import FleetProtocol
+import Logging
+import MQTT
+
+/// Republishes the fleet's topics in another application's format: subscribes with a
+/// ``FleetSubscriber``, turns each event into messages with a ``FleetBridgeTranslator``
+/// (``HomeAssistantTranslator``, ``OwnTracksTranslator``) and publishes them through one
+/// ``MQTTClient``, in order, each awaited until the broker acknowledged it (QoS 1).
+///
+/// ```swift
+/// let bridge = FleetBridge(subscriber: subscriber, translator: try OwnTracksTranslator(user: "acme"), logger: logger)
+/// try await bridge.run()
+/// ```
+///
+/// It never feeds on its own output: it subscribes to the fleet's filters only, and a message
+/// whose topic those filters match is never published (the first is logged as a
+/// configuration error). A publish the broker refuses for good (its ACL) is logged and
+/// skipped; the bridge goes on with the next. It ends when the subscription ends with an
+/// error (which it throws), or when its task is cancelled.
+public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
+    /// Where the fleet's events come from.
+    public let subscriber: FleetSubscriber
+    /// The connection the bridge publishes through.
+    public let publishing: MQTTConfiguration
+    let translator: Translator
+    let logger: Logger
+
+    /// A bridge; nothing connects until ``run()``.
+    ///
+    /// - Parameters:
+    ///   - publishing: the publishing connection; by default the subscriber's settings with
+    ///     `-pub` after its client id (two connections with one client id would throw each
+    ///     other off the broker).
+    public init(subscriber: FleetSubscriber, translator: Translator, publishing: MQTTConfiguration? = nil, logger: Logger) {
+        self.subscriber = subscriber
+        self.translator = translator
+        self.logger = logger
+        if let publishing {
+            self.publishing = publishing
+        } else {
+            var derived = subscriber.configuration
+            derived.clientID += "-pub"
+            self.publishing = derived
+        }
+    }
+
+    /// Whether the bridge would read `topic` back through its own subscription.
+    public func feedsBack(_ topic: String) -> Bool {
+        subscriber.filters.contains { MQTTTopicFilter.matches($0, topic: topic) }
+    }
+
+    /// Connects the publishing client (retrying an unreachable broker), then bridges until the
+    /// subscription fails (thrown) or the task is cancelled; the client then shuts down,
+    /// flushing what is still unacknowledged for up to 2 s.
+    public func run() async throws {
+        let client = try await FleetSubscriber.connectRetrying(publishing, logger: logger, until: nil)
+        logger.info("Bridging the fleet", metadata: [
+            "mqtt.broker": "\(publishing.broker)", "bridge.translator": "\(Translator.self)",
+        ])
+        do {
+            try await bridge(subscriber.events(), through: client)
+        } catch {
+            await client.shutdown(flushTimeout: .seconds(2))
+            throw error
+        }
+        await client.shutdown(flushTimeout: .seconds(2))
+    }
+
+    private func bridge(_ events: AsyncThrowingStream<FleetEvent, any Error>, through client: MQTTClient) async throws {
+        var translator = self.translator
+        var refusedFeedback = false
+        for try await event in events {
+            for message in translator.messages(for: event) {
+                if feedsBack(message.topic) {
+                    if !refusedFeedback {
+                        logger.error("Bridge output would be read back by its own subscription; not published", metadata: [
+                            "mqtt.topic": "\(message.topic)", "mqtt.filters": "\(subscriber.filters)",
+                        ])
+                        refusedFeedback = true
+                    }
+                    continue
+                }
+                do {
+                    try await client.publish(
+                        topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain,
+                        properties: .json)
+                    logger.trace("Bridge published", metadata: ["mqtt.topic": "\(message.topic)"])
+                } catch let error as MQTTError where error.isPermanentPublishRefusal {
+                    logger.error("Broker refused a bridge message; check its ACL", metadata: [
+                        "mqtt.topic": "\(message.topic)", "error": "\(error)",
+                    ])
+                }
+            }
+        }
+    }
+}

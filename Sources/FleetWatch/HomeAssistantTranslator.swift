@@ -1,0 +1,172 @@
+import FleetProtocol
+import GNSS
+import MQTT
+
+/// Puts the fleet on Home Assistant's map through MQTT discovery: each vehicle becomes a
+/// `device_tracker` with no YAML.
+///
+/// For each vehicle, when it is first seen:
+/// - `{discoveryPrefix}/device_tracker/{object id}/config`, retained: the discovery config. It
+///   names the vehicle's attributes topic as `json_attributes_topic` (no `state_topic`: Home
+///   Assistant then sets the tracker's location, and its zone, from the attributes'
+///   `latitude`, `longitude` and `gps_accuracy`), and the fleet's own retained `status` topic
+///   as `availability_topic`, with `availability_template` `{{ value_json.state }}`, so that
+///   the vehicle is available exactly while its agent says `online` — also when this bridge
+///   is down, since the agent's last will says `offline` there itself. The object id is the
+///   vehicle id with `.` replaced by `_` (Home Assistant's discovery topics allow
+///   `[a-zA-Z0-9_-]` only). It is published again when the agent's version (`sw_version`)
+///   becomes known or changes.
+///
+/// For each live fix (and each heading that changes the course of a fix without a track):
+/// - `{attributesPrefix}/{vehicle}/attributes`, retained: `latitude`, `longitude` (degrees),
+///   `gps_accuracy` (m, the fix's horizontal error estimate `eph`, left out when unknown),
+///   `altitude` (m above mean sea level), `vertical_accuracy` (m, `epv`), `speed` (m/s, as
+///   Home Assistant's own mobile app reports it), `course` (degrees from true north: the
+///   track, else the vehicle's true heading), `source_type` (`gps`), `time` (the fix's UTC
+///   time, ISO 8601), `satellites`, `vehicle`. Unknown values are left out.
+///
+/// Backlog entries are history, not where the vehicle is: they are not bridged.
+public struct HomeAssistantTranslator: FleetBridgeTranslator {
+    /// Where the messages go.
+    public struct Options: Sendable {
+        /// Home Assistant's discovery prefix (its MQTT integration's setting; default
+        /// `homeassistant`).
+        public var discoveryPrefix: String
+        /// The prefix of the attributes topics this bridge publishes (default
+        /// `fleetcast/homeassistant`): `{attributesPrefix}/{vehicle}/attributes`.
+        public var attributesPrefix: String
+        /// The fleet's topic layout, for the `status` topics availability follows.
+        public var fleetTopics: FleetTopics
+
+        /// Validates both prefixes as topic prefixes (non-empty levels, no wildcards).
+        public init(
+            discoveryPrefix: String = "homeassistant", attributesPrefix: String = "fleetcast/homeassistant",
+            fleetTopics: FleetTopics = .default
+        ) throws(FleetTopics.InvalidPrefix) {
+            self.discoveryPrefix = try FleetTopics(prefix: discoveryPrefix).prefix
+            self.attributesPrefix = try FleetTopics(prefix: attributesPrefix).prefix
+            self.fleetTopics = fleetTopics
+        }
+    }
+
+    /// What has been published for one vehicle.
+    struct Vehicle: Sendable {
+        var track = BridgeVehicleTrack()
+        /// Whether the discovery config went out, and with which `sw_version`.
+        var announced = false
+        var announcedVersion: String?
+        /// The latest `agent` version the status named.
+        var agentVersion: String?
+    }
+
+    /// Where the messages go.
+    public let options: Options
+    private(set) var vehicles: [VehicleID: Vehicle] = [:]
+
+    /// A translator with no vehicle seen yet.
+    public init(options: Options) {
+        self.options = options
+    }
+
+    /// The number of vehicles seen so far (the translator's memory grows with it only).
+    public var vehicleCount: Int { vehicles.count }
+
+    /// `{discoveryPrefix}/device_tracker/{object id}/config`.
+    public func configTopic(_ vehicle: VehicleID) -> String {
+        "\(options.discoveryPrefix)/device_tracker/\(Self.objectID(vehicle))/config"
+    }
+
+    /// `{attributesPrefix}/{vehicle}/attributes`.
+    public func attributesTopic(_ vehicle: VehicleID) -> String {
+        "\(options.attributesPrefix)/\(vehicle.rawValue)/attributes"
+    }
+
+    /// The vehicle id as a discovery object id: `.` becomes `_`.
+    public static func objectID(_ vehicle: VehicleID) -> String {
+        String(vehicle.rawValue.map { $0 == "." ? "_" : $0 })
+    }
+
+    /// The entity's and the device's unique id: `fleetcast_{vehicle}`.
+    public static func uniqueID(_ vehicle: VehicleID) -> String { "fleetcast_\(vehicle.rawValue)" }
+
+    public mutating func messages(for event: FleetEvent) -> [MQTTMessage] {
+        switch event {
+        case .fix(let id, _, let fix):
+            var vehicle = vehicles[id] ?? Vehicle()
+            var out = announce(id, &vehicle)
+            vehicle.track.fix = fix
+            out.append(attributes(id, fix, course: vehicle.track.course(of: fix)))
+            vehicles[id] = vehicle
+            return out
+        case .heading(let id, _, let heading):
+            var vehicle = vehicles[id] ?? Vehicle()
+            var out = announce(id, &vehicle)
+            if let fix = vehicle.track.fix {
+                let before = vehicle.track.course(of: fix)
+                vehicle.track.record(heading)
+                let after = vehicle.track.course(of: fix)
+                if after != before { out.append(attributes(id, fix, course: after)) }
+            } else {
+                vehicle.track.record(heading)
+            }
+            vehicles[id] = vehicle
+            return out
+        case .status(let status):
+            var vehicle = vehicles[status.vehicle] ?? Vehicle()
+            if let version = status.agentVersion { vehicle.agentVersion = version }
+            let out = announce(status.vehicle, &vehicle)
+            vehicles[status.vehicle] = vehicle
+            return out
+        case .backlog, .malformed:
+            return []
+        }
+    }
+
+    /// The discovery config when the vehicle is new or its agent version changed.
+    private func announce(_ id: VehicleID, _ vehicle: inout Vehicle) -> [MQTTMessage] {
+        guard !vehicle.announced || vehicle.announcedVersion != vehicle.agentVersion else { return [] }
+        vehicle.announced = true
+        vehicle.announcedVersion = vehicle.agentVersion
+        return [MQTTMessage(topic: configTopic(id), payload: config(id, swVersion: vehicle.agentVersion), qos: .atLeastOnce, retain: true)]
+    }
+
+    /// The discovery config payload.
+    func config(_ id: VehicleID, swVersion: String?) -> [UInt8] {
+        var w = JSONWriter(capacity: 640)
+        w.string("unique_id", Self.uniqueID(id))
+        // null: the entity takes the device's name, so it shows as the vehicle id.
+        w.null("name")
+        w.string("json_attributes_topic", attributesTopic(id))
+        w.string("availability_topic", options.fleetTopics.status(id))
+        w.string("availability_template", "{{ value_json.state }}")
+        w.string("payload_available", VehicleStatus.State.online.rawValue)
+        w.string("payload_not_available", VehicleStatus.State.offline.rawValue)
+        w.string("source_type", "gps")
+        w.int("qos", 1)
+        w.object("device") { d in
+            d.strings("identifiers", [Self.uniqueID(id)])
+            d.string("name", id.rawValue)
+            d.string("manufacturer", "Fleetcast")
+            d.string("model", "Fleetcast")
+            d.string("sw_version", swVersion)
+        }
+        return w.finish()
+    }
+
+    /// The attributes message of a fix.
+    private func attributes(_ id: VehicleID, _ fix: Fix, course: Double?) -> MQTTMessage {
+        var w = JSONWriter(capacity: 320)
+        w.number("latitude", fix.latitude, decimals: 7)
+        w.number("longitude", fix.longitude, decimals: 7)
+        w.number("gps_accuracy", fix.eph, decimals: 1)
+        w.number("altitude", fix.altitudeMSL, decimals: 1)
+        w.number("vertical_accuracy", fix.epv, decimals: 1)
+        w.number("speed", fix.speed, decimals: 2)
+        w.number("course", course, decimals: 1)
+        w.string("source_type", "gps")
+        w.time("time", fix.time)
+        w.int("satellites", fix.satellitesUsed)
+        w.string("vehicle", id.rawValue)
+        return MQTTMessage(topic: attributesTopic(id), payload: w.finish(), qos: .atLeastOnce, retain: true)
+    }
+}

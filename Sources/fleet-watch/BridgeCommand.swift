@@ -1,0 +1,63 @@
+import ArgumentParser
+import FleetProtocol
+import FleetWatch
+import Logging
+
+/// `fleet-watch bridge --to homeassistant|owntracks`: republishes the fleet's topics in Home
+/// Assistant's (MQTT discovery) or OwnTracks' format on the same broker, so the vehicles send
+/// nothing extra. All the logic is in the FleetWatch library (``FleetBridge``).
+struct BridgeCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "bridge",
+        abstract: "Republishes the fleet for Home Assistant (MQTT discovery) or OwnTracks.",
+        discussion: """
+            homeassistant: a retained discovery config per vehicle on \
+            <discovery-prefix>/device_tracker/<vehicle>/config and its position on \
+            <attributes-prefix>/<vehicle>/attributes; availability follows the vehicle's status. \
+            owntracks: a retained location message per fix on owntracks/<owntracks-user>/<vehicle>. \
+            The bridge publishes through a second connection whose client id ends in -pub.
+            """
+    )
+
+    /// The application to bridge to.
+    enum Target: String, ExpressibleByArgument, CaseIterable {
+        case homeassistant, owntracks
+    }
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Option(help: "The application: homeassistant or owntracks.")
+    var to: Target
+
+    @Option(help: "OwnTracks: the user level of owntracks/<user>/<vehicle>.")
+    var owntracksUser: String = "fleet"
+
+    @Option(help: "Home Assistant: its MQTT discovery prefix.")
+    var discoveryPrefix: String = "homeassistant"
+
+    @Option(help: "Home Assistant: the prefix of the attributes topics the bridge publishes.")
+    var attributesPrefix: String = "fleetcast/homeassistant"
+
+    func validate() throws {
+        do { _ = try OwnTracksTranslator(user: owntracksUser) } catch { throw ValidationError(error.description) }
+        do { _ = try homeAssistantOptions() } catch { throw ValidationError("\(error)") }
+    }
+
+    private func homeAssistantOptions() throws -> HomeAssistantTranslator.Options {
+        try HomeAssistantTranslator.Options(
+            discoveryPrefix: discoveryPrefix, attributesPrefix: attributesPrefix, fleetTopics: connection.topics())
+    }
+
+    func run() async throws {
+        let logger = connection.makeLogger()
+        let subscriber = try connection.makeSubscriber(logger: logger)
+        switch to {
+        case .homeassistant:
+            let translator = HomeAssistantTranslator(options: try homeAssistantOptions())
+            try await FleetBridge(subscriber: subscriber, translator: translator, logger: logger).run()
+        case .owntracks:
+            let translator = try OwnTracksTranslator(user: owntracksUser)
+            try await FleetBridge(subscriber: subscriber, translator: translator, logger: logger).run()
+        }
+    }
+}

@@ -1,0 +1,95 @@
+import ArgumentParser
+import FleetProtocol
+import FleetWatch
+import Foundation
+import Logging
+import MQTT
+
+/// The options every fleet-watch subcommand shares: the broker and how to reach it (TLS,
+/// credentials, client id), what to subscribe to (prefix, vehicles, share group), and logging.
+struct ConnectionOptions: ParsableArguments {
+    @Option(help: "The broker: mqtt://[user@]host[:port] or mqtts://… for TLS.")
+    var broker: String
+
+    @Option(help: "The topic prefix of the fleet.")
+    var prefix: String = "fleet"
+
+    @Option(name: .customLong("vehicle"), help: "Only this vehicle (repeatable).")
+    var vehicles: [String] = []
+
+    @Option(help: "Join this MQTT shared-subscription group, to split the fleet between several fleet-watch processes.")
+    var shareGroup: String?
+
+    @Option(help: "PEM file of the CA that signs the broker's certificate (mqtts).")
+    var caFile: String?
+
+    @Option(help: "PEM client certificate (mqtts with client authentication).")
+    var certFile: String?
+
+    @Option(help: "PEM private key of the client certificate.")
+    var keyFile: String?
+
+    @Option(help: "File whose first line is the MQTT password.")
+    var passwordFile: String?
+
+    @Option(help: "The MQTT client id (default: fleet-watch-<host>-<pid>).")
+    var clientID: String?
+
+    @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "info"
+
+    func validate() throws {
+        do { _ = try BrokerURL(parsing: broker) } catch { throw ValidationError(error.description) }
+        do { _ = try FleetTopics(prefix: prefix) } catch { throw ValidationError(error.description) }
+        for v in vehicles {
+            do { _ = try VehicleID(validating: v) } catch { throw ValidationError(error.description) }
+        }
+        if (certFile == nil) != (keyFile == nil) {
+            throw ValidationError("--cert-file and --key-file go together")
+        }
+        guard Logger.Level(rawValue: logLevel) != nil else {
+            throw ValidationError("unknown --log-level \(logLevel)")
+        }
+    }
+
+    /// Bootstraps logging to stderr at `--log-level` and returns the executable's logger.
+    func makeLogger() -> Logger {
+        let level = Logger.Level(rawValue: logLevel) ?? .info
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        return Logger(label: "fleet-watch")
+    }
+
+    /// The topic layout of `--prefix`.
+    func topics() throws -> FleetTopics { try FleetTopics(prefix: prefix) }
+
+    /// The subscriber of `--vehicle`s and `--share-group` with these connection settings.
+    func makeSubscriber(logger: Logger) throws -> FleetSubscriber {
+        let url = try BrokerURL(parsing: broker)
+        let mqtt = MQTTConfiguration(
+            broker: url,
+            clientID: clientID ?? "fleet-watch-\(ProcessInfo.processInfo.hostName.prefix(32))-\(getpid())",
+            password: try readPassword(),
+            tls: url.usesTLS ? MQTTTLSConfiguration(caFile: caFile, certificateFile: certFile, keyFile: keyFile) : nil
+        )
+        let options = FleetSubscriber.Options(
+            topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup)
+        return try FleetSubscriber(configuration: mqtt, options: options, logger: logger)
+    }
+
+    /// The password from `--password-file` (its first line) or `FLEETCAST_PASSWORD`; never
+    /// from the command line, never logged.
+    private func readPassword() throws -> String? {
+        if let passwordFile {
+            let text: String
+            do { text = try String(contentsOfFile: passwordFile, encoding: .utf8) } catch {
+                throw ValidationError("cannot read --password-file \(passwordFile): \(error.localizedDescription)")
+            }
+            return String(text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+        }
+        return ProcessInfo.processInfo.environment["FLEETCAST_PASSWORD"]
+    }
+}

@@ -1,0 +1,72 @@
+import ArgumentParser
+import FleetProtocol
+import FleetWatch
+import GNSS
+import Logging
+
+/// `fleet-watch [watch]`: shows the fleet live from its MQTT topics — a table on a terminal,
+/// JSON lines with `--json`, plain lines when stdout is not a terminal, the retained snapshot
+/// with `--once`. The default subcommand: `fleet-watch --broker …` runs it.
+struct WatchCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "watch",
+        abstract: "Shows the fleet live from its MQTT topics (the default)."
+    )
+
+    @OptionGroup var connection: ConnectionOptions
+
+    @Flag(help: "One JSON object per event per line, with \"kind\" and \"vehicle\".")
+    var json = false
+
+    @Flag(help: "Print the retained snapshot of the fleet and exit.")
+    var once = false
+
+    @Option(help: "Seconds without a message before a vehicle is marked stale.")
+    var staleAfter: Double = 30
+
+    @Option(help: "With --once: seconds of quiet after the subscription that end the snapshot.")
+    var quietPeriod: Double = 0.5
+
+    @Option(help: "With --once: the most seconds to wait for the broker and the snapshot.")
+    var timeout: Double = 10
+
+    func validate() throws {
+        guard staleAfter > 0, quietPeriod > 0, timeout > 0 else {
+            throw ValidationError("--stale-after, --quiet-period and --timeout must be positive")
+        }
+        if once && connection.shareGroup != nil {
+            throw ValidationError("--once cannot be combined with --share-group: brokers send no retained messages to shared subscriptions")
+        }
+    }
+
+    func run() async throws {
+        let logger = connection.makeLogger()
+        let topics = try connection.topics()
+        let subscriber = try connection.makeSubscriber(logger: logger)
+        let table = FleetTable(staleAfter: .milliseconds(Int64(staleAfter * 1000)))
+        let formatter = FleetEventFormatter(topics: topics)
+        let output = StandardOutput()
+
+        if once {
+            let events = try await subscriber.retainedSnapshot(
+                quietPeriod: .milliseconds(Int64(quietPeriod * 1000)), timeout: .milliseconds(Int64(timeout * 1000)))
+            if json {
+                for event in events { output.writeLine(formatter.jsonLine(event)) }
+            } else {
+                var state = FleetState(topics: topics)
+                let now = UTCTimestamp.now
+                for event in events { state.apply(event, at: now) }
+                output.write(table.render(state, now: now))
+            }
+            return
+        }
+
+        if json || !output.isTerminal {
+            for try await event in subscriber.events() {
+                output.writeLine(json ? formatter.jsonLine(event) : formatter.plainLine(event))
+            }
+        } else {
+            try await LiveTable(table: table, topics: topics, output: output).run(subscriber.events())
+        }
+    }
+}

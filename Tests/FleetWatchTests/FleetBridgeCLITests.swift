@@ -1,0 +1,191 @@
+import FleetProtocol
+import FleetcastTestSupport
+import Foundation
+import GNSS
+import Testing
+
+/// `fleet-watch bridge`, the built executable, against a real mosquitto: fleet messages go in
+/// as an agent publishes them, and a plain MQTT subscriber reads back what OwnTracks Recorder or
+/// Home Assistant would receive. Field lists: see OwnTracksTranslatorTests
+/// (https://owntracks.org/booklet/tech/json/) and HomeAssistantTranslatorTests
+/// (https://www.home-assistant.io/integrations/device_tracker.mqtt/).
+@Suite(.serialized) struct FleetBridgeCLITests {
+    /// 2026-01-02T03:04:05Z.
+    let time = UTCTimestamp(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5)!
+
+    func later(_ seconds: Int64) -> UTCTimestamp {
+        UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 + seconds * 1000)
+    }
+
+    /// A fix as the agent publishes it: 10 m/s, no track, eph 3.2 m, 121.6 m above sea level.
+    func fixJSON(seq: UInt64, lat: Double, at time: UTCTimestamp) -> String {
+        let fix = Fix(time: time, latitude: lat, longitude: -3.25, altitudeMSL: 121.6, speed: 10, mode: .threeD,
+                      satellitesUsed: 7, eph: 3.2, epv: 5.1)
+        return String(decoding: FleetPayload.encode(fix, vehicle: "van-7", seq: seq), as: UTF8.self)
+    }
+
+    func headingJSON(seq: UInt64, degrees: Double) -> String {
+        String(decoding: FleetPayload.encode(Heading(time: time, trueHeading: degrees, source: .hdt), vehicle: "van-7", seq: seq),
+               as: UTF8.self)
+    }
+
+    func statusJSON(_ state: VehicleStatus.State) -> String {
+        String(decoding: FleetPayload.encode(VehicleStatus(vehicle: VehicleID("van-7")!, state: state, agentVersion: "0.3.0")),
+               as: UTF8.self)
+    }
+
+    /// Starts `fleet-watch bridge …` and waits until it has subscribed (its publishing client
+    /// connects first).
+    func startBridge(_ arguments: [String], broker: TestBroker, name: String) async throws -> TestProcess {
+        let process = try TestProcess(FleetWatchCLITests.executable, ["bridge", "--broker", broker.url] + arguments,
+                                      directory: broker.directory, name: "\(name)-\(UUID().uuidString.prefix(8))")
+        try await waitUntil("fleet-watch bridge to subscribe", timeout: .seconds(20)) {
+            if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+            return process.standardError.contains("Subscribed to the fleet")
+        }
+        return process
+    }
+
+    /// The payload of the message retained on `topic`, read by a new subscriber.
+    func retainedPayload(_ broker: TestBroker, _ topic: String) async throws -> String? {
+        try await MosquittoCLI.retained(broker: broker, topic: topic)
+            .map { String($0.dropFirst(topic.utf8.count + 1)) }
+    }
+
+    /// The payloads received on `topic` so far, in order.
+    func payloads(_ subscriber: MosquittoCLI.Subscriber, on topic: String) -> [String] {
+        subscriber.messagesSoFar.filter { $0.hasPrefix(topic + " ") }.map { String($0.dropFirst(topic.utf8.count + 1)) }
+    }
+
+    @Test func owntracksRecorderReceivesARetainedLocationPerFix() async throws {
+        try await withBroker { broker in
+            // Retained before the bridge starts, as a running agent leaves them.
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.online), retain: true)
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 1, lat: 48.5, at: time), retain: true)
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/heading", message: headingJSON(seq: 2, degrees: 45), retain: true)
+            let recorder = try await MosquittoCLI.subscribe(broker: broker, filter: "owntracks/#", count: 10)
+            let bridge = try await startBridge(["--to", "owntracks", "--owntracks-user", "acme"], broker: broker, name: "bridge-owntracks")
+            defer { bridge.send(SIGKILL) }
+            let topic = "owntracks/acme/van-7"
+            try await waitUntil("the retained fix bridged", timeout: .seconds(15)) { !payloads(recorder, on: topic).isEmpty }
+
+            // Live: the vehicle moves on, one second later, still without a track of its own.
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 3, lat: 48.6, at: later(1)), retain: true)
+            try await waitUntil("the live fix bridged", timeout: .seconds(15)) { payloads(recorder, on: topic).count >= 2 }
+
+            let received = payloads(recorder, on: topic)
+            #expect(received.count == 2)   // the heading and the status publish nothing of their own
+            let live = try jsonObject(received[1])
+            #expect(live["_type"] as? String == "location")
+            #expect(live["tid"] as? String == "n7")
+            #expect(live["tst"] as? Int == Int(later(1).millisecondsSince1970 / 1000))
+            #expect(live["lat"] as? Double == 48.6 && live["lon"] as? Double == -3.25)
+            #expect(live["acc"] as? Int == 3 && live["alt"] as? Int == 122 && live["vac"] as? Int == 5)
+            #expect(live["vel"] as? Int == 36)   // 10 m/s
+            #expect(live["cog"] as? Int == 45)   // the heading, the fix having no track
+            for key in ["tst", "acc", "alt", "vac", "vel", "cog"] {
+                #expect(isIntegerToken(rawToken(key, in: received[1])), "\(key): \(received[1])")
+            }
+            // Retained, so a Recorder or an app that connects later sees the vehicle at once.
+            #expect(try await retainedPayload(broker, topic) == received[1])
+            #expect(bridge.isRunning)
+            await recorder.stop()
+        }
+    }
+
+    @Test func homeAssistantDiscoversTheVehicleAndFollowsItsPositionAndStatus() async throws {
+        try await withBroker { broker in
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.online), retain: true)
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 1, lat: 48.5, at: time), retain: true)
+            let bridge = try await startBridge(["--to", "homeassistant", "--discovery-prefix", "ha"], broker: broker, name: "bridge-ha")
+            defer { bridge.send(SIGKILL) }
+
+            let configTopic = "ha/device_tracker/van-7/config"
+            var configText: String?
+            try await waitUntilAsync("the discovery config with the agent's version") {
+                configText = try await retainedPayload(broker, configTopic)
+                return configText?.contains(#""sw_version":"0.3.0""#) == true
+            }
+            let config = try jsonObject(try #require(configText))
+            #expect(config["unique_id"] as? String == "fleetcast_van-7")
+            #expect(config["source_type"] as? String == "gps")
+            let device = try #require(config["device"] as? [String: Any])
+            #expect(device["identifiers"] as? [String] == ["fleetcast_van-7"] && device["manufacturer"] as? String == "Fleetcast")
+
+            // The location, where the config says Home Assistant should read it.
+            let attributesTopic = try #require(config["json_attributes_topic"] as? String)
+            var attributesText: String?
+            try await waitUntilAsync("the retained attributes") {
+                attributesText = try await retainedPayload(broker, attributesTopic)
+                return attributesText != nil
+            }
+            let attributes = try jsonObject(try #require(attributesText))
+            #expect(attributes["latitude"] as? Double == 48.5 && attributes["longitude"] as? Double == -3.25)
+            #expect(attributes["gps_accuracy"] as? Double == 3.2)
+            #expect(attributes["speed"] as? Double == 10 && attributes["altitude"] as? Double == 121.6)
+            #expect(attributes["course"] == nil)
+
+            // A live heading gives the trackless fix its course.
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/heading", message: headingJSON(seq: 2, degrees: 270), retain: true)
+            try await waitUntilAsync("the course from the heading") {
+                attributesText = try await retainedPayload(broker, attributesTopic)
+                return attributesText?.contains(#""course":270"#) == true
+            }
+
+            // Availability: what `availability_template` reads from `availability_topic`.
+            let availabilityTopic = try #require(config["availability_topic"] as? String)
+            #expect(config["availability_template"] as? String == "{{ value_json.state }}")
+            let online = try jsonObject(try #require(try await retainedPayload(broker, availabilityTopic)))
+            #expect(online["state"] as? String == config["payload_available"] as? String)
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.offline), retain: true)
+            let offline = try jsonObject(try #require(try await retainedPayload(broker, availabilityTopic)))
+            #expect(offline["state"] as? String == config["payload_not_available"] as? String)
+            #expect(bridge.isRunning)
+        }
+    }
+
+    @Test func aBridgeWhoseOutputItsSubscriptionWouldReadRefusesToPublishIt() async throws {
+        try await withBroker { broker in
+            // The fleet under `owntracks/`: `owntracks/acme/van-7` would come back as a message
+            // of vehicle "acme" on channel "van-7".
+            let bridge = try await startBridge(["--to", "owntracks", "--owntracks-user", "acme", "--prefix", "owntracks"],
+                                               broker: broker, name: "bridge-loop")
+            defer { bridge.send(SIGKILL) }
+            let watcher = try await MosquittoCLI.subscribe(broker: broker, filter: "owntracks/acme/#", count: 1, timeoutSeconds: 3)
+            let fix = fixJSON(seq: 1, lat: 1, at: time)
+            try await MosquittoCLI.publish(broker: broker, topic: "owntracks/van-7/fix", message: fix)
+            try await waitUntil("the refusal logged", timeout: .seconds(15)) {
+                bridge.standardError.contains("would be read back by its own subscription")
+            }
+            #expect(await watcher.messages().isEmpty)
+            #expect(bridge.isRunning)
+        }
+    }
+
+    @Test func badBridgeArgumentsAreRefusedWithAReason() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "fleet-watch-bridge")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        let cases: [([String], String)] = [
+            (["bridge", "--broker", "mqtt://x", "--to", "traccar"], "traccar"),
+            (["bridge", "--broker", "mqtt://x"], "--to"),
+            (["bridge", "--broker", "mqtt://x", "--to", "owntracks", "--owntracks-user", "a/b"], "invalid OwnTracks user"),
+            (["bridge", "--broker", "mqtt://x", "--to", "homeassistant", "--discovery-prefix", "ha/#"], "invalid topic prefix"),
+            (["bridge", "--broker", "mqtt://x", "--to", "owntracks", "--vehicle", "a b"], "invalid vehicle id"),
+        ]
+        for (arguments, reason) in cases {
+            let process = try TestProcess(FleetWatchCLITests.executable, arguments, directory: directory, name: "bridge-args-\(UUID().uuidString.prefix(8))")
+            let status = try await process.waitForExit(timeout: .seconds(30))
+            #expect(status != 0, "\(arguments)")
+            #expect(process.standardError.contains(reason), "\(arguments): \(process.standardError)")
+        }
+    }
+}
+
+/// Polls an async condition every 100 ms until it holds (bounded).
+func waitUntilAsync(_ what: String, timeout: Duration = .seconds(15), _ condition: () async throws -> Bool) async throws {
+    let deadline = ContinuousClock.now + timeout
+    while try await !condition() {
+        guard ContinuousClock.now < deadline else { throw TestSupportError.timedOut(what, timeout) }
+        try await Task.sleep(for: .milliseconds(100))
+    }
+}

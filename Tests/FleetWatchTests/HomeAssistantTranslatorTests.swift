@@ -1,0 +1,155 @@
+import FleetProtocol
+import FleetWatch
+import Foundation
+import GNSS
+import MQTT
+import Testing
+
+/// Home Assistant's MQTT device tracker, as its documentation defines it:
+/// https://www.home-assistant.io/integrations/device_tracker.mqtt/ (source:
+/// github.com/home-assistant/home-assistant.io, source/_integrations/device_tracker.mqtt.markdown).
+/// From that page: discovery topic `<discovery_prefix>/device_tracker/[<node_id>/]<object_id>/config`;
+/// `json_attributes_topic` whose JSON "include[s] `longitude`, `latitude` and optional
+/// `gps_accuracy`" sets the location, "then configuring `state_topic` is not required" (and a
+/// state message would override that location); `availability_topic` with
+/// `availability_template`, `payload_available` (default `online`), `payload_not_available`
+/// (default `offline`); `device` with `identifiers`, `name`, `manufacturer`, `model`,
+/// `sw_version` ("At least one of identifiers or connections must be present"); `unique_id`;
+/// `source_type` one of `gps`, `router`, `bluetooth`, `bluetooth_le`.
+/// Object ids: Home Assistant's discovery matches `[a-zA-Z0-9_-]+` (homeassistant/components/mqtt/discovery.py,
+/// TOPIC_MATCHER), so a `.` in a vehicle id cannot be part of one.
+/// `"name": null`: "Can be set to `null` if only the device name is relevant" (MQTT entity docs).
+/// Units of speed, altitude, course, vertical accuracy: as Home Assistant's own mobile app sends
+/// them, https://developers.home-assistant.io/docs/api/native-app-integration/sending-data/
+/// ("Update device location": `speed` m/s, `altitude` m, `course` degrees from north,
+/// `vertical_accuracy` m, `gps_accuracy` m).
+/// Removing a device: "publish an empty (retained) string payload to the discovery topic"
+/// (https://www.home-assistant.io/integrations/mqtt/, MQTT discovery) — see the README.
+@Suite struct HomeAssistantTranslatorTests {
+    let van = VehicleID("van-7")!
+    let time = UTCTimestamp(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5, millisecond: 250)!
+
+    func fix(track: Double? = nil, eph: Double? = 4.56, at time: UTCTimestamp? = nil) -> Fix {
+        Fix(time: time ?? self.time, latitude: 48.123456789, longitude: -3.25, altitudeHAE: 170.2, altitudeMSL: 121.64,
+            speed: 10, track: track, mode: .threeD, satellitesUsed: 9, eph: eph, epv: 7.44)
+    }
+
+    func translator(discoveryPrefix: String = "homeassistant") throws -> HomeAssistantTranslator {
+        HomeAssistantTranslator(options: try .init(discoveryPrefix: discoveryPrefix))
+    }
+
+    @Test func aVehicleIsAnnouncedOnceWithARetainedDiscoveryConfigAsTheDocsDescribe() throws {
+        var t = try translator()
+        let first = t.messages(for: .fix(van, seq: 1, fix()))
+        #expect(first.map(\.topic) == ["homeassistant/device_tracker/van-7/config", "fleetcast/homeassistant/van-7/attributes"])
+        #expect(first.allSatisfy { $0.retain && $0.qos == .atLeastOnce })
+        #expect(t.messages(for: .fix(van, seq: 2, fix())).map(\.topic) == ["fleetcast/homeassistant/van-7/attributes"])
+
+        let config = try jsonObject(first[0])
+        #expect(config["unique_id"] as? String == "fleetcast_van-7")
+        #expect(config["name"] is NSNull)
+        #expect(config["json_attributes_topic"] as? String == "fleetcast/homeassistant/van-7/attributes")
+        #expect(config["state_topic"] == nil)   // it would override the attributes' location
+        #expect(config["source_type"] as? String == "gps")
+        let device = try #require(config["device"] as? [String: Any])
+        #expect(device["identifiers"] as? [String] == ["fleetcast_van-7"])
+        #expect(device["name"] as? String == "van-7")
+        #expect(device["manufacturer"] as? String == "Fleetcast")
+        #expect(device["model"] as? String == "Fleetcast")
+        #expect(device["sw_version"] == nil)    // not known before a status names it
+    }
+
+    @Test func availabilityFollowsTheVehiclesOwnStatusTopic() throws {
+        var t = try translator()
+        let config = try jsonObject(try #require(t.messages(for: .fix(van, seq: 1, fix())).first))
+        #expect(config["availability_topic"] as? String == "fleet/van-7/status")
+        #expect(config["availability_template"] as? String == "{{ value_json.state }}")
+        // What the template yields from the agent's status payloads, compared with the payloads.
+        for state in [VehicleStatus.State.online, .offline] {
+            let status = try jsonObject(String(decoding: FleetPayload.encode(VehicleStatus(vehicle: van, state: state)), as: UTF8.self))
+            let expected = state == .online ? config["payload_available"] : config["payload_not_available"]
+            #expect(status["state"] as? String == expected as? String)
+        }
+        #expect(config["payload_available"] as? String == "online")
+        #expect(config["payload_not_available"] as? String == "offline")
+
+        let other = HomeAssistantTranslator(options: try .init(fleetTopics: try FleetTopics(prefix: "acme/fleet")))
+        var o = other
+        let otherConfig = try jsonObject(try #require(o.messages(for: .status(VehicleStatus(vehicle: van, state: .offline))).first))
+        #expect(otherConfig["availability_topic"] as? String == "acme/fleet/van-7/status")
+    }
+
+    @Test func attributesCarryTheLocationAndTheMobileAppsUnits() throws {
+        var t = try translator()
+        let messages = t.messages(for: .fix(van, seq: 1, fix(track: 271.64)))
+        let a = try jsonObject(messages[1])
+        #expect(a["latitude"] as? Double == 48.1234568)
+        #expect(a["longitude"] as? Double == -3.25)
+        #expect(a["gps_accuracy"] as? Double == 4.6)        // eph, m
+        #expect(a["altitude"] as? Double == 121.6)          // altMSL, m
+        #expect(a["vertical_accuracy"] as? Double == 7.4)   // epv, m
+        #expect(a["speed"] as? Double == 10)                // m/s, as the fix: not km/h
+        #expect(a["course"] as? Double == 271.6)            // degrees true
+        #expect(a["source_type"] as? String == "gps")
+        #expect(a["time"] as? String == "2026-01-02T03:04:05.250Z")
+        #expect(a["satellites"] as? Int == 9)
+        #expect(a["vehicle"] as? String == "van-7")
+
+        let unknown = try jsonObject(try #require(t.messages(for: .fix(van, seq: 2, fix(eph: nil))).first))
+        #expect(unknown["gps_accuracy"] == nil && unknown["course"] == nil)
+    }
+
+    @Test func aHeadingGivesAFixWithoutTrackItsCourseAndRepublishesOnlyOnAChange() throws {
+        var t = try translator()
+        _ = t.messages(for: .fix(van, seq: 1, fix()))
+        let heading = Heading(time: time, trueHeading: 45.04, source: .hdt)
+        let update = t.messages(for: .heading(van, seq: 2, heading))
+        #expect(update.map(\.topic) == ["fleetcast/homeassistant/van-7/attributes"])
+        let a = try jsonObject(try #require(update.first))
+        #expect(a["course"] as? Double == 45 && a["latitude"] as? Double == 48.1234568)
+        #expect(t.messages(for: .heading(van, seq: 3, heading)).isEmpty)   // same course
+
+        _ = t.messages(for: .fix(van, seq: 4, fix(track: 90)))
+        #expect(t.messages(for: .heading(van, seq: 5, Heading(time: time, trueHeading: 10, source: .hdt))).isEmpty)
+
+        // A heading 11 s away from the fix is not its course.
+        var u = try translator()
+        _ = u.messages(for: .fix(van, seq: 1, fix()))
+        let later = UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 + 11_000)
+        #expect(u.messages(for: .heading(van, seq: 2, Heading(time: later, trueHeading: 10, source: .hdt))).isEmpty)
+    }
+
+    @Test func theAgentVersionFromTheStatusBecomesSwVersionAndIsEscaped() throws {
+        var t = try translator()
+        let online = VehicleStatus(vehicle: van, state: .online, agentVersion: "0.3.0 \"beta\"\\\n")
+        let first = t.messages(for: .status(online))
+        #expect(first.map(\.topic) == ["homeassistant/device_tracker/van-7/config"])
+        let device = try #require(try jsonObject(first[0])["device"] as? [String: Any])
+        #expect(device["sw_version"] as? String == "0.3.0 \"beta\"\\\n")
+        #expect(t.messages(for: .status(online)).isEmpty)
+        #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .offline))).isEmpty)  // no version: kept
+        let upgraded = t.messages(for: .status(VehicleStatus(vehicle: van, state: .online, agentVersion: "0.4.0")))
+        let upgradedConfig = try jsonObject(try #require(upgraded.first))
+        let upgradedDevice = try #require(upgradedConfig["device"] as? [String: Any])
+        #expect(upgradedDevice["sw_version"] as? String == "0.4.0")
+    }
+
+    @Test func theDiscoveryPrefixIsConfigurableAndDotsLeaveTheObjectID() throws {
+        var t = try translator(discoveryPrefix: "ha/discovery")
+        let dotted = VehicleID("van.7")!
+        let config = try #require(t.messages(for: .fix(dotted, seq: 1, fix())).first)
+        #expect(config.topic == "ha/discovery/device_tracker/van_7/config")
+        #expect(try jsonObject(config)["unique_id"] as? String == "fleetcast_van.7")
+        for bad in ["", "a/+/b", "#", "a//b", "$SYS"] {
+            #expect(throws: FleetTopics.InvalidPrefix.self, "\(bad)") { try HomeAssistantTranslator.Options(discoveryPrefix: bad) }
+            #expect(throws: FleetTopics.InvalidPrefix.self, "\(bad)") { try HomeAssistantTranslator.Options(attributesPrefix: bad) }
+        }
+    }
+
+    @Test func backlogAndMalformedMessagesAreNotBridged() throws {
+        var t = try translator()
+        #expect(t.messages(for: .backlog(.fix(DecodedFix(vehicle: van, seq: 1, fix: fix())))).isEmpty)
+        #expect(t.messages(for: .malformed(topic: "fleet/van-7/fix", reason: "bad")).isEmpty)
+        #expect(t.vehicleCount == 0)
+    }
+}
