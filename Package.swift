@@ -31,7 +31,8 @@ let package = Package(
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
         .target(name: "GNSS"),
-        // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff.
+        // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff,
+        // the time limit, the JSON string escaper.
         .target(name: "FleetcastCore"),
         // NMEA 0183: framing, checksum, sentence parsers, epoch assembly. Pure, no I/O.
         .target(name: "NMEA", dependencies: ["GNSS"]),
@@ -48,7 +49,7 @@ let package = Package(
             ]
         ),
         // The public contract: topic layout and payload JSON.
-        .target(name: "FleetProtocol", dependencies: ["GNSS"]),
+        .target(name: "FleetProtocol", dependencies: ["GNSS", "FleetcastCore"]),
 
         // libmosquitto, the Eclipse Mosquitto C client, as a system library.
         .systemLibrary(
