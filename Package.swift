@@ -37,7 +37,10 @@ let package = Package(
         // NMEA 0183: framing, checksum, sentence parsers, epoch assembly. Pure, no I/O.
         .target(name: "NMEA", dependencies: ["GNSS"]),
         // The multi-subscriber broadcaster between sources and consumers.
-        .target(name: "TelemetryHub", dependencies: ["FleetcastCore"]),
+        .target(
+            name: "TelemetryHub",
+            dependencies: ["FleetcastCore", .product(name: "DequeModule", package: "swift-collections")]
+        ),
         // Serial, gpsd, replay and simulated receivers as restartable async sequences.
         .target(
             name: "GNSSSources",
@@ -125,7 +128,10 @@ let package = Package(
             dependencies: ["NMEA", "GNSS", "FleetProtocol", "FleetcastTestSupport"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "TelemetryHubTests", dependencies: ["TelemetryHub"]),
+        .testTarget(
+            name: "TelemetryHubTests",
+            dependencies: ["TelemetryHub", .product(name: "DequeModule", package: "swift-collections")]
+        ),
         .testTarget(
             name: "GNSSSourcesTests",
             dependencies: [
