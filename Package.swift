@@ -114,7 +114,9 @@ let package = Package(
                 "GNSSSources", "FleetcastTestSupport",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // openpty(3) for the pseudo-terminal: in libc since glibc 2.34, in libutil before.
+            linkerSettings: [.linkedLibrary("util", .when(platforms: [.linux]))]
         ),
 
         // Test support shared by the MQTT, agent and fleet-watch tests: a real mosquitto
