@@ -132,7 +132,7 @@ let package = Package(
         ),
         .testTarget(
             name: "TelemetryHubTests",
-            dependencies: ["TelemetryHub", .product(name: "DequeModule", package: "swift-collections")]
+            dependencies: ["TelemetryHub", "FleetcastTestSupport", .product(name: "DequeModule", package: "swift-collections")]
         ),
         .testTarget(
             name: "GNSSSourcesTests",
