@@ -31,12 +31,16 @@ let package = Package(
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
         .target(name: "GNSS"),
-        // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff.
+        // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff,
+        // the time limit, the JSON string escaper.
         .target(name: "FleetcastCore"),
         // NMEA 0183: framing, checksum, sentence parsers, epoch assembly. Pure, no I/O.
         .target(name: "NMEA", dependencies: ["GNSS"]),
         // The multi-subscriber broadcaster between sources and consumers.
-        .target(name: "TelemetryHub", dependencies: ["FleetcastCore"]),
+        .target(
+            name: "TelemetryHub",
+            dependencies: ["FleetcastCore", .product(name: "DequeModule", package: "swift-collections")]
+        ),
         // Serial, gpsd, replay and simulated receivers as restartable async sequences.
         .target(
             name: "GNSSSources",
@@ -48,7 +52,7 @@ let package = Package(
             ]
         ),
         // The public contract: topic layout and payload JSON.
-        .target(name: "FleetProtocol", dependencies: ["GNSS"]),
+        .target(name: "FleetProtocol", dependencies: ["GNSS", "FleetcastCore"]),
 
         // libmosquitto, the Eclipse Mosquitto C client, as a system library.
         .systemLibrary(
@@ -110,7 +114,9 @@ let package = Package(
                 "GNSSSources", "FleetcastTestSupport",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "Logging", package: "swift-log"),
-            ]
+            ],
+            // openpty(3) for the pseudo-terminal: in libc since glibc 2.34, in libutil before.
+            linkerSettings: [.linkedLibrary("util", .when(platforms: [.linux]))]
         ),
 
         // Test support shared by the MQTT, agent and fleet-watch tests: a real mosquitto
@@ -124,7 +130,10 @@ let package = Package(
             dependencies: ["NMEA", "GNSS", "FleetProtocol", "FleetcastTestSupport"],
             resources: [.copy("Fixtures")]
         ),
-        .testTarget(name: "TelemetryHubTests", dependencies: ["TelemetryHub"]),
+        .testTarget(
+            name: "TelemetryHubTests",
+            dependencies: ["TelemetryHub", "FleetcastTestSupport", .product(name: "DequeModule", package: "swift-collections")]
+        ),
         .testTarget(
             name: "GNSSSourcesTests",
             dependencies: [

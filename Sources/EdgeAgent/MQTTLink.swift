@@ -37,46 +37,15 @@ public final class MQTTLink: MessageSending {
             properties: properties)
     }
 
-    /// Connects with `will` as the last will, retrying while the broker is unreachable. Returns
-    /// once connected; throws the error when retrying cannot help, or `CancellationError` when
-    /// cancelled first.
+    /// Connects with `will` as the last will, retrying while the broker is unreachable
+    /// (``MQTTClient/connectRetrying(configuration:backoff:deadline:warningInterval:logger:)``).
+    /// Returns once connected; throws the error when retrying cannot help, or
+    /// `CancellationError` when cancelled first.
     public func connect(will: MQTTWill?) async throws {
         var configuration = self.configuration
         configuration.will = will
-        var attempt = 0
-        var warnedAt: ContinuousClock.Instant?
-        while true {
-            try Task.checkCancellation()
-            let candidate = try MQTTClient(configuration: configuration, logger: logger)
-            do {
-                try await candidate.connect()
-                client.withLock { $0 = candidate }
-                // The client logged "MQTT connected"; after a warning, say that it is over.
-                if warnedAt != nil {
-                    logger.notice("MQTT broker reachable again", metadata: ["retry.attempt": "\(attempt + 1)"])
-                } else {
-                    logger.debug("connected to MQTT broker")
-                }
-                return
-            } catch let error as MQTTError where error.isWorthRetrying {
-                await candidate.shutdown(flushTimeout: .zero)
-                attempt += 1
-                let delay = configuration.reconnect.delay(attempt: attempt)
-                // A warning when it starts, again at most every 5 minutes, not one per retry.
-                let now = ContinuousClock.now
-                let metadata: Logger.Metadata = ["retry.attempt": "\(attempt)", "retry.delay": "\(delay)"]
-                if warnedAt.map({ $0.duration(to: now) >= .seconds(300) }) ?? true {
-                    warnedAt = now
-                    logger.warning("MQTT broker unreachable, retrying: \(error)", metadata: metadata)
-                } else {
-                    logger.debug("MQTT broker still unreachable: \(error)", metadata: metadata)
-                }
-                try await Task.sleep(for: delay)
-            } catch {
-                await candidate.shutdown(flushTimeout: .zero)
-                throw error
-            }
-        }
+        let connected = try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
+        client.withLock { $0 = connected }
     }
 
     /// Disconnects cleanly (no will), after waiting up to `flushTimeout` for unacknowledged

@@ -1,3 +1,5 @@
+import FleetcastCore
+
 /// A small append-only JSON object writer over bytes, for the contract's flat payloads.
 ///
 /// It writes keys in the order they are added and leaves out `nil` and non-finite values
@@ -33,7 +35,7 @@ package struct JSONWriter {
     package mutating func string(_ name: StaticString, _ value: String?) {
         guard let value else { return }
         key(name)
-        Self.appendQuoted(value, to: &bytes)
+        JSONString.appendQuoted(value, to: &bytes)
     }
 
     package mutating func raw(_ name: StaticString, _ value: StaticString) {
@@ -83,7 +85,7 @@ package struct JSONWriter {
         bytes.append(UInt8(ascii: "["))
         for (index, value) in values.enumerated() {
             if index > 0 { bytes.append(UInt8(ascii: ",")) }
-            Self.appendQuoted(value, to: &bytes)
+            JSONString.appendQuoted(value, to: &bytes)
         }
         bytes.append(UInt8(ascii: "]"))
     }
@@ -110,25 +112,6 @@ package struct JSONWriter {
         } else {
             bytes.append(contentsOf: rounded.description.utf8)
         }
-    }
-
-    static func appendQuoted(_ value: String, to bytes: inout [UInt8]) {
-        bytes.append(UInt8(ascii: "\""))
-        for b in value.utf8 {
-            switch b {
-            case UInt8(ascii: "\""): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\"")])
-            case UInt8(ascii: "\\"): bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "\\")])
-            case 0x0A: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "n")])
-            case 0x0D: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "r")])
-            case 0x09: bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "t")])
-            case 0..<0x20:
-                let hex = Array("0123456789abcdef".utf8)
-                bytes.append(contentsOf: [UInt8(ascii: "\\"), UInt8(ascii: "u"), UInt8(ascii: "0"), UInt8(ascii: "0"),
-                                          hex[Int(b >> 4)], hex[Int(b & 0xF)]])
-            default: bytes.append(b)
-            }
-        }
-        bytes.append(UInt8(ascii: "\""))
     }
 }
 

@@ -53,7 +53,7 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
     /// subscription fails (thrown) or the task is cancelled; the client then shuts down,
     /// flushing what is still unacknowledged for up to 2 s.
     public func run() async throws {
-        let client = try await FleetSubscriber.connectRetrying(publishing, logger: logger, until: nil)
+        let client = try await MQTTClient.connectRetrying(configuration: publishing, logger: logger)
         logger.info("Bridging the fleet", metadata: [
             "mqtt.broker": "\(publishing.broker)", "bridge.translator": "\(Translator.self)",
         ])

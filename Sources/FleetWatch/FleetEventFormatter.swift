@@ -1,3 +1,4 @@
+import FleetcastCore
 import FleetProtocol
 import GNSS
 
@@ -41,9 +42,9 @@ public struct FleetEventFormatter: Sendable {
         case .malformed(let topic, let reason):
             var text = #"{"kind":"malformed""#
             if let vehicle = topics.parse(topic)?.vehicle {
-                text += #","vehicle":"# + Self.quoted(vehicle.rawValue)
+                text += #","vehicle":"# + JSONString.quoted(vehicle.rawValue)
             }
-            text += #","topic":"# + Self.quoted(topic) + #","reason":"# + Self.quoted(reason) + "}"
+            text += #","topic":"# + JSONString.quoted(topic) + #","reason":"# + JSONString.quoted(reason) + "}"
             return text
         }
         return String(decoding: bytes, as: UTF8.self)
@@ -81,29 +82,10 @@ public struct FleetEventFormatter: Sendable {
         case .status(let status):
             var parts = ["status", status.vehicle.rawValue, status.state.rawValue]
             if let gnss = status.gnss { parts.append("gnss=\(gnss.rawValue)") }
-            if let reason = status.reason { parts.append("reason=\(Self.quoted(reason))") }
+            if let reason = status.reason { parts.append("reason=\(JSONString.quoted(reason))") }
             return parts.joined(separator: " ")
         case .malformed(let topic, let reason):
-            return "malformed \(Self.quoted(topic)) \(reason)"
+            return "malformed \(JSONString.quoted(topic)) \(reason)"
         }
-    }
-
-    /// `text` as a JSON string literal (quotes, backslashes and control characters escaped).
-    static func quoted(_ text: String) -> String {
-        var out = "\""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case "\n": out += "\\n"
-            case "\r": out += "\\r"
-            case "\t": out += "\\t"
-            case "\u{0}"..."\u{1F}", "\u{7F}":
-                let hex = String(scalar.value, radix: 16)
-                out += "\\u" + String(repeating: "0", count: 4 - hex.count) + hex
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out + "\""
     }
 }

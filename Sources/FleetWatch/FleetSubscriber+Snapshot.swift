@@ -18,7 +18,7 @@ extension FleetSubscriber {
     public func retainedSnapshot(quietPeriod: Duration = .milliseconds(500), timeout: Duration = .seconds(10)) async throws -> [FleetEvent] {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
-        let client = try await connectRetrying(until: deadline)
+        let client = try await MQTTClient.connectRetrying(configuration: configuration, deadline: deadline, logger: logger)
         let decoder = FleetMessageDecoder(topics: options.topics)
         do {
             let subscription = try await client.subscribe(filters, qos: options.qos, bufferingPolicy: .bufferingNewest(options.bufferLimit))

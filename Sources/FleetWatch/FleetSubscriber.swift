@@ -101,7 +101,7 @@ public struct FleetSubscriber: Sendable {
     }
 
     private func run(_ continuation: AsyncThrowingStream<FleetEvent, any Error>.Continuation) async throws {
-        let client = try await connectRetrying(until: nil)
+        let client = try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
         let decoder = FleetMessageDecoder(topics: options.topics)
         var dropped: UInt64 = 0
         do {
@@ -145,42 +145,6 @@ public struct FleetSubscriber: Sendable {
                 break
             }
             if Task.isCancelled { return }
-        }
-    }
-
-    /// Connects, retrying with backoff while the broker is unreachable, until `deadline`
-    /// (forever when `nil`); a failure retrying cannot mend is thrown at once.
-    func connectRetrying(until deadline: ContinuousClock.Instant?) async throws -> MQTTClient {
-        try await Self.connectRetrying(configuration, logger: logger, until: deadline)
-    }
-
-    /// Connects a client with `configuration` the way ``connectRetrying(until:)`` does (also
-    /// the bridge's publishing client).
-    static func connectRetrying(
-        _ configuration: MQTTConfiguration, logger: Logger, until deadline: ContinuousClock.Instant?
-    ) async throws -> MQTTClient {
-        var attempt = 0
-        while true {
-            try Task.checkCancellation()
-            let client = try MQTTClient(configuration: configuration, logger: logger)
-            do {
-                try await client.connect()
-                logger.info("MQTT connected", metadata: ["mqtt.broker": "\(configuration.broker)"])
-                return client
-            } catch let error as MQTTError where error.isWorthRetrying {
-                await client.shutdown(flushTimeout: .zero)
-                attempt += 1
-                let delay = configuration.reconnect.delay(attempt: attempt)
-                if let deadline, ContinuousClock.now + delay > deadline { throw error }
-                logger.info("MQTT broker unreachable, retrying", metadata: [
-                    "mqtt.broker": "\(configuration.broker)", "error": "\(error)",
-                    "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
-                ])
-                try await Task.sleep(for: delay)
-            } catch {
-                await client.shutdown(flushTimeout: .zero)
-                throw error
-            }
         }
     }
 }

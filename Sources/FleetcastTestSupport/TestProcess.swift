@@ -182,7 +182,10 @@ public final class TestProcess: Sendable {
         }
     }
 
-    /// glibc's `posix_spawn_file_actions_addclosefrom_np`, if this libc has it.
+    /// glibc's `posix_spawn_file_actions_addclosefrom_np`, if this libc has it: looked up at run
+    /// time because glibc only has it since 2.34 (and Swift's Glibc module does not declare it),
+    /// so the test support still builds and runs, without closing other descriptors, on an
+    /// older one.
     private static let addCloseFrom: (@convention(c) (UnsafeMutablePointer<posix_spawn_file_actions_t>?, Int32) -> Int32)? = {
         guard let symbol = dlsym(dlopen(nil, RTLD_NOW), "posix_spawn_file_actions_addclosefrom_np") else { return nil }
         return unsafeBitCast(

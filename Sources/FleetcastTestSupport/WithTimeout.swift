@@ -75,17 +75,20 @@ private final class TimeoutRace<T: Sendable>: Sendable {
     }
 }
 
-/// Polls `condition` every `interval` until it holds; throws after `timeout`. For state that
-/// offers no event to await (a port starting to accept connections, a file gaining a line).
+/// Polls `condition` every `interval` until it holds; throws ``TestSupportError/timedOut(_:_:)``
+/// after `timeout`. For state that offers no event to await (a port starting to accept
+/// connections, a file gaining a line, a descriptor closed by an event loop). The one
+/// poll-until of the tests: a condition that must act before it looks (publish a probe
+/// message, then check what arrived) does so inside `condition`.
 public func waitUntil(
     _ what: String,
     timeout: Duration = .seconds(10),
     interval: Duration = .milliseconds(10),
-    _ condition: () throws -> Bool
+    _ condition: () async throws -> Bool
 ) async throws {
     let clock = ContinuousClock()
     let deadline = clock.now.advanced(by: timeout)
-    while try !condition() {
+    while try await !condition() {
         guard clock.now < deadline else { throw TestSupportError.timedOut(what, timeout) }
         try await Task.sleep(for: interval)
     }

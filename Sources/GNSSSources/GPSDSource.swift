@@ -51,7 +51,7 @@ public struct GPSDSource: GNSSSource {
     var watchCommand: String {
         var command = #"?WATCH={"enable":true,"json":true"#
         if let device {
-            command += #","device":""# + Self.jsonEscaped(device) + #"""#
+            command += #","device":"# + JSONString.quoted(device)
         }
         return command + "}\n"
     }
@@ -150,19 +150,6 @@ public struct GPSDSource: GNSSSource {
             return describe(first.error)
         }
         return "\(error)"
-    }
-
-    static func jsonEscaped(_ text: String) -> String {
-        var out = ""
-        for scalar in text.unicodeScalars {
-            switch scalar {
-            case "\"": out += "\\\""
-            case "\\": out += "\\\\"
-            case _ where scalar.value < 0x20: out += "\\u00" + (scalar.value < 0x10 ? "0" : "") + String(scalar.value, radix: 16)
-            default: out.unicodeScalars.append(scalar)
-            }
-        }
-        return out
     }
 }
 

@@ -1,3 +1,5 @@
+import DequeModule
+
 /// The hub's whole state as a plain value: every event is a `mutating` transition that returns
 /// what must be done (resume waiters, start or cancel the source task). ``Hub`` keeps it in a
 /// `Mutex` and performs the returned actions after releasing the lock; tests drive it directly.
@@ -20,7 +22,10 @@
     @usableFromInline struct Subscriber {
         @usableFromInline let id: HubSubscriberID
         @usableFromInline let policy: HubBufferingPolicy
-        @usableFromInline var buffer = RingBuffer<Element>()
+        @usableFromInline var buffer = Deque<Element>()
+        /// The buffer has held more than ``retainedCapacity`` values since it was last empty:
+        /// its storage is given back once it drains (`Deque` never shrinks by itself).
+        @usableFromInline var holdsBurst = false
         @usableFromInline var waiter: Waiter?
         @usableFromInline var delivered: UInt64 = 0
         @usableFromInline var dropped: UInt64 = 0
@@ -32,14 +37,18 @@
             self.policy = policy
         }
 
+        /// Buffer storage above this many values is given back once the buffer is drained
+        /// (after a burst), as ``HubBufferingPolicy/unbounded`` promises.
+        @inlinable static var retainedCapacity: Int { 1024 }
+
         /// Stores `element` according to the policy (the subscriber is not waiting).
         @inlinable mutating func enqueue(_ element: Element) {
             switch policy {
             case .unbounded:
-                buffer.append(element)
+                append(element)
             case .newest(let limit):
                 if buffer.count < limit {
-                    buffer.append(element)
+                    append(element)
                 } else if limit > 0 {
                     _ = buffer.popFirst()
                     buffer.append(element)
@@ -49,11 +58,26 @@
                 }
             case .oldest(let limit):
                 if buffer.count < limit {
-                    buffer.append(element)
+                    append(element)
                 } else {
                     dropped &+= 1
                 }
             }
+        }
+
+        @inlinable mutating func append(_ element: Element) {
+            buffer.append(element)
+            if buffer.count > Self.retainedCapacity { holdsBurst = true }
+        }
+
+        /// The oldest buffered value; releases a burst's storage once the buffer is empty.
+        @inlinable mutating func popFirst() -> Element? {
+            guard let element = buffer.popFirst() else { return nil }
+            if holdsBurst && buffer.isEmpty {
+                buffer = Deque()
+                holdsBurst = false
+            }
+            return element
         }
 
         @inlinable var statistics: HubSubscriberStatistics {
@@ -285,7 +309,7 @@
     /// A consumer asks for its next value without suspending.
     @inlinable mutating func poll(_ id: HubSubscriberID) -> NextAction {
         if let index = activeIndex[id] {
-            if let element = active[index].buffer.popFirst() {
+            if let element = active[index].popFirst() {
                 active[index].delivered &+= 1
                 return .element(element)
             }
@@ -301,7 +325,7 @@
     /// in between, in which case they are returned and the waiter is not stored.
     @inlinable mutating func suspend(_ id: HubSubscriberID, waiter: Waiter) -> NextAction {
         if let index = activeIndex[id] {
-            if let element = active[index].buffer.popFirst() {
+            if let element = active[index].popFirst() {
                 active[index].delivered &+= 1
                 return .element(element)
             }
@@ -316,7 +340,7 @@
 
     @inlinable mutating func pollDraining(_ id: HubSubscriberID) -> NextAction {
         // Mutate in place (a copy of the subscriber would copy its whole buffer on write).
-        if let element = draining[id]?.buffer.popFirst() {
+        if let element = draining[id]?.popFirst() {
             draining[id]?.delivered &+= 1
             return .element(element)
         }

@@ -12,22 +12,21 @@ final class PseudoTerminal {
 
     /// Opens a new pair; throws a `POSIXError` when the system has none to give.
     init() throws {
-        let calls = try XSIPseudoTerminalCalls()
-        let master = calls.openpt(O_RDWR | O_NOCTTY | O_CLOEXEC)
-        guard master >= 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        var master: Int32 = -1
+        var slave: Int32 = -1
+        // No name buffer: openpty(3) copies the name without a length; ttyname_r below has one.
+        guard openpty(&master, &slave, nil, nil, nil) == 0 else { throw POSIXError(POSIXErrorCode(rawValue: errno) ?? .EIO) }
+        // openpty opens both sides without O_CLOEXEC.
+        _ = fcntl(master, F_SETFD, FD_CLOEXEC)
+        _ = fcntl(slave, F_SETFD, FD_CLOEXEC)
         var name = [CChar](repeating: 0, count: 128)
-        guard calls.grant(master) == 0, calls.unlock(master) == 0, calls.name(master, &name, name.count) == 0 else {
-            let code = errno
+        let failure = ttyname_r(slave, &name, name.count)
+        guard failure == 0 else {
             Glibc.close(master)
-            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
+            Glibc.close(slave)
+            throw POSIXError(POSIXErrorCode(rawValue: failure) ?? .EIO)
         }
         let path = String(decoding: name.prefix { $0 != 0 }.map { UInt8(bitPattern: $0) }, as: UTF8.self)
-        let slave = open(path, O_RDWR | O_NOCTTY | O_CLOEXEC)
-        guard slave >= 0 else {
-            let code = errno
-            Glibc.close(master)
-            throw POSIXError(POSIXErrorCode(rawValue: code) ?? .EIO)
-        }
         var tio = termios()
         if tcgetattr(slave, &tio) == 0 {
             cfmakeraw(&tio)
@@ -62,26 +61,5 @@ final class PseudoTerminal {
         if slave >= 0 { Glibc.close(slave) }
         master = -1
         slave = -1
-    }
-}
-
-/// glibc's `posix_openpt`, `grantpt`, `unlockpt` and `ptsname_r`, looked up at run time: Swift's
-/// Glibc module does not import these XSI functions (their declarations need `_XOPEN_SOURCE`),
-/// and `openpty` lives in libutil, which no target links.
-private struct XSIPseudoTerminalCalls {
-    let openpt: @convention(c) (Int32) -> Int32
-    let grant: @convention(c) (Int32) -> Int32
-    let unlock: @convention(c) (Int32) -> Int32
-    let name: @convention(c) (Int32, UnsafeMutablePointer<CChar>, Int) -> Int32
-
-    init() throws {
-        guard let library = dlopen(nil, RTLD_NOW),
-              let openpt = dlsym(library, "posix_openpt"), let grant = dlsym(library, "grantpt"),
-              let unlock = dlsym(library, "unlockpt"), let name = dlsym(library, "ptsname_r")
-        else { throw POSIXError(.ENOSYS) }
-        self.openpt = unsafeBitCast(openpt, to: (@convention(c) (Int32) -> Int32).self)
-        self.grant = unsafeBitCast(grant, to: (@convention(c) (Int32) -> Int32).self)
-        self.unlock = unsafeBitCast(unlock, to: (@convention(c) (Int32) -> Int32).self)
-        self.name = unsafeBitCast(name, to: (@convention(c) (Int32, UnsafeMutablePointer<CChar>, Int) -> Int32).self)
     }
 }

@@ -176,11 +176,14 @@ struct AgentShutdownTests {
         try await withBroker { broker in
             let agent = try Self.startAgent(source: "serial:\(device)?baud=9600", brokerPort: broker.port, directory: directory)
             // The retained status is on the broker, not in an event this test could await: poll.
-            let deadline = ContinuousClock.now + .seconds(15)
-            while try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status", timeoutSeconds: 1)?
-                .contains(#""state":"online""#) != true {
-                try #require(ContinuousClock.now < deadline, "no online status; stderr: \(agent.standardError.suffix(2000))")
-                try await Task.sleep(for: .milliseconds(100))
+            do {
+                try await waitUntil("the online status", timeout: .seconds(15), interval: .milliseconds(100)) {
+                    try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status", timeoutSeconds: 1)?
+                        .contains(#""state":"online""#) == true
+                }
+            } catch let error as TestSupportError {
+                Issue.record("no online status; stderr: \(agent.standardError.suffix(2000))")
+                throw error
             }
             let (status, elapsed) = await Self.terminate(agent)
             #expect(status == 0, "exit status after \(elapsed); stderr: \(agent.standardError.suffix(3000))")

@@ -199,9 +199,8 @@ import Testing
             defer { ta.cancel(); tb.cancel() }
             // Shared subscriptions get no retained messages: probe until both are subscribed.
             try await waitUntil("both share-group members to receive", timeout: .seconds(15), interval: .milliseconds(50)) {
-                !ca.snapshot.isEmpty && !cb.snapshot.isEmpty
-            } probe: {
                 try await MosquittoCLI.publish(broker: broker, topic: "fleet/probe/status", message: #"{"v":1,"state":"online"}"#)
+                return !ca.snapshot.isEmpty && !cb.snapshot.isEmpty
             }
             for i in 0..<20 {
                 try await MosquittoCLI.publish(broker: broker, topic: "fleet/car-\(i)/fix", message: fixJSON(1, lat: Double(i), vehicle: "car-\(i)"))
@@ -271,20 +270,5 @@ import Testing
                 try FleetSubscriber(configuration: config, options: .init(shareGroup: bad), logger: Logger(label: "t"))
             }
         }
-    }
-}
-
-/// Polls like ``waitUntil(_:timeout:interval:_:)``, running `probe` before each check.
-func waitUntil(
-    _ what: String, timeout: Duration, interval: Duration, _ condition: @escaping () -> Bool,
-    probe: () async throws -> Void
-) async throws {
-    let clock = ContinuousClock()
-    let deadline = clock.now + timeout
-    while true {
-        try await probe()
-        if condition() { return }
-        guard clock.now < deadline else { throw TestSupportError.timedOut(what, timeout) }
-        try await Task.sleep(for: interval)
     }
 }

@@ -37,11 +37,10 @@ final class FakeGPSD {
     func stop() async {
         await process?.stop(grace: .seconds(3))
         process = nil
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: .seconds(5))
         // A killed gpsd closes its socket as it exits; there is no event to await for that.
-        while FreePort.isAccepting(port), clock.now < deadline {
-            try? await Task.sleep(for: .milliseconds(20))
+        // Bounded; past the bound it gives up silently.
+        try? await waitUntil("gpsd's port to close", timeout: .seconds(5), interval: .milliseconds(20)) {
+            !FreePort.isAccepting(port)
         }
     }
 }

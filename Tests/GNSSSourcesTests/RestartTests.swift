@@ -30,8 +30,13 @@ extension LiveSourceTests {
                 await recorder.stop()
                 // The descriptor is closed by the event loop (or the thread pool) after the
                 // source's task ended; there is no event to await for that, so poll (bounded).
-                let released = await eventually { held().isEmpty }
-                #expect(released, "run \(run): still held after cancel: \(held())")
+                do {
+                    try await waitUntil("run \(run)'s resources to be released", timeout: .seconds(5), interval: .milliseconds(20)) {
+                        held().isEmpty
+                    }
+                } catch {
+                    Issue.record("run \(run): still held after cancel: \(held())")
+                }
             }
         }
 

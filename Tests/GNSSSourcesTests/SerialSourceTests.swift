@@ -27,12 +27,9 @@ final class PseudoTerminalPair {
         socat = try TestProcess("/usr/bin/socat", [
             "pty,raw,echo=0,link=\(gps)", "pty,raw,echo=0,link=\(feed)",
         ], directory: directory, name: "socat")
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: .seconds(5))
         // socat makes the links right after it starts; there is no event to await.
-        while !(FileManager.default.fileExists(atPath: gps) && FileManager.default.fileExists(atPath: feed)) {
-            try #require(clock.now < deadline, "socat did not create the pty links")
-            try await Task.sleep(for: .milliseconds(10))
+        try await waitUntil("socat to create the pty links", timeout: .seconds(5), interval: .milliseconds(10)) {
+            FileManager.default.fileExists(atPath: gps) && FileManager.default.fileExists(atPath: feed)
         }
     }
 

@@ -16,19 +16,6 @@ func awaitEnd(of task: Task<Void, Never>, _ what: String, timeout: Duration = .s
     try await withTimeout(timeout, what) { await task.value }
 }
 
-/// Polls `condition` until it holds or `timeout` passes; returns whether it held. Only for
-/// state that offers no event to await (a descriptor closed by the event loop after the
-/// source's task ended, a process gone).
-func eventually(timeout: Duration = .seconds(5), _ condition: () -> Bool) async -> Bool {
-    let clock = ContinuousClock()
-    let deadline = clock.now.advanced(by: timeout)
-    while !condition() {
-        guard clock.now < deadline else { return false }
-        try? await Task.sleep(for: .milliseconds(20))
-    }
-    return true
-}
-
 /// Iterates a source in its own task and records every event, so that a test can wait for
 /// a condition on what arrived while it acts on the world (unplug, restart gpsd…).
 final class EventRecorder: Sendable {

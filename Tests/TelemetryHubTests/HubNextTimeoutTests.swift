@@ -1,3 +1,4 @@
+import FleetcastTestSupport
 import Testing
 import TelemetryHub
 
@@ -10,7 +11,9 @@ struct HubNextTimeoutTests {
         hub.yield(1)
         let request = Task { try await hub.next(timeout: .seconds(20)) }
         // Nothing to await here but the hub's own counters: wait until the request subscribed.
-        #expect(await eventually { hub.statistics.activeSubscriberCount == 1 })
+        try await waitUntil("the request to subscribe", timeout: .seconds(20), interval: .milliseconds(1)) {
+            hub.statistics.activeSubscriberCount == 1
+        }
         hub.yield(2)
         #expect(try await request.value == 2)
         #expect(hub.statistics.subscribers.isEmpty, "the one-shot subscription is gone")

@@ -1,3 +1,4 @@
+import DequeModule
 import Testing
 
 @testable import TelemetryHub
@@ -273,6 +274,72 @@ struct HubStateTests {
             return
         }
         #expect(waiters == ["first"])
+    }
+
+    @Test("an unbounded buffer keeps values in order across wrap-around and growth")
+    func unboundedBufferIsFIFO() {
+        var state = State(hasSource: false)
+        let (id, _) = state.subscribe(bufferingPolicy: .unbounded)
+        var model: [Int] = []
+        var next = 0
+        // A fixed, irregular pattern of yields and reads that wraps the buffer's head many times.
+        let pattern = [3, -2, 5, -4, 1, -1, 9, -7, 2, -5, 17, -3, -10, 40, -41]
+        for _ in 0..<50 {
+            for step in pattern {
+                if step > 0 {
+                    for _ in 0..<step {
+                        _ = state.yield(next)
+                        model.append(next)
+                        next += 1
+                    }
+                } else {
+                    for _ in 0..<(-step) {
+                        let expected = model.isEmpty ? nil : model.removeFirst()
+                        if case .element(let value) = state.poll(id) {
+                            #expect(value == expected)
+                        } else {
+                            #expect(expected == nil)
+                        }
+                    }
+                }
+                #expect(state.statistics(of: id)?.buffered == model.count)
+            }
+        }
+        #expect(takeAll(&state, id) == model)
+    }
+
+    @Test("a drained buffer gives back a burst's storage and keeps a small one's")
+    func drainedBurstGivesBackStorage() {
+        var state = State(hasSource: false)
+        let (burst, _) = state.subscribe(bufferingPolicy: .unbounded)
+        for value in 0..<5_000 {
+            _ = state.yield(value)
+        }
+        // A fresh `Deque` has no storage of its own: every empty one shares the same.
+        let none = Deque<Int>().withContiguousStorageIfAvailable { $0.baseAddress }
+        #expect(none != nil)
+        for expected in 0..<4_999 {
+            guard case .element(let value) = state.poll(burst), value == expected else {
+                Issue.record("value \(expected) did not come next")
+                return
+            }
+        }
+        #expect(storage(state, burst) != none, "one value left: the storage is still in use")
+        #expect(takeAll(&state, burst) == [4_999])
+        #expect(storage(state, burst) == none, "drained after a burst: storage given back")
+
+        let (small, _) = state.subscribe(bufferingPolicy: .unbounded)
+        for value in 0..<10 {
+            _ = state.yield(value)
+        }
+        #expect(takeAll(&state, small) == Array(0..<10))
+        #expect(storage(state, small) != none, "a small buffer keeps its storage for the next values")
+    }
+
+    /// Where the subscriber's buffer keeps its values.
+    private func storage(_ state: State, _ id: HubSubscriberID) -> UnsafePointer<Int>?? {
+        guard let index = state.activeIndex[id] else { return nil }
+        return state.active[index].buffer.withContiguousStorageIfAvailable { $0.baseAddress }
     }
 
     private func takeAll(_ state: inout State, _ id: HubSubscriberID) -> [Int] {

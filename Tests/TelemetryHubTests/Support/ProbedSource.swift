@@ -84,14 +84,3 @@ struct ProbedSource: AsyncSequence, Sendable {
         AsyncIterator(source: self)
     }
 }
-
-/// Polls `condition` until it holds, for state that offers no event to await (the hub's own
-/// counters); false after `timeout`.
-func eventually(timeout: Duration = .seconds(20), _ condition: () -> Bool) async -> Bool {
-    let deadline = ContinuousClock.now + timeout
-    while !condition() {
-        if ContinuousClock.now > deadline { return false }
-        try? await Task.sleep(for: .milliseconds(1))
-    }
-    return true
-}

@@ -1,0 +1,72 @@
+import FleetcastCore
+import Logging
+
+extension MQTTClient {
+    /// Connects a new client to `configuration`'s broker, retrying while the broker cannot be
+    /// reached: the one connect-with-retry of the agent and fleet-watch.
+    ///
+    /// libmosquitto reconnects by itself once a connection has been made, but a first connection
+    /// that fails ends its client; so each attempt makes a new client (and shuts the failed one
+    /// down). A failure ``MQTTError/isWorthRetrying`` says retrying may mend (the broker down,
+    /// unreachable, busy, not yet resolvable) is retried after the next delay of `backoff`; any
+    /// other (TLS trust, credentials, authorisation) is thrown at once, as is cancellation.
+    ///
+    /// The log names the broker (`mqtt.broker`) and the error, once per outage rather than once
+    /// per attempt: a warning when the broker first proves unreachable, at most one more every
+    /// `warningInterval` while it stays so (the attempts between are logged at debug), and a
+    /// notice when it is reachable again after a warning. The client itself logs the connection.
+    ///
+    /// - Parameters:
+    ///   - configuration: the broker, credentials, TLS and will of every attempt.
+    ///   - backoff: the delays between attempts; `nil` uses `configuration.reconnect`.
+    ///   - deadline: when set, the last error is thrown instead of retrying past it.
+    ///   - warningInterval: the shortest time between two warnings of one outage.
+    ///   - logger: where the outage is reported.
+    /// - Returns: the connected client; the caller shuts it down.
+    public static func connectRetrying(
+        configuration: MQTTConfiguration,
+        backoff: Backoff? = nil,
+        deadline: ContinuousClock.Instant? = nil,
+        warningInterval: Duration = .seconds(300),
+        logger: Logger
+    ) async throws -> MQTTClient {
+        let policy = configuration.reconnect
+        var backoff = backoff ?? Backoff(
+            initial: policy.initialDelay, maximum: policy.maximumDelay, multiplier: policy.multiplier, jitter: policy.jitter)
+        let broker: Logger.MetadataValue = "\(configuration.broker)"
+        var warnedAt: ContinuousClock.Instant?
+        while true {
+            try Task.checkCancellation()
+            let client = try MQTTClient(configuration: configuration, logger: logger)
+            do {
+                try await client.connect()
+                if warnedAt != nil {
+                    logger.notice("MQTT broker reachable again", metadata: [
+                        "mqtt.broker": broker, "retry.attempt": "\(backoff.attempt + 1)",
+                    ])
+                }
+                return client
+            } catch let error as MQTTError where error.isWorthRetrying {
+                await client.shutdown(flushTimeout: .zero)
+                let delay = backoff.next()
+                let now = ContinuousClock.now
+                if let deadline, now + delay > deadline { throw error }
+                let metadata: Logger.Metadata = [
+                    "mqtt.broker": broker, "error": "\(error)",
+                    "retry.attempt": "\(backoff.attempt)", "retry.delay": "\(delay)",
+                ]
+                // A warning when the outage starts, again at most every `warningInterval`.
+                if warnedAt.map({ $0.duration(to: now) >= warningInterval }) ?? true {
+                    warnedAt = now
+                    logger.warning("MQTT broker unreachable, retrying", metadata: metadata)
+                } else {
+                    logger.debug("MQTT broker unreachable, retrying", metadata: metadata)
+                }
+                try await Task.sleep(for: delay)
+            } catch {
+                await client.shutdown(flushTimeout: .zero)
+                throw error
+            }
+        }
+    }
+}
