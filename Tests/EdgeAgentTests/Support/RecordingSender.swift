@@ -1,3 +1,4 @@
+import FleetcastTestSupport
 import FleetcastCore
 import EdgeAgent
 import MQTT
@@ -106,25 +107,9 @@ final class RecordingSender: MessageSending {
     }
 }
 
-/// Runs `body`, failing the test's expectation if it takes longer than `seconds`.
+/// FleetcastTestSupport's ``withTimeout(_:_:_:)`` with these tests' default bound, in seconds.
 func withTimeout<T: Sendable>(
     _ seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    try await withThrowingTaskGroup(of: T?.self) { group in
-        group.addTask { try await body() }
-        group.addTask {
-            try await Task.sleep(for: .seconds(seconds))
-            return nil
-        }
-        defer { group.cancelAll() }
-        guard let first = try await group.next(), let value = first else {
-            throw TimedOut(seconds: seconds)
-        }
-        return value
-    }
-}
-
-struct TimedOut: Error, CustomStringConvertible {
-    let seconds: Double
-    var description: String { "timed out after \(seconds) s" }
+    try await withTimeout(.seconds(seconds), "an operation", body)
 }
