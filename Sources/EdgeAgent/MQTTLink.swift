@@ -44,7 +44,10 @@ public final class MQTTLink: MessageSending {
     public func connect(will: MQTTWill?) async throws {
         var configuration = self.configuration
         configuration.will = will
-        let connected = try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
+        // The agent's user must see an unreachable broker at the default level (a warning, once
+        // per outage and at most every 5 minutes) and its return (a notice).
+        let connected = try await MQTTClient.connectRetrying(
+            configuration: configuration, outageLevel: .warning, recoveryLevel: .notice, logger: logger)
         client.withLock { $0 = connected }
     }
 

@@ -71,6 +71,9 @@ final class MQTTCallbackContext: Sendable {
                 let rc = sendSubscribe(mosq, filters: [entry.filter], qos: entry.qos, identifier: entry.identifier, mid: &mid)
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
                     sent.append((mid, entry.filter))
+                } else if rc == MOSQ_ERR_NO_CONN.rawValue || rc == MOSQ_ERR_CONN_LOST.rawValue {
+                    // Lost again already: the next CONNACK restores it.
+                    continue
                 } else {
                     failed.append((entry.filter, MQTTClient.operationError(rc, operation: "restore the subscription to '\(entry.filter)'")))
                 }
@@ -81,7 +84,7 @@ final class MQTTCallbackContext: Sendable {
             }
             if !failed.isEmpty {
                 // Unsendable: their streams end with the error (the subscriber must know).
-                logger.warning("MQTT could not restore subscriptions", metadata: [
+                logger.info("MQTT could not restore subscriptions", metadata: [
                     "mqtt.topic": "\(failed.map(\.filter))", "mqtt.error": "\(failed[0].error)",
                 ])
             }
@@ -105,7 +108,7 @@ final class MQTTCallbackContext: Sendable {
         // A refusal nobody awaits (a restore after a reconnect): its streams end with the
         // error, and the log says why. An awaited one is the caller's to report.
         if actions.fail.isEmpty, let error = actions.finishStreams.lazy.compactMap(\.1).first {
-            logger.warning("MQTT broker refused a restored subscription", metadata: ["mqtt.error": "\(error)"])
+            logger.info("MQTT broker refused a restored subscription", metadata: ["mqtt.error": "\(error)"])
         }
         actions.run()
     }

@@ -201,12 +201,13 @@ public final class MQTTClient: Sendable {
             handle?.unsubscribe(subscriptionID: id)
         }
         let identifiers: [UInt32]
+        let epoch: UInt64
         switch context.state.withLock({ $0.addSubscription(id: id, filters: filters, qos: qos, sink: continuation) }) {
         case .failure(let refusal):
             continuation.finish()
             throw refusal
-        case .success(let assigned):
-            identifiers = assigned
+        case .success(let added):
+            (identifiers, epoch) = added
         }
         let subscription = MQTTSubscription(filters: filters, stream: stream)
         // MQTT 5: one SUBSCRIBE per filter, each with its own subscription identifier (see
@@ -223,7 +224,7 @@ public final class MQTTClient: Sendable {
                 continue
             }
             // Nobody awaits what went out; a refusal of it still ends the stream.
-            context.state.withLock { $0.subscribeSent(id: id, sent, ack: nil) }.run()
+            context.state.withLock { $0.subscribeSent(id: id, sent, epoch: epoch, ack: nil) }.run()
             if rc == MOSQ_ERR_NO_CONN.rawValue {
                 context.logger.debug("MQTT subscription deferred until reconnected", metadata: ["mqtt.topic": "\(filters)"])
                 return subscription
@@ -234,7 +235,7 @@ public final class MQTTClient: Sendable {
         let sentBatches = sent
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (ack: CheckedContinuation<Void, any Error>) in
-                context.state.withLock { $0.subscribeSent(id: id, sentBatches, cancelled: Task.isCancelled, ack: ack) }.run()
+                context.state.withLock { $0.subscribeSent(id: id, sentBatches, epoch: epoch, cancelled: Task.isCancelled, ack: ack) }.run()
             }
         } onCancel: {
             context.state.withLock { $0.cancelSubscribe(id: id) }.run()
@@ -251,17 +252,22 @@ public final class MQTTClient: Sendable {
         continuation.onTermination = { [weak context] _ in
             context?.state.withLock { $0.observerRemoved(id) }
         }
-        // The current state is yielded before the observer is stored, outside the lock; a
-        // change in between is yielded next.
-        continuation.yield(current)
-        switch context.state.withLock({ $0.addObserver(id, continuation, seen: current) }) {
-        case .stored:
-            break
-        case .storedAndYield(let state):
-            continuation.yield(state)
-        case .finish(let last):
-            if let last { continuation.yield(last) }
-            continuation.finish()
+        // Each state is yielded outside the lock, and the observer is stored only once the
+        // state it was last given is still the current one: no later state can overtake it.
+        var seen = current
+        continuation.yield(seen)
+        registering: while true {
+            switch context.state.withLock({ $0.addObserver(id, continuation, seen: seen) }) {
+            case .stored:
+                break registering
+            case .changed(let state):
+                continuation.yield(state)
+                seen = state
+            case .finish(let last):
+                if let last { continuation.yield(last) }
+                continuation.finish()
+                break registering
+            }
         }
         return stream
     }

@@ -61,6 +61,8 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         /// Its stream was finished by the client (a refusal, a cancelled `subscribe`): it gets
         /// no message and is not restored; its `onTermination` removes it.
         var ended = false
+        /// Why it ended, when a refusal or an error ended it.
+        var endError: MQTTError?
     }
 
     /// A SUBSCRIBE on the wire: its filters, and the `subscribe()` call awaiting it, if any
@@ -113,10 +115,11 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
 
     /// What ``addObserver(_:_:seen:)`` did.
     enum ObserverAction {
-        /// Stored; nothing more to yield.
+        /// Stored: every later state reaches it, in order, from the transitions.
         case stored
-        /// Stored; the state changed since `seen`: yield this one too.
-        case storedAndYield(MQTTConnectionState)
+        /// Not stored: the state changed since `seen`. Yield this one and add again with it
+        /// as `seen` (so no later state can overtake it).
+        case changed(MQTTConnectionState)
         /// The client is closed: finish the stream (after yielding `.closed` if not seen).
         case finish(yield: MQTTConnectionState?)
     }
@@ -130,7 +133,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     private(set) var connectionState: MQTTConnectionState = .idle
     /// Bumped at every connection loss: a QoS 0 publish taken before a loss is never reported,
     /// and an UNSUBSCRIBE sent on an earlier connection is never answered.
-    private(set) var epoch: UInt64 = 0
+    private var epoch: UInt64 = 0
     private var nextID: UInt64 = 0
 
     private var pendingPublishes: [Int32: PendingPublish] = [:]
@@ -203,11 +206,13 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     // MARK: observers
 
     /// Adds a connection-state observer that has already been given `seen` (the state read
-    /// before). It is stored unless the client is closed.
+    /// before, yielded outside the lock). It is stored only while `seen` is still the current
+    /// state, so the states it gets stay in order.
     mutating func addObserver(_ id: UInt64, _ observer: Observer, seen: MQTTConnectionState) -> ObserverAction {
         if case .closed = phase { return .finish(yield: seen == .closed ? nil : .closed) }
+        guard seen == connectionState else { return .changed(connectionState) }
         observers[id] = observer
-        return seen == connectionState ? .stored : .storedAndYield(connectionState)
+        return .stored
     }
 
     /// An observer's stream ended.
@@ -296,8 +301,9 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     }
 
     /// The connection went away, or a connection attempt failed, with `error`. Returns
-    /// whether the loop should reconnect.
-    mutating func connectionLost(_ error: MQTTError) -> (reconnect: Bool, actions: Actions) {
+    /// whether the loop should reconnect, and whether this loss is news (not the close that
+    /// follows a refused CONNACK, which was reported already).
+    mutating func connectionLost(_ error: MQTTError) -> (reconnect: Bool, isNews: Bool, actions: Actions) {
         var actions = Actions()
         epoch &+= 1
         for (mid, pending) in pendingPublishes where pending.qos == .atMostOnce {
@@ -318,17 +324,17 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
             phase = .shuttingDown(Shutdown(stopRequested: true))
             actions.fail.append((ack, error))
             transition(to: .closed, &actions)
-            return (false, actions)
+            return (false, true, actions)
         case .connected:
             phase = .reconnecting(attempt: 0, refused: false)
             transition(to: .disconnected(reason: error.description), &actions)
-            return (true, actions)
+            return (true, true, actions)
         case .reconnecting(let attempt, let refused):
             if !refused { transition(to: .disconnected(reason: error.description), &actions) }
             phase = .reconnecting(attempt: attempt, refused: false)
-            return (true, actions)
+            return (true, !refused, actions)
         case .idle, .shuttingDown, .closed:
-            return (false, actions)
+            return (false, true, actions)
         }
     }
 
@@ -336,7 +342,8 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// for an attempt number (1, 2, …). Returns the attempt and its wait.
     mutating func willReconnect(delay: (Int) -> Duration) -> (attempt: Int, delay: Duration, actions: Actions) {
         var actions = Actions()
-        guard case .reconnecting(let attempt, let refused) = phase else { return (0, .zero, actions) }
+        // Shutting down while reconnecting (the drain): one more try after the first delay.
+        guard case .reconnecting(let attempt, let refused) = phase else { return (1, delay(1), actions) }
         let next = attempt + 1
         let wait = delay(next)
         phase = .reconnecting(attempt: next, refused: refused)
@@ -568,43 +575,59 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     }
 
     /// Adds subscription `id` (its stream is `sink`). Refused unless connected or
-    /// reconnecting; otherwise returns the MQTT 5 subscription identifier of each filter.
-    mutating func addSubscription(id: UInt64, filters: [String], qos: MQTTQoS, sink: Sink) -> Result<[UInt32], MQTTError> {
+    /// reconnecting; otherwise returns the MQTT 5 subscription identifier of each filter and
+    /// the connection epoch its SUBSCRIBEs go out on (give it back to ``subscribeSent(id:_:epoch:cancelled:ack:)``).
+    mutating func addSubscription(
+        id: UInt64, filters: [String], qos: MQTTQoS, sink: Sink
+    ) -> Result<(identifiers: [UInt32], epoch: UInt64), MQTTError> {
         switch phase {
         case .connected, .reconnecting:
             subscriptions[id] = Subscription(filters: filters, qos: qos, sink: sink)
-            return .success(filters.map { identifier(for: $0) })
+            return .success((filters.map { identifier(for: $0) }, epoch))
         case .idle, .connecting: return .failure(.notConnected)
         case .shuttingDown, .closed: return .failure(.shutdown)
         }
     }
 
-    /// The SUBSCRIBEs of subscription `id` went out as `sent` (mid and filters of each).
-    /// With `ack`, the `subscribe()` call waits until every one is acknowledged — or one is
-    /// refused (it fails with `subscribeRejected` and the stream ends), or its task was
-    /// `cancelled` (read under the lock; the stream ends). Without, nobody waits (a
-    /// subscription deferred to the reconnect), but a refusal still ends the stream.
-    mutating func subscribeSent(id: UInt64, _ sent: [(mid: Int32, filters: [String])], cancelled: Bool = false, ack: Ack?) -> Actions {
+    /// The SUBSCRIBEs of subscription `id` went out as `sent` (mid and filters of each) on
+    /// connection `epoch`. With `ack`, the `subscribe()` call waits until every one is
+    /// acknowledged — or one is refused (it fails with `subscribeRejected` and the stream
+    /// ends), or its task was `cancelled` (read under the lock; the stream ends). Without,
+    /// nobody waits (a subscription deferred to the reconnect), but a refusal still ends the
+    /// stream. When the connection was lost since `epoch`, those SUBSCRIBEs died with it: the
+    /// wait succeeds (the next CONNACK restores the subscription, as for one lost in flight).
+    ///
+    /// Whatever happens to the wait, the mids are settled here: a SUBACK that came first is
+    /// consumed and one still to come is expected, so no answer to a SUBSCRIBE is ever left
+    /// where a later publish given the same mid would take it.
+    mutating func subscribeSent(
+        id: UInt64, _ sent: [(mid: Int32, filters: [String])], epoch sentOn: UInt64, cancelled: Bool = false, ack: Ack?
+    ) -> Actions {
         var actions = Actions()
+        let current = sentOn == epoch
+        var awaited = false
         if let ack {
             if cancelled {
                 actions.cancel.append(ack)
                 endSubscription(id, error: nil, &actions)
-                return actions
+            } else if let subscription = subscriptions[id], !subscription.ended {
+                if current {
+                    subscribeWaits[id] = SubscribeWait(ack: ack, outstanding: sent.count)
+                    awaited = true
+                } else {
+                    actions.succeed.append(ack)
+                }
+            } else {
+                actions.fail.append((ack, subscriptions[id]?.endError ?? .shutdown))
             }
-            guard subscriptions[id].map({ !$0.ended }) ?? false else {
-                actions.fail.append((ack, .shutdown))
-                return actions
-            }
-            subscribeWaits[id] = SubscribeWait(ack: ack, outstanding: sent.count)
         }
         for (mid, filters) in sent {
-            sentSubscribes[mid] = SentSubscribe(filters: filters, awaitedBy: ack == nil ? nil : id)
-            if let codes = earlyAcks.removeValue(forKey: mid) {
+            if current { sentSubscribes[mid] = SentSubscribe(filters: filters, awaitedBy: awaited ? id : nil) }
+            if let codes = earlyAcks.removeValue(forKey: mid), current {
                 subscribeAnswered(mid: mid, codes: codes, &actions)
             }
         }
-        if let wait = subscribeWaits[id], wait.outstanding == 0 {
+        if awaited, let wait = subscribeWaits[id], wait.outstanding == 0 {
             subscribeWaits[id] = nil
             actions.succeed.append(wait.ack)
         }
@@ -658,10 +681,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
             let error = MQTTError.subscribeRejected(
                 filters: refused.map(\.0), reasonCode: Int(code), reason: MQTTError.reasonString(code))
             let refusedFilters = Set(refused.map(\.0))
-            if let id = sent.awaitedBy, let wait = subscribeWaits.removeValue(forKey: id) {
-                actions.fail.append((wait.ack, error))
-                endSubscription(id, error: error, &actions)
-            }
+            if let id = sent.awaitedBy { endSubscription(id, error: error, &actions) }
             for (id, subscription) in subscriptions where !subscription.ended && !refusedFilters.isDisjoint(with: subscription.filters) {
                 endSubscription(id, error: error, &actions)
             }
@@ -681,8 +701,11 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     private mutating func endSubscription(_ id: UInt64, error: MQTTError?, _ actions: inout Actions) {
         guard var subscription = subscriptions[id], !subscription.ended else { return }
         subscription.ended = true
+        subscription.endError = error
         subscriptions[id] = subscription
         actions.finishStreams.append((subscription.sink, error))
+        // A `subscribe()` still waiting for it learns why (a refusal of a filter it shares).
+        if let wait = subscribeWaits.removeValue(forKey: id) { actions.fail.append((wait.ack, error ?? .shutdown)) }
     }
 
     /// Removes a subscription whose stream ended. Returns the filters no other subscription

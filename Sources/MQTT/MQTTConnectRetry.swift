@@ -11,16 +11,20 @@ extension MQTTClient {
     /// unreachable, busy, not yet resolvable) is retried after the next delay of `backoff`; any
     /// other (TLS trust, credentials, authorisation) is thrown at once, as is cancellation.
     ///
-    /// The log names the broker (`mqtt.broker`) and the error, once per outage rather than once
-    /// per attempt: a warning when the broker first proves unreachable, at most one more every
-    /// `warningInterval` while it stays so (the attempts between are logged at debug), and a
-    /// notice when it is reachable again after a warning. The client itself logs the connection.
+    /// The log names the broker (`mqtt.broker`) and the error (`mqtt.error`), once per outage
+    /// rather than once per attempt: a line at `outageLevel` when the broker first proves
+    /// unreachable, at most one more every `warningInterval` while it stays so (the attempts
+    /// between are logged at debug), and one at `recoveryLevel` when it is reachable again.
+    /// Both default to info, as a library's should; an application whose user must see the
+    /// outage at its default level (the agent) raises them. The client logs the connection.
     ///
     /// - Parameters:
     ///   - configuration: the broker, credentials, TLS and will of every attempt.
     ///   - backoff: the delays between attempts; `nil` uses `configuration.reconnect`.
     ///   - deadline: when set, the last error is thrown instead of retrying past it.
-    ///   - warningInterval: the shortest time between two warnings of one outage.
+    ///   - warningInterval: the shortest time between two reports of one outage.
+    ///   - outageLevel: the level of the outage's reports.
+    ///   - recoveryLevel: the level of the line saying the broker is reachable again.
     ///   - logger: where the outage is reported.
     /// - Returns: the connected client; the caller shuts it down.
     public static func connectRetrying(
@@ -28,6 +32,8 @@ extension MQTTClient {
         backoff: Backoff? = nil,
         deadline: ContinuousClock.Instant? = nil,
         warningInterval: Duration = .seconds(300),
+        outageLevel: Logger.Level = .info,
+        recoveryLevel: Logger.Level = .info,
         logger: Logger
     ) async throws -> MQTTClient {
         let policy = configuration.reconnect
@@ -41,7 +47,7 @@ extension MQTTClient {
             do {
                 try await client.connect()
                 if warnedAt != nil {
-                    logger.notice("MQTT broker reachable again", metadata: [
+                    logger.log(level: recoveryLevel, "MQTT broker reachable again", metadata: [
                         "mqtt.broker": broker, "retry.attempt": "\(backoff.attempt + 1)",
                     ])
                 }
@@ -52,13 +58,13 @@ extension MQTTClient {
                 let now = ContinuousClock.now
                 if let deadline, now + delay > deadline { throw error }
                 let metadata: Logger.Metadata = [
-                    "mqtt.broker": broker, "error": "\(error)",
+                    "mqtt.broker": broker, "mqtt.error": "\(error)",
                     "retry.attempt": "\(backoff.attempt)", "retry.delay": "\(delay)",
                 ]
-                // A warning when the outage starts, again at most every `warningInterval`.
+                // Reported when the outage starts, again at most every `warningInterval`.
                 if warnedAt.map({ $0.duration(to: now) >= warningInterval }) ?? true {
                     warnedAt = now
-                    logger.warning("MQTT broker unreachable, retrying", metadata: metadata)
+                    logger.log(level: outageLevel, "MQTT broker unreachable, retrying", metadata: metadata)
                 } else {
                     logger.debug("MQTT broker unreachable, retrying", metadata: metadata)
                 }

@@ -53,10 +53,11 @@ enum MQTTConnectionLoop {
                 continue
             }
             let error = context.connectError(code: rc, errnoValue: savedErrno)
-            let (reconnect, actions) = context.state.withLock { $0.connectionLost(error) }
+            let (reconnect, isNews, actions) = context.state.withLock { $0.connectionLost(error) }
             actions.run()
             guard reconnect else { break }
-            context.logger.info("MQTT connection lost", metadata: ["mqtt.error": "\(error)"])
+            // The close that follows a refused CONNACK is the refusal, logged already.
+            if isNews { context.logger.info("MQTT connection lost", metadata: ["mqtt.error": "\(error)"]) }
             guard reconnectWithBackoff(handle) else { break }
         }
         context.state.withLock { $0.loopEnded() }.run()
@@ -79,7 +80,7 @@ enum MQTTConnectionLoop {
             if rc == MOSQ_ERR_SUCCESS.rawValue { return true }
             let error = context.connectError(code: rc, errnoValue: savedErrno)
             context.logger.debug("MQTT reconnect failed", metadata: ["mqtt.error": "\(error)"])
-            let (again, lostActions) = context.state.withLock { $0.connectionLost(error) }
+            let (again, _, lostActions) = context.state.withLock { $0.connectionLost(error) }
             lostActions.run()
             if !again { return false }
         }

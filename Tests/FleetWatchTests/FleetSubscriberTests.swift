@@ -232,7 +232,7 @@ import Testing
             }
             let retry = try #require(memory.entries.first { $0.message.description == "MQTT broker unreachable, retrying" })
             #expect(retry.metadata["mqtt.broker"]?.description == "mqtt://127.0.0.1:\(broker.port)")
-            #expect(retry.metadata["error"]?.description.contains("connection refused") == true)
+            #expect(retry.metadata["mqtt.error"]?.description.contains("connection refused") == true)
 
             try await broker.restart()
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"online"}"#, retain: true)
