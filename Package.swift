@@ -154,11 +154,16 @@ let package = Package(
         .testTarget(
             name: "EdgeAgentTests",
             dependencies: [
-                "NMEA", "EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", "FleetcastCore", .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log")]
+                "NMEA", "EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", "FleetcastCore",
+                .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
         ),
         .testTarget(
             name: "FleetWatchTests",
-            dependencies: ["FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log")]
+            dependencies: [
+                "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
+                .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

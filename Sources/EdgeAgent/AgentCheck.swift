@@ -1,5 +1,5 @@
-import FleetcastCore
 import FleetProtocol
+import FleetcastCore
 import GNSS
 import GNSSSources
 import Logging
@@ -65,15 +65,19 @@ public enum AgentCheck {
         switch outcome {
         case .fix(let fix):
             let position = "\(Self.format(fix.latitude))°, \(Self.format(fix.longitude))°"
-            return Step(name: "source", passed: true, detail: "\(uri): \(fix.mode == FixMode.threeD ? "3D" : "2D") fix at \(position) after \(Self.seconds(elapsed))")
+            return Step(
+                name: "source", passed: true,
+                detail: "\(uri): \(fix.mode == FixMode.threeD ? "3D" : "2D") fix at \(position) after \(Self.seconds(elapsed))")
         case .noFix(let reason):
             return Step(name: "source", passed: false, detail: "\(uri): \(reason ?? "no position fix")")
         case .timedOut(let reason, let sawData):
             if sawData {
-                return Step(name: "source", passed: false, detail: """
-                    \(uri): the receiver answers but had no position fix within \(Self.seconds(timeout)); \
-                    give its antenna a view of the sky and try again (a cold start can take minutes)
-                    """)
+                return Step(
+                    name: "source", passed: false,
+                    detail: """
+                        \(uri): the receiver answers but had no position fix within \(Self.seconds(timeout)); \
+                        give its antenna a view of the sky and try again (a cold start can take minutes)
+                        """)
             }
             let cause = reason.map { ": \($0)" } ?? ": no data"
             return Step(name: "source", passed: false, detail: "\(uri)\(cause); \(Self.advice(for: descriptor))")
@@ -111,12 +115,13 @@ public enum AgentCheck {
         }
         var echoed = false
         if let subscription {
-            echoed = await withTimeLimit(.seconds(5)) {
-                do {
-                    for try await message in subscription where message.payload == payload { return true }
-                } catch {}
-                return false
-            } ?? false
+            echoed =
+                await withTimeLimit(.seconds(5)) {
+                    do {
+                        for try await message in subscription where message.payload == payload { return true }
+                    } catch {}
+                    return false
+                } ?? false
         }
         if echoed { return Step(name: "publish", passed: true, detail: "\(topic): accepted and read back") }
         if configuration.broker.protocolVersion != .v311 {
@@ -124,10 +129,12 @@ public enum AgentCheck {
             // reading gets nothing back, which proves nothing either way.
             return Step(name: "publish", passed: true, detail: "\(topic): accepted")
         }
-        return Step(name: "publish", passed: true, detail: """
-            \(topic): sent; MQTT 3.1.1 brokers do not say whether their ACL took it, and this one did \
-            not let the vehicle read it back: make sure the ACL allows the vehicle's topics
-            """)
+        return Step(
+            name: "publish", passed: true,
+            detail: """
+                \(topic): sent; MQTT 3.1.1 brokers do not say whether their ACL took it, and this one did \
+                not let the vehicle read it back: make sure the ACL allows the vehicle's topics
+                """)
     }
 
     private static func advice(for descriptor: GNSSSourceDescriptor) -> String {

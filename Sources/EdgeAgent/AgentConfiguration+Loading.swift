@@ -1,8 +1,8 @@
-import FleetcastCore
 import Configuration
 import FleetProtocol
-import MQTT
+import FleetcastCore
 import Logging
+import MQTT
 import Synchronization
 
 #if canImport(Glibc)
@@ -58,7 +58,12 @@ extension AgentConfiguration {
         for (key, value) in flags.sorted(by: { $0.key < $1.key }) {
             let origin = ConfigurationOrigin.flag(flagName(key))
             if key == "broker.password" {
-                problems.append(.init(key: key, origin: origin, message: "broker.password in \(origin): a password is never accepted on the command line; use broker.passwordFile or the environment variable FLEETCAST_BROKER_PASSWORD"))
+                problems.append(
+                    .init(
+                        key: key, origin: origin,
+                        message:
+                            "broker.password in \(origin): a password is never accepted on the command line; use broker.passwordFile or the environment variable FLEETCAST_BROKER_PASSWORD"
+                    ))
             } else if !knownKeys.contains(key) {
                 problems.append(.init(key: key, origin: origin, message: "unknown key \(key) in \(origin)\(suggestion(for: key))"))
             } else {
@@ -79,10 +84,11 @@ extension AgentConfiguration {
             let collector = KeyCollector()
             do {
                 fileProvider = try await FileProvider<YAMLSnapshot>(
-                    parsingOptions: .init(secretsSpecifier: .dynamic { key, _ in
-                        collector.add(key)
-                        return key == "broker.password"
-                    }),
+                    parsingOptions: .init(
+                        secretsSpecifier: .dynamic { key, _ in
+                            collector.add(key)
+                            return key == "broker.password"
+                        }),
                     filePath: .init(filePath)
                 )
             } catch {
@@ -91,10 +97,16 @@ extension AgentConfiguration {
                 ])
             }
             for key in collector.keys where !knownKeys.contains(key) {
-                problems.append(.init(key: key, origin: .file(filePath), message: "unknown key \(key) in \(filePath)\(suggestion(for: key))"))
+                problems.append(
+                    .init(key: key, origin: .file(filePath), message: "unknown key \(key) in \(filePath)\(suggestion(for: key))"))
             }
             if collector.keys.contains("broker.password") {
-                problems.append(.init(key: "broker.password", origin: .file(filePath), message: "broker.password in \(filePath): a password is not accepted in the configuration file; use broker.passwordFile or the environment variable \(passwordVariable)"))
+                problems.append(
+                    .init(
+                        key: "broker.password", origin: .file(filePath),
+                        message:
+                            "broker.password in \(filePath): a password is not accepted in the configuration file; use broker.passwordFile or the environment variable \(passwordVariable)"
+                    ))
             }
         }
 
@@ -203,9 +215,10 @@ struct ConfigurationSources {
             }
             return nil
         }
-        let origin = layers.first { layer in
-            (try? layer.provider.value(forKey: absolute, type: .string).value) != nil
-        }?.origin(key) ?? .defaultValue
+        let origin =
+            layers.first { layer in
+                (try? layer.provider.value(forKey: absolute, type: .string).value) != nil
+            }?.origin(key) ?? .defaultValue
         let trimmed = value.trimmingWhitespace()
         if trimmed.isEmpty || trimmed == "~" || trimmed == "null" { return nil }
         origins[key] = origin
@@ -241,8 +254,10 @@ struct ConfigurationSources {
 
     /// `65536`, `64KiB`, `64MiB`, `1GiB` (also `KB`/`MB`/`GB` as binary units) → bytes.
     static func parseSize(_ text: String) -> Int? {
-        let units: [(String, Int)] = [("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
-                                      ("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40), ("B", 1)]
+        let units: [(String, Int)] = [
+            ("KiB", 1 << 10), ("MiB", 1 << 20), ("GiB", 1 << 30), ("TiB", 1 << 40),
+            ("KB", 1 << 10), ("MB", 1 << 20), ("GB", 1 << 30), ("TB", 1 << 40), ("B", 1),
+        ]
         for (suffix, factor) in units where text.hasSuffix(suffix) {
             let number = text.dropLast(suffix.count).trimmingWhitespace()
             guard let n = Int(number), n >= 0 else { return nil }
@@ -279,30 +294,47 @@ struct ConfigurationSources {
                 problems.append(.invalid("vehicle", origin, expected: "1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-'", got: text))
             }
         } else {
-            problems.append(.init(key: "vehicle", origin: .defaultValue, message: "vehicle is required: set it in the configuration file, the environment variable \(AgentConfiguration.environmentName("vehicle")) or the flag \(AgentConfiguration.flagName("vehicle"))"))
+            problems.append(
+                .init(
+                    key: "vehicle", origin: .defaultValue,
+                    message:
+                        "vehicle is required: set it in the configuration file, the environment variable \(AgentConfiguration.environmentName("vehicle")) or the flag \(AgentConfiguration.flagName("vehicle"))"
+                ))
         }
-        let source = value("source", expected: "a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password)") { text -> String? in
-            guard let colon = text.firstIndex(of: ":"), colon != text.startIndex,
-                  text[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }),
-                  text.first?.isLetter == true,
-                  !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0 == " " })
-            else { return nil }
-            // A user:password@ part would end up in the status: refuse it.
-            if let authority = text.range(of: "://"), let at = text[authority.upperBound...].firstIndex(of: "@"),
-               text[authority.upperBound..<at].contains(":") {
-                return nil
-            }
-            return text
-        } ?? "sim:"
+        let source =
+            value(
+                "source",
+                expected:
+                    "a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password)"
+            ) { text -> String? in
+                guard let colon = text.firstIndex(of: ":"), colon != text.startIndex,
+                    text[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }),
+                    text.first?.isLetter == true,
+                    !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0 == " " })
+                else { return nil }
+                // A user:password@ part would end up in the status: refuse it.
+                if let authority = text.range(of: "://"), let at = text[authority.upperBound...].firstIndex(of: "@"),
+                    text[authority.upperBound..<at].contains(":")
+                {
+                    return nil
+                }
+                return text
+            } ?? "sim:"
 
-        let url: BrokerURL? = value("broker.url", expected: AgentConfiguration.brokerURLForm) { try? BrokerURL(parsing: $0) }
+        let url: BrokerURL? =
+            value("broker.url", expected: AgentConfiguration.brokerURLForm) { try? BrokerURL(parsing: $0) }
             ?? BrokerURL(host: "localhost")
         let username = text("broker.username")?.0 ?? url?.username
         var password: Secret?
         let passwordFromEnvironment = text("broker.password", secret: true)
         if let (path, origin) = text("broker.passwordFile") {
             if passwordFromEnvironment != nil {
-                problems.append(.init(key: "broker.passwordFile", origin: origin, message: "broker.passwordFile in \(origin): give either broker.passwordFile or \(AgentConfiguration.environmentName("broker.password")), not both"))
+                problems.append(
+                    .init(
+                        key: "broker.passwordFile", origin: origin,
+                        message:
+                            "broker.passwordFile in \(origin): give either broker.passwordFile or \(AgentConfiguration.environmentName("broker.password")), not both"
+                    ))
             }
             do {
                 guard let bytes = try AtomicFile.contents(of: path, limit: 4096) else {
@@ -311,11 +343,13 @@ struct ConfigurationSources {
                 var secret = String(decoding: bytes, as: UTF8.self)
                 while secret.hasSuffix("\n") || secret.hasSuffix("\r") { secret.removeLast() }
                 if secret.isEmpty {
-                    problems.append(.invalid("broker.passwordFile", origin, expected: "a file holding the password (it is empty)", got: path))
+                    problems.append(
+                        .invalid("broker.passwordFile", origin, expected: "a file holding the password (it is empty)", got: path))
                 }
                 password = Secret(secret)
             } catch {
-                problems.append(.invalid("broker.passwordFile", origin, expected: "a readable file holding the password (\(error))", got: path))
+                problems.append(
+                    .invalid("broker.passwordFile", origin, expected: "a readable file holding the password (\(error))", got: path))
             }
         } else if let (secret, _) = passwordFromEnvironment {
             password = Secret(secret)
@@ -324,45 +358,67 @@ struct ConfigurationSources {
         let certFile = readableFile("broker.certFile")
         let keyFile = readableFile("broker.keyFile")
         if (certFile == nil) != (keyFile == nil), let key = certFile == nil ? "broker.keyFile" : "broker.certFile" as String?,
-           let origin = origins[key] {
-            problems.append(.init(key: key, origin: origin, message: "\(key) in \(origin): broker.certFile and broker.keyFile go together; give both or neither"))
+            let origin = origins[key]
+        {
+            problems.append(
+                .init(
+                    key: key, origin: origin,
+                    message: "\(key) in \(origin): broker.certFile and broker.keyFile go together; give both or neither"))
         }
         if let url, !url.usesTLS {
             for key in ["broker.caFile", "broker.certFile", "broker.keyFile"] {
                 if let origin = origins[key] {
-                    problems.append(.init(key: key, origin: origin, message: "\(key) in \(origin): TLS files need a broker.url starting with mqtts://, got \"\(url)\""))
+                    problems.append(
+                        .init(
+                            key: key, origin: origin,
+                            message: "\(key) in \(origin): TLS files need a broker.url starting with mqtts://, got \"\(url)\""))
                 }
             }
         }
-        let protocolVersion = value("broker.protocol", expected: "5 or 3.1.1") { text in
-            AgentConfiguration.ProtocolVersion(rawValue: text == "5.0" ? "5" : text)
-        } ?? .v5
+        let protocolVersion =
+            value("broker.protocol", expected: "5 or 3.1.1") { text in
+                AgentConfiguration.ProtocolVersion(rawValue: text == "5.0" ? "5" : text)
+            } ?? .v5
         let keepAlive = integer("broker.keepAlive", in: 5...65535, unit: " of seconds") ?? 30
         let maxInflight = integer("broker.maxInflight", in: 1...65535) ?? 20
-        let topics = value("topics.prefix", expected: "one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet)") { try? FleetTopics(prefix: $0) } ?? .default
+        let topics =
+            value(
+                "topics.prefix",
+                expected:
+                    "one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet)"
+            ) { try? FleetTopics(prefix: $0) } ?? .default
         let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
         let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atMostOnce
         let expiry = integer("messageExpiry", in: 1...4_294_967_295, unit: " of seconds")
         let minInterval = number("report.minInterval", expected: "a number of seconds, 0 or more") { $0 >= 0 }
         let maxInterval = number("report.maxInterval", expected: "a number of seconds, more than 0") { $0 > 0 }
         if let minInterval, let maxInterval, maxInterval < minInterval, let origin = origins["report.maxInterval"] {
-            problems.append(.invalid("report.maxInterval", origin, expected: "at least report.minInterval (\(Self.show(minInterval)) s)", got: Self.show(maxInterval)))
+            problems.append(
+                .invalid(
+                    "report.maxInterval", origin, expected: "at least report.minInterval (\(Self.show(minInterval)) s)",
+                    got: Self.show(maxInterval)))
         }
         let minDistance = number("report.minDistance", expected: "a number of metres, more than 0") { $0 > 0 }
-        let minHeadingChange = number("report.minHeadingChange", expected: "a number of degrees, more than 0 and at most 180") { $0 > 0 && $0 <= 180 }
-        let stationarySpeed = number("report.stationarySpeed", expected: "a speed in m/s, 0 or more (0 turns the track hold off)") { $0 >= 0 } ?? 0.5
+        let minHeadingChange = number("report.minHeadingChange", expected: "a number of degrees, more than 0 and at most 180") {
+            $0 > 0 && $0 <= 180
+        }
+        let stationarySpeed =
+            number("report.stationarySpeed", expected: "a speed in m/s, 0 or more (0 turns the track hold off)") { $0 >= 0 } ?? 0.5
         let syncInterval = number("outbox.syncInterval", expected: "a number of seconds from 0.05 to 60") { $0 >= 0.05 && $0 <= 60 } ?? 1
-        let maxBytes = value("outbox.maxBytes", expected: "a size from 1MiB to 1TiB, in bytes or with KiB, MiB, GiB (e.g. 64MiB)") {
-            Self.parseSize($0).flatMap { (1 << 20...1 << 40).contains($0) ? $0 : nil }
-        } ?? 64 << 20
-        let maxAge = value("outbox.maxAge", expected: "a duration from 1m to 365d, in seconds or with s, m, h, d (e.g. 7d)") {
-            Self.parseSeconds($0).flatMap { (60...365 * 86_400).contains($0) ? $0 : nil }
-        } ?? 7 * 86_400
+        let maxBytes =
+            value("outbox.maxBytes", expected: "a size from 1MiB to 1TiB, in bytes or with KiB, MiB, GiB (e.g. 64MiB)") {
+                Self.parseSize($0).flatMap { (1 << 20...1 << 40).contains($0) ? $0 : nil }
+            } ?? 64 << 20
+        let maxAge =
+            value("outbox.maxAge", expected: "a duration from 1m to 365d, in seconds or with s, m, h, d (e.g. 7d)") {
+                Self.parseSeconds($0).flatMap { (60...365 * 86_400).contains($0) ? $0 : nil }
+            } ?? 7 * 86_400
         let drainRate = integer("outbox.drainRate", in: 1...100_000, unit: " of events per second") ?? 200
         let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
-        let logLevel = value("log.level", expected: "trace, debug, info, notice, warning, error or critical") {
-            Logger.Level(rawValue: $0.lowercased())
-        } ?? .info
+        let logLevel =
+            value("log.level", expected: "trace, debug, info, notice, warning, error or critical") {
+                Logger.Level(rawValue: $0.lowercased())
+            } ?? .info
 
         guard problems.isEmpty, let vehicle, let url else { return nil }
         return AgentConfiguration(

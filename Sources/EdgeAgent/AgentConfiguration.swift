@@ -1,6 +1,6 @@
 import FleetProtocol
-import MQTT
 import Logging
+import MQTT
 
 /// Everything the edge agent needs to run, validated: which vehicle, which GNSS source, which
 /// broker and how to talk to it, which topics, QoS, reporting policy, outbox size and state

@@ -1,5 +1,5 @@
-import FleetcastCore
 import FleetProtocol
+import FleetcastCore
 import GNSS
 import GNSSSources
 import Logging
@@ -66,7 +66,8 @@ public final class AgentService: Service {
         }
 
         let store = OutboxStore.open(directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
-        outboxPath = store.degradedReason == nil
+        outboxPath =
+            store.degradedReason == nil
             ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
         let mqtt = configuration.mqttConfiguration
         let settings = configuration.publisherSettings(agentVersion: agentVersion, lossless: lossless)
@@ -86,7 +87,8 @@ public final class AgentService: Service {
         // every line's metadata).
         let broker = configuration.broker
         let tls = configuration.usesTLS
-        logger.info("""
+        logger.info(
+            """
             fleetcast-agent \(publisher.settings.agentVersion ?? "") starting: vehicle \(configuration.vehicle), \
             source \(publisher.settings.sourceURI ?? configuration.source), broker \(broker.url) \
             (TLS \(tls ? "on" : "off")\(broker.username.map { ", user \($0)" } ?? "")), outbox \(outboxPath)
@@ -167,10 +169,12 @@ public final class AgentService: Service {
             logger.info("MQTT disconnect not finished in time")
         }
         let counters = publisher.counters
-        logger.info("agent stopped", metadata: [
-            "published": "\(counters.published)", "dropped": "\(counters.dropped)",
-            "skipped": "\(counters.skippedByPolicy)",
-        ])
+        logger.info(
+            "agent stopped",
+            metadata: [
+                "published": "\(counters.published)", "dropped": "\(counters.dropped)",
+                "skipped": "\(counters.skippedByPolicy)",
+            ])
         if let failure { throw failure }
     }
 }
@@ -194,9 +198,11 @@ extension AgentService {
                 intake: intake?.statistics, sourceRunning: intake == nil || hub.statistics.isSourceRunning)
             if let problem {
                 if stalled == nil {
-                    logger.warning("pipeline stalled; not answering systemd's watchdog, which restarts the agent if it lasts", metadata: [
-                        "watchdog.problem": "\(problem)",
-                    ])
+                    logger.warning(
+                        "pipeline stalled; not answering systemd's watchdog, which restarts the agent if it lasts",
+                        metadata: [
+                            "watchdog.problem": "\(problem)"
+                        ])
                 }
             } else {
                 if stalled != nil { logger.notice("pipeline moving again; answering systemd's watchdog") }

@@ -1,5 +1,5 @@
-import FleetcastCore
 import FleetProtocol
+import FleetcastCore
 import Synchronization
 
 /// The durable store-and-forward queue between the publisher's intake and the broker.

@@ -239,7 +239,8 @@ struct OutboxState<LiveWaiter, Signal> {
     /// the backlog, so the retained message is never replaced by an older one.
     mutating func liveFailed(_ seq: UInt64) -> Resumptions {
         guard let record = liveInflight.removeValue(forKey: seq) else { return serve() }
-        let superseded = (newestLiveAcknowledged[record.kind] ?? 0) > seq
+        let superseded =
+            (newestLiveAcknowledged[record.kind] ?? 0) > seq
             || (!settings.lossless && liveQueue.contains(where: { $0.kind == record.kind && $0.seq > seq }))
         if !superseded {
             insertSorted(record, into: &liveQueue)

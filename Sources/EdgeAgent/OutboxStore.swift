@@ -76,21 +76,26 @@ public struct OutboxStore: Sendable {
             do {
                 let (storage, opening) = try SQLiteOutboxStorage.open(path: path, minimumNextSeq: legacy, reserve: 128)
                 if opening.count > 0 || opening.uncleanSkipped > 0 {
-                    logger.notice("outbox opened with a backlog", metadata: [
-                        "outbox.path": "\(path)", "outbox.backlog": "\(opening.count)",
-                        "outbox.uncleanSkipped": "\(opening.uncleanSkipped)", "seq.next": "\(opening.nextSeq)",
-                    ])
+                    logger.notice(
+                        "outbox opened with a backlog",
+                        metadata: [
+                            "outbox.path": "\(path)", "outbox.backlog": "\(opening.count)",
+                            "outbox.uncleanSkipped": "\(opening.uncleanSkipped)", "seq.next": "\(opening.nextSeq)",
+                        ])
                 }
                 return OutboxStore(storage: storage, opening: opening, degradedReason: nil, movedAsidePath: movedAside)
             } catch let unusable as SQLiteOutboxStorage.Unusable where attempt == 0 {
                 let aside = "\(path).corrupt-\(compactTime(now()))"
                 if let failure = moveAside(path, to: aside) {
-                    return degraded(path: path, reason: "unusable (\(unusable)) and cannot be moved aside: \(failure)", nextSeq: legacy, logger: logger)
+                    return degraded(
+                        path: path, reason: "unusable (\(unusable)) and cannot be moved aside: \(failure)", nextSeq: legacy, logger: logger)
                 }
                 movedAside = aside
-                logger.error("outbox store unusable, moved aside; starting an empty one", metadata: [
-                    "outbox.path": "\(path)", "outbox.movedTo": "\(aside)", "error": "\(unusable)",
-                ])
+                logger.error(
+                    "outbox store unusable, moved aside; starting an empty one",
+                    metadata: [
+                        "outbox.path": "\(path)", "outbox.movedTo": "\(aside)", "error": "\(unusable)",
+                    ])
             } catch {
                 return degraded(path: path, reason: describe(error), nextSeq: legacy, logger: logger)
             }
@@ -125,7 +130,7 @@ public struct OutboxStore: Sendable {
     private static func legacySequence(directory: String, vehicle: VehicleID) -> UInt64 {
         let file = (directory.hasSuffix("/") ? String(directory.dropLast()) : directory) + "/\(vehicle.rawValue).seq"
         guard let bytes = try? AtomicFile.contents(of: file),
-              let value = UInt64(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
+            let value = UInt64(String(decoding: bytes, as: UTF8.self).filter { !$0.isWhitespace })
         else { return 1 }
         return max(1, value)
     }

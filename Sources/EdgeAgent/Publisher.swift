@@ -1,5 +1,5 @@
-import FleetcastCore
 import FleetProtocol
+import FleetcastCore
 import GNSS
 import Logging
 import MQTT
@@ -287,13 +287,14 @@ public final class Publisher: Sendable {
             queueStatus(force: true)
         }
         guard let decision,
-              let seq = outbox.transition({ state -> (UInt64?, Outbox.State.Resumptions) in
-                  guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
-                  return (seq, resumptions)
-              })
+            let seq = outbox.transition({ state -> (UInt64?, Outbox.State.Resumptions) in
+                guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
+                return (seq, resumptions)
+            })
         else { return }
         let vehicle = settings.vehicle.rawValue
-        let payload = decision.kind == .fix
+        let payload =
+            decision.kind == .fix
             ? FleetPayload.encode(decision.fix!, vehicle: vehicle, seq: seq)
             : FleetPayload.encode(decision.heading!, vehicle: vehicle, seq: seq)
         let record = OutboxRecord(
@@ -364,9 +365,11 @@ public final class Publisher: Sendable {
     /// what is live (at most ``Settings/drainTimeout``), commits what is left with the exact
     /// next `seq`, and sends the `offline` status (at most as long again). Call it once.
     public func run() async {
-        logger.debug("publisher started", metadata: [
-            "mqtt.topic": "\(settings.topics.fix(settings.vehicle))", "outbox.path": "\(outbox.storage.location)",
-        ])
+        logger.debug(
+            "publisher started",
+            metadata: [
+                "mqtt.topic": "\(settings.topics.fix(settings.vehicle))", "outbox.path": "\(outbox.storage.location)",
+            ])
         if let degradedAtOpen { outbox.transition { $0.commitFailed(reason: degradedAtOpen).resumptions } }
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.syncLoop() }
@@ -376,13 +379,20 @@ public final class Publisher: Sendable {
             outbox.transition { $0.close() }
             // The live queue drains (bounded); the backlog stays in the store for the next run.
             // (Awaiting `live.value` does not pass cancellation on: the handler cancels the task.)
-            let drained = await withTimeLimit(settings.drainTimeout) {
-                await withTaskCancellationHandler { await live.value } onCancel: { live.cancel() }
-            } != nil
+            let drained =
+                await withTimeLimit(settings.drainTimeout) {
+                    await withTaskCancellationHandler {
+                        await live.value
+                    } onCancel: {
+                        live.cancel()
+                    }
+                } != nil
             if !drained {
-                logger.info("live messages not sent before shutdown; kept in the outbox", metadata: [
-                    "outbox.path": "\(outbox.storage.location)",
-                ])
+                logger.info(
+                    "live messages not sent before shutdown; kept in the outbox",
+                    metadata: [
+                        "outbox.path": "\(outbox.storage.location)"
+                    ])
             }
             await live.value
             group.cancelAll()
@@ -390,16 +400,20 @@ public final class Publisher: Sendable {
         await commit(clean: true)
         let backlog = outbox.read { $0.unacknowledgedCount }
         if backlog > 0 {
-            logger.info("backlog kept for the next run", metadata: [
-                "outbox.backlog": "\(backlog)", "outbox.path": "\(outbox.storage.location)",
-            ])
+            logger.info(
+                "backlog kept for the next run",
+                metadata: [
+                    "outbox.backlog": "\(backlog)", "outbox.path": "\(outbox.storage.location)",
+                ])
         }
         await sendOffline()
         let counters = self.counters
-        logger.debug("publisher stopped", metadata: [
-            "published": "\(counters.published)", "dropped": "\(counters.dropped)",
-            "skipped": "\(counters.skippedByPolicy)",
-        ])
+        logger.debug(
+            "publisher stopped",
+            metadata: [
+                "published": "\(counters.published)", "dropped": "\(counters.dropped)",
+                "skipped": "\(counters.skippedByPolicy)",
+            ])
     }
 
     /// Asks ``run()`` to finish; returns at once. Idempotent.
@@ -518,9 +532,11 @@ public final class Publisher: Sendable {
         while !Task.isCancelled {
             // Closed: the backlog stays in the store for the next run. (Going on would spin:
             // every wait for the backlog condition holds once closed.)
-            guard let request = outbox.transition({ state -> (Outbox.State.BacklogRequest?, Outbox.State.Resumptions) in
-                (state.closed ? nil : state.backlogRequest(), .init())
-            }) else { return }
+            guard
+                let request = outbox.transition({ state -> (Outbox.State.BacklogRequest?, Outbox.State.Resumptions) in
+                    (state.closed ? nil : state.backlogRequest(), .init())
+                })
+            else { return }
             let available = max(1, bucket.available(at: .now))
             let limit = min(available, FleetPayload.maximumBacklogEvents)
             let maximumBytes = byteBudget
@@ -576,9 +592,11 @@ public final class Publisher: Sendable {
                 // The broker's maximum packet size is smaller than a batch: smaller batches.
                 outbox.transition { $0.backlogFailed() }
                 byteBudget = max(512, byteBudget / 2)
-                logger.debug("backlog batch too large for the broker; sending smaller ones", metadata: [
-                    "outbox.batchBytes": "\(byteBudget)",
-                ])
+                logger.debug(
+                    "backlog batch too large for the broker; sending smaller ones",
+                    metadata: [
+                        "outbox.batchBytes": "\(byteBudget)"
+                    ])
             } catch let error as MQTTError where error.isPacketTooLarge {
                 // One event larger than the broker takes: it can never be sent.
                 outbox.transition { $0.backlogRejected() }
@@ -625,9 +643,11 @@ public final class Publisher: Sendable {
     /// numbers; a failure is logged once as an error and reported as `storage: degraded`.
     private func commit(clean: Bool) async {
         let nowMilliseconds = now().millisecondsSince1970
-        guard let batch = outbox.transition({ state -> (OutboxCommit?, Outbox.State.Resumptions) in
-            (state.takeCommit(nowMilliseconds: nowMilliseconds, clean: clean), .init())
-        }) else { return }
+        guard
+            let batch = outbox.transition({ state -> (OutboxCommit?, Outbox.State.Resumptions) in
+                (state.takeCommit(nowMilliseconds: nowMilliseconds, clean: clean), .init())
+            })
+        else { return }
         do {
             // Not cancelled with the sync loop at shutdown: a transaction begun is finished
             // (GRDB would interrupt it and throw, which would look like a storage failure).
@@ -644,10 +664,12 @@ public final class Publisher: Sendable {
                 queueStatus(force: true)
             }
             if result.full > 0 || result.expired > 0 {
-                logger.warning("outbox limit reached, oldest records dropped", metadata: [
-                    "outbox.droppedFull": "\(result.full)", "outbox.droppedExpired": "\(result.expired)",
-                    "outbox.maxBytes": "\(settings.maxBytes)",
-                ])
+                logger.warning(
+                    "outbox limit reached, oldest records dropped",
+                    metadata: [
+                        "outbox.droppedFull": "\(result.full)", "outbox.droppedExpired": "\(result.expired)",
+                        "outbox.maxBytes": "\(settings.maxBytes)",
+                    ])
             }
         } catch {
             let reason = "\(outbox.storage.location): \(error)"
@@ -655,16 +677,20 @@ public final class Publisher: Sendable {
             // Once, and again at most every 5 minutes while the store flaps (on a full disk a
             // commit that only deletes can succeed): never a flood of errors and statuses.
             let clock = ContinuousClock.now
-            let announce = newProblem && degradedAtOpen == nil && state.withLock { state -> Bool in
-                if let last = state.lastStorageError, last.duration(to: clock) < .seconds(300) { return false }
-                state.lastStorageError = clock
-                state.storageErrorAnnounced = true
-                return true
-            }
+            let announce =
+                newProblem && degradedAtOpen == nil
+                && state.withLock { state -> Bool in
+                    if let last = state.lastStorageError, last.duration(to: clock) < .seconds(300) { return false }
+                    state.lastStorageError = clock
+                    state.storageErrorAnnounced = true
+                    return true
+                }
             if announce {
-                logger.error("cannot write the outbox store; keeping messages in memory until it works again", metadata: [
-                    "outbox.path": "\(outbox.storage.location)", "error": "\(error)",
-                ])
+                logger.error(
+                    "cannot write the outbox store; keeping messages in memory until it works again",
+                    metadata: [
+                        "outbox.path": "\(outbox.storage.location)", "error": "\(error)",
+                    ])
                 queueStatus(force: true)
             }
         }
@@ -718,14 +744,15 @@ public final class Publisher: Sendable {
         let topic = settings.topics.status(settings.vehicle)
         let payload = FleetPayload.encode(status)
         let sender = self.sender
-        let sent = await withTimeLimit(settings.drainTimeout) {
-            do {
-                try await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: true)
-                return true
-            } catch {
-                return false
-            }
-        } ?? false
+        let sent =
+            await withTimeLimit(settings.drainTimeout) {
+                do {
+                    try await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: true)
+                    return true
+                } catch {
+                    return false
+                }
+            } ?? false
         if sent {
             state.withLock { $0.counters.statusesPublished += 1 }
         } else {
@@ -741,13 +768,17 @@ public final class Publisher: Sendable {
         case .failing(let reason):
             logger.warning("GNSS source failing, retrying: \(reason)")
         case .stillFailing(let reason, let attempts, let duration):
-            logger.warning("GNSS source still failing, retrying: \(reason)", metadata: [
-                "gnss.attempts": "\(attempts)", "gnss.failingFor": "\(seconds(duration))",
-            ])
+            logger.warning(
+                "GNSS source still failing, retrying: \(reason)",
+                metadata: [
+                    "gnss.attempts": "\(attempts)", "gnss.failingFor": "\(seconds(duration))",
+                ])
         case .recovered(let attempts, let duration):
-            logger.notice("GNSS source working again", metadata: [
-                "gnss.attempts": "\(attempts)", "gnss.failedFor": "\(seconds(duration))",
-            ])
+            logger.notice(
+                "GNSS source working again",
+                metadata: [
+                    "gnss.attempts": "\(attempts)", "gnss.failedFor": "\(seconds(duration))",
+                ])
         }
     }
 
@@ -763,9 +794,11 @@ public final class Publisher: Sendable {
             return !state.failing
         }
         if first, !Task.isCancelled {
-            logger.log(level: level, "send failed, keeping messages in the outbox", metadata: [
-                "mqtt.topic": "\(topic)", "error": "\(error)",
-            ])
+            logger.log(
+                level: level, "send failed, keeping messages in the outbox",
+                metadata: [
+                    "mqtt.topic": "\(topic)", "error": "\(error)",
+                ])
         }
     }
 
@@ -776,7 +809,8 @@ public final class Publisher: Sendable {
         let first = state.withLock { $0.refusedTopics.insert(topic).inserted }
         guard first else { return }
         queueStatus(force: true)
-        logger.error("""
+        logger.error(
+            """
             the broker refused to publish to \(topic)\(settings.brokerUser.map { " as user \($0)" } ?? ""): \(error); \
             check the broker's ACL allows this vehicle's topics and that the vehicle id \(settings.vehicle) is right. \
             \(topic == settings.topics.backlog(settings.vehicle) && !error.isPacketTooLarge

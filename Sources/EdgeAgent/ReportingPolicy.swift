@@ -135,7 +135,8 @@ public struct ReportingPolicy: Sendable, Equatable {
         }
         if let minDistance, fix.distance(to: last) >= minDistance { return publish(candidate, .distance) }
         if let minHeadingChange, !stationary, let now = fix.track, let before = last.track,
-           Self.angle(between: now, and: before) >= minHeadingChange {
+            Self.angle(between: now, and: before) >= minHeadingChange
+        {
             return publish(candidate, .headingChange)
         }
         return .skip(reason: .noTrigger)
@@ -156,10 +157,11 @@ public struct ReportingPolicy: Sendable, Equatable {
             let elapsed = time.secondsSince1970 - lastTime.secondsSince1970
             if elapsed >= 0, !(maxInterval.map { elapsed >= $0 } ?? false) {
                 let pastFloor = minInterval.map { elapsed >= $0 } ?? (elapsed > 0)
-                let turned = minHeadingChange.map { threshold in
-                    guard let value, let previous = lastHeadingValue else { return true }
-                    return Self.angle(between: value, and: previous) >= threshold
-                } ?? true
+                let turned =
+                    minHeadingChange.map { threshold in
+                        guard let value, let previous = lastHeadingValue else { return true }
+                        return Self.angle(between: value, and: previous) >= threshold
+                    } ?? true
                 publish = pastFloor && turned
             }
         }

@@ -39,16 +39,17 @@ final class SQLiteOutboxStorage: OutboxStorage {
     private static var migrator: DatabaseMigrator {
         var migrator = DatabaseMigrator()
         migrator.registerMigration("v1") { db in
-            try db.execute(sql: """
-                CREATE TABLE event (
-                    seq INTEGER PRIMARY KEY NOT NULL,
-                    kind INTEGER NOT NULL,
-                    storedAt INTEGER NOT NULL,
-                    payload BLOB NOT NULL
-                );
-                CREATE INDEX event_kind_seq ON event(kind, seq);
-                CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;
-                """)
+            try db.execute(
+                sql: """
+                    CREATE TABLE event (
+                        seq INTEGER PRIMARY KEY NOT NULL,
+                        kind INTEGER NOT NULL,
+                        storedAt INTEGER NOT NULL,
+                        payload BLOB NOT NULL
+                    );
+                    CREATE INDEX event_kind_seq ON event(kind, seq);
+                    CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;
+                    """)
         }
         return migrator
     }
@@ -118,8 +119,9 @@ final class SQLiteOutboxStorage: OutboxStorage {
             guard let database = try? DatabaseQueue(path: location, configuration: configuration) else { continue }
             defer { try? database.close() }
             let numbering = try? database.read { db -> (nextSeq: UInt64, stored: Int) in
-                let meta = try Int64.fetchOne(
-                    db, sql: "SELECT max(value) FROM meta WHERE key IN ('nextSeq', 'reservedSeq')") ?? 0
+                let meta =
+                    try Int64.fetchOne(
+                        db, sql: "SELECT max(value) FROM meta WHERE key IN ('nextSeq', 'reservedSeq')") ?? 0
                 let row = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(max(seq), 0) FROM event")
                 let maxStored: Int64 = row?[1] ?? 0
                 return (nextSeq: UInt64(clamping: max(meta, maxStored + 1, 1)), stored: row?[0] ?? 0)
@@ -246,8 +248,9 @@ final class SQLiteOutboxStorage: OutboxStorage {
                 let payload = [UInt8](row[3] as Data)
                 if !records.isEmpty, total + payload.count > maximumBytes { break }
                 total += payload.count
-                records.append(OutboxRecord(
-                    seq: seq, kind: Self.kind(row[1]), storedAtMilliseconds: row[2], payload: payload))
+                records.append(
+                    OutboxRecord(
+                        seq: seq, kind: Self.kind(row[1]), storedAtMilliseconds: row[2], payload: payload))
             }
             return records
         }

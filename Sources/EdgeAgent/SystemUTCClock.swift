@@ -1,3 +1,5 @@
+import GNSS
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import GNSS
 
 /// The system's wall clock as a ``GNSS/UTCTimestamp`` (millisecond resolution), for the
 /// `since` of status messages. Fix times never come from it: they are the receiver's own.

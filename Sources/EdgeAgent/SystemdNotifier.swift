@@ -22,12 +22,13 @@ public struct SystemdNotifier: Sendable {
     /// with `Type=notify` (or with an unusable socket address).
     public init?(environment: [String: String], pid: Int32 = getpid()) {
         guard let path = environment["NOTIFY_SOCKET"], path.utf8.count >= 2,
-              path.hasPrefix("/") || path.hasPrefix("@"),
-              path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path)
+            path.hasPrefix("/") || path.hasPrefix("@"),
+            path.utf8.count < MemoryLayout.size(ofValue: sockaddr_un().sun_path)
         else { return nil }
         socketPath = path
         if let usec = environment["WATCHDOG_USEC"].flatMap(UInt64.init), usec > 0,
-           environment["WATCHDOG_PID"].map({ Int32($0) == pid }) ?? true {
+            environment["WATCHDOG_PID"].map({ Int32($0) == pid }) ?? true
+        {
             watchdogInterval = .microseconds(usec)
         } else {
             watchdogInterval = nil

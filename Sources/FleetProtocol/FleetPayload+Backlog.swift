@@ -44,7 +44,7 @@ extension FleetPayload {
         @discardableResult
         public mutating func append(kind: Kind, payload: [UInt8]) -> Bool {
             guard kind == .fix || kind == .heading, payload.count >= 2, payload.first == UInt8(ascii: "{"),
-                  payload.last == UInt8(ascii: "}"), size(adding: payload.count, kind: kind) <= maximumBytes
+                payload.last == UInt8(ascii: "}"), size(adding: payload.count, kind: kind) <= maximumBytes
             else { return false }
             if count > 0 { bytes.append(UInt8(ascii: ",")) }
             bytes.append(contentsOf: #"{"kind":""#.utf8)

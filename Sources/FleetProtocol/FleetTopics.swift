@@ -32,8 +32,8 @@ public struct FleetTopics: Sendable, Hashable {
     public init(prefix: String) throws(InvalidPrefix) {
         let levels = prefix.split(separator: "/", omittingEmptySubsequences: false)
         guard !prefix.isEmpty, prefix.utf8.count <= 512, !prefix.hasPrefix("$"),
-              levels.allSatisfy({ !$0.isEmpty }),
-              !prefix.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F })
+            levels.allSatisfy({ !$0.isEmpty }),
+            !prefix.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F })
         else { throw InvalidPrefix(prefix: prefix) }
         self.prefix = prefix
     }
@@ -80,8 +80,8 @@ public struct FleetTopics: Sendable, Hashable {
         guard rest.first == UInt8(ascii: "/") else { return nil }
         let levels = rest.dropFirst().split(separator: UInt8(ascii: "/"), omittingEmptySubsequences: false)
         guard levels.count == 2, VehicleID.isValid(levels[0]),
-              let channel = Channel(rawValue: String(decoding: levels[1], as: UTF8.self)),
-              let vehicle = VehicleID(String(decoding: levels[0], as: UTF8.self))
+            let channel = Channel(rawValue: String(decoding: levels[1], as: UTF8.self)),
+            let vehicle = VehicleID(String(decoding: levels[0], as: UTF8.self))
         else { return nil }
         return (vehicle, channel)
     }

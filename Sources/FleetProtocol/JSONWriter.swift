@@ -1,4 +1,5 @@
 import FleetcastCore
+import GNSS
 
 /// A small append-only JSON object writer over bytes, for the contract's flat payloads.
 ///
@@ -114,7 +115,5 @@ package struct JSONWriter {
         }
     }
 }
-
-import GNSS
 
 package typealias GNSSTimeWritable = UTCTimestamp

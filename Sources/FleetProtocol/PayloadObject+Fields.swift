@@ -40,7 +40,8 @@ extension PayloadObject {
         guard case .number(let d, _, _) = value else { throw .wrongType(key: key.description, expected: "a number") }
         guard d.isFinite else { throw .invalidValue(key: key.description, detail: "is not finite") }
         if let range, !range.contains(d) {
-            throw .invalidValue(key: key.description, detail: "is outside \(Self.format(range.lowerBound))...\(Self.format(range.upperBound))")
+            throw .invalidValue(
+                key: key.description, detail: "is outside \(Self.format(range.lowerBound))...\(Self.format(range.upperBound))")
         }
         return d
     }

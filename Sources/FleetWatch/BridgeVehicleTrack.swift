@@ -25,7 +25,8 @@ struct BridgeVehicleTrack: Sendable, Equatable {
         if let track = fix.track { return track }
         guard let heading, let degrees = heading.trueHeading else { return nil }
         if let time = heading.time,
-           abs(time.millisecondsSince1970 - fix.time.millisecondsSince1970) > Self.headingMaxAgeMilliseconds {
+            abs(time.millisecondsSince1970 - fix.time.millisecondsSince1970) > Self.headingMaxAgeMilliseconds
+        {
             return nil
         }
         return degrees

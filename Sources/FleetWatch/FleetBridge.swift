@@ -54,9 +54,11 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
     /// flushing what is still unacknowledged for up to 2 s.
     public func run() async throws {
         let client = try await MQTTClient.connectRetrying(configuration: publishing, logger: logger)
-        logger.info("Bridging the fleet", metadata: [
-            "mqtt.broker": "\(publishing.broker)", "bridge.translator": "\(Translator.self)",
-        ])
+        logger.info(
+            "Bridging the fleet",
+            metadata: [
+                "mqtt.broker": "\(publishing.broker)", "bridge.translator": "\(Translator.self)",
+            ])
         do {
             try await bridge(subscriber.events(), through: client)
         } catch {
@@ -73,9 +75,11 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
             for message in translator.messages(for: event) {
                 if feedsBack(message.topic) {
                     if !refusedFeedback {
-                        logger.error("Bridge output would be read back by its own subscription; not published", metadata: [
-                            "mqtt.topic": "\(message.topic)", "mqtt.filters": "\(subscriber.filters)",
-                        ])
+                        logger.error(
+                            "Bridge output would be read back by its own subscription; not published",
+                            metadata: [
+                                "mqtt.topic": "\(message.topic)", "mqtt.filters": "\(subscriber.filters)",
+                            ])
                         refusedFeedback = true
                     }
                     continue
@@ -86,9 +90,11 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
                         properties: .json)
                     logger.trace("Bridge published", metadata: ["mqtt.topic": "\(message.topic)"])
                 } catch let error as MQTTError where error.isPermanentPublishRefusal {
-                    logger.error("Broker refused a bridge message; check its ACL", metadata: [
-                        "mqtt.topic": "\(message.topic)", "error": "\(error)",
-                    ])
+                    logger.error(
+                        "Broker refused a bridge message; check its ACL",
+                        metadata: [
+                            "mqtt.topic": "\(message.topic)", "error": "\(error)",
+                        ])
                 }
             }
         }

@@ -1,5 +1,5 @@
-import FleetcastCore
 import FleetProtocol
+import FleetcastCore
 import GNSS
 
 /// Formats single ``FleetEvent``s for fleet-watch's line outputs: JSON lines (`--json`) and

@@ -26,7 +26,9 @@ public struct FleetMessageDecoder: Sendable {
     public func decode(topic: String, payload: [UInt8], _ body: (FleetEvent) -> Void) {
         guard let (vehicle, channel) = topics.parse(topic) else {
             if topics.isCheck(topic) { return }  // `fleetcast-agent check`'s message: no event
-            body(.malformed(topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status|backlog}"))
+            body(
+                .malformed(
+                    topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status|backlog}"))
             return
         }
         guard channel == .backlog else {

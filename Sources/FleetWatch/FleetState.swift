@@ -70,7 +70,7 @@ public struct FleetState: Sendable {
                 s.messages &+= 1
                 // Shown only if newer by seq (when both have one) and not older by fix time.
                 guard Self.isNewer(seq: seq, than: s.lastFixSeq, in: &s.sequence) ?? true,
-                      s.fix.map({ fix.time >= $0.time }) ?? true
+                    s.fix.map({ fix.time >= $0.time }) ?? true
                 else { return false }
                 s.fix = fix
                 s.lastFixSeq = seq ?? s.lastFixSeq

@@ -1,5 +1,5 @@
-import FleetcastCore
 import FleetProtocol
+import FleetcastCore
 import MQTT
 import Synchronization
 
@@ -15,7 +15,8 @@ extension FleetSubscriber {
     /// (``Options/shareGroup``) receives no retained messages.
     ///
     /// - Returns: the events in arrival order.
-    public func retainedSnapshot(quietPeriod: Duration = .milliseconds(500), timeout: Duration = .seconds(10)) async throws -> [FleetEvent] {
+    public func retainedSnapshot(quietPeriod: Duration = .milliseconds(500), timeout: Duration = .seconds(10)) async throws -> [FleetEvent]
+    {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         let client = try await MQTTClient.connectRetrying(configuration: configuration, deadline: deadline, logger: logger)

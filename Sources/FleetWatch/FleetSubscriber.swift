@@ -65,7 +65,9 @@ public struct FleetSubscriber: Sendable {
     public init(configuration: MQTTConfiguration, options: Options = Options(), logger: Logger) throws(InvalidShareGroup) {
         if let group = options.shareGroup {
             guard (1...64).contains(group.utf8.count),
-                  !group.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F })
+                !group.utf8.contains(where: {
+                    $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F
+                })
             else { throw InvalidShareGroup(name: group) }
         }
         self.configuration = configuration
@@ -136,9 +138,11 @@ public struct FleetSubscriber: Sendable {
             case .disconnected(let reason):
                 logger.debug("MQTT connection lost", metadata: ["mqtt.broker": "\(configuration.broker)", "error": "\(reason)"])
             case .reconnecting(let attempt, let delay):
-                logger.debug("MQTT reconnecting", metadata: [
-                    "mqtt.broker": "\(configuration.broker)", "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
-                ])
+                logger.debug(
+                    "MQTT reconnecting",
+                    metadata: [
+                        "mqtt.broker": "\(configuration.broker)", "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
+                    ])
             case .connected:
                 logger.debug("MQTT connected", metadata: ["mqtt.broker": "\(configuration.broker)"])
             case .idle, .connecting, .closed:

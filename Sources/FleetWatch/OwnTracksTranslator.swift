@@ -33,7 +33,9 @@ public struct OwnTracksTranslator: FleetBridgeTranslator {
     /// is not a single topic level.
     public init(user: String = "fleet") throws(InvalidUser) {
         guard (1...64).contains(user.utf8.count), !user.hasPrefix("$"),
-              !user.utf8.contains(where: { $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F })
+            !user.utf8.contains(where: {
+                $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F
+            })
         else { throw InvalidUser(name: user) }
         self.user = user
     }
@@ -59,7 +61,9 @@ public struct OwnTracksTranslator: FleetBridgeTranslator {
             var track = tracks[id] ?? BridgeVehicleTrack()
             track.fix = fix
             tracks[id] = track
-            return [MQTTMessage(topic: topic(id), payload: location(id, fix, course: track.course(of: fix)), qos: .atLeastOnce, retain: true)]
+            return [
+                MQTTMessage(topic: topic(id), payload: location(id, fix, course: track.course(of: fix)), qos: .atLeastOnce, retain: true)
+            ]
         case .heading(let id, _, let heading):
             tracks[id, default: BridgeVehicleTrack()].record(heading)
             return []

@@ -32,7 +32,8 @@ public struct DynamicSecurityBroker: Sendable {
     /// Starts mosquitto with the plugin and an empty rule set (only the administrator).
     public static func start() async throws -> DynamicSecurityBroker {
         guard let plugin = pluginPath else {
-            throw TestSupportError.processFailed("mosquitto_dynamic_security.so", status: -1, output: "not installed (Debian package mosquitto)")
+            throw TestSupportError.processFailed(
+                "mosquitto_dynamic_security.so", status: -1, output: "not installed (Debian package mosquitto)")
         }
         let stateDirectory = try makeTemporaryDirectory(prefix: "fleetcast-dynsec")
         let rules = "\(stateDirectory)/dynamic-security.json"

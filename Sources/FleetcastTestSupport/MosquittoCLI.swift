@@ -27,9 +27,11 @@ public enum MosquittoCLI {
         broker: TestBroker, topic: String, message: String, qos: Int = 1, extra: [String] = [], timeout: Duration = .seconds(30)
     ) async throws -> Outcome {
         let name = "mosquitto_pub-\(UUID().uuidString.prefix(8))"
-        let process = try TestProcess("/usr/bin/mosquitto_pub", [
-            "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-m", message, "-q", "\(qos)",
-        ] + extra, directory: broker.directory, name: name)
+        let process = try TestProcess(
+            "/usr/bin/mosquitto_pub",
+            [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-m", message, "-q", "\(qos)",
+            ] + extra, directory: broker.directory, name: name)
         let status: Int32
         do {
             status = try await process.waitForExit(timeout: timeout)
@@ -46,10 +48,12 @@ public enum MosquittoCLI {
         broker: TestBroker, filter: String, count: Int, timeoutSeconds: Int = 20, extra: [String] = []
     ) async throws -> Subscriber {
         let clientID = "cli-sub-\(UUID().uuidString.prefix(8))"
-        let process = try TestProcess("/usr/bin/mosquitto_sub", [
-            "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", clientID, "-t", filter, "-C", "\(count)",
-            "-W", "\(timeoutSeconds)", "-v", "-q", "1",
-        ] + extra, directory: broker.directory, name: "mosquitto_sub-\(clientID)")
+        let process = try TestProcess(
+            "/usr/bin/mosquitto_sub",
+            [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", clientID, "-t", filter, "-C", "\(count)",
+                "-W", "\(timeoutSeconds)", "-v", "-q", "1",
+            ] + extra, directory: broker.directory, name: "mosquitto_sub-\(clientID)")
         // The broker's log (log_type all) says when it acknowledged the subscription.
         try await waitUntil("mosquitto_sub to be subscribed to \(filter)") {
             if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
@@ -61,9 +65,11 @@ public enum MosquittoCLI {
     /// The message retained on `topic` (as a `topic payload` line), read by a `mosquitto_sub`
     /// that connects, takes one message and exits; `nil` when nothing is retained there.
     public static func retained(broker: TestBroker, topic: String, timeoutSeconds: Int = 5) async throws -> String? {
-        let process = try TestProcess("/usr/bin/mosquitto_sub", [
-            "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-C", "1", "-W", "\(timeoutSeconds)", "-v",
-        ], directory: broker.directory, name: "mosquitto_sub-retained-\(UUID().uuidString.prefix(8))")
+        let process = try TestProcess(
+            "/usr/bin/mosquitto_sub",
+            [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-C", "1", "-W", "\(timeoutSeconds)", "-v",
+            ], directory: broker.directory, name: "mosquitto_sub-retained-\(UUID().uuidString.prefix(8))")
         _ = try await process.waitForExit(timeout: .seconds(timeoutSeconds + 5))
         return process.standardOutput.split(separator: "\n").first.map(String.init)
     }

@@ -14,9 +14,11 @@ public final class TCPProxy: Sendable {
     public init(port: Int? = nil, to targetPort: Int) async throws {
         directory = try makeTemporaryDirectory(prefix: "fleetcast-proxy")
         self.port = try port ?? FreePort.next()
-        process = try TestProcess("/usr/bin/socat", [
-            "TCP-LISTEN:\(self.port),bind=127.0.0.1,reuseaddr,fork", "TCP:127.0.0.1:\(targetPort)",
-        ], directory: directory, name: "socat")
+        process = try TestProcess(
+            "/usr/bin/socat",
+            [
+                "TCP-LISTEN:\(self.port),bind=127.0.0.1,reuseaddr,fork", "TCP:127.0.0.1:\(targetPort)",
+            ], directory: directory, name: "socat")
         let port = self.port
         let process = self.process
         try await waitUntil("socat to listen on \(port)") {

@@ -178,7 +178,8 @@ public final class TestBroker: Sendable {
             state.generation += 1
             return state.generation
         }
-        let process = try TestProcess("/usr/sbin/mosquitto", ["-c", configurationPath], directory: directory, name: "mosquitto-\(generation)")
+        let process = try TestProcess(
+            "/usr/sbin/mosquitto", ["-c", configurationPath], directory: directory, name: "mosquitto-\(generation)")
         current.withLock { $0.process = process }
         let port = self.port
         try await waitUntil("mosquitto to accept connections on port \(port)", timeout: .seconds(10)) {

@@ -24,9 +24,11 @@ public struct TestCertificateAuthority: Sendable {
     /// `name.crt` and `name.key` in `directory`.
     public static func make(named name: String = "ca", in directory: String) async throws -> TestCertificateAuthority {
         let certificate = "\(directory)/\(name).crt", key = "\(directory)/\(name).key"
-        try await TestBroker.runTool("/usr/bin/openssl", ["req", "-x509"] + newKey + [
-            "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=Fleetcast test \(name)",
-        ], in: directory)
+        try await TestBroker.runTool(
+            "/usr/bin/openssl",
+            ["req", "-x509"] + newKey + [
+                "-keyout", key, "-out", certificate, "-days", "2", "-subj", "/CN=Fleetcast test \(name)",
+            ], in: directory)
         return TestCertificateAuthority(certificateFile: certificate, keyFile: key, directory: directory)
     }
 
@@ -36,9 +38,11 @@ public struct TestCertificateAuthority: Sendable {
     /// Safe to call concurrently: each certificate gets a random serial number (no `.srl` file).
     public func issue(commonName: String, subjectAltNames: [String] = [], fileName: String? = nil) async throws -> Issued {
         let stem = "\(directory)/\(fileName ?? commonName)"
-        try await TestBroker.runTool("/usr/bin/openssl", ["req"] + Self.newKey + [
-            "-keyout", "\(stem).key", "-out", "\(stem).csr", "-subj", "/CN=\(commonName)",
-        ], in: directory)
+        try await TestBroker.runTool(
+            "/usr/bin/openssl",
+            ["req"] + Self.newKey + [
+                "-keyout", "\(stem).key", "-out", "\(stem).csr", "-subj", "/CN=\(commonName)",
+            ], in: directory)
         var extensions: [String] = []
         if !subjectAltNames.isEmpty {
             try "subjectAltName=\(subjectAltNames.joined(separator: ","))\n"
@@ -46,10 +50,12 @@ public struct TestCertificateAuthority: Sendable {
             extensions = ["-extfile", "\(stem).ext"]
         }
         let serial = "0x" + UUID().uuidString.replacingOccurrences(of: "-", with: "").prefix(16)
-        try await TestBroker.runTool("/usr/bin/openssl", [
-            "x509", "-req", "-in", "\(stem).csr", "-CA", certificateFile, "-CAkey", keyFile,
-            "-set_serial", serial, "-out", "\(stem).crt", "-days", "2",
-        ] + extensions, in: directory)
+        try await TestBroker.runTool(
+            "/usr/bin/openssl",
+            [
+                "x509", "-req", "-in", "\(stem).csr", "-CA", certificateFile, "-CAkey", keyFile,
+                "-set_serial", serial, "-out", "\(stem).crt", "-days", "2",
+            ] + extensions, in: directory)
         return Issued(certificateFile: "\(stem).crt", keyFile: "\(stem).key")
     }
 }

@@ -20,9 +20,9 @@ public struct UTCTimestamp: Sendable, Hashable, Comparable, CustomStringConverti
     ///   - second: 0...60 (60 only for a leap second, folded into the next minute as POSIX does).
     public init?(year: Int, month: Int, day: Int, hour: Int, minute: Int, second: Int, millisecond: Int = 0) {
         guard (1970...9999).contains(year), (1...12).contains(month),
-              (1...Self.daysIn(month: month, year: year)).contains(day),
-              (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second),
-              (0...999).contains(millisecond)
+            (1...Self.daysIn(month: month, year: year)).contains(day),
+            (0...23).contains(hour), (0...59).contains(minute), (0...60).contains(second),
+            (0...999).contains(millisecond)
         else { return nil }
         let days = Int64(Self.daysFromCivil(year: year, month: month, day: day))
         let seconds = days * 86_400 + Int64(hour * 3600 + minute * 60 + second)
@@ -76,8 +76,8 @@ public struct UTCTimestamp: Sendable, Hashable, Comparable, CustomStringConverti
     public init?(iso8601 text: some StringProtocol) {
         let u = Array(text.utf8)
         guard u.count >= 20, u.last == UInt8(ascii: "Z"),
-              u[4] == UInt8(ascii: "-"), u[7] == UInt8(ascii: "-"), u[10] == UInt8(ascii: "T"),
-              u[13] == UInt8(ascii: ":"), u[16] == UInt8(ascii: ":")
+            u[4] == UInt8(ascii: "-"), u[7] == UInt8(ascii: "-"), u[10] == UInt8(ascii: "T"),
+            u[13] == UInt8(ascii: ":"), u[16] == UInt8(ascii: ":")
         else { return nil }
         func number(_ range: Range<Int>) -> Int? {
             var v = 0
@@ -103,7 +103,7 @@ public struct UTCTimestamp: Sendable, Hashable, Comparable, CustomStringConverti
             return nil
         }
         guard let y = number(0..<4), let mo = number(5..<7), let d = number(8..<10),
-              let h = number(11..<13), let mi = number(14..<16), let s = number(17..<19)
+            let h = number(11..<13), let mi = number(14..<16), let s = number(17..<19)
         else { return nil }
         self.init(year: y, month: mo, day: d, hour: h, minute: mi, second: s, millisecond: millisecond)
     }

@@ -1,3 +1,5 @@
+import NIOPosix
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import NIOPosix
 
 /// Reads a file in fixed-size chunks on swift-nio's blocking-I/O thread pool, so that a
 /// large recording is never held whole and no cooperative thread blocks in `read`.

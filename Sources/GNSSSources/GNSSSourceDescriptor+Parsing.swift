@@ -17,12 +17,15 @@ extension GNSSSourceDescriptor {
             try Self.allowOnly(["baud"], in: query, uri: uri)
             let path = Self.stripSlashes(body)
             guard path.hasPrefix("/") else {
-                throw SourceURIError(uri: uri, part: "path", value: String(body), expected: "an absolute device path, as in serial:/dev/ttyUSB0?baud=9600")
+                throw SourceURIError(
+                    uri: uri, part: "path", value: String(body), expected: "an absolute device path, as in serial:/dev/ttyUSB0?baud=9600")
             }
             var baud = Self.defaultBaudRate
             if let text = query["baud"] {
                 guard let b = Int(text), Self.standardBaudRates.contains(b) else {
-                    throw SourceURIError(uri: uri, part: "baud", value: text, expected: "one of " + Self.standardBaudRates.map(String.init).joined(separator: ", "))
+                    throw SourceURIError(
+                        uri: uri, part: "baud", value: text,
+                        expected: "one of " + Self.standardBaudRates.map(String.init).joined(separator: ", "))
                 }
                 baud = b
             }
@@ -34,7 +37,8 @@ extension GNSSSourceDescriptor {
             }
             let (host, port) = try Self.hostPort(body.dropFirst(2), uri: uri)
             if let device = query["device"], !device.hasPrefix("/") {
-                throw SourceURIError(uri: uri, part: "device", value: device, expected: "an absolute device path, as in ?device=/dev/ttyACM0")
+                throw SourceURIError(
+                    uri: uri, part: "device", value: device, expected: "an absolute device path, as in ?device=/dev/ttyACM0")
             }
             self = .gpsd(host: host, port: port, device: query["device"])
         case "replay":
@@ -58,7 +62,8 @@ extension GNSSSourceDescriptor {
         case "sim":
             try Self.allowOnly(["rate", "speed", "lat", "lon", "timeScale"], in: query, uri: uri)
             guard body.isEmpty || body == "//" else {
-                throw SourceURIError(uri: uri, part: "simulator", value: String(body), expected: "sim:[?rate=HZ&speed=M_PER_S&lat=DEG&lon=DEG&timeScale=N]")
+                throw SourceURIError(
+                    uri: uri, part: "simulator", value: String(body), expected: "sim:[?rate=HZ&speed=M_PER_S&lat=DEG&lon=DEG&timeScale=N]")
             }
             var options = SimulatorOptions()
             if let text = query["rate"] {
@@ -87,13 +92,15 @@ extension GNSSSourceDescriptor {
             }
             if let text = query["timeScale"] {
                 guard let n = Int(text), (1...100).contains(n) else {
-                    throw SourceURIError(uri: uri, part: "timeScale", value: text, expected: "how many times faster than real time, 1...100")
+                    throw SourceURIError(
+                        uri: uri, part: "timeScale", value: text, expected: "how many times faster than real time, 1...100")
                 }
                 options.timeScale = n
             }
             self = .simulator(options)
         default:
-            throw SourceURIError(uri: uri, part: "scheme", value: String(scheme), expected: "one of serial:, gpsd://, replay:, sim: (\(Self.uriForms))")
+            throw SourceURIError(
+                uri: uri, part: "scheme", value: String(scheme), expected: "one of serial:, gpsd://, replay:, sim: (\(Self.uriForms))")
         }
     }
 
@@ -138,7 +145,8 @@ extension GNSSSourceDescriptor {
         var portText: Substring?
         if authority.hasPrefix("[") {
             guard let close = authority.firstIndex(of: "]") else {
-                throw SourceURIError(uri: uri, part: "host", value: String(authority), expected: "an IPv6 address in brackets, as in gpsd://[::1]:2947")
+                throw SourceURIError(
+                    uri: uri, part: "host", value: String(authority), expected: "an IPv6 address in brackets, as in gpsd://[::1]:2947")
             }
             host = authority[authority.index(after: authority.startIndex)..<close]
             let after = authority[authority.index(after: close)...]
@@ -157,7 +165,8 @@ extension GNSSSourceDescriptor {
         if host.hasSuffix("/") { host = host.dropLast() }
         if host.isEmpty { host = "localhost" }
         guard !host.contains("/") else {
-            throw SourceURIError(uri: uri, part: "host", value: String(host), expected: "a host name or address, as in gpsd://localhost:2947")
+            throw SourceURIError(
+                uri: uri, part: "host", value: String(host), expected: "a host name or address, as in gpsd://localhost:2947")
         }
         var port = defaultGPSDPort
         if var text = portText {

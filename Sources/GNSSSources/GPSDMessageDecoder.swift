@@ -92,8 +92,8 @@ public struct GPSDMessageDecoder: Sendable {
             return
         }
         guard let lat = o["lat"]?.double, (-90...90).contains(lat),
-              let lon = o["lon"]?.double, (-180...180).contains(lon),
-              let timeText = o["time"]?.string, let time = UTCTimestamp(iso8601: timeText)
+            let lon = o["lon"]?.double, (-180...180).contains(lon),
+            let timeText = o["time"]?.string, let time = UTCTimestamp(iso8601: timeText)
         else {
             // A 2D/3D report without position or time (gpsd sends these mid-cycle): not a fix.
             statistics.objects -= 1

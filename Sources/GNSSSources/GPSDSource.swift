@@ -117,15 +117,19 @@ public struct GPSDSource: GNSSSource {
                         let before = decoder.statistics.malformed
                         decoder.decode(line: line.readableBytesView) { sink.event($0) }
                         if decoder.statistics.malformed != before {
-                            logger.debug("Skipped a malformed gpsd object", metadata: [
-                                "gpsd.address": "\(address)", "gpsd.malformed": "\(decoder.statistics.malformed)",
-                            ])
+                            logger.debug(
+                                "Skipped a malformed gpsd object",
+                                metadata: [
+                                    "gpsd.address": "\(address)", "gpsd.malformed": "\(decoder.statistics.malformed)",
+                                ])
                         } else if !receivedData {
                             receivedData = true
                             backoff.reset()
-                            logger.debug("gpsd is answering", metadata: [
-                                "gpsd.address": "\(address)", "gpsd.release": "\(decoder.gpsdRelease ?? "unknown")",
-                            ])
+                            logger.debug(
+                                "gpsd is answering",
+                                metadata: [
+                                    "gpsd.address": "\(address)", "gpsd.release": "\(decoder.gpsdRelease ?? "unknown")",
+                                ])
                         }
                     }
                 }

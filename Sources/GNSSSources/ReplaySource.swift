@@ -124,11 +124,13 @@ public struct ReplaySource: GNSSSource {
                 let chunk = try await reader!.next()
                 if chunk.isEmpty {
                     decoder.finish { pending.append($0) }
-                    source.logger.debug("Replay reached end of file", metadata: [
-                        "replay.path": "\(source.path)", "nmea.sentences": "\(decoder.statistics.sentences)",
-                        "nmea.fixes": "\(decoder.statistics.fixes)",
-                        "nmea.badChecksums": "\(decoder.statistics.badChecksums)",
-                    ])
+                    source.logger.debug(
+                        "Replay reached end of file",
+                        metadata: [
+                            "replay.path": "\(source.path)", "nmea.sentences": "\(decoder.statistics.sentences)",
+                            "nmea.fixes": "\(decoder.statistics.fixes)",
+                            "nmea.badChecksums": "\(decoder.statistics.badChecksums)",
+                        ])
                     reader = nil
                     backoff.reset()
                     if source.loop {

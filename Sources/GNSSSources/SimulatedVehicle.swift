@@ -1,3 +1,5 @@
+import GNSS
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,7 +7,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import GNSS
 
 /// A vehicle driving laps of a closed route: it accelerates on straights up to its
 /// cruising speed, brakes before corners to take them slowly, and its position is

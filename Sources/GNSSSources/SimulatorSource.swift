@@ -1,3 +1,7 @@
+import GNSS
+import Logging
+import NMEA
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -5,9 +9,6 @@ import Musl
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import GNSS
-import Logging
-import NMEA
 
 /// A built-in receiver for demos and load tests (`sim:?rate=10&speed=15&lat=..&lon=..`).
 ///

@@ -1,5 +1,5 @@
-import FleetcastCore
 import CMosquitto
+import FleetcastCore
 import Logging
 
 #if canImport(Glibc)
@@ -18,8 +18,9 @@ typealias MQTTClientLiveState = MQTTClientState<
 >
 
 extension MQTTClientState.Actions
-where Ack == CheckedContinuation<Void, any Error>, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
-      Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == CheckedContinuation<Void, Never>
+where
+    Ack == CheckedContinuation<Void, any Error>, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+    Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == CheckedContinuation<Void, Never>
 {
     /// Performs the actions; call it after releasing the lock.
     func run() {
@@ -46,10 +47,11 @@ final class MQTTCallbackContext: Sendable {
     init(configuration: MQTTConfiguration, logger: Logger) {
         self.configuration = configuration
         self.logger = logger
-        self.state = SanitizerVisibleMutex(MQTTClientLiveState(
-            protocolVersion: configuration.protocolVersion,
-            sentCredentials: configuration.effectiveUsername != nil
-        ))
+        self.state = SanitizerVisibleMutex(
+            MQTTClientLiveState(
+                protocolVersion: configuration.protocolVersion,
+                sentCredentials: configuration.effectiveUsername != nil
+            ))
     }
 
     /// Recovers the context from libmosquitto's `obj` pointer without changing its retain count.
@@ -84,9 +86,11 @@ final class MQTTCallbackContext: Sendable {
             }
             if !failed.isEmpty {
                 // Unsendable: their streams end with the error (the subscriber must know).
-                logger.info("MQTT could not restore subscriptions", metadata: [
-                    "mqtt.topic": "\(failed.map(\.filter))", "mqtt.error": "\(failed[0].error)",
-                ])
+                logger.info(
+                    "MQTT could not restore subscriptions",
+                    metadata: [
+                        "mqtt.topic": "\(failed.map(\.filter))", "mqtt.error": "\(failed[0].error)",
+                    ])
             }
             state.withLock { $0.restoreSent(sent, failed: failed) }.run()
         } else {

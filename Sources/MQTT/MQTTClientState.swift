@@ -279,7 +279,9 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
             for subscription in subscriptions.values where !subscription.ended {
                 for filter in subscription.filters { qosByFilter[filter] = max(qosByFilter[filter] ?? .atMostOnce, subscription.qos) }
             }
-            let restore = qosByFilter.sorted { $0.key < $1.key }.map { (filter: $0.key, qos: $0.value, identifier: identifier(for: $0.key)) }
+            let restore = qosByFilter.sorted { $0.key < $1.key }.map {
+                (filter: $0.key, qos: $0.value, identifier: identifier(for: $0.key))
+            }
             return (restore, actions)
         }
         let error = MQTTError.connack(reasonCode: reasonCode, version: protocolVersion, sentCredentials: sentCredentials)
@@ -473,7 +475,8 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     mutating func stopWaiting(id: UInt64) -> Waiter? {
         var waiter: Waiter?
         withShutdown { shutdown in
-            waiter = shutdown.drainWaiters.removeValue(forKey: id) ?? shutdown.unsubackWaiters.removeValue(forKey: id)
+            waiter =
+                shutdown.drainWaiters.removeValue(forKey: id) ?? shutdown.unsubackWaiters.removeValue(forKey: id)
                 ?? shutdown.exitWaiters.removeValue(forKey: id)
         }
         return waiter
@@ -758,7 +761,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     func route(topic: String, identifiers: [UInt32] = []) -> [Sink] {
         subscriptions.values.compactMap { subscription in
             guard !subscription.ended,
-                  let first = subscription.filters.first(where: { MQTTTopicFilter.matches($0, topic: topic) })
+                let first = subscription.filters.first(where: { MQTTTopicFilter.matches($0, topic: topic) })
             else { return nil }
             if identifiers.isEmpty { return subscription.sink }
             guard let identifier = filterIdentifiers[first], identifiers.contains(identifier) else { return nil }

@@ -37,8 +37,10 @@ extension MQTTClient {
         logger: Logger
     ) async throws -> MQTTClient {
         let policy = configuration.reconnect
-        var backoff = backoff ?? Backoff(
-            initial: policy.initialDelay, maximum: policy.maximumDelay, multiplier: policy.multiplier, jitter: policy.jitter)
+        var backoff =
+            backoff
+            ?? Backoff(
+                initial: policy.initialDelay, maximum: policy.maximumDelay, multiplier: policy.multiplier, jitter: policy.jitter)
         let broker: Logger.MetadataValue = "\(configuration.broker)"
         var warnedAt: ContinuousClock.Instant?
         while true {
@@ -47,9 +49,11 @@ extension MQTTClient {
             do {
                 try await client.connect()
                 if warnedAt != nil {
-                    logger.log(level: recoveryLevel, "MQTT broker reachable again", metadata: [
-                        "mqtt.broker": broker, "retry.attempt": "\(backoff.attempt + 1)",
-                    ])
+                    logger.log(
+                        level: recoveryLevel, "MQTT broker reachable again",
+                        metadata: [
+                            "mqtt.broker": broker, "retry.attempt": "\(backoff.attempt + 1)",
+                        ])
                 }
                 return client
             } catch let error as MQTTError where error.isWorthRetrying {

@@ -111,11 +111,13 @@ enum DetachedThread {
     static func start(_ body: @escaping @Sendable () -> Void) {
         let box = Unmanaged.passRetained(Box(body)).toOpaque()
         var thread = pthread_t()
-        let rc = pthread_create(&thread, nil, { argument in
-            guard let argument else { return nil }
-            Unmanaged<Box>.fromOpaque(argument).takeRetainedValue().body()
-            return nil
-        }, box)
+        let rc = pthread_create(
+            &thread, nil,
+            { argument in
+                guard let argument else { return nil }
+                Unmanaged<Box>.fromOpaque(argument).takeRetainedValue().body()
+                return nil
+            }, box)
         if rc == 0 {
             pthread_detach(thread)
         } else {

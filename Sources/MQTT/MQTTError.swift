@@ -55,7 +55,7 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
     }
 
     /// The failure with its details; internal, so that it can grow.
-enum Failure: Sendable, Hashable {
+    enum Failure: Sendable, Hashable {
         /// The broker URL could not be parsed.
         case invalidBrokerURL(String, reason: String)
         /// A topic or topic filter is not valid MQTT.
@@ -159,7 +159,7 @@ enum Failure: Sendable, Hashable {
     public var host: String? {
         switch failure {
         case .connectionRefused(let host, _), .hostNotFound(let host), .network(let host, _, _),
-             .tlsCertificateNotTrusted(let host, _), .tlsHostnameMismatch(let host), .tls(let host, _):
+            .tlsCertificateNotTrusted(let host, _), .tlsHostnameMismatch(let host), .tls(let host, _):
             host
         default: nil
         }
@@ -177,7 +177,7 @@ enum Failure: Sendable, Hashable {
     public var reasonCode: Int? {
         switch failure {
         case .badUserNameOrPassword(let code), .notAuthorized(let code), .connectionRejected(let code, _),
-             .publishRejected(_, let code, _), .subscribeRejected(_, let code, _):
+            .publishRejected(_, let code, _), .subscribeRejected(_, let code, _):
             code
         default: nil
         }
@@ -202,12 +202,12 @@ enum Failure: Sendable, Hashable {
     public var detail: String {
         switch failure {
         case .invalidBrokerURL(_, let text), .invalidTopic(_, let text), .invalidConfiguration(let text),
-             .network(_, _, let text), .tlsCertificateNotTrusted(_, let text), .tls(_, let text),
-             .connectionRejected(_, let text), .connectionLost(let text), .publishRejected(_, _, let text),
-             .subscribeRejected(_, _, let text), .library(_, _, let text):
+            .network(_, _, let text), .tlsCertificateNotTrusted(_, let text), .tls(_, let text),
+            .connectionRejected(_, let text), .connectionLost(let text), .publishRejected(_, _, let text),
+            .subscribeRejected(_, _, let text), .library(_, _, let text):
             text
         case .connectionRefused, .hostNotFound, .tlsHostnameMismatch, .badUserNameOrPassword, .notAuthorized,
-             .notConnected, .shutdown:
+            .notConnected, .shutdown:
             ""
         }
     }

@@ -44,4 +44,3 @@ public struct MQTTReconnectPolicy: Sendable, Hashable {
         return delay(attempt: attempt, using: &generator)
     }
 }
-

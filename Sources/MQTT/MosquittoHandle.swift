@@ -110,7 +110,8 @@ final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment
             let payload: [UInt8] = message.pointee.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
             let qos = MQTTQoS(rawValue: Int(message.pointee.qos)) ?? .atMostOnce
             let identifiers = MQTTCallbackContext.subscriptionIdentifiers(properties)
-            context.onMessage(MQTTMessage(topic: topic, payload: payload, qos: qos, retain: message.pointee.retain), identifiers: identifiers)
+            context.onMessage(
+                MQTTMessage(topic: topic, payload: payload, qos: qos, retain: message.pointee.retain), identifiers: identifiers)
         }
         mosquitto_log_callback_set(mosq) { _, obj, level, line in
             guard let context = MQTTCallbackContext.from(obj), let line else { return }

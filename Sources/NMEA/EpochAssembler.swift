@@ -212,7 +212,7 @@ struct EpochAssembler {
     private func makeFix() -> Fix? {
         let e = epoch
         guard let position = e.position, let mode = e.mode, mode != .noFix,
-              let tod = e.timeOfDay, let time = timestamp(timeOfDay: tod)
+            let tod = e.timeOfDay, let time = timestamp(timeOfDay: tod)
         else { return nil }
         var hae: Double?
         if let msl = e.altitudeMSL, let sep = e.geoidSeparation { hae = msl + sep }
@@ -289,7 +289,8 @@ struct EpochAssembler {
                 if s.satellitesUsed >= 4 { mode = .threeD }
             }
             if s.satellitesUsed < 3, s.talkerFirst == UInt8(ascii: "G"),
-               s.talkerSecond == UInt8(ascii: "P") || s.talkerSecond == UInt8(ascii: "N") {
+                s.talkerSecond == UInt8(ascii: "P") || s.talkerSecond == UInt8(ascii: "N")
+            {
                 mode = .noFix
             }
             if mode == .noFix { epoch.mode = .noFix } else { setMode(mode) }
@@ -324,7 +325,8 @@ struct EpochAssembler {
             keepReceiverMode()
         case .gsa(let s):
             epoch.hasContent = true
-            let continuing = lastKind == .gsa
+            let continuing =
+                lastKind == .gsa
                 && (s.talker != lastGSATalker || s.talker == UInt8(ascii: "N") || s.talker == UInt8(ascii: "Q"))
             if continuing, var used = epoch.gsaUsed {
                 used.formUnion(s.used)

@@ -67,7 +67,8 @@ extension NMEAFields {
         guard digits > 0 else { return nil }
         var value = Double(mantissa)
         if fractionDigits > 0 {
-            value = fractionDigits < powersOfTen.count
+            value =
+                fractionDigits < powersOfTen.count
                 ? value / powersOfTen[fractionDigits]
                 : value / pow10(fractionDigits)
         }
@@ -116,7 +117,7 @@ extension NMEAFields {
     public func timeOfDay(_ i: Int) -> Int? {
         let f = self[i]
         guard f.count >= 6, let hh = Self.twoDigits(f, 0), let mm = Self.twoDigits(f, 2),
-              let ss = Self.twoDigits(f, 4), hh < 24, mm < 60, ss <= 60
+            let ss = Self.twoDigits(f, 4), hh < 24, mm < 60, ss <= 60
         else { return nil }
         var ms = 0
         if f.count > 6 {
@@ -140,7 +141,7 @@ extension NMEAFields {
     public func ddmmyy(_ i: Int) -> NMEADate? {
         let f = self[i]
         guard f.count == 6, let dd = Self.twoDigits(f, 0), let mo = Self.twoDigits(f, 2),
-              let yy = Self.twoDigits(f, 4), (1...12).contains(mo), (1...31).contains(dd)
+            let yy = Self.twoDigits(f, 4), (1...12).contains(mo), (1...31).contains(dd)
         else { return nil }
         return NMEADate(year: yy < 69 ? 2000 + yy : 1900 + yy, month: mo, day: dd)
     }

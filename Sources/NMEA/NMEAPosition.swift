@@ -8,7 +8,7 @@ public struct NMEAPosition: Sendable, Equatable {
     /// Parses the four fields `lat, N|S, lon, E|W` starting at field `i`.
     init?(_ f: NMEAFields, at i: Int) {
         guard let lat = f.angle(i, hemisphere: i + 1, isLatitude: true),
-              let lon = f.angle(i + 2, hemisphere: i + 3, isLatitude: false)
+            let lon = f.angle(i + 2, hemisphere: i + 3, isLatitude: false)
         else { return nil }
         latitude = lat
         longitude = lon

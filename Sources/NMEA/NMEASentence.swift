@@ -52,8 +52,8 @@ public enum NMEASentence: Sendable, Equatable {
         guard address.count == 5 else { return nil }
         let t0 = address[0], t1 = address[1]
         guard t0 != UInt8(ascii: "P"),
-              (0x41...0x5A).contains(t0), (0x41...0x5A).contains(t1),
-              let kind = NMEASentenceKind(type: UnsafeRawBufferPointer(rebasing: address[2...]))
+            (0x41...0x5A).contains(t0), (0x41...0x5A).contains(t1),
+            let kind = NMEASentenceKind(type: UnsafeRawBufferPointer(rebasing: address[2...]))
         else { return nil }
         switch kind {
         case .rmc: return .rmc(RMCSentence(f))

@@ -15,7 +15,9 @@ public struct HubSubscriberStatistics: Sendable, Hashable {
     /// and then receives the end (or the error) once.
     public let isTerminated: Bool
 
-    @usableFromInline init(id: HubSubscriberID, bufferingPolicy: HubBufferingPolicy, delivered: UInt64, dropped: UInt64, buffered: Int, isTerminated: Bool) {
+    @usableFromInline init(
+        id: HubSubscriberID, bufferingPolicy: HubBufferingPolicy, delivered: UInt64, dropped: UInt64, buffered: Int, isTerminated: Bool
+    ) {
         self.id = id
         self.bufferingPolicy = bufferingPolicy
         self.delivered = delivered

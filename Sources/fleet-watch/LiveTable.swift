@@ -1,6 +1,6 @@
-import FleetcastCore
 import FleetProtocol
 import FleetWatch
+import FleetcastCore
 import GNSS
 import Synchronization
 

@@ -1,8 +1,9 @@
+import FleetProtocol
+import GNSS
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import FleetProtocol
-import GNSS
 
 /// Writes to the process's standard output (the executable's only printing path), unbuffered:
 /// each call is written at once, so that pipes (`| jq`) see every line as it happens.

@@ -107,11 +107,12 @@ private func decodeFile(_ path: String) -> (elapsed: Duration, sentences: Int, e
         if out.count >= 1 << 16 { out.removeAll(keepingCapacity: true) }
     }
     do {
-        try decoder.decodeStream(read: { buffer in
-            let n = read(fd, buffer.baseAddress, buffer.count)
-            if n < 0 { throw POSIXError(.EIO) }
-            return n
-        }, emit: emit)
+        try decoder.decodeStream(
+            read: { buffer in
+                let n = read(fd, buffer.baseAddress, buffer.count)
+                if n < 0 { throw POSIXError(.EIO) }
+                return n
+            }, emit: emit)
     } catch {
         return nil
     }

@@ -1,6 +1,6 @@
 import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import Logging
@@ -28,14 +28,16 @@ private func measureDrain(events: Int, rate: Int) async throws {
     let vehicle = VehicleID("bench-1")!
     let start = Int64(1_763_880_000_000)
     func fix(_ ms: Int64, _ index: Int) -> Fix {
-        Fix(time: UTCTimestamp(millisecondsSince1970: ms), latitude: 52.37 + Double(index) * 1e-6, longitude: 4.89,
+        Fix(
+            time: UTCTimestamp(millisecondsSince1970: ms), latitude: 52.37 + Double(index) * 1e-6, longitude: 4.89,
             altitudeHAE: 45, speed: 13.9, track: 87.5, mode: .threeD, quality: .gps, satellitesUsed: 11, hdop: 0.8)
     }
 
     // The outage: everything goes to the store.
     let absent = SwitchableSender()
-    let first = Publisher(settings: .init(vehicle: vehicle, drainTimeout: .milliseconds(200)), sender: absent,
-                          store: OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
+    let first = Publisher(
+        settings: .init(vehicle: vehicle, drainTimeout: .milliseconds(200)), sender: absent,
+        store: OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
     let firstRun = Task { await first.run() }
     for index in 0..<(events / 2) {
         let ms = start + Int64(index) * 100
@@ -65,7 +67,8 @@ private func measureDrain(events: Int, rate: Int) async throws {
                     backlog += (try? FleetPayload.decodeBacklog(message.payload, vehicle: vehicle))?.events.count ?? 0
                     if backlog >= events, drained == nil { drained = now }
                 } else if message.topic.hasSuffix("/fix"), let decoded = try? FleetPayload.decodeFix(message.payload, vehicle: vehicle),
-                          let sent = sentAt.withLock({ $0[decoded.fix.time.millisecondsSince1970] }), drained == nil {
+                    let sent = sentAt.withLock({ $0[decoded.fix.time.millisecondsSince1970] }), drained == nil
+                {
                     latencies.append(sent.duration(to: now))
                 }
                 if drained != nil { break }
@@ -74,10 +77,12 @@ private func measureDrain(events: Int, rate: Int) async throws {
         return (drained, latencies, backlog)
     }
 
-    let link = MQTTLink(configuration: MQTTConfiguration(broker: url, clientID: "bench-drain-agent"), messageExpirySeconds: nil, logger: logger)
+    let link = MQTTLink(
+        configuration: MQTTConfiguration(broker: url, clientID: "bench-drain-agent"), messageExpirySeconds: nil, logger: logger)
     try await link.connect(will: nil)
-    let second = Publisher(settings: .init(vehicle: vehicle, drainRate: rate), sender: link,
-                           store: OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
+    let second = Publisher(
+        settings: .init(vehicle: vehicle, drainRate: rate), sender: link,
+        store: OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
     let secondRun = Task { await second.run() }
     let drainStart = clock.now
     let live = Task {
@@ -114,8 +119,10 @@ private func measureDrain(events: Int, rate: Int) async throws {
         return String(format: "%.2f ms", Double(d.components.attoseconds) * 1e-15 + Double(d.components.seconds) * 1000)
     }
     let took = drainStart.duration(to: drained)
-    print(String(format: "  drained %d events in %.1f s (%.0f events/s); %d live fixes meanwhile: latency p50 %@, p99 %@, max %@",
-                 result.backlog, Double(took.components.seconds) + Double(took.components.attoseconds) * 1e-18,
-                 Double(result.backlog) / (Double(took.components.seconds) + Double(took.components.attoseconds) * 1e-18),
-                 sorted.count, percentile(0.5), percentile(0.99), percentile(1.0)))
+    print(
+        String(
+            format: "  drained %d events in %.1f s (%.0f events/s); %d live fixes meanwhile: latency p50 %@, p99 %@, max %@",
+            result.backlog, Double(took.components.seconds) + Double(took.components.attoseconds) * 1e-18,
+            Double(result.backlog) / (Double(took.components.seconds) + Double(took.components.attoseconds) * 1e-18),
+            sorted.count, percentile(0.5), percentile(0.99), percentile(1.0)))
 }

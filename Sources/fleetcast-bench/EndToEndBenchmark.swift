@@ -79,7 +79,9 @@ func runEndToEndBenchmark(arguments: [String]) async {
         return
     }
     print("e2e: load average \(loadAverage()) (1, 5, 15 min)")
-    print("e2e: \(fixes) epochs at 10 Hz (RMC GGA GSA VTG GST), \(fixed(Double(recording.count) / 1_048_576, 1)) MiB; broker mosquitto on \(broker.url)")
+    print(
+        "e2e: \(fixes) epochs at 10 Hz (RMC GGA GSA VTG GST), \(fixed(Double(recording.count) / 1_048_576, 1)) MiB; broker mosquitto on \(broker.url)"
+    )
     print("e2e: agent \(agent); QoS 1 retained, \(inflight) in flight; counter: MQTTClient QoS \(counterQoS.rawValue) subscription")
 
     var ours: [Double] = []
@@ -136,7 +138,9 @@ private func report(
         let rate = Double(counted) / result.seconds
         let status = result.exitStatus.map { "exit \($0)" } ?? "killed after 300 s"
         let duplicates = result.counter.messages - counted
-        print("e2e: run \(run) \(label) \(counted)/\(expected) fixes (\(duplicates) duplicates) in \(fixed(result.seconds, 3)) s = \(Int(rate)) fixes/s, \(status)")
+        print(
+            "e2e: run \(run) \(label) \(counted)/\(expected) fixes (\(duplicates) duplicates) in \(fixed(result.seconds, 3)) s = \(Int(rate)) fixes/s, \(status)"
+        )
         let complete = counted == expected && result.exitStatus == 0
         if !complete { print("e2e:   output: \(result.output)") }
         return (rate, complete)

@@ -1,3 +1,7 @@
+import FleetProtocol
+import FleetWatch
+import GNSS
+
 // fleetcast-bench watch: fleet-watch's ingest path without a broker. Pre-encoded contract
 // payloads of N simulated vehicles on their topics are decoded into FleetEvents and folded into
 // a FleetState; prints messages per second and the resident set before/after.
@@ -8,9 +12,6 @@
 #if canImport(Glibc)
 import Glibc
 #endif
-import FleetProtocol
-import FleetWatch
-import GNSS
 
 func runFleetWatchBenchmark(arguments: [String]) async {
     func option(_ name: String, _ fallback: Int) -> Int {
@@ -43,11 +44,12 @@ func runFleetWatchBenchmark(arguments: [String]) async {
                 let h = Heading(time: t, trueHeading: Double((v * 37 + step * 3) % 3600) / 10, source: .ths)
                 corpus.append((topics.heading(id), FleetPayload.encode(h, vehicle: id.rawValue, seq: seq)))
             } else {
-                let fix = Fix(time: t, latitude: 48.8 + Double(v % 997) * 1e-4 + Double(step) * 1.3e-5,
-                              longitude: 2.3 + Double(v % 991) * 1e-4 + Double(step) * 2.1e-5,
-                              altitudeHAE: 81.234, altitudeMSL: 35.012, speed: 13.889, track: 123.4567,
-                              climb: 0.012, mode: .threeD, quality: .dgps, satellitesUsed: 12, hdop: 0.78,
-                              eph: 1.912, epv: 3.104)
+                let fix = Fix(
+                    time: t, latitude: 48.8 + Double(v % 997) * 1e-4 + Double(step) * 1.3e-5,
+                    longitude: 2.3 + Double(v % 991) * 1e-4 + Double(step) * 2.1e-5,
+                    altitudeHAE: 81.234, altitudeMSL: 35.012, speed: 13.889, track: 123.4567,
+                    climb: 0.012, mode: .threeD, quality: .dgps, satellitesUsed: 12, hdop: 0.78,
+                    eph: 1.912, epv: 3.104)
                 corpus.append((topics.fix(id), FleetPayload.encode(fix, vehicle: id.rawValue, seq: seq)))
             }
         }
@@ -78,10 +80,14 @@ func runFleetWatchBenchmark(arguments: [String]) async {
         let rate = Double(messages) / seconds
         best = max(best, rate)
         rssAfter = residentSetKiB()
-        print("watch: round \(round): \(messages) messages in \(format(seconds, 3)) s = \(Int(rate)) msgs/s (\(format(seconds / Double(messages) * 1e9, 0)) ns/msg), \(state.count) vehicles, \(malformed) malformed")
+        print(
+            "watch: round \(round): \(messages) messages in \(format(seconds, 3)) s = \(Int(rate)) msgs/s (\(format(seconds / Double(messages) * 1e9, 0)) ns/msg), \(state.count) vehicles, \(malformed) malformed"
+        )
     }
     print("watch: best \(Int(best)) msgs/s decoded and folded")
-    print("watch: resident set: start \(rssStart) KiB, with corpus \(rssCorpus) KiB, after ingest \(rssAfter) KiB (state of \(state.count) vehicles ≈ \(rssAfter - rssCorpus) KiB, \((rssAfter - rssCorpus) * 1024 / max(1, state.count)) bytes/vehicle)")
+    print(
+        "watch: resident set: start \(rssStart) KiB, with corpus \(rssCorpus) KiB, after ingest \(rssAfter) KiB (state of \(state.count) vehicles ≈ \(rssAfter - rssCorpus) KiB, \((rssAfter - rssCorpus) * 1024 / max(1, state.count)) bytes/vehicle)"
+    )
 }
 
 private func format(_ value: Double, _ decimals: Int) -> String {

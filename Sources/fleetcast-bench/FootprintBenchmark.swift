@@ -27,7 +27,8 @@ func runFootprintBenchmark(arguments: [String]) async {
     for source in ["sim", "serial"] {
         do {
             let result = try await measureFootprint(agent: agent, source: source, seconds: seconds)
-            print("""
+            print(
+                """
                 footprint: \(source) at 10 Hz for \(seconds) s: RSS \(mebibytes(result.rss)) MiB (peak \(mebibytes(result.peak)) MiB; \
                 own \(mebibytes(result.anonymous)) MiB, mapped files \(mebibytes(result.files)) MiB), \
                 CPU \(String(format: "%.2f", result.cpuPercent)) % of one core, \(result.fixes) fixes published \
@@ -58,14 +59,18 @@ private func measureFootprint(agent: String, source: String, seconds: Int) async
     let configuration = "\(directory)/agent.yaml"
     try "log:\n  level: warning\n".write(toFile: configuration, atomically: true, encoding: .utf8)
     let uri = pty.map { "serial:\($0.path)?baud=115200" } ?? "sim:?rate=10"
-    let process = try TestProcess(agent, [
-        "run", "--source", uri, "--vehicle", "fp", "--broker", broker.url, "--state-dir", "\(directory)/state",
-        "--config", configuration,
-    ], directory: directory, name: "agent-\(source)")
+    let process = try TestProcess(
+        agent,
+        [
+            "run", "--source", uri, "--vehicle", "fp", "--broker", broker.url, "--state-dir", "\(directory)/state",
+            "--config", configuration,
+        ], directory: directory, name: "agent-\(source)")
     // What arrives, counted by a client we did not write.
-    let counter = try TestProcess("/usr/bin/mosquitto_sub", [
-        "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "fleet/fp/fix", "-q", "1",
-    ], directory: directory, name: "sub-\(source)")
+    let counter = try TestProcess(
+        "/usr/bin/mosquitto_sub",
+        [
+            "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "fleet/fp/fix", "-q", "1",
+        ], directory: directory, name: "sub-\(source)")
 
     // The receiver, for serial: one epoch every 100 ms on a fixed schedule, written from this
     // task (the pseudo-terminal is not shared). The first 5 s are a warm-up (connected, store
@@ -97,13 +102,15 @@ private func measureFootprint(agent: String, source: String, seconds: Int) async
     _ = await counter.waitForExit()
     let hz = Double(sysconf(Int32(_SC_CLK_TCK)))
     let wallSeconds = Double(wall.components.seconds) + Double(wall.components.attoseconds) / 1e18
-    return Footprint(rss: rss, peak: peak, anonymous: anonymous, files: files, cpuPercent: Double(cpuEnd - cpuStart) / hz / wallSeconds * 100, fixes: fixes)
+    return Footprint(
+        rss: rss, peak: peak, anonymous: anonymous, files: files, cpuPercent: Double(cpuEnd - cpuStart) / hz / wallSeconds * 100,
+        fixes: fixes)
 }
 
 /// `utime + stime` of `pid`, in clock ticks.
 private func cpuTicks(_ pid: pid_t) -> Int {
     guard let stat = try? String(contentsOfFile: "/proc/\(pid)/stat", encoding: .utf8),
-          let close = stat.lastIndex(of: ")")
+        let close = stat.lastIndex(of: ")")
     else { return 0 }
     // Fields after "(comm)": state is field 3; utime and stime are fields 14 and 15.
     let fields = stat[stat.index(after: close)...].split(separator: " ")

@@ -33,7 +33,8 @@ func runLatencyBenchmark(arguments: [String]) async {
         do {
             let result = try await measureLatency(agent: agent, epochs: seconds * 10, warmupEpochs: warmupSeconds * 10, run: run)
             let l = result.latencies.sorted()
-            let line = "count \(l.count), missing \(result.missing), p50 \(ms(percentile(l, 50))), "
+            let line =
+                "count \(l.count), missing \(result.missing), p50 \(ms(percentile(l, 50))), "
                 + "p90 \(ms(percentile(l, 90))), p99 \(ms(percentile(l, 99))), max \(ms(l.last ?? 0)) ms"
             print("latency: run \(run): \(line)")
             if result.missing > 0 || result.agentStatus != 0 {
@@ -46,7 +47,9 @@ func runLatencyBenchmark(arguments: [String]) async {
         }
     }
     guard !p99s.isEmpty else { return }
-    print("latency: p50 median \(ms(median(p50s))) ms; p99 median \(ms(median(p99s))) ms, best \(ms(p99s.min() ?? 0)) ms, worst \(ms(p99s.max() ?? 0)) ms (goal p99 < 5 ms)")
+    print(
+        "latency: p50 median \(ms(median(p50s))) ms; p99 median \(ms(median(p99s))) ms, best \(ms(p99s.min() ?? 0)) ms, worst \(ms(p99s.max() ?? 0)) ms (goal p99 < 5 ms)"
+    )
     print("latency: load average \(loadAverage()) (1, 5, 15 min)")
 }
 

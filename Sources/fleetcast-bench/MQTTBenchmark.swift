@@ -34,15 +34,19 @@ func runMQTTBenchmark(arguments: [String]) async {
             let baseline = await pahoRate(python: python, broker: broker, qos: qos.rawValue, count: count, payloadFile: payloadFile)
             if let rate { ours[qos, default: []].append(rate) }
             if let baseline { paho[qos, default: []].append(baseline) }
-            print(String(format: "  round %d  qos%d  fleetcast %8.0f msg/s   paho-mqtt %@ msg/s",
-                         round, qos.rawValue, rate ?? 0, baseline.map { String(format: "%8.0f", $0) } ?? "     n/a"))
+            print(
+                String(
+                    format: "  round %d  qos%d  fleetcast %8.0f msg/s   paho-mqtt %@ msg/s",
+                    round, qos.rawValue, rate ?? 0, baseline.map { String(format: "%8.0f", $0) } ?? "     n/a"))
         }
     }
     for qos in [MQTTQoS.atMostOnce, .atLeastOnce] {
         let mine = ours[qos].map(median), theirs = paho[qos].map(median)
         let ratio = (mine != nil && theirs != nil) ? String(format: "%.1fx", mine! / theirs!) : "n/a"
-        print(String(format: "  qos%d  median  fleetcast %8.0f msg/s   paho-mqtt %@ msg/s   ratio %@",
-                     qos.rawValue, mine ?? 0, theirs.map { String(format: "%8.0f", $0) } ?? "     n/a", ratio))
+        print(
+            String(
+                format: "  qos%d  median  fleetcast %8.0f msg/s   paho-mqtt %@ msg/s   ratio %@",
+                qos.rawValue, mine ?? 0, theirs.map { String(format: "%8.0f", $0) } ?? "     n/a", ratio))
     }
 }
 
@@ -76,12 +80,14 @@ private func fleetcastRate(broker: BenchBroker, qos: MQTTQoS, count: Int, payloa
 /// Runs the paho-mqtt baseline; `nil` (with a note) when Python or paho-mqtt is missing.
 private func pahoRate(python: String, broker: BenchBroker, qos: Int, count: Int, payloadFile: String) async -> Double? {
     do {
-        let process = try TestProcess("/usr/bin/env", [
-            python, "deploy/bench/paho_publish.py", "127.0.0.1", "\(broker.port)", "\(qos)", "\(count)", payloadFile,
-        ], directory: broker.directory, name: "paho-\(qos)")
+        let process = try TestProcess(
+            "/usr/bin/env",
+            [
+                python, "deploy/bench/paho_publish.py", "127.0.0.1", "\(broker.port)", "\(qos)", "\(count)", payloadFile,
+            ], directory: broker.directory, name: "paho-\(qos)")
         let status = try await process.waitForExit(timeout: .seconds(300))
         guard status == 0, let line = process.standardOutput.split(separator: "\n").last(where: { $0.hasPrefix("messages/s ") }),
-              let rate = Double(line.dropFirst("messages/s ".count))
+            let rate = Double(line.dropFirst("messages/s ".count))
         else {
             print("  paho-mqtt skipped (pip install paho-mqtt; run from the repository root): \(process.standardError.prefix(200))")
             return nil

@@ -1,6 +1,6 @@
 import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import Logging
@@ -58,8 +58,9 @@ private func measureThroughput(records: Int) async throws {
     let sender = SwitchableSender()
     let store = OutboxStore.open(directory: directory, vehicle: vehicle, logger: quietLogger)
     let publisher = Publisher(
-        settings: .init(vehicle: vehicle, initialRetryDelay: .milliseconds(50), maxRetryDelay: .milliseconds(50),
-                        drainRate: 100_000),
+        settings: .init(
+            vehicle: vehicle, initialRetryDelay: .milliseconds(50), maxRetryDelay: .milliseconds(50),
+            drainRate: 100_000),
         sender: sender, store: store, logger: quietLogger)
     let running = Task { await publisher.run() }
     let clock = ContinuousClock()
@@ -74,17 +75,25 @@ private func measureThroughput(records: Int) async throws {
     try await Task.sleep(for: .milliseconds(1200))
     let path = OutboxStore.path(directory: directory, vehicle: vehicle)
     let size = fileSize(path) + fileSize(path + "-wal")
-    print(String(format: "  intake:  %d records numbered, encoded and taken into the outbox in %.2f s: %.0f records/s (written by the next 1 s commit)",
-                 records, seconds(written), Double(records) / seconds(written)))
-    print(String(format: "  on disk: %.1f MB for %d records: %.0f bytes per record (payload %d bytes)",
-                 Double(size) / 1e6, records, Double(size) / Double(records), FleetPayload.encode(benchFix(0), vehicle: "bench-1", seq: 1).count))
+    print(
+        String(
+            format:
+                "  intake:  %d records numbered, encoded and taken into the outbox in %.2f s: %.0f records/s (written by the next 1 s commit)",
+            records, seconds(written), Double(records) / seconds(written)))
+    print(
+        String(
+            format: "  on disk: %.1f MB for %d records: %.0f bytes per record (payload %d bytes)",
+            Double(size) / 1e6, records, Double(size) / Double(records), FleetPayload.encode(benchFix(0), vehicle: "bench-1", seq: 1).count)
+    )
     sender.setFailing(false)
     publisher.retryNow()
     let drainStart = clock.now
     while publisher.backlogCount > 0 { try await Task.sleep(for: .milliseconds(20)) }
     let drained = clock.now - drainStart
-    print(String(format: "  acknowledge: %d records sent as backlog and deleted in %.2f s: %.0f records/s (drain rate unlimited here)",
-                 records, seconds(drained), Double(records) / seconds(drained)))
+    print(
+        String(
+            format: "  acknowledge: %d records sent as backlog and deleted in %.2f s: %.0f records/s (drain rate unlimited here)",
+            records, seconds(drained), Double(records) / seconds(drained)))
     publisher.finish()
     await running.value
 }
@@ -112,8 +121,11 @@ private func measureTenHertz(seconds duration: Int) async throws {
         publisher.finish()
         await running.value
         let perMinute = Double(after - before) / Double(duration) * 60
-        print(String(format: "  10 Hz (10 fixes + 10 headings/s), broker %@: %.0f store transactions per minute (each syncs the WAL); backlog after %d s: %d",
-                     failing ? "absent " : "present", perMinute, duration, stored))
+        print(
+            String(
+                format:
+                    "  10 Hz (10 fixes + 10 headings/s), broker %@: %.0f store transactions per minute (each syncs the WAL); backlog after %d s: %d",
+                failing ? "absent " : "present", perMinute, duration, stored))
     }
 }
 

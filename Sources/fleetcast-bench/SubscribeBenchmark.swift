@@ -31,9 +31,11 @@ func runSubscribeBenchmark(arguments: [String]) async {
         do {
             let port = try FreePort.next()
             let script = FileManager.default.currentDirectoryPath + "/deploy/bench/delay_proxy.py"
-            let started = try TestProcess("/usr/bin/env", [
-                "python3", script, "\(port)", "\(broker.port)", "\(Double(rtt) / 2)",
-            ], directory: broker.directory, name: "delay-proxy")
+            let started = try TestProcess(
+                "/usr/bin/env",
+                [
+                    "python3", script, "\(port)", "\(broker.port)", "\(Double(rtt) / 2)",
+                ], directory: broker.directory, name: "delay-proxy")
             proxy = started
             try await waitUntil("the delaying proxy to listen", timeout: .seconds(10)) {
                 guard started.isRunning else {
@@ -49,8 +51,9 @@ func runSubscribeBenchmark(arguments: [String]) async {
     }
     defer { proxy?.send(SIGKILL) }
     let filters = (0..<filterCount).map { "fleet/v-\($0)/fix" }
-    print("mqtt subscribe: \(filterCount) filters in one subscribe call, \(runs) rounds, mosquitto on \(broker.url)"
-          + (rtt > 0 ? ", reached through a proxy adding \(rtt) ms of round trip" : ""))
+    print(
+        "mqtt subscribe: \(filterCount) filters in one subscribe call, \(runs) rounds, mosquitto on \(broker.url)"
+            + (rtt > 0 ? ", reached through a proxy adding \(rtt) ms of round trip" : ""))
     for version in [MQTTProtocolVersion.v5, .v311] {
         var times: [Double] = []
         for round in 1...runs {

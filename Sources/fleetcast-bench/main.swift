@@ -9,5 +9,6 @@ if which == "watch" || which == "all" { await runFleetWatchBenchmark(arguments: 
 if which == "e2e" { await runEndToEndBenchmark(arguments: Array(arguments.dropFirst())) }  // starts mosquitto, runs the agent binary
 if which == "outbox" { await runOutboxBenchmark(arguments: Array(arguments.dropFirst())) }  // SQLite outbox store
 if which == "drain" { await runDrainBenchmark(arguments: Array(arguments.dropFirst())) }  // 12,000-event backlog to mosquitto
-if which == "footprint" { await runFootprintBenchmark(arguments: Array(arguments.dropFirst())) }  // the agent binary at 10 Hz: RSS, CPU, sizes
+// footprint: the agent binary at 10 Hz: RSS, CPU, sizes
+if which == "footprint" { await runFootprintBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "latency" { await runLatencyBenchmark(arguments: Array(arguments.dropFirst())) }  // pty + mosquitto + agent binary

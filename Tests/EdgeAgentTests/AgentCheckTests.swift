@@ -10,9 +10,11 @@ struct AgentCheckTests {
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
         let work = try makeTemporaryDirectory(prefix: "agent-check")
-        let check = try TestProcess(builtProduct("fleetcast-agent"), [
-            "check", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)", "--timeout", "10",
-        ], directory: work, name: "check")
+        let check = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "check", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)", "--timeout", "10",
+            ], directory: work, name: "check")
         #expect(try await check.waitForExit(timeout: .seconds(30)) == 0, "\(check.standardOutput)")
         let lines = check.standardOutput.split(separator: "\n")
         #expect(lines.map { $0.prefix(4) } == ["ok  ", "ok  ", "ok  ", "ok  "], "\(lines)")
@@ -25,14 +27,18 @@ struct AgentCheckTests {
         let broker = try await TestBroker.start(.init(acl: "topic read fleet/#"))
         defer { Task { await broker.shutdown() } }
         let work = try makeTemporaryDirectory(prefix: "agent-check-fail")
-        let check = try TestProcess(builtProduct("fleetcast-agent"), [
-            "check", "--source", "serial:\(work)/ttyUSB9?baud=9600", "--vehicle", "van-2",
-            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--timeout", "2",
-        ], directory: work, name: "check")
+        let check = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "check", "--source", "serial:\(work)/ttyUSB9?baud=9600", "--vehicle", "van-2",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--timeout", "2",
+            ], directory: work, name: "check")
         #expect(try await check.waitForExit(timeout: .seconds(30)) == 1)
         let out = check.standardOutput
         let source = try #require(out.split(separator: "\n").first { $0.contains(" source ") })
-        #expect(source.hasPrefix("FAIL") && source.contains("No such file or directory") && source.contains("check the device path"), "\(source)")
+        #expect(
+            source.hasPrefix("FAIL") && source.contains("No such file or directory") && source.contains("check the device path"),
+            "\(source)")
         let publish = try #require(out.split(separator: "\n").first { $0.contains(" publish ") })
         #expect(publish.hasPrefix("FAIL") && publish.contains("0x87") && publish.contains("ACL"), "\(publish)")
         #expect(out.split(separator: "\n").contains { $0.hasPrefix("ok   broker") }, "the connection itself works: \(out)")
@@ -41,7 +47,8 @@ struct AgentCheckTests {
     @Test("a configuration error is one line and exit 78")
     func configError() async throws {
         let work = try makeTemporaryDirectory(prefix: "agent-check-config")
-        let check = try TestProcess(builtProduct("fleetcast-agent"), ["check", "--vehicle", "not a vehicle id!"], directory: work, name: "check")
+        let check = try TestProcess(
+            builtProduct("fleetcast-agent"), ["check", "--vehicle", "not a vehicle id!"], directory: work, name: "check")
         #expect(try await check.waitForExit(timeout: .seconds(30)) == 78)
         #expect(check.standardOutput.hasPrefix("FAIL config"), "\(check.standardOutput)")
     }

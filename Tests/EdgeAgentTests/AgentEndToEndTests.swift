@@ -38,17 +38,20 @@ struct AgentEndToEndTests {
             broker: broker, filter: "fleet/rtk-1/status", count: 1, timeoutSeconds: 30)
 
         let state = try makeTemporaryDirectory(prefix: "agent-e2e")
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "replay:\(recording)?speed=max", "--vehicle", "rtk-1",
-            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", state,
-        ], directory: state, name: "agent")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "replay:\(recording)?speed=max", "--vehicle", "rtk-1",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", state,
+            ], directory: state, name: "agent")
         let status = try await withTimeout(.seconds(60), "the agent to finish the replay") { await agent.waitForExit() }
         #expect(status == 0, "agent exit status; stderr: \(agent.standardError)")
 
         let fixes = try await fixSubscriber.messages().map { try Self.json($0.dropFirst("fleet/rtk-1/fix ".count)) }
         #expect(fixes.compactMap { $0["time"] as? String } == expected)
         #expect(fixes.compactMap { ($0["seq"] as? NSNumber)?.intValue } == Array(1...expected.count))
-        #expect(fixes.allSatisfy { $0["v"] as? Int == 1 && $0["vehicle"] as? String == "rtk-1" && $0["lat"] is Double && $0["lon"] is Double })
+        #expect(
+            fixes.allSatisfy { $0["v"] as? Int == 1 && $0["vehicle"] as? String == "rtk-1" && $0["lat"] is Double && $0["lon"] is Double })
         let online = try #require(await firstStatus.messages().first)
         #expect(try Self.json(online.dropFirst("fleet/rtk-1/status ".count))["state"] as? String == "online")
         // After the agent has gone, the broker's retained status says so, for any later client.
@@ -71,10 +74,12 @@ struct AgentEndToEndTests {
             let subscriber = try await MosquittoCLI.subscribe(
                 broker: broker, filter: "fleet/mag-1/fix", count: perRun, timeoutSeconds: 30,
                 extra: ["-R"])  // not the retained fix of the previous run
-            let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-                "run", "--source", "replay:\(recording)?speed=max", "--vehicle", "mag-1",
-                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", state,
-            ], directory: state, name: "agent-\(run)")
+            let agent = try TestProcess(
+                builtProduct("fleetcast-agent"),
+                [
+                    "run", "--source", "replay:\(recording)?speed=max", "--vehicle", "mag-1",
+                    "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", state,
+                ], directory: state, name: "agent-\(run)")
             #expect(try await withTimeout(.seconds(60), "run \(run)") { await agent.waitForExit() } == 0)
             for line in await subscriber.messages() {
                 seqs.append(try #require((try Self.json(line.dropFirst("fleet/mag-1/fix ".count))["seq"] as? NSNumber)?.intValue))
@@ -91,16 +96,19 @@ struct AgentEndToEndTests {
         let directory = try makeTemporaryDirectory(prefix: "agent-gpsd")
         let gpsdPort = try FreePort.next()
         let recording = Self.fixtures.appendingPathComponent("bt451.log").path
-        let gpsfake = try TestProcess("/usr/bin/gpsfake", ["-q", "-P", "\(gpsdPort)", "-c", "0.05", recording],
-                                      directory: directory, name: "gpsfake")
+        let gpsfake = try TestProcess(
+            "/usr/bin/gpsfake", ["-q", "-P", "\(gpsdPort)", "-c", "0.05", recording],
+            directory: directory, name: "gpsfake")
         defer { gpsfake.send(SIGTERM, toGroup: true) }  // gpsfake and the gpsd it started
         try await waitUntil("gpsd to listen on \(gpsdPort)", timeout: .seconds(20)) { FreePort.isAccepting(gpsdPort) }
 
         let subscriber = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/gpsd-1/fix", count: 5, timeoutSeconds: 40)
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "gpsd://127.0.0.1:\(gpsdPort)", "--vehicle", "gpsd-1",
-            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", directory,
-        ], directory: directory, name: "agent")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "gpsd://127.0.0.1:\(gpsdPort)", "--vehicle", "gpsd-1",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", directory,
+            ], directory: directory, name: "agent")
         let fixes = try await subscriber.messages().map { try Self.json($0.dropFirst("fleet/gpsd-1/fix ".count)) }
         #expect(fixes.count == 5, "agent stderr: \(agent.standardError)")
         // bt451 was recorded near 49.4°N 8.5°E (gpsd's own decoding; see the .chk file).

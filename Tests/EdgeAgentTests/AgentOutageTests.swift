@@ -1,9 +1,10 @@
-@testable import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import Logging
 import Testing
+
+@testable import EdgeAgent
 
 #if canImport(Glibc)
 import Glibc
@@ -23,7 +24,8 @@ struct AgentOutageTests {
             if let topicSuffix, !topic.hasSuffix(topicSuffix) { return [] }
             let payload = Array(line[line.index(after: space)...].utf8)
             if topic.hasSuffix("/backlog") {
-                return (try? FleetPayload.decodeBacklog(payload, vehicle: VehicleID("v1")!))?.events.compactMap { $0.seq.map(Int.init) } ?? []
+                return (try? FleetPayload.decodeBacklog(payload, vehicle: VehicleID("v1")!))?.events.compactMap { $0.seq.map(Int.init) }
+                    ?? []
             }
             if topic.hasSuffix("/fix") || topic.hasSuffix("/heading") {
                 let object = (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any]
@@ -42,12 +44,14 @@ struct AgentOutageTests {
     /// Whether `line` is an `online` status of a run whose `since` is not in `earlier`.
     static func isStatus(_ line: String, sinceNotIn earlier: Set<String>) -> Bool {
         guard let status = statuses([line]).first, status["state"] as? String == "online",
-              let since = status["since"] as? String
+            let since = status["since"] as? String
         else { return false }
         return !earlier.contains(since)
     }
 
-    @Test("link cut, agent killed with SIGKILL during the outage and restarted, link restored: nothing stored is lost, the backlog arrives oldest first, the retained fix is the newest")
+    @Test(
+        "link cut, agent killed with SIGKILL during the outage and restarted, link restored: nothing stored is lost, the backlog arrives oldest first, the retained fix is the newest"
+    )
     func outageAndCrash() async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
@@ -56,10 +60,12 @@ struct AgentOutageTests {
         let everything = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/#", count: 100_000, timeoutSeconds: 120)
         let state = try makeTemporaryDirectory(prefix: "agent-outage")
         func startAgent() throws -> TestProcess {
-            try TestProcess(builtProduct("fleetcast-agent"), [
-                "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(port)",
-                "--state-dir", state, "--log-level", "debug",
-            ], directory: state, name: "agent-\(UUID().uuidString.prefix(4))")
+            try TestProcess(
+                builtProduct("fleetcast-agent"),
+                [
+                    "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(port)",
+                    "--state-dir", state, "--log-level", "debug",
+                ], directory: state, name: "agent-\(UUID().uuidString.prefix(4))")
         }
         var agent = try startAgent()
         try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 20 }
@@ -87,7 +93,7 @@ struct AgentOutageTests {
         try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
             let lines = everything.messagesSoFar
             guard let restart = lines.firstIndex(where: { Self.isStatus($0, sinceNotIn: firstRunSince) }),
-                  let firstLive = Self.seqs(Array(lines[restart...]), topicSuffix: "/fix").first
+                let firstLive = Self.seqs(Array(lines[restart...]), topicSuffix: "/fix").first
             else { return false }
             unclean = Self.statuses([lines[restart]]).first?["droppedUnclean"] as? Int ?? 0
             let delivered = Set(Self.seqs(lines))
@@ -100,15 +106,19 @@ struct AgentOutageTests {
         #expect(await agent.waitForExit() == 0)
 
         // What had not arrived by the stop waits in the store for the next run.
-        let kept = try await OutboxStore.open(directory: state, vehicle: VehicleID("v1")!, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
-            .storage.backlog(after: 0, limit: 100_000, maximumBytes: 1 << 30, excluding: []).map { Int($0.seq) }
+        let kept = try await OutboxStore.open(
+            directory: state, vehicle: VehicleID("v1")!, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        )
+        .storage.backlog(after: 0, limit: 100_000, maximumBytes: 1 << 30, excluding: []).map { Int($0.seq) }
         let delivered = Set(Self.seqs(everything.messagesSoFar)).union(kept)
         let newest = try #require(delivered.max())
         let missing = (1...newest).filter { !delivered.contains($0) }
         // Only the numbers skipped by the SIGKILL may be missing: the last sync interval's
         // unwritten records and the unused rest of the reservation, counted as `unclean`.
         #expect(unclean > 0, "a SIGKILL skips the rest of the reservation, and the status says so")
-        #expect(missing.count <= unclean, "missing \(missing.count) seqs \(missing.prefix(20)), unclean \(unclean); first run:\n\(firstRunLog.suffix(3000))")
+        #expect(
+            missing.count <= unclean,
+            "missing \(missing.count) seqs \(missing.prefix(20)), unclean \(unclean); first run:\n\(firstRunLog.suffix(3000))")
         if let first = missing.first, let last = missing.last {
             #expect(last - first < unclean + 1, "the missing numbers are one block: the crash, nothing else")
         }
@@ -126,7 +136,9 @@ struct AgentOutageTests {
         await everything.stop()
     }
 
-    @Test("link cut for 10 minutes of driving at 10 Hz (sim at 10x time), then restored: every fix and heading arrives, the retained fix is the newest, the backlog drains oldest first, and the agent reconnects within seconds")
+    @Test(
+        "link cut for 10 minutes of driving at 10 Hz (sim at 10x time), then restored: every fix and heading arrives, the retained fix is the newest, the backlog drains oldest first, and the agent reconnects within seconds"
+    )
     func tenMinuteOutage() async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
@@ -138,10 +150,12 @@ struct AgentOutageTests {
         // Headings at QoS 1 too: a QoS 0 message counts as delivered once written to the socket,
         // so one written into the connection as it dies is gone (MQTT's own rule).
         try "qos:\n  heading: 1\noutbox:\n  drainRate: 1000\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--config", config, "--source", "sim:?rate=10&timeScale=10", "--vehicle", "v1",
-            "--broker", "mqtt://127.0.0.1:\(port)", "--state-dir", state,
-        ], directory: state, name: "agent")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--config", config, "--source", "sim:?rate=10&timeScale=10", "--vehicle", "v1",
+                "--broker", "mqtt://127.0.0.1:\(port)", "--state-dir", state,
+            ], directory: state, name: "agent")
         try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 50 }
         await proxy.kill()
         let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
@@ -171,8 +185,10 @@ struct AgentOutageTests {
         #expect(firstLiveAfter - cutAt > 12_000, "the outage produced \(firstLiveAfter - cutAt) records")
         // What did not arrive by the stop (records superseded while live fixes flowed, waiting
         // for the drain) is kept in the store for the next run: nothing is lost.
-        let kept = try await OutboxStore.open(directory: state, vehicle: VehicleID("v1")!, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
-            .storage.backlog(after: 0, limit: 100_000, maximumBytes: 1 << 30, excluding: []).map { Int($0.seq) }
+        let kept = try await OutboxStore.open(
+            directory: state, vehicle: VehicleID("v1")!, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        )
+        .storage.backlog(after: 0, limit: 100_000, maximumBytes: 1 << 30, excluding: []).map { Int($0.seq) }
         let newest = try #require((delivered.union(kept)).max())
         let missing = (1...newest).filter { !delivered.contains($0) && !kept.contains($0) }
         #expect(missing.isEmpty, "every fix and heading arrived or waits in the store; missing \(missing.count): \(missing.prefix(20))")
@@ -198,10 +214,12 @@ struct AgentOutageTests {
         let storePath = "\(state)/v1.outbox"
         FileManager.default.createFile(atPath: storePath, contents: Data(repeating: 0xA5, count: 8192))
         let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 5, timeoutSeconds: 30)
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
-            "--state-dir", state,
-        ], directory: state, name: "agent")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
+                "--state-dir", state,
+            ], directory: state, name: "agent")
         #expect(await fixes.messages().count == 5, "live fixes flow")
         agent.send(SIGTERM)
         #expect(await agent.waitForExit() == 0)

@@ -1,5 +1,5 @@
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import Testing
 
@@ -19,22 +19,28 @@ struct AgentProblemsTests {
     static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("NMEATests/Fixtures/gpsd/nmea-rtk.log").path
 
-    @Test("a missing serial device: a start-up line, one warning naming the path and the cause (not one per retry), a notice when it is plugged in, and no connection noise")
+    @Test(
+        "a missing serial device: a start-up line, one warning naming the path and the cause (not one per retry), a notice when it is plugged in, and no connection noise"
+    )
     func missingSerialDevice() async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
         let work = try makeTemporaryDirectory(prefix: "agent-serial-missing")
         let device = "\(work)/gnss0"
         let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 1, timeoutSeconds: 60)
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "serial:\(device)?baud=9600", "--vehicle", "v1",
-            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
-        ], directory: work, name: "agent")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "serial:\(device)?baud=9600", "--vehicle", "v1",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
+            ], directory: work, name: "agent")
         // The source retries with backoff (1 s, 2 s, …): wait for a few of its attempts.
         try await Task.sleep(for: .seconds(4))
         let log = agent.standardError
         let startup = try #require(Self.lines(log, level: "info").first { $0.contains("starting:") }, "a start-up line: \(log)")
-        for part in ["vehicle v1", "source serial:\(device)", "broker mqtt://127.0.0.1:\(broker.port)", "TLS off", "outbox \(work)/state/v1.outbox"] {
+        for part in [
+            "vehicle v1", "source serial:\(device)", "broker mqtt://127.0.0.1:\(broker.port)", "TLS off", "outbox \(work)/state/v1.outbox",
+        ] {
             #expect(startup.contains(part), "the start-up line says \(part): \(startup)")
         }
         let warnings = Self.lines(log, level: "warning")
@@ -44,7 +50,8 @@ struct AgentProblemsTests {
 
         // Plugged in: a pseudo-terminal appears at the path, and the receiver talks.
         let feed = "\(work)/feed"
-        let socat = try TestProcess("/usr/bin/socat", ["pty,raw,echo=0,link=\(device)", "pty,raw,echo=0,link=\(feed)"], directory: work, name: "socat")
+        let socat = try TestProcess(
+            "/usr/bin/socat", ["pty,raw,echo=0,link=\(device)", "pty,raw,echo=0,link=\(feed)"], directory: work, name: "socat")
         defer { socat.send(SIGTERM) }
         try await waitUntil("socat's links", timeout: .seconds(10)) { FileManager.default.fileExists(atPath: feed) }
         let nmea = try Data(contentsOf: URL(fileURLWithPath: Self.fixture))
@@ -71,10 +78,12 @@ struct AgentProblemsTests {
         defer { Task { await broker.shutdown() } }
         let work = try makeTemporaryDirectory(prefix: "agent-gpsd-missing")
         let port = try FreePort.next()
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "gpsd://127.0.0.1:\(port)", "--vehicle", "v1",
-            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
-        ], directory: work, name: "agent")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "gpsd://127.0.0.1:\(port)", "--vehicle", "v1",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
+            ], directory: work, name: "agent")
         try await waitUntil("the warning", timeout: .seconds(10)) { !Self.lines(agent.standardError, level: "warning").isEmpty }
         try await Task.sleep(for: .seconds(3))  // more retries
         let warnings = Self.lines(agent.standardError, level: "warning")
@@ -84,20 +93,26 @@ struct AgentProblemsTests {
         #expect(await agent.waitForExit() == 0)
     }
 
-    @Test("a broker whose ACL refuses the vehicle's fixes: one error naming the topic and what to check, the refused fixes dropped and counted as rejected, the status still published")
+    @Test(
+        "a broker whose ACL refuses the vehicle's fixes: one error naming the topic and what to check, the refused fixes dropped and counted as rejected, the status still published"
+    )
     func refusedByTheACL() async throws {
         // Anonymous clients may write van-2's status and read the fleet, nothing else.
-        let broker = try await TestBroker.start(.init(acl: """
-            topic write fleet/van-2/status
-            topic read fleet/#
-            """))
+        let broker = try await TestBroker.start(
+            .init(
+                acl: """
+                    topic write fleet/van-2/status
+                    topic read fleet/#
+                    """))
         defer { Task { await broker.shutdown() } }
         let work = try makeTemporaryDirectory(prefix: "agent-acl")
         let statuses = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/van-2/status", count: 1000, timeoutSeconds: 60)
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "sim:?rate=10", "--vehicle", "van-2",
-            "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
-        ], directory: work, name: "agent")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "sim:?rate=10", "--vehicle", "van-2",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
+            ], directory: work, name: "agent")
         // The status (allowed) goes on being published and counts the refusals: nothing waits
         // behind the refused fixes.
         try await waitUntil("a status counting rejected fixes", timeout: .seconds(30), interval: .milliseconds(100)) {

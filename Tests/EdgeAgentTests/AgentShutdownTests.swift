@@ -1,9 +1,10 @@
-@testable import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
-import Logging
+import FleetcastTestSupport
 import Foundation
+import Logging
 import Testing
+
+@testable import EdgeAgent
 
 /// SIGTERM stops the built `fleetcast-agent` within a bounded time — drain (`drainTimeout`,
 /// 5 s) + `offline` status (5 s) + a margin — even when the broker has gone away, and it
@@ -18,7 +19,8 @@ struct AgentShutdownTests {
     /// which waits for room in the outbox once the broker is gone, instead of dropping.
     static let sources = [
         "sim:?rate=10",
-        "replay:" + URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
+        "replay:"
+            + URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
             .appendingPathComponent("NMEATests/Fixtures/gpsd/nmea-rtk.log").path + "?speed=max&loop=true",
     ]
 
@@ -27,10 +29,12 @@ struct AgentShutdownTests {
     /// replay at full speed: it logs at debug).
     static func startAgent(source: String = "sim:?rate=10", brokerPort: Int, directory: String) throws -> TestProcess {
         let level = source.hasPrefix("replay:") ? "debug" : "trace"
-        return try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", source, "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(brokerPort)",
-            "--state-dir", "\(directory)/state", "--log-level", level,
-        ], directory: directory, name: "agent")
+        return try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", source, "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(brokerPort)",
+                "--state-dir", "\(directory)/state", "--log-level", level,
+            ], directory: directory, name: "agent")
     }
 
     /// Sends SIGTERM (with `kill(2)`, not through `TestProcess`) and waits for the exit,
@@ -69,7 +73,8 @@ struct AgentShutdownTests {
         guard count(log, "MQTT connection lost") > count(before, "MQTT connection lost") else { return false }
         if replay { return true }
         let afterLoss = log.components(separatedBy: "MQTT connection lost").last ?? ""
-        return count(log, "send failed, keeping messages in the outbox") > count(before, "send failed, keeping messages in the outbox") || afterLoss.contains("MQTT publish sent")
+        return count(log, "send failed, keeping messages in the outbox") > count(before, "send failed, keeping messages in the outbox")
+            || afterLoss.contains("MQTT publish sent")
     }
 
     /// Checks that `seq` was stored on the way out: a clean stop records the exact next number
@@ -84,8 +89,9 @@ struct AgentShutdownTests {
         #expect(line == nil || line?.contains("outbox.backlog=\(store.storedCount)") == true, "log line: \(line ?? "none")")
     }
 
-    @Test("broker killed, then SIGTERM: exits 0 in bounded time, logs what it could not deliver, persists seq",
-          arguments: sources)
+    @Test(
+        "broker killed, then SIGTERM: exits 0 in bounded time, logs what it could not deliver, persists seq",
+        arguments: sources)
     func brokerKilledThenSIGTERM(source: String) async throws {
         let broker = try await TestBroker.start()
         let directory = try makeTemporaryDirectory(prefix: "agent-shutdown")
@@ -168,9 +174,11 @@ struct AgentShutdownTests {
         // A pseudo-terminal pair (socat) with nothing written to its far side: the serial
         // source opens `gps` and waits for bytes.
         let device = "\(directory)/gps"
-        let socat = try TestProcess("/usr/bin/socat", [
-            "pty,raw,echo=0,link=\(device)", "pty,raw,echo=0,link=\(directory)/feed",
-        ], directory: directory, name: "socat")
+        let socat = try TestProcess(
+            "/usr/bin/socat",
+            [
+                "pty,raw,echo=0,link=\(device)", "pty,raw,echo=0,link=\(directory)/feed",
+            ], directory: directory, name: "socat")
         defer { socat.send(SIGKILL, toGroup: true) }
         try await waitUntil("socat's pty links") { FileManager.default.fileExists(atPath: device) }
         try await withBroker { broker in

@@ -1,5 +1,5 @@
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import Testing
 
@@ -42,18 +42,26 @@ struct BrokerACLTests {
 
     /// `mosquitto_pub` says nothing and exits 0 when the broker took the message.
     static func expectAccepted(_ outcome: MosquittoCLI.Outcome, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(outcome.status == 0 && outcome.errorOutput.isEmpty, "\(what): \(outcome.status) \(outcome.errorOutput)", sourceLocation: sourceLocation)
+        #expect(
+            outcome.status == 0 && outcome.errorOutput.isEmpty, "\(what): \(outcome.status) \(outcome.errorOutput)",
+            sourceLocation: sourceLocation)
     }
 
     /// A publish the ACL refuses: the MQTT 5 PUBACK says 0x87, which `mosquitto_pub` reports
     /// as a warning (it still exits 0).
     static func expectRefused(_ outcome: MosquittoCLI.Outcome, _ what: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(outcome.errorOutput.contains("Publish 1 failed: Not authorized"), "\(what): \(outcome.status) \(outcome.errorOutput)", sourceLocation: sourceLocation)
+        #expect(
+            outcome.errorOutput.contains("Publish 1 failed: Not authorized"), "\(what): \(outcome.status) \(outcome.errorOutput)",
+            sourceLocation: sourceLocation)
     }
 
     /// A connection the broker refuses: a non-zero exit and an error on stderr.
-    static func expectConnectionRefused(_ outcome: MosquittoCLI.Outcome, _ what: String, saying: String, sourceLocation: SourceLocation = #_sourceLocation) {
-        #expect(outcome.status != 0 && outcome.errorOutput.contains(saying), "\(what): \(outcome.status) \(outcome.errorOutput)", sourceLocation: sourceLocation)
+    static func expectConnectionRefused(
+        _ outcome: MosquittoCLI.Outcome, _ what: String, saying: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) {
+        #expect(
+            outcome.status != 0 && outcome.errorOutput.contains(saying), "\(what): \(outcome.status) \(outcome.errorOutput)",
+            sourceLocation: sourceLocation)
     }
 
     /// A wait for the agent's messages ran out; the agent's log says why.
@@ -81,7 +89,9 @@ struct BrokerACLTests {
 
     // MARK: - Passwords (fleetcast.conf)
 
-    @Test("passwords: a vehicle writes its own fix, heading, status and backlog; other vehicles' topics, other topics and a watcher posing as a vehicle are refused (MQTT 5: 0x87; MQTT 3.1.1: dropped silently)")
+    @Test(
+        "passwords: a vehicle writes its own fix, heading, status and backlog; other vehicles' topics, other topics and a watcher posing as a vehicle are refused (MQTT 5: 0x87; MQTT 3.1.1: dropped silently)"
+    )
     func vehicleWritesOnlyItsOwnTopics() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
             let own = Self.contractTopics(Self.van1)
@@ -91,12 +101,17 @@ struct BrokerACLTests {
             for topic in own {
                 Self.expectAccepted(try await Self.publish(shipped, as: "van-1", topic, "van-1 says"), "van-1 → \(topic)")
             }
-            let forbidden = Self.contractTopics(Self.van2) + ["fleet/van-2/check", "fleet/van-1/position", "fleet/van-1/fix/extra", "fleet/van-1", "fleet/watch-dispatch/fix"]
+            let forbidden =
+                Self.contractTopics(Self.van2) + [
+                    "fleet/van-2/check", "fleet/van-1/position", "fleet/van-1/fix/extra", "fleet/van-1", "fleet/watch-dispatch/fix",
+                ]
             for topic in forbidden {
                 Self.expectRefused(try await Self.publish(shipped, as: "van-1", topic, "van-1 poses"), "van-1 → \(topic)")
             }
             // The watcher reads the fleet; it cannot write a vehicle's position.
-            Self.expectRefused(try await Self.publish(shipped, as: "watch-dispatch", Self.topics.fix(Self.van1), "watcher poses"), "watch-dispatch → van-1's fix")
+            Self.expectRefused(
+                try await Self.publish(shipped, as: "watch-dispatch", Self.topics.fix(Self.van1), "watcher poses"),
+                "watch-dispatch → van-1's fix")
             // MQTT 3.1.1 has no negative PUBACK: the broker acknowledges and drops the message.
             let silent = try await MosquittoCLI.attemptPublish(
                 broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 poses (3.1.1)", qos: 1,
@@ -105,15 +120,19 @@ struct BrokerACLTests {
 
             Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.topics.status(Self.van1), "last"), "van-1's last")
             let received = await watcher.messages()
-            #expect(received == own.map { "\($0) van-1 says" } + ["fleet/van-1/status last"], "broker log:\n\(shipped.broker.log.suffix(4000))")
+            #expect(
+                received == own.map { "\($0) van-1 says" } + ["fleet/van-1/status last"], "broker log:\n\(shipped.broker.log.suffix(4000))")
         }
     }
 
-    @Test("passwords: a vehicle reads no other vehicle's messages, live or retained (it reads back only its own check topic); the watcher reads every vehicle's every topic")
+    @Test(
+        "passwords: a vehicle reads no other vehicle's messages, live or retained (it reads back only its own check topic); the watcher reads every vehicle's every topic"
+    )
     func vehicleReadsNoOtherVehicle() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
             // van-2's last position is retained before anyone subscribes.
-            Self.expectAccepted(try await Self.publish(shipped, as: "van-2", Self.topics.fix(Self.van2), "retained", retain: true), "van-2's retained fix")
+            Self.expectAccepted(
+                try await Self.publish(shipped, as: "van-2", Self.topics.fix(Self.van2), "retained", retain: true), "van-2's retained fix")
 
             // mosquitto grants any subscription and filters what it delivers by the ACL. The
             // retained messages for the first filter would come before anything else.
@@ -147,16 +166,19 @@ struct BrokerACLTests {
             let fix = Self.topics.fix(Self.van1)
             let v5 = ["-V", "mqttv5"]
 
-            let anonymous = try await MosquittoCLI.attemptPublish(broker: shipped.broker, topic: fix, message: "anonymous", extra: shipped.trustOnly + v5)
+            let anonymous = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: fix, message: "anonymous", extra: shipped.trustOnly + v5)
             Self.expectConnectionRefused(anonymous, "no user name", saying: "Connection error: Not authorized")
             let wrongPassword = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "wrong password", extra: shipped.trustOnly + ["-u", "van-1", "-P", "not-the-password"] + v5)
+                broker: shipped.broker, topic: fix, message: "wrong password",
+                extra: shipped.trustOnly + ["-u", "van-1", "-P", "not-the-password"] + v5)
             Self.expectConnectionRefused(wrongPassword, "van-1 with a wrong password", saying: "Connection error: Not authorized")
             let unknown = try await MosquittoCLI.attemptPublish(
                 broker: shipped.broker, topic: fix, message: "unknown", extra: shipped.trustOnly + ["-u", "van-9", "-P", "anything"] + v5)
             Self.expectConnectionRefused(unknown, "an unknown user", saying: "Connection error: Not authorized")
             let wrongPassword311 = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "wrong password 3.1.1", extra: shipped.trustOnly + ["-u", "van-1", "-P", "nope", "-V", "mqttv311"])
+                broker: shipped.broker, topic: fix, message: "wrong password 3.1.1",
+                extra: shipped.trustOnly + ["-u", "van-1", "-P", "nope", "-V", "mqttv311"])
             Self.expectConnectionRefused(wrongPassword311, "van-1 with a wrong password, MQTT 3.1.1", saying: "not authorised")
             // TLS only: the right password without TLS does not get in.
             let plain = try await MosquittoCLI.attemptPublish(
@@ -168,7 +190,9 @@ struct BrokerACLTests {
         }
     }
 
-    @Test("passwords: the real agent over TLS (CA file, user van-1, password file) publishes fixes, headings and its status; after a link cut its backlog passes the ACL too, nothing rejected")
+    @Test(
+        "passwords: the real agent over TLS (CA file, user van-1, password file) publishes fixes, headings and its status; after a link cut its backlog passes the ACL too, nothing rejected"
+    )
     func agentWithPassword() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
             // The vehicle reaches the broker through a proxy the test cuts: a dead zone.
@@ -177,10 +201,12 @@ struct BrokerACLTests {
             let watcher = try await MosquittoCLI.subscribe(
                 broker: shipped.broker, filter: "fleet/#", count: 100_000, timeoutSeconds: 120, extra: shipped.login("watch-dispatch"))
             let passwordFile = shipped.files.createFile("van-1.password", shipped.passwords["van-1"]! + "\n", mode: 0o600)
-            let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-                "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://van-1@127.0.0.1:\(port)",
-                "--ca-file", shipped.ca.certificateFile, "--password-file", passwordFile, "--state-dir", shipped.files.path,
-            ], directory: shipped.files.path, name: "agent")
+            let agent = try TestProcess(
+                builtProduct("fleetcast-agent"),
+                [
+                    "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://van-1@127.0.0.1:\(port)",
+                    "--ca-file", shipped.ca.certificateFile, "--password-file", passwordFile, "--state-dir", shipped.files.path,
+                ], directory: shipped.files.path, name: "agent")
             defer { agent.send(SIGKILL) }
 
             try await Self.waitUntil("van-1 online with fixes and headings at the watcher", timeout: .seconds(30), agent: agent) {
@@ -195,9 +221,12 @@ struct BrokerACLTests {
                 !Self.lines(watcher.messagesSoFar, on: "fleet/van-1/backlog").isEmpty
             }
             agent.send(SIGTERM)
-            #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0, "agent: \(agent.standardError.suffix(3000))")
+            #expect(
+                try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0,
+                "agent: \(agent.standardError.suffix(3000))")
             try await Self.waitUntil("van-1's offline status at the watcher", timeout: .seconds(10), agent: agent) {
-                Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["reason"] as? String } == "shutdown"
+                Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["reason"] as? String }
+                    == "shutdown"
             }
             await watcher.stop()
             await restored.kill()
@@ -218,23 +247,29 @@ struct BrokerACLTests {
         }
     }
 
-    @Test("passwords: `fleetcast-agent check` passes for van-1 (MQTT 3.1.1 too: it reads its message back) and fails with ACL advice when van-1's login claims van-2")
+    @Test(
+        "passwords: `fleetcast-agent check` passes for van-1 (MQTT 3.1.1 too: it reads its message back) and fails with ACL advice when van-1's login claims van-2"
+    )
     func agentCheck() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
             let passwordFile = shipped.files.createFile("van-1.password", shipped.passwords["van-1"]!, mode: 0o600)
             func check(vehicle: String, protocolVersion: String) async throws -> (status: Int32, output: String) {
-                let process = try TestProcess(builtProduct("fleetcast-agent"), [
-                    "check", "--source", "sim:?rate=10", "--vehicle", vehicle, "--timeout", "20",
-                    "--broker", "mqtts://van-1@127.0.0.1:\(shipped.broker.port)", "--password-file", passwordFile,
-                ], directory: shipped.files.path, name: "check-\(vehicle)-\(protocolVersion)",
-                environment: ["FLEETCAST_BROKER_CA_FILE": shipped.ca.certificateFile, "FLEETCAST_BROKER_PROTOCOL": protocolVersion])
+                let process = try TestProcess(
+                    builtProduct("fleetcast-agent"),
+                    [
+                        "check", "--source", "sim:?rate=10", "--vehicle", vehicle, "--timeout", "20",
+                        "--broker", "mqtts://van-1@127.0.0.1:\(shipped.broker.port)", "--password-file", passwordFile,
+                    ], directory: shipped.files.path, name: "check-\(vehicle)-\(protocolVersion)",
+                    environment: ["FLEETCAST_BROKER_CA_FILE": shipped.ca.certificateFile, "FLEETCAST_BROKER_PROTOCOL": protocolVersion])
                 let status = try await withTimeout(.seconds(60), "fleetcast-agent check") { await process.waitForExit() }
                 return (status, process.standardOutput + process.standardError)
             }
             for protocolVersion in ["5", "3.1.1"] {
                 let passed = try await check(vehicle: "van-1", protocolVersion: protocolVersion)
                 #expect(passed.status == 0, "MQTT \(protocolVersion): \(passed.output)")
-                #expect(passed.output.contains("ok   publish  fleet/van-1/check: accepted and read back"), "MQTT \(protocolVersion): \(passed.output)")
+                #expect(
+                    passed.output.contains("ok   publish  fleet/van-1/check: accepted and read back"),
+                    "MQTT \(protocolVersion): \(passed.output)")
             }
             let refused = try await check(vehicle: "van-2", protocolVersion: "5")
             #expect(refused.status == 1, "\(refused.output)")
@@ -276,7 +311,8 @@ struct BrokerACLTests {
             let fix = Self.topics.fix(Self.van2)
             let v5 = ["-V", "mqttv5"]
 
-            let none = try await MosquittoCLI.attemptPublish(broker: shipped.broker, topic: fix, message: "no certificate", extra: shipped.trustOnly + v5)
+            let none = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: fix, message: "no certificate", extra: shipped.trustOnly + v5)
             Self.expectConnectionRefused(none, "no certificate", saying: "Error")
             let password = try await MosquittoCLI.attemptPublish(
                 broker: shipped.broker, topic: fix, message: "password", extra: shipped.trustOnly + ["-u", "van-2", "-P", "anything"] + v5)
@@ -303,11 +339,13 @@ struct BrokerACLTests {
             let watcher = try await MosquittoCLI.subscribe(
                 broker: shipped.broker, filter: "fleet/#", count: 100_000, timeoutSeconds: 60, extra: shipped.login("watch-dispatch"))
             let certificate = try #require(shipped.certificates["van-1"])
-            let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-                "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://127.0.0.1:\(shipped.broker.port)",
-                "--ca-file", shipped.ca.certificateFile, "--cert-file", certificate.certificateFile, "--key-file", certificate.keyFile,
-                "--state-dir", shipped.files.path,
-            ], directory: shipped.files.path, name: "agent")
+            let agent = try TestProcess(
+                builtProduct("fleetcast-agent"),
+                [
+                    "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://127.0.0.1:\(shipped.broker.port)",
+                    "--ca-file", shipped.ca.certificateFile, "--cert-file", certificate.certificateFile, "--key-file", certificate.keyFile,
+                    "--state-dir", shipped.files.path,
+                ], directory: shipped.files.path, name: "agent")
             defer { agent.send(SIGKILL) }
 
             try await Self.waitUntil("van-1 online with fixes at the watcher", timeout: .seconds(30), agent: agent) {
@@ -316,7 +354,9 @@ struct BrokerACLTests {
                     && Self.lines(received, on: "fleet/van-1/fix").count >= 5
             }
             agent.send(SIGTERM)
-            #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0, "agent: \(agent.standardError.suffix(3000))")
+            #expect(
+                try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0,
+                "agent: \(agent.standardError.suffix(3000))")
             try await Self.waitUntil("van-1's offline status at the watcher", timeout: .seconds(10), agent: agent) {
                 Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["state"] as? String } == "offline"
             }

@@ -1,11 +1,12 @@
-@testable import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import InMemoryLogging
 import Logging
 import Testing
+
+@testable import EdgeAgent
 
 #if canImport(Glibc)
 import Glibc
@@ -19,10 +20,13 @@ struct OutboxDiskFaultTests {
     static func tmpfs(size: String, readOnly: Bool) throws -> (path: String, unmount: () -> Void) {
         let path = try makeTemporaryDirectory(prefix: "fleetcast-tmpfs")
         try run("/bin/mount", ["-t", "tmpfs", "-o", "size=\(size)\(readOnly ? ",ro" : "")", "tmpfs", path])
-        return (path, {
-            try? run("/bin/umount", ["-l", path])
-            try? FileManager.default.removeItem(atPath: path)
-        })
+        return (
+            path,
+            {
+                try? run("/bin/umount", ["-l", path])
+                try? FileManager.default.removeItem(atPath: path)
+            }
+        )
     }
 
     static func run(_ tool: String, _ arguments: [String]) throws {
@@ -31,7 +35,9 @@ struct OutboxDiskFaultTests {
         process.arguments = arguments
         try process.run()
         process.waitUntilExit()
-        guard process.terminationStatus == 0 else { throw TestSupportError.processFailed("\(tool) \(arguments)", status: process.terminationStatus, output: "") }
+        guard process.terminationStatus == 0 else {
+            throw TestSupportError.processFailed("\(tool) \(arguments)", status: process.terminationStatus, output: "")
+        }
     }
 
     @Test("a read-only state directory: the agent publishes live, logs one error naming the path, and reports storage degraded")
@@ -42,13 +48,16 @@ struct OutboxDiskFaultTests {
         defer { Task { await broker.shutdown() } }
         let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 10, timeoutSeconds: 30)
         let work = try makeTemporaryDirectory(prefix: "agent-readonly")
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
-            "--state-dir", state,
-        ], directory: work, name: "agent")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
+                "--state-dir", state,
+            ], directory: work, name: "agent")
         #expect(await fixes.messages().count == 10, "live fixes flow")
         let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status"))
-        let status = try #require(try JSONSerialization.jsonObject(with: Data(retained.dropFirst("fleet/v1/status ".count).utf8)) as? [String: Any])
+        let status = try #require(
+            try JSONSerialization.jsonObject(with: Data(retained.dropFirst("fleet/v1/status ".count).utf8)) as? [String: Any])
         #expect(status["storage"] as? String == "degraded")
         #expect((status["storageReason"] as? String)?.contains(state) == true, "the reason names the path: \(status)")
         agent.send(SIGTERM)
@@ -67,8 +76,9 @@ struct OutboxDiskFaultTests {
         let logger = Logger(label: "test") { _ in capture }
         let sender = RecordingSender(failing: true)
         let publisher = Publisher(
-            settings: .init(vehicle: vehicle, initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(50),
-                            syncInterval: .milliseconds(50), drainRate: 100_000, statusInterval: .milliseconds(50)),
+            settings: .init(
+                vehicle: vehicle, initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(50),
+                syncInterval: .milliseconds(50), drainRate: 100_000, statusInterval: .milliseconds(50)),
             sender: sender, store: OutboxStore.open(directory: state, vehicle: vehicle, logger: logger), logger: logger)
         let running = Task { await publisher.run() }
         let total = 2_000  // ~450 KB of payloads: the 160 KiB disk fills up on the way
@@ -92,7 +102,9 @@ struct OutboxDiskFaultTests {
         #expect(errors.count == 1, "one error: \(errors.map(\.message))")
     }
 
-    @Test("a store on a card remounted read-only: memory fallback, numbering past everything the store reserved, its backlog left in place", arguments: [false, true])
+    @Test(
+        "a store on a card remounted read-only: memory fallback, numbering past everything the store reserved, its backlog left in place",
+        arguments: [false, true])
     func storeRemountedReadOnly(uncleanStop: Bool) async throws {
         let (state, unmount) = try Self.tmpfs(size: "4m", readOnly: false)
         defer { unmount() }
@@ -106,15 +118,17 @@ struct OutboxDiskFaultTests {
         func copyToCard() throws {
             let path = OutboxStore.path(directory: state, vehicle: vehicle)
             for suffix in ["", "-wal", "-shm"] where FileManager.default.fileExists(atPath: path + suffix) {
-                try FileManager.default.copyItem(atPath: path + suffix, toPath: OutboxStore.path(directory: card, vehicle: vehicle) + suffix)
+                try FileManager.default.copyItem(
+                    atPath: path + suffix, toPath: OutboxStore.path(directory: card, vehicle: vehicle) + suffix)
             }
         }
         do {
             let store = OutboxStore.open(directory: state, vehicle: vehicle, logger: quiet)
             let records = (UInt64(1)...40).map { OutboxRecord(seq: $0, kind: .fix, storedAtMilliseconds: 1, payload: Array("{}".utf8)) }
-            _ = try await store.storage.commit(OutboxCommit(
-                inserts: records, deletes: [], nextSeq: 41, reservedSeq: reserved, clean: false,
-                expiresBeforeMilliseconds: 0, maximumBytes: 1 << 20, protected: []))
+            _ = try await store.storage.commit(
+                OutboxCommit(
+                    inserts: records, deletes: [], nextSeq: 41, reservedSeq: reserved, clean: false,
+                    expiresBeforeMilliseconds: 0, maximumBytes: 1 << 20, protected: []))
             if uncleanStop {
                 // As a crash leaves it: the WAL and its index beside the database.
                 #expect(FileManager.default.fileExists(atPath: OutboxStore.path(directory: state, vehicle: vehicle) + "-wal"))
@@ -137,7 +151,9 @@ struct OutboxDiskFaultTests {
             if message.topic.hasSuffix("/backlog") {
                 return (try? FleetPayload.decodeBacklog(message.payload, vehicle: vehicle))?.events.compactMap(\.seq) ?? []
             }
-            if message.topic.hasSuffix("/fix") { return (try? FleetPayload.decodeFix(message.payload, vehicle: vehicle)).flatMap(\.seq).map { [$0] } ?? [] }
+            if message.topic.hasSuffix("/fix") {
+                return (try? FleetPayload.decodeFix(message.payload, vehicle: vehicle)).flatMap(\.seq).map { [$0] } ?? []
+            }
             return []
         }
     }

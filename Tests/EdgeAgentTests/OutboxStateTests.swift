@@ -1,5 +1,6 @@
-@testable import EdgeAgent
 import Testing
+
+@testable import EdgeAgent
 
 /// The outbox's state machine, driven with plain values: no tasks, no storage.
 @Suite("Outbox state")
@@ -8,8 +9,9 @@ struct OutboxStateTests {
 
     private func makeState(lossless: Bool = false, window: Int = 4, next: UInt64 = 1, memoryOnly: Bool = false) -> State {
         State(
-            settings: .init(liveWindow: window, lossless: lossless, memoryLimit: 100, maximumAgeMilliseconds: 1000,
-                            maximumBytes: 1 << 20, minimumReserve: 64),
+            settings: .init(
+                liveWindow: window, lossless: lossless, memoryLimit: 100, maximumAgeMilliseconds: 1000,
+                maximumBytes: 1 << 20, minimumReserve: 64),
             opening: OutboxOpening(count: 0, bytes: 0, nextSeq: next, uncleanSkipped: 0, reservedSeq: next + 64),
             memoryOnly: memoryOnly)
     }
@@ -162,7 +164,9 @@ struct OutboxStateTests {
         #expect(state.nextLive() == .some(.status(newer)), "the newer one, not the failed one")
     }
 
-    @Test("a record that joins the backlog while the drain reads (it was live, so the read skipped it) is read next, not left behind the cursor")
+    @Test(
+        "a record that joins the backlog while the drain reads (it was live, so the read skipped it) is read next, not left behind the cursor"
+    )
     func demotedDuringRead() {
         var state = makeState()
         add(&state, .fix)  // 1: live (waiting to go out)
@@ -196,8 +200,9 @@ struct OutboxStateTests {
         while Int(state.nextSeq) < Int(trial.reservedSeq) + 5 { seqs.append(add(&state)) }
         #expect(liveSeq(&state) == nil, "the newest, \(seqs.last!), is at or above the trial reservation \(trial.reservedSeq)")
         let fromMemory = state.unwrittenBacklog(after: 0, limit: 10_000, maximumBytes: 1 << 30, excluding: [])
-        #expect(!fromMemory.isEmpty && fromMemory.allSatisfy { $0.seq < trial.reservedSeq },
-                "the backlog drain does not send them either")
+        #expect(
+            !fromMemory.isEmpty && fromMemory.allSatisfy { $0.seq < trial.reservedSeq },
+            "the backlog drain does not send them either")
         _ = state.commitFailed(reason: "disk full")
         #expect(liveSeq(&state) == seqs.last, "the trial failed: unbounded again")
     }
@@ -205,8 +210,9 @@ struct OutboxStateTests {
     @Test("a full memory while every unwritten record is in flight drops nothing and does not spin")
     func memoryLimitWithEverythingInFlight() {
         var state = State(
-            settings: .init(liveWindow: 200, lossless: true, memoryLimit: 5, maximumAgeMilliseconds: 1000,
-                            maximumBytes: 1 << 20, minimumReserve: 400),
+            settings: .init(
+                liveWindow: 200, lossless: true, memoryLimit: 5, maximumAgeMilliseconds: 1000,
+                maximumBytes: 1 << 20, minimumReserve: 400),
             opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 401),
             memoryOnly: false)
         for _ in 0..<10 { add(&state) }

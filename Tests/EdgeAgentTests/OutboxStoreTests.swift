@@ -1,11 +1,12 @@
-@testable import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import InMemoryLogging
 import Logging
 import Testing
+
+@testable import EdgeAgent
 
 /// The outbox store on real SQLite files: what survives a restart, how `seq` continues, and
 /// what happens to a store that is broken or cannot be written.
@@ -20,11 +21,14 @@ struct OutboxStoreTests {
         return OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: ms, payload: Array((body + pad + "\"}").utf8))
     }
 
-    private func commit(_ store: OutboxStore, inserts: [OutboxRecord] = [], deletes: [UInt64] = [], next: UInt64,
-                        reserved: UInt64, clean: Bool = false, maxBytes: Int = 1 << 30, expiresBefore: Int64 = 0) async throws -> OutboxCommitResult {
-        try await store.storage.commit(OutboxCommit(
-            inserts: inserts, deletes: deletes, nextSeq: next, reservedSeq: reserved, clean: clean,
-            expiresBeforeMilliseconds: expiresBefore, maximumBytes: maxBytes))
+    private func commit(
+        _ store: OutboxStore, inserts: [OutboxRecord] = [], deletes: [UInt64] = [], next: UInt64,
+        reserved: UInt64, clean: Bool = false, maxBytes: Int = 1 << 30, expiresBefore: Int64 = 0
+    ) async throws -> OutboxCommitResult {
+        try await store.storage.commit(
+            OutboxCommit(
+                inserts: inserts, deletes: deletes, nextSeq: next, reservedSeq: reserved, clean: clean,
+                expiresBeforeMilliseconds: expiresBefore, maximumBytes: maxBytes))
     }
 
     @Test("records and the next seq survive closing and reopening; a clean stop continues without a gap")
@@ -106,11 +110,17 @@ struct OutboxStoreTests {
     }
 
     static let brokenStores: [(String, [UInt8])] = [
-        ("garbage", Array("this is not a database, it is what a power cut can leave behind\n".utf8) + (0..<4000).map { UInt8(truncatingIfNeeded: $0 &* 131) }),
+        (
+            "garbage",
+            Array("this is not a database, it is what a power cut can leave behind\n".utf8)
+                + (0..<4000).map { UInt8(truncatingIfNeeded: $0 &* 131) }
+        ),
         ("zero bytes", []),
     ]
 
-    @Test("a store that is garbage, truncated or of another schema is moved aside (never deleted) and replaced", arguments: ["garbage", "truncated", "wrong schema", "zero bytes"])
+    @Test(
+        "a store that is garbage, truncated or of another schema is moved aside (never deleted) and replaced",
+        arguments: ["garbage", "truncated", "wrong schema", "zero bytes"])
     func brokenStoreMovedAside(kind: String) async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -1,6 +1,6 @@
 import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import Logging

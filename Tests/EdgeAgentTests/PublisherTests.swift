@@ -1,11 +1,12 @@
-@testable import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import InMemoryLogging
 import Logging
 import Testing
+
+@testable import EdgeAgent
 
 @Suite("Publisher")
 struct PublisherTests {
@@ -166,9 +167,13 @@ struct PublisherTests {
             continuation.finish()
         }
         try await withTimeout { try await publisher.run(events: events) }
-        let kept = try await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
-            .storage.backlog(after: 0, limit: 100, maximumBytes: 1 << 20, excluding: []).map { Int($0.seq) }
-        #expect((deliveredSeqs(sender.sent) + kept).sorted() == [1, 2, 3], "skipped fixes take no seq: no false gaps; what did not go live waits in the store")
+        let kept = try await OutboxStore.open(
+            directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        )
+        .storage.backlog(after: 0, limit: 100, maximumBytes: 1 << 20, excluding: []).map { Int($0.seq) }
+        #expect(
+            (deliveredSeqs(sender.sent) + kept).sorted() == [1, 2, 3],
+            "skipped fixes take no seq: no false gaps; what did not go live waits in the store")
         let times = sender.sent.filter { $0.topic.hasSuffix("/fix") }.compactMap { json($0)["time"] as? String }
         #expect(times.allSatisfy { ["2024-05-14T08:00:00.000Z", "2024-05-14T08:00:05.000Z", "2024-05-14T08:00:10.000Z"].contains($0) })
         #expect(publisher.counters.fixesSkippedByPolicy == 9)
@@ -202,7 +207,8 @@ struct PublisherTests {
         let quiet = Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
         let sender = RecordingSender(failing: true)
         let publisher = Publisher(
-            settings: .init(vehicle: vehicle, drainTimeout: .milliseconds(200), initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(20)),
+            settings: .init(
+                vehicle: vehicle, drainTimeout: .milliseconds(200), initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(20)),
             sender: sender, store: OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet
         )
         let running = Task { await publisher.run() }
@@ -248,12 +254,15 @@ struct PublisherTests {
         let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet)
         #expect(reopened.nextSeq == 301, "a clean stop: numbering continues without a gap")
         let stored = try await reopened.storage.backlog(after: 0, limit: 1000, maximumBytes: 1 << 30, excluding: [])
-        #expect(Set(deliveredSeqs(sender.sent)).union(stored.map { Int($0.seq) }) == Set(1...300),
-                "the older fixes went out as backlog or wait in the store")
+        #expect(
+            Set(deliveredSeqs(sender.sent)).union(stored.map { Int($0.seq) }) == Set(1...300),
+            "the older fixes went out as backlog or wait in the store")
     }
 
     /// A publisher with 300 fixes stored while the broker was absent, now back.
-    private func backlogged(_ sender: RecordingSender, dir: TemporaryDirectory, logger: Logger) async throws -> (Publisher, Task<Void, Never>) {
+    private func backlogged(
+        _ sender: RecordingSender, dir: TemporaryDirectory, logger: Logger
+    ) async throws -> (Publisher, Task<Void, Never>) {
         let publisher = try makePublisher(sender: sender, dir: dir, logger: logger)
         let running = Task { await publisher.run() }
         for index in 0..<300 { publisher.publish(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }
@@ -261,7 +270,9 @@ struct PublisherTests {
         return (publisher, running)
     }
 
-    @Test("a broker whose packet limit is below a backlog batch (0x95) gets smaller batches: everything arrives, nothing is counted as rejected")
+    @Test(
+        "a broker whose packet limit is below a backlog batch (0x95) gets smaller batches: everything arrives, nothing is counted as rejected"
+    )
     func backlogBatchTooLarge() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -279,7 +290,9 @@ struct PublisherTests {
         try await withTimeout { await running.value }
     }
 
-    @Test("a broker that refuses the backlog topic: the backlog stays in the store (nothing deleted or counted as rejected), one error, and drains on the next connection")
+    @Test(
+        "a broker that refuses the backlog topic: the backlog stays in the store (nothing deleted or counted as rejected), one error, and drains on the next connection"
+    )
     func backlogTopicRefused() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }

@@ -100,9 +100,11 @@ struct ReportingPolicyTests {
 
     @Test("heading changes while stationary do not trigger a report")
     func stationaryHeadingNoise() {
-        let fixes = [Fixes.fix(at: 0, speed: 0.1, track: 0)] + (1..<10).map {
-            Fixes.fix(at: Double($0), speed: 0.1, track: Double($0 * 40 % 360))
-        }
+        let fixes =
+            [Fixes.fix(at: 0, speed: 0.1, track: 0)]
+            + (1..<10).map {
+                Fixes.fix(at: Double($0), speed: 0.1, track: Double($0 * 40 % 360))
+            }
         #expect(published(ReportingPolicy(minHeadingChange: 20, stationarySpeed: 0.5), fixes) == [0])
     }
 

@@ -1,9 +1,10 @@
-@testable import EdgeAgent
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import Foundation
 import Logging
 import Testing
+
+@testable import EdgeAgent
 
 #if canImport(Glibc)
 import Glibc
@@ -20,7 +21,8 @@ final class NotifySocket: Sendable {
     init(abstract: Bool) throws {
         fd = socket(AF_UNIX, Int32(SOCK_DGRAM.rawValue) | Int32(SOCK_CLOEXEC.rawValue), 0)
         guard fd >= 0 else { throw TestSupportError.system("socket", errno) }
-        let name = abstract
+        let name =
+            abstract
             ? "@fleetcast-notify-\(UUID().uuidString.prefix(8))"
             : try makeTemporaryDirectory(prefix: "notify") + "/notify.sock"
         address = name
@@ -85,12 +87,15 @@ struct SystemdNotifyTests {
         let systemd = try NotifySocket(abstract: true)
         let state = try makeTemporaryDirectory(prefix: "agent-notify")
         let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 3, timeoutSeconds: 30)
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), [
-            "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
-            "--state-dir", state,
-        ], directory: state, name: "agent", environment: [
-            "NOTIFY_SOCKET": systemd.address, "WATCHDOG_USEC": "1000000",  // WatchdogSec=1s: a ping every 0.5 s
-        ])
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
+                "--state-dir", state,
+            ], directory: state, name: "agent",
+            environment: [
+                "NOTIFY_SOCKET": systemd.address, "WATCHDOG_USEC": "1000000",  // WatchdogSec=1s: a ping every 0.5 s
+            ])
         try await systemd.wait(for: "READY=1") { $0.first?.hasPrefix("READY=1\n") == true }
         #expect(await fixes.messages().count == 3, "publishing")
         try await systemd.wait(for: "watchdog pings") { $0.filter { $0 == "WATCHDOG=1" }.count >= 3 }
@@ -123,7 +128,8 @@ struct PipelineProbeTests {
         let vehicle = VehicleID("v1")!
         let hanging = Publisher(
             settings: .init(vehicle: vehicle, syncInterval: .milliseconds(20)), sender: RecordingSender(failing: true),
-            store: OutboxStore(storage: HangingStorage(), opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 129)),
+            store: OutboxStore(
+                storage: HangingStorage(), opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 129)),
             logger: quiet)
         let healthy = Publisher(
             settings: .init(vehicle: vehicle, syncInterval: .milliseconds(20)), sender: RecordingSender(),
@@ -162,7 +168,8 @@ struct SourceHealthTests {
         let t0 = ContinuousClock.now
         #expect(health.failed(reason: "gone", at: t0) == .failing(reason: "gone"))
         #expect(health.failed(reason: "gone", at: t0 + .seconds(2)) == nil, "not one per retry")
-        #expect(health.failed(reason: "gone", at: t0 + .seconds(301)) == .stillFailing(reason: "gone", attempts: 3, duration: .seconds(301)))
+        #expect(
+            health.failed(reason: "gone", at: t0 + .seconds(301)) == .stillFailing(reason: "gone", attempts: 3, duration: .seconds(301)))
         #expect(health.working(at: t0 + .seconds(310)) == .recovered(attempts: 3, duration: .seconds(310)))
         // Brown-outs every 30 s for the next 5 minutes: silent, then one warning and its notice.
         for k in 1...9 {

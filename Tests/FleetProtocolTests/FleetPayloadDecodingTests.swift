@@ -1,5 +1,5 @@
-import FleetcastTestSupport
 import FleetProtocol
+import FleetcastTestSupport
 import GNSS
 import Testing
 
@@ -10,31 +10,36 @@ import Testing
     func bytes(_ text: String) -> [UInt8] { Array(text.utf8) }
 
     @Test func fixRoundTripsThroughTheEncoder() throws {
-        let fix = Fix(time: time, latitude: 41.57496591, longitude: -93.750571901, altitudeHAE: 246.719,
-                      altitudeMSL: 278.161, geoidSeparation: -31.442, speed: 0.076, track: 124.888,
-                      magneticVariation: -1.5, climb: -0.2, mode: .threeD, quality: .rtkFixed,
-                      satellitesUsed: 10, hdop: 0.9, vdop: 1.2, pdop: 1.5, eph: 2.5, epv: 4.125)
+        let fix = Fix(
+            time: time, latitude: 41.57496591, longitude: -93.750571901, altitudeHAE: 246.719,
+            altitudeMSL: 278.161, geoidSeparation: -31.442, speed: 0.076, track: 124.888,
+            magneticVariation: -1.5, climb: -0.2, mode: .threeD, quality: .rtkFixed,
+            satellitesUsed: 10, hdop: 0.9, vdop: 1.2, pdop: 1.5, eph: 2.5, epv: 4.125)
         let decoded = try FleetPayload.decodeFix(FleetPayload.encode(fix, vehicle: "van-7", seq: 42), vehicle: van)
         #expect(decoded == DecodedFix(vehicle: van, seq: 42, fix: fix))
     }
 
     @Test func headingAndStatusRoundTrip() throws {
-        let h = Heading(time: time, trueHeading: 274.07, magneticHeading: 270.5, magneticDeviation: -1,
-                        magneticVariation: 2.5, source: .hdg)
-        #expect(try FleetPayload.decodeHeading(FleetPayload.encode(h, vehicle: "van-7", seq: 7), vehicle: van)
+        let h = Heading(
+            time: time, trueHeading: 274.07, magneticHeading: 270.5, magneticDeviation: -1,
+            magneticVariation: 2.5, source: .hdg)
+        #expect(
+            try FleetPayload.decodeHeading(FleetPayload.encode(h, vehicle: "van-7", seq: 7), vehicle: van)
                 == DecodedHeading(vehicle: van, seq: 7, heading: h))
         let noTime = Heading(trueHeading: 0, source: .hdt)
         #expect(try FleetPayload.decodeHeading(FleetPayload.encode(noTime), vehicle: van).heading == noTime)
 
-        let status = VehicleStatus(vehicle: van, state: .online, since: time, agentVersion: "0.1.0",
-                                   source: "gpsd://localhost", gnss: .sourceLost, droppedFixes: 3, reason: "x")
+        let status = VehicleStatus(
+            vehicle: van, state: .online, since: time, agentVersion: "0.1.0",
+            source: "gpsd://localhost", gnss: .sourceLost, droppedFixes: 3, reason: "x")
         #expect(try FleetPayload.decodeStatus(FleetPayload.encode(status), vehicle: van) == status)
         let drops = VehicleStatus.Drops(full: 1, expired: 2, unclean: 3, rejected: 4)
         let counted = VehicleStatus(vehicle: van, state: .online, droppedFixes: drops.total, drops: drops, backlog: 5)
         let text = String(decoding: FleetPayload.encode(counted), as: UTF8.self)
         #expect(text.contains(#""dropped":10,"droppedFull":1,"droppedExpired":2,"droppedUnclean":3,"rejected":4"#), "\(text)")
         #expect(try FleetPayload.decodeStatus(FleetPayload.encode(counted), vehicle: van) == counted)
-        #expect(try FleetPayload.decodeStatus(bytes(#"{"v":1,"state":"offline"}"#), vehicle: van)
+        #expect(
+            try FleetPayload.decodeStatus(bytes(#"{"v":1,"state":"offline"}"#), vehicle: van)
                 == VehicleStatus(vehicle: van, state: .offline))
     }
 
@@ -69,8 +74,10 @@ import Testing
             ("{\"v\":1,\(t),\"lat\":1,\"lon\":2,\"mode\":3,\"seq\":-4}", .invalidValue(key: "seq", detail: "is negative")),
             ("{\"v\":1,\(t),\"lat\":1,\"lon\":2,\"mode\":3,\"speed\":-1}", .invalidValue(key: "speed", detail: "is outside 0...100000")),
             ("{\"v\":1,\(t),\"lat\":1,\"lon\":2,\"mode\":3,\"sats\":true}", .wrongType(key: "sats", expected: "an integer")),
-            (#"{"v":1,"time":"yesterday","lat":1,"lon":2,"mode":3}"#,
-             .invalidValue(key: "time", detail: "is not an ISO 8601 UTC time (YYYY-MM-DDTHH:MM:SS.sssZ)")),
+            (
+                #"{"v":1,"time":"yesterday","lat":1,"lon":2,"mode":3}"#,
+                .invalidValue(key: "time", detail: "is not an ISO 8601 UTC time (YYYY-MM-DDTHH:MM:SS.sssZ)")
+            ),
         ]
         for (text, expected) in cases {
             #expect(throws: expected, "\(text)") { try FleetPayload.decodeFix(Array(text.utf8), vehicle: van) }
@@ -87,9 +94,11 @@ import Testing
     }
 
     @Test func syntaxErrorsAndOversizedPayloadsAreRefused() {
-        for text in ["", "[]", "1", "{", #"{"v":1"#, #"{"v":1,}"#, #"{"v":01}"#, #"{"v":1} x"#, "{\"v\":1,\"v\":1}",
-                     #"{"a":"\x"}"#, "{\"a\":\"\u{1}\"}", #"{"a":tru}"#, #"{"a":1.}"#, #"{"a":-}"#, #"{"a":"\ud800"}"#,
-                     #"{"a":NaN}"#, #"{'a':1}"#, String(repeating: "[", count: 10_000)] {
+        for text in [
+            "", "[]", "1", "{", #"{"v":1"#, #"{"v":1,}"#, #"{"v":01}"#, #"{"v":1} x"#, "{\"v\":1,\"v\":1}",
+            #"{"a":"\x"}"#, "{\"a\":\"\u{1}\"}", #"{"a":tru}"#, #"{"a":1.}"#, #"{"a":-}"#, #"{"a":"\ud800"}"#,
+            #"{"a":NaN}"#, #"{'a':1}"#, String(repeating: "[", count: 10_000),
+        ] {
             let error = #expect(throws: FleetPayload.DecodingError.self, "\(text.prefix(40))") {
                 try FleetPayload.decodeStatus(Array(text.utf8), vehicle: van)
             }
@@ -108,12 +117,18 @@ import Testing
     }
 
     @Test func unknownKeysAndEscapesAreRead() throws {
-        let text = #"{"v":1,"state":"online","future":{"a":[1,2,{"b":null}],"c":"\u00e9\ud83d\ude97"},"reason":"a\"b\\c\/d\u00e9\ud83d\ude97\n","extra":null}"#
+        let text =
+            #"{"v":1,"state":"online","future":{"a":[1,2,{"b":null}],"c":"\u00e9\ud83d\ude97"},"reason":"a\"b\\c\/d\u00e9\ud83d\ude97\n","extra":null}"#
         let status = try FleetPayload.decodeStatus(bytes(text), vehicle: van)
         #expect(status.reason == "a\"b\\c/dé🚗\n")
-        #expect(try FleetPayload.decodeFix(bytes(#"{"v":1,"seq":18446744073709551615,"time":"2020-03-18T13:28:19Z","lat":-0.5e1,"lon":1E2,"mode":2}"#), vehicle: van)
-                == DecodedFix(vehicle: van, seq: .max, fix: Fix(time: UTCTimestamp(millisecondsSince1970: 1_584_538_099_000),
-                                                                latitude: -5, longitude: 100, mode: .twoD)))
+        #expect(
+            try FleetPayload.decodeFix(
+                bytes(#"{"v":1,"seq":18446744073709551615,"time":"2020-03-18T13:28:19Z","lat":-0.5e1,"lon":1E2,"mode":2}"#), vehicle: van)
+                == DecodedFix(
+                    vehicle: van, seq: .max,
+                    fix: Fix(
+                        time: UTCTimestamp(millisecondsSince1970: 1_584_538_099_000),
+                        latitude: -5, longitude: 100, mode: .twoD)))
     }
 
     /// The parser's fast path for decimals must give the same double as Swift's own parser.
@@ -137,9 +152,11 @@ import Testing
     @Test func randomAndMutatedPayloadsNeverCrash() {
         var rng = SplitMix64(seed: 0x5EED_F1EE_7CA5_7001)
         let seeds: [[UInt8]] = [
-            FleetPayload.encode(Fix(time: time, latitude: 41.5, longitude: -93.7, altitudeHAE: 246.7, speed: 1.5,
-                                    track: 124.8, mode: .threeD, quality: .gps, satellitesUsed: 10, hdop: 0.9),
-                                vehicle: "van-7", seq: 42),
+            FleetPayload.encode(
+                Fix(
+                    time: time, latitude: 41.5, longitude: -93.7, altitudeHAE: 246.7, speed: 1.5,
+                    track: 124.8, mode: .threeD, quality: .gps, satellitesUsed: 10, hdop: 0.9),
+                vehicle: "van-7", seq: 42),
             FleetPayload.encode(Heading(time: time, trueHeading: 274.07, source: .hdt), vehicle: "van-7", seq: 43),
             FleetPayload.encode(VehicleStatus(vehicle: van, state: .online, since: time, agentVersion: "0.1.0")),
         ]
@@ -153,7 +170,8 @@ import Testing
                 input = seeds[round % seeds.count]
                 for _ in 0..<(1 + Int(rng.next() % 4)) {
                     let i = input.isEmpty ? 0 : Int(rng.next() % UInt64(input.count))
-                    let byte = rng.next() % 2 == 0 ? alphabet[Int(rng.next() % UInt64(alphabet.count))] : UInt8(truncatingIfNeeded: rng.next())
+                    let byte =
+                        rng.next() % 2 == 0 ? alphabet[Int(rng.next() % UInt64(alphabet.count))] : UInt8(truncatingIfNeeded: rng.next())
                     switch rng.next() % 4 {
                     case 0 where !input.isEmpty: input[i] = byte
                     case 1: input.insert(byte, at: i)
@@ -175,4 +193,3 @@ import Testing
         #expect(refusedCount > 10_000)
     }
 }
-

@@ -6,11 +6,15 @@ import Testing
     let time = UTCTimestamp(year: 2020, month: 3, day: 18, hour: 13, minute: 28, second: 19, millisecond: 600)!
 
     @Test func fixCarriesGpsdKeysAndLeavesOutUnknowns() {
-        let fix = Fix(time: time, latitude: 41.574965910, longitude: -93.750571901, altitudeHAE: 246.719,
-                      altitudeMSL: 278.161, speed: 0.148 * 1852 / 3600, track: 124.888, mode: .threeD,
-                      quality: .dgps, satellitesUsed: 10, hdop: 0.9)
+        let fix = Fix(
+            time: time, latitude: 41.574965910, longitude: -93.750571901, altitudeHAE: 246.719,
+            altitudeMSL: 278.161, speed: 0.148 * 1852 / 3600, track: 124.888, mode: .threeD,
+            quality: .dgps, satellitesUsed: 10, hdop: 0.9)
         let json = String(decoding: FleetPayload.encode(fix, vehicle: "van-7", seq: 42), as: UTF8.self)
-        #expect(json == #"{"v":1,"vehicle":"van-7","seq":42,"time":"2020-03-18T13:28:19.600Z","lat":41.57496591,"lon":-93.750571901,"altHAE":246.719,"altMSL":278.161,"speed":0.076,"track":124.888,"mode":3,"quality":2,"sats":10,"hdop":0.9}"#)
+        #expect(
+            json
+                == #"{"v":1,"vehicle":"van-7","seq":42,"time":"2020-03-18T13:28:19.600Z","lat":41.57496591,"lon":-93.750571901,"altHAE":246.719,"altMSL":278.161,"speed":0.076,"track":124.888,"mode":3,"quality":2,"sats":10,"hdop":0.9}"#
+        )
         #expect(!json.contains("null"))
     }
 
@@ -22,10 +26,12 @@ import Testing
 
     @Test func headingKeys() {
         let h = Heading(time: nil, trueHeading: 274.07, source: .hdt)
-        #expect(String(decoding: FleetPayload.encode(h, includeKind: true), as: UTF8.self)
+        #expect(
+            String(decoding: FleetPayload.encode(h, includeKind: true), as: UTF8.self)
                 == #"{"kind":"heading","v":1,"heading":274.07,"source":"HDT"}"#)
         let m = Heading(time: time, magneticHeading: 12.5, magneticDeviation: -1, source: .hdg)
-        #expect(String(decoding: FleetPayload.encode(m, vehicle: "a\"b", seq: 1), as: UTF8.self)
+        #expect(
+            String(decoding: FleetPayload.encode(m, vehicle: "a\"b", seq: 1), as: UTF8.self)
                 == #"{"v":1,"vehicle":"a\"b","seq":1,"time":"2020-03-18T13:28:19.600Z","magHeading":12.5,"deviation":-1,"source":"HDG"}"#)
     }
 
@@ -50,8 +56,9 @@ import Testing
     /// a receiver's nonsense costs that value, not the whole message at the subscriber.
     @Test func outOfRangeValuesAreLeftOut() throws {
         let van = VehicleID("van-7")!
-        let fix = Fix(time: time, latitude: 1, longitude: 2, speed: -1, track: 3239, magneticVariation: 200, mode: .twoD,
-                      satellitesUsed: 5000, hdop: -1)
+        let fix = Fix(
+            time: time, latitude: 1, longitude: 2, speed: -1, track: 3239, magneticVariation: 200, mode: .twoD,
+            satellitesUsed: 5000, hdop: -1)
         let back = try FleetPayload.decodeFix(FleetPayload.encode(fix, vehicle: van.rawValue), vehicle: van)
         #expect(back.fix.speed == nil && back.fix.track == nil && back.fix.magneticVariation == nil)
         #expect(back.fix.satellitesUsed == nil && back.fix.hdop == nil)

@@ -29,8 +29,10 @@ import Testing
         let parsed = try #require(t.parse("fleet/van-7/heading"))
         #expect(parsed.vehicle.rawValue == "van-7")
         #expect(parsed.channel == .heading)
-        for bad in ["fleet", "fleet/", "fleet/van-7", "fleet/van-7/fix/x", "fleet//fix", "fleetx/van/fix",
-                    "other/van/fix", "fleet/van-7/speed", "fleet/b@d/fix"] {
+        for bad in [
+            "fleet", "fleet/", "fleet/van-7", "fleet/van-7/fix/x", "fleet//fix", "fleetx/van/fix",
+            "other/van/fix", "fleet/van-7/speed", "fleet/b@d/fix",
+        ] {
             #expect(t.parse(bad) == nil, "\(bad)")
         }
     }
@@ -46,7 +48,8 @@ import Testing
         let will = VehicleStatus(vehicle: van, state: .offline)
         #expect(String(decoding: FleetPayload.encode(will), as: UTF8.self) == #"{"v":1,"vehicle":"van-7","state":"offline"}"#)
         let online = VehicleStatus(vehicle: van, state: .online, agentVersion: "0.1.0", source: "sim:", gnss: .noFix, droppedFixes: 3)
-        #expect(String(decoding: FleetPayload.encode(online), as: UTF8.self)
+        #expect(
+            String(decoding: FleetPayload.encode(online), as: UTF8.self)
                 == #"{"v":1,"vehicle":"van-7","state":"online","agent":"0.1.0","source":"sim:","gnss":"no-fix","dropped":3}"#)
     }
 }

@@ -19,26 +19,30 @@ import Testing
 
     /// A fix as the agent publishes it: 10 m/s, no track, eph 3.2 m, 121.6 m above sea level.
     func fixJSON(seq: UInt64, lat: Double, at time: UTCTimestamp) -> String {
-        let fix = Fix(time: time, latitude: lat, longitude: -3.25, altitudeMSL: 121.6, speed: 10, mode: .threeD,
-                      satellitesUsed: 7, eph: 3.2, epv: 5.1)
+        let fix = Fix(
+            time: time, latitude: lat, longitude: -3.25, altitudeMSL: 121.6, speed: 10, mode: .threeD,
+            satellitesUsed: 7, eph: 3.2, epv: 5.1)
         return String(decoding: FleetPayload.encode(fix, vehicle: "van-7", seq: seq), as: UTF8.self)
     }
 
     func headingJSON(seq: UInt64, degrees: Double) -> String {
-        String(decoding: FleetPayload.encode(Heading(time: time, trueHeading: degrees, source: .hdt), vehicle: "van-7", seq: seq),
-               as: UTF8.self)
+        String(
+            decoding: FleetPayload.encode(Heading(time: time, trueHeading: degrees, source: .hdt), vehicle: "van-7", seq: seq),
+            as: UTF8.self)
     }
 
     func statusJSON(_ state: VehicleStatus.State) -> String {
-        String(decoding: FleetPayload.encode(VehicleStatus(vehicle: VehicleID("van-7")!, state: state, agentVersion: "0.3.0")),
-               as: UTF8.self)
+        String(
+            decoding: FleetPayload.encode(VehicleStatus(vehicle: VehicleID("van-7")!, state: state, agentVersion: "0.3.0")),
+            as: UTF8.self)
     }
 
     /// Starts `fleet-watch bridge …` and waits until it has subscribed (its publishing client
     /// connects first).
     func startBridge(_ arguments: [String], broker: TestBroker, name: String) async throws -> TestProcess {
-        let process = try TestProcess(FleetWatchCLITests.executable, ["bridge", "--broker", broker.url] + arguments,
-                                      directory: broker.directory, name: "\(name)-\(UUID().uuidString.prefix(8))")
+        let process = try TestProcess(
+            FleetWatchCLITests.executable, ["bridge", "--broker", broker.url] + arguments,
+            directory: broker.directory, name: "\(name)-\(UUID().uuidString.prefix(8))")
         try await waitUntil("fleet-watch bridge to subscribe", timeout: .seconds(20)) {
             if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
             return process.standardError.contains("Subscribed to the fleet")
@@ -61,8 +65,10 @@ import Testing
         try await withBroker { broker in
             // Retained before the bridge starts, as a running agent leaves them.
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.online), retain: true)
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 1, lat: 48.5, at: time), retain: true)
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/heading", message: headingJSON(seq: 2, degrees: 45), retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 1, lat: 48.5, at: time), retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/heading", message: headingJSON(seq: 2, degrees: 45), retain: true)
             let recorder = try await MosquittoCLI.subscribe(broker: broker, filter: "owntracks/#", count: 10)
             let bridge = try await startBridge(["--to", "owntracks", "--owntracks-user", "acme"], broker: broker, name: "bridge-owntracks")
             defer { bridge.send(SIGKILL) }
@@ -70,19 +76,20 @@ import Testing
             try await waitUntil("the retained fix bridged", timeout: .seconds(15)) { !payloads(recorder, on: topic).isEmpty }
 
             // Live: the vehicle moves on, one second later, still without a track of its own.
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 3, lat: 48.6, at: later(1)), retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 3, lat: 48.6, at: later(1)), retain: true)
             try await waitUntil("the live fix bridged", timeout: .seconds(15)) { payloads(recorder, on: topic).count >= 2 }
 
             let received = payloads(recorder, on: topic)
-            #expect(received.count == 2)   // the heading and the status publish nothing of their own
+            #expect(received.count == 2)  // the heading and the status publish nothing of their own
             let live = try jsonObject(received[1])
             #expect(live["_type"] as? String == "location")
             #expect(live["tid"] as? String == "n7")
             #expect(live["tst"] as? Int == Int(later(1).millisecondsSince1970 / 1000))
             #expect(live["lat"] as? Double == 48.6 && live["lon"] as? Double == -3.25)
             #expect(live["acc"] as? Int == 3 && live["alt"] as? Int == 122 && live["vac"] as? Int == 5)
-            #expect(live["vel"] as? Int == 36)   // 10 m/s
-            #expect(live["cog"] as? Int == 45)   // the heading, the fix having no track
+            #expect(live["vel"] as? Int == 36)  // 10 m/s
+            #expect(live["cog"] as? Int == 45)  // the heading, the fix having no track
             for key in ["tst", "acc", "alt", "vac", "vel", "cog"] {
                 #expect(isIntegerToken(rawToken(key, in: received[1])), "\(key): \(received[1])")
             }
@@ -96,7 +103,8 @@ import Testing
     @Test func homeAssistantDiscoversTheVehicleAndFollowsItsPositionAndStatus() async throws {
         try await withBroker { broker in
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.online), retain: true)
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 1, lat: 48.5, at: time), retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/fix", message: fixJSON(seq: 1, lat: 48.5, at: time), retain: true)
             let bridge = try await startBridge(["--to", "homeassistant", "--discovery-prefix", "ha"], broker: broker, name: "bridge-ha")
             defer { bridge.send(SIGKILL) }
 
@@ -126,7 +134,8 @@ import Testing
             #expect(attributes["course"] == nil)
 
             // A live heading gives the trackless fix its course.
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/heading", message: headingJSON(seq: 2, degrees: 270), retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/heading", message: headingJSON(seq: 2, degrees: 270), retain: true)
             try await waitUntilAsync("the course from the heading") {
                 attributesText = try await retainedPayload(broker, attributesTopic)
                 return attributesText?.contains(#""course":270"#) == true
@@ -148,8 +157,9 @@ import Testing
         try await withBroker { broker in
             // The fleet under `owntracks/`: `owntracks/acme/van-7` would come back as a message
             // of vehicle "acme" on channel "van-7".
-            let bridge = try await startBridge(["--to", "owntracks", "--owntracks-user", "acme", "--prefix", "owntracks"],
-                                               broker: broker, name: "bridge-loop")
+            let bridge = try await startBridge(
+                ["--to", "owntracks", "--owntracks-user", "acme", "--prefix", "owntracks"],
+                broker: broker, name: "bridge-loop")
             defer { bridge.send(SIGKILL) }
             let watcher = try await MosquittoCLI.subscribe(broker: broker, filter: "owntracks/acme/#", count: 1, timeoutSeconds: 3)
             let fix = fixJSON(seq: 1, lat: 1, at: time)
@@ -173,7 +183,8 @@ import Testing
             (["bridge", "--broker", "mqtt://x", "--to", "owntracks", "--vehicle", "a b"], "invalid vehicle id"),
         ]
         for (arguments, reason) in cases {
-            let process = try TestProcess(FleetWatchCLITests.executable, arguments, directory: directory, name: "bridge-args-\(UUID().uuidString.prefix(8))")
+            let process = try TestProcess(
+                FleetWatchCLITests.executable, arguments, directory: directory, name: "bridge-args-\(UUID().uuidString.prefix(8))")
             let status = try await process.waitForExit(timeout: .seconds(30))
             #expect(status != 0, "\(arguments)")
             #expect(process.standardError.contains(reason), "\(arguments): \(process.standardError)")

@@ -12,8 +12,9 @@ import Testing
         #expect(bridge.feedsBack("owntracks/acme/van-7"))
         #expect(!bridge.feedsBack("owntracks/acme/van-7/event"))
         #expect(bridge.publishing.clientID == "t-pub")
-        let plain = FleetBridge(subscriber: try FleetSubscriber(configuration: mqtt, logger: .init(label: "t")),
-                                translator: HomeAssistantTranslator(options: try .init()), logger: .init(label: "t"))
+        let plain = FleetBridge(
+            subscriber: try FleetSubscriber(configuration: mqtt, logger: .init(label: "t")),
+            translator: HomeAssistantTranslator(options: try .init()), logger: .init(label: "t"))
         #expect(!plain.feedsBack("homeassistant/device_tracker/van-7/config"))
         #expect(!plain.feedsBack("fleetcast/homeassistant/van-7/attributes"))
     }

@@ -10,10 +10,12 @@ import Testing
     @Test func topicsAndPayloadsBecomeEvents() throws {
         let decoder = FleetMessageDecoder(topics: try FleetTopics(prefix: "acme/fleet"))
         let fix = Fix(time: time, latitude: 1, longitude: 2, mode: .twoD)
-        #expect(decoder.events(topic: "acme/fleet/van-7/fix", payload: FleetPayload.encode(fix, vehicle: "van-7", seq: 3))
+        #expect(
+            decoder.events(topic: "acme/fleet/van-7/fix", payload: FleetPayload.encode(fix, vehicle: "van-7", seq: 3))
                 == [.fix(van, seq: 3, fix)])
         let heading = Heading(trueHeading: 12, source: .ths)
-        #expect(decoder.events(topic: "acme/fleet/van-7/heading", payload: FleetPayload.encode(heading))
+        #expect(
+            decoder.events(topic: "acme/fleet/van-7/heading", payload: FleetPayload.encode(heading))
                 == [.heading(van, seq: nil, heading)])
         let status = VehicleStatus(vehicle: van, state: .offline)
         #expect(decoder.events(topic: "acme/fleet/van-7/status", payload: FleetPayload.encode(status)) == [.status(status)])
@@ -37,9 +39,11 @@ import Testing
             #expect(t == topic)
             #expect(reason.contains("topic does not match fleet/{vehicle}"))
         }
-        #expect(decoder.events(topic: "fleet/bus-1/fix", payload: fixPayload)
+        #expect(
+            decoder.events(topic: "fleet/bus-1/fix", payload: fixPayload)
                 == [.malformed(topic: "fleet/bus-1/fix", reason: #"vehicle "van-7" in payload differs from topic vehicle "bus-1""#)])
-        #expect(decoder.events(topic: "fleet/van-7/status", payload: Array("{".utf8))
+        #expect(
+            decoder.events(topic: "fleet/van-7/status", payload: Array("{".utf8))
                 == [.malformed(topic: "fleet/van-7/status", reason: "invalid JSON: expected a string at byte 1")])
         let longTopic = "fleet/" + String(repeating: "x", count: 5000)
         guard case .malformed(let kept, _)? = decoder.events(topic: longTopic, payload: []).first else { Issue.record(); return }
@@ -49,8 +53,11 @@ import Testing
     // MARK: backlog batches
 
     func fix(seq: UInt64, lat: Double) -> DecodedFix {
-        DecodedFix(vehicle: van, seq: seq, fix: Fix(time: UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 + Int64(seq) * 1000),
-                                                     latitude: lat, longitude: 2, speed: 3, mode: .threeD, satellitesUsed: 8))
+        DecodedFix(
+            vehicle: van, seq: seq,
+            fix: Fix(
+                time: UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 + Int64(seq) * 1000),
+                latitude: lat, longitude: 2, speed: 3, mode: .threeD, satellitesUsed: 8))
     }
 
     func heading(seq: UInt64) -> DecodedHeading {
@@ -68,13 +75,16 @@ import Testing
     }
 
     func json(_ f: DecodedFix) -> String { String(decoding: FleetPayload.encode(f.fix, vehicle: "van-7", seq: f.seq), as: UTF8.self) }
-    func json(_ h: DecodedHeading) -> String { String(decoding: FleetPayload.encode(h.heading, vehicle: "van-7", seq: h.seq), as: UTF8.self) }
+    func json(_ h: DecodedHeading) -> String {
+        String(decoding: FleetPayload.encode(h.heading, vehicle: "van-7", seq: h.seq), as: UTF8.self)
+    }
 
     @Test func aBacklogBatchBecomesOneEventPerEntryInOrder() {
         let decoder = FleetMessageDecoder()
         let payload = batch([(.fix, json(fix(seq: 41, lat: 1))), (.heading, json(heading(seq: 42))), (.fix, json(fix(seq: 43, lat: 3)))])
         let events = decoder.events(topic: "fleet/van-7/backlog", payload: payload)
-        #expect(events == [.backlog(.fix(fix(seq: 41, lat: 1))), .backlog(.heading(heading(seq: 42))), .backlog(.fix(fix(seq: 43, lat: 3)))])
+        #expect(
+            events == [.backlog(.fix(fix(seq: 41, lat: 1))), .backlog(.heading(heading(seq: 42))), .backlog(.fix(fix(seq: 43, lat: 3)))])
         #expect(events.map(\.kind) == [.fix, .heading, .fix])
         #expect(events.allSatisfy { $0.isBacklog && $0.vehicle == van })
         #expect(events.map(\.seq) == [41, 42, 43])
@@ -94,20 +104,26 @@ import Testing
             (.fix, json(fix(seq: 9, lat: 9))),
         ])
         let events = decoder.events(topic: "fleet/van-7/backlog", payload: payload)
-        #expect(events == [
-            .backlog(.fix(fix(seq: 5, lat: 5))),
-            .malformed(topic: "fleet/van-7/backlog", reason: #"backlog event 1: key "lat" is not a number"#),
-            .backlog(.heading(heading(seq: 7))),
-            .malformed(topic: "fleet/van-7/backlog", reason: #"backlog event 3: vehicle "bus-1" in payload differs from topic vehicle "van-7""#),
-            .backlog(.fix(fix(seq: 9, lat: 9))),
-        ])
+        #expect(
+            events == [
+                .backlog(.fix(fix(seq: 5, lat: 5))),
+                .malformed(topic: "fleet/van-7/backlog", reason: #"backlog event 1: key "lat" is not a number"#),
+                .backlog(.heading(heading(seq: 7))),
+                .malformed(
+                    topic: "fleet/van-7/backlog", reason: #"backlog event 3: vehicle "bus-1" in payload differs from topic vehicle "van-7""#
+                ),
+                .backlog(.fix(fix(seq: 9, lat: 9))),
+            ])
         // Unknown or missing kinds, spliced by hand (the writer only writes fix and heading).
-        let raw = #"{"v":1,"vehicle":"van-7","events":[{"kind":"status","v":1,"state":"online"},{"v":1,"seq":3,"heading":1},"# + "{\"kind\":\"heading\"," + json(heading(seq: 4)).dropFirst() + "]}"
-        #expect(decoder.events(topic: "fleet/van-7/backlog", payload: Array(raw.utf8)) == [
-            .malformed(topic: "fleet/van-7/backlog", reason: #"backlog event 0: key "kind" is not fix or heading"#),
-            .malformed(topic: "fleet/van-7/backlog", reason: #"backlog event 1: missing key "kind""#),
-            .backlog(.heading(heading(seq: 4))),
-        ])
+        let raw =
+            #"{"v":1,"vehicle":"van-7","events":[{"kind":"status","v":1,"state":"online"},{"v":1,"seq":3,"heading":1},"#
+            + "{\"kind\":\"heading\"," + json(heading(seq: 4)).dropFirst() + "]}"
+        #expect(
+            decoder.events(topic: "fleet/van-7/backlog", payload: Array(raw.utf8)) == [
+                .malformed(topic: "fleet/van-7/backlog", reason: #"backlog event 0: key "kind" is not fix or heading"#),
+                .malformed(topic: "fleet/van-7/backlog", reason: #"backlog event 1: missing key "kind""#),
+                .backlog(.heading(heading(seq: 4))),
+            ])
     }
 
     @Test func aBatchThatIsNotABatchIsOneMalformedEvent() {
@@ -120,7 +136,8 @@ import Testing
             }
         }
         // The batch of another vehicle, on van-7's topic.
-        #expect(reasons(batch([(.fix, json(fix(seq: 1, lat: 1)))], vehicle: "bus-1"))
+        #expect(
+            reasons(batch([(.fix, json(fix(seq: 1, lat: 1)))], vehicle: "bus-1"))
                 == [#"vehicle "bus-1" in payload differs from topic vehicle "van-7""#])
         #expect(reasons(Array(#"{"v":1,"vehicle":"van-7","events":{"kind":"fix"}}"#.utf8)) == [#"key "events" is not an array"#])
         #expect(reasons(Array(#"{"v":1,"vehicle":"van-7"}"#.utf8)) == [#"missing key "events""#])
@@ -133,7 +150,8 @@ import Testing
         big += entry + "]}"
         #expect(reasons(Array(big.utf8)) == ["payload of \(big.utf8.count) bytes exceeds \(FleetPayload.maximumPayloadBytes) bytes"])
         // Too many (tiny) entries.
-        let many = #"{"v":1,"events":["# + Array(repeating: "{}", count: FleetPayload.maximumBacklogEvents + 1).joined(separator: ",") + "]}"
+        let many =
+            #"{"v":1,"events":["# + Array(repeating: "{}", count: FleetPayload.maximumBacklogEvents + 1).joined(separator: ",") + "]}"
         #expect(reasons(Array(many.utf8)) == [#"key "events" has more than \#(FleetPayload.maximumBacklogEvents) events"#])
         _ = topic
     }
@@ -142,7 +160,8 @@ import Testing
     /// of a bad topic was cut inside a multi-byte character, which decoded as U+FFFD and kept
     /// more than `maximumTopicBytesKept` bytes. The cut is now at a character boundary.
     @Test func fuzzFindingClippedTopicStaysWithinItsLimit() {
-        let input: [UInt8] = Array("fl/e".utf8) + Array(repeating: 0xFF, count: 120)
+        let input: [UInt8] =
+            Array("fl/e".utf8) + Array(repeating: 0xFF, count: 120)
             + [0x65, 0x74, 0x87, 0x2F] + Array("vanRanfi=x\n".utf8)
         let newline = input.firstIndex(of: 0x0A)!
         let topic = String(decoding: input[..<newline], as: UTF8.self)

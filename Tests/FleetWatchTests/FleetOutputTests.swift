@@ -43,22 +43,27 @@ import Testing
         #expect(fixText.hasPrefix(#"{"kind":"fix","backlog":true,"v":1,"vehicle":"van-7","seq":41,"time":"2026-01-02T03:04:05.000Z""#))
         let line = try object(fixText)
         #expect(line["backlog"] as? Bool == true && line["lat"] as? Double == 41.5 && line["seq"] as? Int == 41)
-        let heading = try object(f.jsonLine(.backlog(.heading(DecodedHeading(vehicle: van, seq: nil, heading: Heading(trueHeading: 5, source: .hdt))))))
+        let heading = try object(
+            f.jsonLine(.backlog(.heading(DecodedHeading(vehicle: van, seq: nil, heading: Heading(trueHeading: 5, source: .hdt))))))
         #expect(heading["kind"] as? String == "heading" && heading["vehicle"] as? String == "van-7")
         #expect(heading["backlog"] as? Bool == true && heading["seq"] == nil && heading["heading"] as? Double == 5)
         // Live lines carry no "backlog" key.
         #expect(try object(f.jsonLine(.fix(van, seq: 41, fix)))["backlog"] == nil)
-        #expect(f.plainLine(.backlog(.fix(DecodedFix(vehicle: van, seq: 41, fix: fix))))
+        #expect(
+            f.plainLine(.backlog(.fix(DecodedFix(vehicle: van, seq: 41, fix: fix))))
                 == "backlog fix van-7 seq=41 2026-01-02T03:04:05.000Z lat=41.500000 lon=-93.250000 speed=7.2km/h mode=3D")
-        #expect(f.plainLine(.backlog(.heading(DecodedHeading(vehicle: van, seq: 42, heading: Heading(trueHeading: 5, source: .hdt)))))
+        #expect(
+            f.plainLine(.backlog(.heading(DecodedHeading(vehicle: van, seq: 42, heading: Heading(trueHeading: 5, source: .hdt)))))
                 == "backlog heading van-7 seq=42 heading=5.0 source=HDT")
     }
 
     @Test func plainLinesAreReadable() {
         let f = FleetEventFormatter()
-        let fix = Fix(time: t0, latitude: 41.5749659, longitude: -93.7505719, speed: 10, track: 124.88,
-                      mode: .threeD, satellitesUsed: 10)
-        #expect(f.plainLine(.fix(van, seq: 42, fix))
+        let fix = Fix(
+            time: t0, latitude: 41.5749659, longitude: -93.7505719, speed: 10, track: 124.88,
+            mode: .threeD, satellitesUsed: 10)
+        #expect(
+            f.plainLine(.fix(van, seq: 42, fix))
                 == "fix van-7 seq=42 2026-01-02T03:04:05.000Z lat=41.574966 lon=-93.750572 speed=36.0km/h track=124.9 sats=10 mode=3D")
         #expect(f.plainLine(.status(VehicleStatus(vehicle: van, state: .offline))) == "status van-7 offline")
     }
@@ -67,8 +72,12 @@ import Testing
         var state = FleetState()
         let bus = VehicleID("bus-1")!, tram = VehicleID("tram-2")!
         state.apply(.status(VehicleStatus(vehicle: van, state: .online)), at: at(0))
-        state.apply(.fix(van, seq: 1, Fix(time: t0, latitude: 48.858222, longitude: 2.2945, speed: 13.9,
-                                          mode: .threeD, satellitesUsed: 11)), at: at(100))
+        state.apply(
+            .fix(
+                van, seq: 1,
+                Fix(
+                    time: t0, latitude: 48.858222, longitude: 2.2945, speed: 13.9,
+                    mode: .threeD, satellitesUsed: 11)), at: at(100))
         state.apply(.heading(van, seq: 2, Heading(trueHeading: 271.04, source: .hdt)), at: at(100))
         state.apply(.fix(bus, seq: 5, Fix(time: t0, latitude: -33.8568, longitude: 151.2153, mode: .twoD)), at: at(10))
         state.apply(.status(VehicleStatus(vehicle: tram, state: .offline)), at: at(0))

@@ -42,9 +42,9 @@ import Testing
         var state = FleetState()
         state.apply(.fix(van, seq: 10, fix(10)), at: at(0))
         state.apply(.heading(van, seq: 11, Heading(trueHeading: 1, source: .hdt)), at: at(0))
-        state.apply(.fix(van, seq: 15, fix(15)), at: at(1))        // 12, 13, 14 missing
-        state.apply(.fix(van, seq: 13, fix(13)), at: at(2))        // late: fills a hole, not shown
-        state.apply(.fix(van, seq: 15, fix(15)), at: at(9))        // duplicate: not "seen" again
+        state.apply(.fix(van, seq: 15, fix(15)), at: at(1))  // 12, 13, 14 missing
+        state.apply(.fix(van, seq: 13, fix(13)), at: at(2))  // late: fills a hole, not shown
+        state.apply(.fix(van, seq: 15, fix(15)), at: at(9))  // duplicate: not "seen" again
         let v = state[van]
         #expect(v?.gaps == 2)
         #expect(v?.sequence.duplicates == 1)
@@ -95,7 +95,7 @@ import Testing
         state.apply(.fix(ids[0], seq: 1, fix(0)), at: at(0))
         state.apply(.fix(ids[1], seq: 1, fix(1)), at: at(1))
         state.apply(.fix(ids[2], seq: 1, fix(2)), at: at(2))
-        state.apply(.fix(ids[0], seq: 2, fix(0)), at: at(3))   // v0 heard again: v1 is now the oldest
+        state.apply(.fix(ids[0], seq: 2, fix(0)), at: at(3))  // v0 heard again: v1 is now the oldest
         state.apply(.fix(ids[3], seq: 1, fix(3)), at: at(4))
         #expect(state.vehicles.map(\.vehicle) == [ids[0], ids[2], ids[3]])
         state.apply(.fix(ids[4], seq: 1, fix(4)), at: at(5))
@@ -125,8 +125,9 @@ import Testing
         for seq in UInt64(102)...150 {
             state.apply(backlogFix(seq, second: Int64(seq)), at: at(301))
         }
-        state.apply(.backlog(.heading(DecodedHeading(vehicle: van, seq: 151, heading: Heading(time: at(151), trueHeading: 10, source: .hdt)))),
-                    at: at(301))
+        state.apply(
+            .backlog(.heading(DecodedHeading(vehicle: van, seq: 151, heading: Heading(time: at(151), trueHeading: 10, source: .hdt)))),
+            at: at(301))
         #expect(state[van]?.gaps == 48)
         for seq in UInt64(152)...199 {
             state.apply(backlogFix(seq, second: Int64(seq)), at: at(302))
@@ -158,9 +159,9 @@ import Testing
     @Test func aLiveFixOlderThanTheShownOneIsNotShown() {
         var state = FleetState()
         state.apply(.fix(van, seq: 10, fix(10, second: 10)), at: at(0))
-        state.apply(.fix(van, seq: 9, fix(9, second: 9)), at: at(1))     // lower seq
+        state.apply(.fix(van, seq: 9, fix(9, second: 9)), at: at(1))  // lower seq
         #expect(state[van]?.fix?.latitude == 10)
-        state.apply(.fix(van, seq: 11, fix(11, second: 5)), at: at(2))    // higher seq, older time
+        state.apply(.fix(van, seq: 11, fix(11, second: 5)), at: at(2))  // higher seq, older time
         #expect(state[van]?.fix?.latitude == 10)
         state.apply(.fix(van, seq: 12, fix(12, second: 12)), at: at(3))
         #expect(state[van]?.fix?.latitude == 12)

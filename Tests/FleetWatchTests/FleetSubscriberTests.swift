@@ -15,8 +15,11 @@ import Testing
     let time = UTCTimestamp(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5)!
 
     func fixJSON(_ seq: UInt64, lat: Double, vehicle: String = "van-7") -> String {
-        String(decoding: FleetPayload.encode(Fix(time: time, latitude: lat, longitude: 2.5, speed: 3, mode: .threeD,
-                                                 satellitesUsed: 8), vehicle: vehicle, seq: seq), as: UTF8.self)
+        String(
+            decoding: FleetPayload.encode(
+                Fix(
+                    time: time, latitude: lat, longitude: 2.5, speed: 3, mode: .threeD,
+                    satellitesUsed: 8), vehicle: vehicle, seq: seq), as: UTF8.self)
     }
 
     func configuration(_ broker: TestBroker, port: Int? = nil) throws -> MQTTConfiguration {
@@ -31,8 +34,9 @@ import Testing
         let path = "\(broker.directory)/payload-\(UUID().uuidString)"
         try Data(bytes).write(to: URL(fileURLWithPath: path))
         defer { try? FileManager.default.removeItem(atPath: path) }
-        let p = try TestProcess("/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-f", path, "-q", "1"],
-                                directory: broker.directory, name: "pub-\(UUID().uuidString)")
+        let p = try TestProcess(
+            "/usr/bin/mosquitto_pub", ["-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-f", path, "-q", "1"],
+            directory: broker.directory, name: "pub-\(UUID().uuidString)")
         #expect(await p.waitForExit() == 0, "\(p.standardError)")
     }
 
@@ -55,8 +59,9 @@ import Testing
     @Test func eventsArriveAndBadMessagesAreCountedNotThrown() async throws {
         try await withBroker { broker in
             // A retained status first: its arrival shows the subscription is active.
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status",
-                                           message: #"{"v":1,"vehicle":"van-7","state":"online"}"#, retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/status",
+                message: #"{"v":1,"vehicle":"van-7","state":"online"}"#, retain: true)
             let subscriber = try FleetSubscriber(configuration: configuration(broker), logger: Logger(label: "test"))
             let collector = Collector()
             let task = collector.collect(subscriber.events())
@@ -66,19 +71,24 @@ import Testing
             for (seq, lat) in [(1, 10.0), (2, 11.0), (5, 15.0), (5, 15.0)] {  // 3 and 4 lost, 5 delivered twice
                 try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(UInt64(seq), lat: lat))
             }
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/heading",
-                                           message: #"{"v":1,"vehicle":"van-7","seq":6,"heading":91.5,"source":"HDT"}"#)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/heading",
+                message: #"{"v":1,"vehicle":"van-7","seq":6,"heading":91.5,"source":"HDT"}"#)
             // Malformed: bad JSON, wrong types, > 64 KiB, bad topic levels, not UTF-8.
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: #"{"v":1,"lat":"#)
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/heading",
-                                           message: #"{"v":1,"seq":7,"heading":"north","source":"HDT"}"#)
-            try await publishFile(broker, topic: "fleet/van-7/fix",
-                                  bytes: Array(#"{"v":1,"pad":""#.utf8) + Array(repeating: UInt8(ascii: "x"), count: 70_000) + Array(#""}"#.utf8))
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/heading",
+                message: #"{"v":1,"seq":7,"heading":"north","source":"HDT"}"#)
+            try await publishFile(
+                broker, topic: "fleet/van-7/fix",
+                bytes: Array(#"{"v":1,"pad":""#.utf8) + Array(repeating: UInt8(ascii: "x"), count: 70_000) + Array(#""}"#.utf8))
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/b@d/fix", message: fixJSON(1, lat: 1))
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/speed", message: "12")
-            try await publishFile(broker, topic: "fleet/van-7/status", bytes: Array(#"{"v":1,"state":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8))
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status",
-                                           message: #"{"v":1,"vehicle":"van-7","state":"offline"}"#)
+            try await publishFile(
+                broker, topic: "fleet/van-7/status", bytes: Array(#"{"v":1,"state":""#.utf8) + [0xC3, 0x28] + Array(#""}"#.utf8))
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/status",
+                message: #"{"v":1,"vehicle":"van-7","state":"offline"}"#)
             try await collector.wait("the offline status") { events in
                 events.contains { if case .status(let s) = $0 { s.state == .offline } else { false } }
             }
@@ -86,8 +96,11 @@ import Testing
             let events = collector.snapshot
             #expect(events.count == 13)
             let malformed = events.compactMap { if case .malformed(let topic, let reason) = $0 { (topic, reason) } else { nil } }
-            #expect(malformed.map(\.0) == ["fleet/van-7/fix", "fleet/van-7/heading", "fleet/van-7/fix", "fleet/b@d/fix",
-                                           "fleet/van-7/speed", "fleet/van-7/status"])
+            #expect(
+                malformed.map(\.0) == [
+                    "fleet/van-7/fix", "fleet/van-7/heading", "fleet/van-7/fix", "fleet/b@d/fix",
+                    "fleet/van-7/speed", "fleet/van-7/status",
+                ])
             #expect(malformed[1].1 == #"key "heading" is not a number"#)
             #expect(malformed[2].1.contains("exceeds 65536 bytes"))
             #expect(malformed[5].1.contains("invalid UTF-8"))
@@ -141,18 +154,22 @@ import Testing
     @Test func retainedSnapshotHonoursTheVehicleFilter() async throws {
         try await withBroker { broker in
             for vehicle in ["van-7", "bus-1", "tram-2"] {
-                try await MosquittoCLI.publish(broker: broker, topic: "acme/fleet/\(vehicle)/fix", message: fixJSON(9, lat: 1, vehicle: vehicle), retain: true)
-                try await MosquittoCLI.publish(broker: broker, topic: "acme/fleet/\(vehicle)/status",
-                                               message: #"{"v":1,"state":"online"}"#, retain: true)
+                try await MosquittoCLI.publish(
+                    broker: broker, topic: "acme/fleet/\(vehicle)/fix", message: fixJSON(9, lat: 1, vehicle: vehicle), retain: true)
+                try await MosquittoCLI.publish(
+                    broker: broker, topic: "acme/fleet/\(vehicle)/status",
+                    message: #"{"v":1,"state":"online"}"#, retain: true)
             }
             let topics = try FleetTopics(prefix: "acme/fleet")
-            let all = try FleetSubscriber(configuration: configuration(broker), options: .init(topics: topics), logger: Logger(label: "test"))
+            let all = try FleetSubscriber(
+                configuration: configuration(broker), options: .init(topics: topics), logger: Logger(label: "test"))
             let everything = try await all.retainedSnapshot(quietPeriod: .milliseconds(300), timeout: .seconds(10))
             #expect(Set(everything.compactMap(\.vehicle).map(\.rawValue)) == ["van-7", "bus-1", "tram-2"])
             #expect(everything.count == 6)
 
-            let some = try FleetSubscriber(configuration: configuration(broker),
-                                           options: .init(topics: topics, vehicles: [van, VehicleID("tram-2")!]), logger: Logger(label: "test"))
+            let some = try FleetSubscriber(
+                configuration: configuration(broker),
+                options: .init(topics: topics, vehicles: [van, VehicleID("tram-2")!]), logger: Logger(label: "test"))
             #expect(some.filters == ["acme/fleet/van-7/+", "acme/fleet/tram-2/+"])
             let filtered = try await some.retainedSnapshot(quietPeriod: .milliseconds(300), timeout: .seconds(10))
             #expect(Set(filtered.compactMap(\.vehicle).map(\.rawValue)) == ["van-7", "tram-2"])
@@ -162,7 +179,8 @@ import Testing
 
     @Test func retainedSnapshotOfAMovingFleetEndsWithTheRetainedBurst() async throws {
         try await withBroker { broker in
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON(1, lat: 1, vehicle: "van-7"), retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/fix", message: fixJSON(1, lat: 1, vehicle: "van-7"), retain: true)
             // A live vehicle keeps publishing (not retained) every 50 ms: the fleet is never quiet.
             let live = try MQTTClient(configuration: configuration(broker), logger: Logger(label: "live"))
             try await live.connect()
@@ -203,7 +221,8 @@ import Testing
                 return !ca.snapshot.isEmpty && !cb.snapshot.isEmpty
             }
             for i in 0..<20 {
-                try await MosquittoCLI.publish(broker: broker, topic: "fleet/car-\(i)/fix", message: fixJSON(1, lat: Double(i), vehicle: "car-\(i)"))
+                try await MosquittoCLI.publish(
+                    broker: broker, topic: "fleet/car-\(i)/fix", message: fixJSON(1, lat: Double(i), vehicle: "car-\(i)"))
             }
             func fixes(_ c: Collector) -> [String] {
                 c.snapshot.compactMap { if case .fix(let v, _, _) = $0 { v.rawValue } else { nil } }

@@ -9,23 +9,30 @@ import Testing
     /// `fleet-watch`, built next to the test bundle by `swift build --build-tests`.
     static let executable: String = {
         let bundleDirectory = URL(fileURLWithPath: CommandLine.arguments[0]).deletingLastPathComponent()
-        let candidates = [bundleDirectory, bundleDirectory.deletingLastPathComponent()].map { $0.appendingPathComponent("fleet-watch").path }
+        let candidates = [bundleDirectory, bundleDirectory.deletingLastPathComponent()].map {
+            $0.appendingPathComponent("fleet-watch").path
+        }
         return candidates.first { FileManager.default.isExecutableFile(atPath: $0) } ?? candidates[0]
     }()
 
     let time = UTCTimestamp(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5)!
 
     func fixJSON(_ vehicle: String, seq: UInt64, lat: Double) -> String {
-        String(decoding: FleetPayload.encode(Fix(time: time, latitude: lat, longitude: -3.25, speed: 10, mode: .threeD,
-                                                 satellitesUsed: 7), vehicle: vehicle, seq: seq), as: UTF8.self)
+        String(
+            decoding: FleetPayload.encode(
+                Fix(
+                    time: time, latitude: lat, longitude: -3.25, speed: 10, mode: .threeD,
+                    satellitesUsed: 7), vehicle: vehicle, seq: seq), as: UTF8.self)
     }
 
     func publishRetainedFleet(_ broker: TestBroker) async throws {
         try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 4, lat: 48.5), retain: true)
         try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"online"}"#, retain: true)
-        try await MosquittoCLI.publish(broker: broker, topic: "fleet/bus-1/fix", message: fixJSON("bus-1", seq: 9, lat: -33.25), retain: true)
-        try await MosquittoCLI.publish(broker: broker, topic: "fleet/bus-1/heading",
-                                       message: #"{"v":1,"seq":10,"heading":180,"source":"HDT"}"#, retain: true)
+        try await MosquittoCLI.publish(
+            broker: broker, topic: "fleet/bus-1/fix", message: fixJSON("bus-1", seq: 9, lat: -33.25), retain: true)
+        try await MosquittoCLI.publish(
+            broker: broker, topic: "fleet/bus-1/heading",
+            message: #"{"v":1,"seq":10,"heading":180,"source":"HDT"}"#, retain: true)
         try await MosquittoCLI.publish(broker: broker, topic: "fleet/bus-1/status", message: "not json", retain: true)
     }
 
@@ -59,8 +66,11 @@ import Testing
     @Test func onceWithJSONPrintsOneValidObjectPerMessage() async throws {
         try await withBroker { broker in
             try await publishRetainedFleet(broker)
-            let (status, out, err) = try await run(["--broker", broker.url, "--once", "--json", "--quiet-period", "0.3",
-                                                    "--vehicle", "bus-1"], in: broker.directory)
+            let (status, out, err) = try await run(
+                [
+                    "--broker", broker.url, "--once", "--json", "--quiet-period", "0.3",
+                    "--vehicle", "bus-1",
+                ], in: broker.directory)
             #expect(status == 0, "\(err)")
             let objects = try out.split(separator: "\n").map {
                 try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any], "\($0)")
@@ -75,11 +85,14 @@ import Testing
 
     @Test func liveJSONLinesFollowThePublishedMessages() async throws {
         try await withBroker { broker in
-            let process = try TestProcess(Self.executable, ["--broker", broker.url, "--json", "--log-level", "debug"],
-                                          directory: broker.directory, name: "fleet-watch-live")
+            let process = try TestProcess(
+                Self.executable, ["--broker", broker.url, "--json", "--log-level", "debug"],
+                directory: broker.directory, name: "fleet-watch-live")
             defer { process.send(SIGKILL) }
             try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
-                if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+                if !process.isRunning {
+                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
+                }
                 return process.standardError.contains("Subscribed to the fleet")
             }
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 1, lat: 1))
@@ -107,11 +120,14 @@ import Testing
         do {
             try await security.addUser("watcher", password: "pw", subscribe: ["fleet/#"])
             let url = "mqtt://watcher@127.0.0.1:\(security.broker.port)"
-            let process = try TestProcess(Self.executable, ["--broker", url, "--json"], directory: security.broker.directory,
-                                          name: "fleet-watch-refused", environment: ["FLEETCAST_PASSWORD": "pw"])
+            let process = try TestProcess(
+                Self.executable, ["--broker", url, "--json"], directory: security.broker.directory,
+                name: "fleet-watch-refused", environment: ["FLEETCAST_PASSWORD": "pw"])
             defer { process.send(SIGKILL) }
             try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
-                if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+                if !process.isRunning {
+                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
+                }
                 return process.standardError.contains("Subscribed to the fleet")
             }
             try await security.control(["removeRoleACL", "watcher", "subscribePattern", "fleet/#"])
@@ -136,8 +152,13 @@ import Testing
             let fix = Fix(time: fixTime, latitude: Double(seq), longitude: -3.25, speed: 10, mode: .threeD, satellitesUsed: 7)
             var appended = w.append(kind: .fix, payload: FleetPayload.encode(fix, vehicle: vehicle, seq: seq))
             if seq + 1 == headingSeq {
-                appended = appended && w.append(kind: .heading, payload: FleetPayload.encode(Heading(time: fixTime, trueHeading: 45, source: .hdt),
-                                                                                             vehicle: vehicle, seq: headingSeq))
+                appended =
+                    appended
+                    && w.append(
+                        kind: .heading,
+                        payload: FleetPayload.encode(
+                            Heading(time: fixTime, trueHeading: 45, source: .hdt),
+                            vehicle: vehicle, seq: headingSeq))
             }
             if let bad, seq == seqs.sorted()[0] { appended = appended && w.append(kind: .fix, payload: Array(bad.utf8)) }
             #expect(appended)
@@ -147,18 +168,23 @@ import Testing
 
     @Test func liveJSONPrintsEachBacklogEntryAsItsOwnLine() async throws {
         try await withBroker { broker in
-            let process = try TestProcess(Self.executable, ["--broker", broker.url, "--json", "--log-level", "debug"],
-                                          directory: broker.directory, name: "fleet-watch-backlog")
+            let process = try TestProcess(
+                Self.executable, ["--broker", broker.url, "--json", "--log-level", "debug"],
+                directory: broker.directory, name: "fleet-watch-backlog")
             defer { process.send(SIGKILL) }
             try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
-                if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+                if !process.isRunning {
+                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
+                }
                 return process.standardError.contains("Subscribed to the fleet")
             }
             // The newest fix live (retained, as the agent sends it), then the backlog 5...9
             // oldest first: fixes 5, 6, a heading 7, fixes 8, 9 — and one bad entry after 5.
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 10, lat: 10), retain: true)
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/backlog",
-                                           message: backlogJSON("van-7", fixes: [5, 6, 8, 9], headingSeq: 7, bad: #"{"v":1,"lat":1}"#))
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 10, lat: 10), retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/backlog",
+                message: backlogJSON("van-7", fixes: [5, 6, 8, 9], headingSeq: 7, bad: #"{"v":1,"lat":1}"#))
             try await waitUntil("seven JSON lines", timeout: .seconds(15)) {
                 process.standardOutput.split(separator: "\n").count >= 7
             }
@@ -179,11 +205,14 @@ import Testing
 
     @Test func withoutATerminalOrJSONEventsArePlainLines() async throws {
         try await withBroker { broker in
-            let process = try TestProcess(Self.executable, ["--broker", broker.url, "--vehicle", "van-7"],
-                                          directory: broker.directory, name: "fleet-watch-plain")
+            let process = try TestProcess(
+                Self.executable, ["--broker", broker.url, "--vehicle", "van-7"],
+                directory: broker.directory, name: "fleet-watch-plain")
             defer { process.send(SIGKILL) }
             try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
-                if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
+                if !process.isRunning {
+                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
+                }
                 return process.standardError.contains("Subscribed to the fleet")
             }
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/bus-1/fix", message: fixJSON("bus-1", seq: 1, lat: 1))
@@ -191,35 +220,44 @@ import Testing
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"offline"}"#)
             try await waitUntil("two lines", timeout: .seconds(15)) { process.standardOutput.split(separator: "\n").count >= 2 }
             await process.stop()
-            #expect(process.standardOutput == """
-                fix van-7 seq=2 2026-01-02T03:04:05.000Z lat=2.000000 lon=-3.250000 speed=36.0km/h sats=7 mode=3D
-                status van-7 offline
+            #expect(
+                process.standardOutput == """
+                    fix van-7 seq=2 2026-01-02T03:04:05.000Z lat=2.000000 lon=-3.250000 speed=36.0km/h sats=7 mode=3D
+                    status van-7 offline
 
-                """)
+                    """)
         }
     }
 
     @Test func passwordComesFromAFileOrTheEnvironmentAndIsNeverLogged() async throws {
         let secret = "s3cret-\(UUID().uuidString.prefix(6))"
         try await withBroker(.init(users: ["watcher": secret])) { broker in
-            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"online"}"#,
-                                           retain: true, extra: ["-u", "watcher", "-P", secret])
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"online"}"#,
+                retain: true, extra: ["-u", "watcher", "-P", secret])
             let url = "mqtt://watcher@127.0.0.1:\(broker.port)"
             let passwordFile = "\(broker.directory)/password"
             try (secret + "\n").write(toFile: passwordFile, atomically: true, encoding: .utf8)
-            let fromFile = try await run(["--broker", url, "--once", "--json", "--password-file", passwordFile,
-                                          "--log-level", "trace", "--quiet-period", "0.3"], in: broker.directory)
+            let fromFile = try await run(
+                [
+                    "--broker", url, "--once", "--json", "--password-file", passwordFile,
+                    "--log-level", "trace", "--quiet-period", "0.3",
+                ], in: broker.directory)
             #expect(fromFile.0 == 0, "\(fromFile.2)")
             #expect(fromFile.1.contains(#""kind":"status""#))
-            let fromEnvironment = try await run(["/usr/bin/env", "FLEETCAST_PASSWORD=\(secret)", Self.executable, "--broker", url,
-                                                 "--once", "--json", "--log-level", "trace", "--quiet-period", "0.3"],
-                                                in: broker.directory, viaEnv: true)
+            let fromEnvironment = try await run(
+                [
+                    "/usr/bin/env", "FLEETCAST_PASSWORD=\(secret)", Self.executable, "--broker", url,
+                    "--once", "--json", "--log-level", "trace", "--quiet-period", "0.3",
+                ],
+                in: broker.directory, viaEnv: true)
             #expect(fromEnvironment.0 == 0, "\(fromEnvironment.2)")
             #expect(fromEnvironment.1.contains(#""kind":"status""#))
             #expect(!fromFile.2.contains(secret) && !fromEnvironment.2.contains(secret))
 
-            let wrong = try await run(["/usr/bin/env", "FLEETCAST_PASSWORD=wrong", Self.executable, "--broker", url, "--once"],
-                                      in: broker.directory, viaEnv: true)
+            let wrong = try await run(
+                ["/usr/bin/env", "FLEETCAST_PASSWORD=wrong", Self.executable, "--broker", url, "--once"],
+                in: broker.directory, viaEnv: true)
             #expect(wrong.0 != 0)
             #expect(wrong.2.contains("bad user name or password"))
         }

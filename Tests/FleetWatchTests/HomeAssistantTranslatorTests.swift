@@ -30,7 +30,8 @@ import Testing
     let time = UTCTimestamp(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5, millisecond: 250)!
 
     func fix(track: Double? = nil, eph: Double? = 4.56, at time: UTCTimestamp? = nil) -> Fix {
-        Fix(time: time ?? self.time, latitude: 48.123456789, longitude: -3.25, altitudeHAE: 170.2, altitudeMSL: 121.64,
+        Fix(
+            time: time ?? self.time, latitude: 48.123456789, longitude: -3.25, altitudeHAE: 170.2, altitudeMSL: 121.64,
             speed: 10, track: track, mode: .threeD, satellitesUsed: 9, eph: eph, epv: 7.44)
     }
 
@@ -49,14 +50,14 @@ import Testing
         #expect(config["unique_id"] as? String == "fleetcast_van-7")
         #expect(config["name"] is NSNull)
         #expect(config["json_attributes_topic"] as? String == "fleetcast/homeassistant/van-7/attributes")
-        #expect(config["state_topic"] == nil)   // it would override the attributes' location
+        #expect(config["state_topic"] == nil)  // it would override the attributes' location
         #expect(config["source_type"] as? String == "gps")
         let device = try #require(config["device"] as? [String: Any])
         #expect(device["identifiers"] as? [String] == ["fleetcast_van-7"])
         #expect(device["name"] as? String == "van-7")
         #expect(device["manufacturer"] as? String == "Fleetcast")
         #expect(device["model"] as? String == "Fleetcast")
-        #expect(device["sw_version"] == nil)    // not known before a status names it
+        #expect(device["sw_version"] == nil)  // not known before a status names it
     }
 
     @Test func availabilityFollowsTheVehiclesOwnStatusTopic() throws {
@@ -85,11 +86,11 @@ import Testing
         let a = try jsonObject(messages[1])
         #expect(a["latitude"] as? Double == 48.1234568)
         #expect(a["longitude"] as? Double == -3.25)
-        #expect(a["gps_accuracy"] as? Double == 4.6)        // eph, m
-        #expect(a["altitude"] as? Double == 121.6)          // altMSL, m
-        #expect(a["vertical_accuracy"] as? Double == 7.4)   // epv, m
-        #expect(a["speed"] as? Double == 10)                // m/s, as the fix: not km/h
-        #expect(a["course"] as? Double == 271.6)            // degrees true
+        #expect(a["gps_accuracy"] as? Double == 4.6)  // eph, m
+        #expect(a["altitude"] as? Double == 121.6)  // altMSL, m
+        #expect(a["vertical_accuracy"] as? Double == 7.4)  // epv, m
+        #expect(a["speed"] as? Double == 10)  // m/s, as the fix: not km/h
+        #expect(a["course"] as? Double == 271.6)  // degrees true
         #expect(a["source_type"] as? String == "gps")
         #expect(a["time"] as? String == "2026-01-02T03:04:05.250Z")
         #expect(a["satellites"] as? Int == 9)
@@ -107,7 +108,7 @@ import Testing
         #expect(update.map(\.topic) == ["fleetcast/homeassistant/van-7/attributes"])
         let a = try jsonObject(try #require(update.first))
         #expect(a["course"] as? Double == 45 && a["latitude"] as? Double == 48.1234568)
-        #expect(t.messages(for: .heading(van, seq: 3, heading)).isEmpty)   // same course
+        #expect(t.messages(for: .heading(van, seq: 3, heading)).isEmpty)  // same course
 
         _ = t.messages(for: .fix(van, seq: 4, fix(track: 90)))
         #expect(t.messages(for: .heading(van, seq: 5, Heading(time: time, trueHeading: 10, source: .hdt))).isEmpty)

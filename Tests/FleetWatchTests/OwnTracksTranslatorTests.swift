@@ -20,7 +20,8 @@ import Testing
     let time = UTCTimestamp(year: 2026, month: 1, day: 2, hour: 3, minute: 4, second: 5, millisecond: 900)!
 
     func fix(speed: Double? = 10, track: Double? = nil, eph: Double? = 4.6, at time: UTCTimestamp? = nil) -> Fix {
-        Fix(time: time ?? self.time, latitude: 48.123456789, longitude: -3.25, altitudeHAE: 170.2, altitudeMSL: 121.6,
+        Fix(
+            time: time ?? self.time, latitude: 48.123456789, longitude: -3.25, altitudeHAE: 170.2, altitudeMSL: 121.6,
             speed: speed, track: track, mode: .threeD, satellitesUsed: 9, eph: eph, epv: 7.4)
     }
 
@@ -38,14 +39,14 @@ import Testing
         let o = try jsonObject(message)
         #expect(o["_type"] as? String == "location")
         #expect(o["tid"] as? String == "n7")
-        #expect(o["tst"] as? Int == 1_767_323_045)          // seconds, rounded down: not 1767323046
-        #expect(o["lat"] as? Double == 48.1234568)           // degrees, 7 decimals (about 1 cm)
+        #expect(o["tst"] as? Int == 1_767_323_045)  // seconds, rounded down: not 1767323046
+        #expect(o["lat"] as? Double == 48.1234568)  // degrees, 7 decimals (about 1 cm)
         #expect(o["lon"] as? Double == -3.25)
-        #expect(o["acc"] as? Int == 5)                       // eph 4.6 m
-        #expect(o["alt"] as? Int == 122)                     // above sea level: altMSL, not altHAE
-        #expect(o["vac"] as? Int == 7)                       // epv 7.4 m
-        #expect(o["vel"] as? Int == 36)                      // 10 m/s = 36 km/h
-        #expect(o["cog"] as? Int == 272)                     // the fix's track
+        #expect(o["acc"] as? Int == 5)  // eph 4.6 m
+        #expect(o["alt"] as? Int == 122)  // above sea level: altMSL, not altHAE
+        #expect(o["vac"] as? Int == 7)  // epv 7.4 m
+        #expect(o["vel"] as? Int == 36)  // 10 m/s = 36 km/h
+        #expect(o["cog"] as? Int == 272)  // the fix's track
         #expect(Set(o.keys) == ["_type", "tid", "tst", "lat", "lon", "acc", "alt", "vac", "vel", "cog"])
         for key in ["tst", "acc", "alt", "vac", "vel", "cog"] {
             #expect(isIntegerToken(rawToken(key, in: text)), "\(key) is not an integer in \(text)")

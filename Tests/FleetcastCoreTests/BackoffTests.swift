@@ -6,8 +6,11 @@ import Testing
     @Test func withoutJitterDelaysDoubleUpToTheCap() {
         var b = Backoff(initial: .milliseconds(100), maximum: .seconds(1), multiplier: 2, jitter: 0)
         let delays = (0..<7).map { _ in b.next() }
-        #expect(delays == [.milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
-                           .seconds(1), .seconds(1), .seconds(1)])
+        #expect(
+            delays == [
+                .milliseconds(100), .milliseconds(200), .milliseconds(400), .milliseconds(800),
+                .seconds(1), .seconds(1), .seconds(1),
+            ])
         #expect(b.attempt == 7)
     }
 

@@ -14,10 +14,11 @@ import Testing
 
     @Test func tpvBecomesAFixWithGpsdUnits() throws {
         var d = GPSDMessageDecoder()
-        let events = decode([
-            #"{"class":"SKY","device":"/dev/pts/1","hdop":0.8,"vdop":1.3,"pdop":1.5,"nSat":12,"uSat":9}"#,
-            #"{"class":"TPV","device":"/dev/pts/1","status":2,"mode":3,"time":"2010-07-08T00:59:47.000Z","ept":0.005,"lat":37.261026667,"lon":-121.961181667,"altHAE":55.9,"altMSL":86.0,"geoidSep":-30.1,"track":12.5,"magvar":13.1,"speed":4.25,"climb":-0.1,"eph":2.1,"epv":3.4}"#,
-        ], into: &d)
+        let events = decode(
+            [
+                #"{"class":"SKY","device":"/dev/pts/1","hdop":0.8,"vdop":1.3,"pdop":1.5,"nSat":12,"uSat":9}"#,
+                #"{"class":"TPV","device":"/dev/pts/1","status":2,"mode":3,"time":"2010-07-08T00:59:47.000Z","ept":0.005,"lat":37.261026667,"lon":-121.961181667,"altHAE":55.9,"altMSL":86.0,"geoidSep":-30.1,"track":12.5,"magvar":13.1,"speed":4.25,"climb":-0.1,"eph":2.1,"epv":3.4}"#,
+            ], into: &d)
         let fix = try #require(events.fixes.first)
         #expect(events.count == 1)
         #expect(fix.time == UTCTimestamp(iso8601: "2010-07-08T00:59:47.000Z"))
@@ -47,7 +48,9 @@ import Testing
 
     @Test func attBecomesAHeading() throws {
         var d = GPSDMessageDecoder()
-        let events = decode([#"{"class":"ATT","device":"/dev/ttyUSB0","time":"2021-05-01T10:00:00.500Z","heading":271.5,"mheading":268.25,"pitch":1.0}"#], into: &d)
+        let events = decode(
+            [#"{"class":"ATT","device":"/dev/ttyUSB0","time":"2021-05-01T10:00:00.500Z","heading":271.5,"mheading":268.25,"pitch":1.0}"#],
+            into: &d)
         let h = try #require(events.first?.heading)
         #expect(h.trueHeading == 271.5)
         #expect(h.magneticHeading == 268.25)
@@ -57,22 +60,24 @@ import Testing
 
     @Test func skyWithoutUSatCountsUsedSatellites() throws {
         var d = GPSDMessageDecoder()
-        let events = decode([
-            #"{"class":"SKY","satellites":[{"PRN":1,"used":true},{"PRN":2,"used":false},{"PRN":3,"used":true}]}"#,
-            #"{"class":"TPV","mode":2,"time":"2020-01-01T00:00:01.000Z","lat":1.5,"lon":2.5}"#,
-        ], into: &d)
+        let events = decode(
+            [
+                #"{"class":"SKY","satellites":[{"PRN":1,"used":true},{"PRN":2,"used":false},{"PRN":3,"used":true}]}"#,
+                #"{"class":"TPV","mode":2,"time":"2020-01-01T00:00:01.000Z","lat":1.5,"lon":2.5}"#,
+            ], into: &d)
         #expect(events.fixes.first?.satellitesUsed == 2)
         #expect(events.fixes.first?.mode == .twoD)
     }
 
     @Test func deactivatedDeviceIsReportedOnce() {
         var d = GPSDMessageDecoder()
-        let events = decode([
-            #"{"class":"VERSION","release":"3.25","rev":"3.25","proto_major":3,"proto_minor":15}"#,
-            #"{"class":"DEVICES","devices":[{"class":"DEVICE","path":"/dev/ttyUSB0","activated":"2024-01-01T00:00:00.000Z"}]}"#,
-            #"{"class":"DEVICE","path":"/dev/ttyUSB0","activated":0}"#,
-            #"{"class":"DEVICE","path":"/dev/ttyUSB0","activated":0}"#,
-        ], into: &d)
+        let events = decode(
+            [
+                #"{"class":"VERSION","release":"3.25","rev":"3.25","proto_major":3,"proto_minor":15}"#,
+                #"{"class":"DEVICES","devices":[{"class":"DEVICE","path":"/dev/ttyUSB0","activated":"2024-01-01T00:00:00.000Z"}]}"#,
+                #"{"class":"DEVICE","path":"/dev/ttyUSB0","activated":0}"#,
+                #"{"class":"DEVICE","path":"/dev/ttyUSB0","activated":0}"#,
+            ], into: &d)
         #expect(events.reconnectReasons == ["gpsd: device /dev/ttyUSB0 went away"])
         #expect(d.gpsdRelease == "3.25")
         #expect(d.devices == ["/dev/ttyUSB0": false])
@@ -115,7 +120,9 @@ import Testing
     /// that every subscriber refuses whole. The encoder now leaves the out-of-range track out.
     @Test func fuzzFindingOutOfRangeTrackStillPublishesADecodableFix() throws {
         var d = GPSDMessageDecoder()
-        let line = #"{"class":"TPV","mode":3,"time":"2018-08-20T09:49:40.000Z","ept":0.005,"lat":52.848236667,"lon":5.309265000,"epx":7.481,"epy":8.819,"epv":20.700,"track":23005,"lat":52.848236667,"lon":5.309265000,"epx":7.481,"epy":8.819,"epv":20.700,"track":234.8000,"magtrack":235.1000,"magvar":1.4,"speed":2.727,"eps":17.64,"epc":41.40,"geoidSep":43.516,"eph":11.400,"sep":20.900,"depth":5.400}"# + "\r"
+        let line =
+            #"{"class":"TPV","mode":3,"time":"2018-08-20T09:49:40.000Z","ept":0.005,"lat":52.848236667,"lon":5.309265000,"epx":7.481,"epy":8.819,"epv":20.700,"track":23005,"lat":52.848236667,"lon":5.309265000,"epx":7.481,"epy":8.819,"epv":20.700,"track":234.8000,"magtrack":235.1000,"magvar":1.4,"speed":2.727,"eps":17.64,"epc":41.40,"geoidSep":43.516,"eph":11.400,"sep":20.900,"depth":5.400}"#
+            + "\r"
         let events = decode([line], into: &d)
         let fix = try #require(events.fixes.first)
         let van = VehicleID("van-7")!
@@ -129,7 +136,9 @@ import Testing
     /// `UTCTimestamp(iso8601:)`. It decodes now, truncated to milliseconds.
     @Test func fuzzFindingLongTimeFractionDoesNotTrap() throws {
         var d = GPSDMessageDecoder()
-        let line = #"{"class":"TPV","mode":3,"time":"2018-08-20T09:49:46.044444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444400Z","ept":0.005,"lat":52.848150000,"lon":5.309065000,"altHAE":41.8000,"altMSL":-5.0000,"alt":-5.0000,"epv":20.700,"magvar":1.6,"speed":2.743,"geoidSep":46.800,"eph":11.400,"sep":20.900}"# + "\r"
+        let line =
+            #"{"class":"TPV","mode":3,"time":"2018-08-20T09:49:46.044444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444444400Z","ept":0.005,"lat":52.848150000,"lon":5.309065000,"altHAE":41.8000,"altMSL":-5.0000,"alt":-5.0000,"epv":20.700,"magvar":1.6,"speed":2.743,"geoidSep":46.800,"eph":11.400,"sep":20.900}"#
+            + "\r"
         let fix = try #require(decode([line], into: &d).fixes.first)
         #expect(fix.time.iso8601 == "2018-08-20T09:49:46.044Z")
     }

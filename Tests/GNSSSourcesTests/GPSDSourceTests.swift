@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import FleetcastCore
-import Glibc
-#endif
 import FleetcastTestSupport
 import Foundation
 import GNSS
@@ -9,6 +5,11 @@ import GNSSSources
 import NMEA
 import Synchronization
 import Testing
+
+#if canImport(Glibc)
+import FleetcastCore
+import Glibc
+#endif
 
 /// gpsd started by `gpsfake` on a loopback port, replaying a recording in a loop.
 final class FakeGPSD {
@@ -102,11 +103,12 @@ extension LiveSourceTests {
         @Test func aSilentGpsdIsReconnectedNotWaitedOnForever() async throws {
             // gpsd accepts and says who it is, then streams nothing (seen right after a restart).
             let server = try ScriptedTCPServer(reply: [
-                Array(#"{"class":"VERSION","release":"3.25","proto_major":3,"proto_minor":15}"#.utf8) + [10],
+                Array(#"{"class":"VERSION","release":"3.25","proto_major":3,"proto_minor":15}"#.utf8) + [10]
             ])
-            let recorder = EventRecorder(GPSDSource(
-                host: "127.0.0.1", port: server.port, logger: quietLogger, backoff: testBackoff,
-                idleTimeout: .milliseconds(300)))
+            let recorder = EventRecorder(
+                GPSDSource(
+                    host: "127.0.0.1", port: server.port, logger: quietLogger, backoff: testBackoff,
+                    idleTimeout: .milliseconds(300)))
             let events = try await recorder.waitFor("a reconnect after the silence") {
                 $0.reconnectReasons.contains { $0.contains("nothing received") }
             }
@@ -123,8 +125,9 @@ extension LiveSourceTests {
                 Array(#"{"class":"TPV","mode":"3","lat":"x"}"#.utf8) + [10],
                 Array(#"{"class":"TPV","mode":3,"time":"2024-05-01T12:00:00.000Z","lat":51.5,"lon":-0.12,"altHAE":70.5}"#.utf8) + [10],
             ])
-            let recorder = EventRecorder(GPSDSource(
-                host: "127.0.0.1", port: server.port, device: "/dev/ttyACM0", logger: quietLogger, backoff: testBackoff))
+            let recorder = EventRecorder(
+                GPSDSource(
+                    host: "127.0.0.1", port: server.port, device: "/dev/ttyACM0", logger: quietLogger, backoff: testBackoff))
             let events = try await recorder.waitFor("the good fix after the bad lines") { !$0.fixes.isEmpty }
             await recorder.stop()
             server.close()

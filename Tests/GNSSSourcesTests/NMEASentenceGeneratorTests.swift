@@ -1,7 +1,8 @@
 import GNSS
-@testable import GNSSSources
 import NMEA
 import Testing
+
+@testable import GNSSSources
 
 @Suite struct NMEASentenceGeneratorTests {
     @Test func sentencesCarryCorrectChecksums() {

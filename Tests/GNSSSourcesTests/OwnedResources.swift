@@ -1,7 +1,8 @@
+import Foundation
+
 #if canImport(Glibc)
 import Glibc
 #endif
-import Foundation
 
 /// What this process holds open, read from `/proc`, for leak checks that look only at what
 /// one source owns. (Counting all of `/proc/self/fd` is process-wide: the other suites of
@@ -42,8 +43,8 @@ enum OwnedResources {
                 // sl local_address rem_address st tx:rx tr:when retrnsmt uid timeout inode …
                 let fields = line.split(separator: " ", omittingEmptySubsequences: true)
                 guard fields.count > 9, fields[3] == "01",
-                      let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
-                      remotePort == port, let inode = UInt64(fields[9]), ours.contains(inode)
+                    let remotePort = fields[2].split(separator: ":").last.flatMap({ Int($0, radix: 16) }),
+                    remotePort == port, let inode = UInt64(fields[9]), ours.contains(inode)
                 else { continue }
                 let localPort = fields[1].split(separator: ":").last.flatMap { Int($0, radix: 16) } ?? 0
                 found.append("TCP port \(localPort) → port \(remotePort) ESTABLISHED (socket inode \(inode))")

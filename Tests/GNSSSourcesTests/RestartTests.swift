@@ -2,9 +2,9 @@ import FleetcastCore
 import FleetcastTestSupport
 import Foundation
 import GNSS
+import GNSSSources
 import InMemoryLogging
 import Logging
-import GNSSSources
 import Testing
 
 extension LiveSourceTests {

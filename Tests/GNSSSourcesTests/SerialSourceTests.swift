@@ -1,12 +1,13 @@
-#if canImport(Glibc)
-import FleetcastCore
-import Glibc
-#endif
 import FleetcastTestSupport
 import Foundation
 import GNSS
 import GNSSSources
 import Testing
+
+#if canImport(Glibc)
+import FleetcastCore
+import Glibc
+#endif
 
 /// A pseudo-terminal pair made by socat: `gps` is the receiver's port the source opens,
 /// `feed` the far side where the test writes what the receiver would send. Stopping socat
@@ -24,9 +25,11 @@ final class PseudoTerminalPair {
 
     /// Starts socat and waits (bounded) until both links exist.
     func plug() async throws {
-        socat = try TestProcess("/usr/bin/socat", [
-            "pty,raw,echo=0,link=\(gps)", "pty,raw,echo=0,link=\(feed)",
-        ], directory: directory, name: "socat")
+        socat = try TestProcess(
+            "/usr/bin/socat",
+            [
+                "pty,raw,echo=0,link=\(gps)", "pty,raw,echo=0,link=\(feed)",
+            ], directory: directory, name: "socat")
         // socat makes the links right after it starts; there is no event to await.
         try await waitUntil("socat to create the pty links", timeout: .seconds(5), interval: .milliseconds(10)) {
             FileManager.default.fileExists(atPath: gps) && FileManager.default.fileExists(atPath: feed)
@@ -84,9 +87,10 @@ final class PseudoTerminalPair {
 func nmeaEpochs(count: Int, from startMs: Int64, latitude: Double) -> [UInt8] {
     var bytes: [UInt8] = []
     for i in 0..<count {
-        bytes += NMEASentenceGenerator.bytes(for: .init(
-            time: UTCTimestamp(millisecondsSince1970: startMs + Int64(i) * 1000),
-            latitude: latitude + Double(i) * 1e-4, longitude: 4.9, speed: 11, track: 0, heading: 0))
+        bytes += NMEASentenceGenerator.bytes(
+            for: .init(
+                time: UTCTimestamp(millisecondsSince1970: startMs + Int64(i) * 1000),
+                latitude: latitude + Double(i) * 1e-4, longitude: 4.9, speed: 11, track: 0, heading: 0))
     }
     return bytes
 }

@@ -14,8 +14,10 @@ import Testing
         ("replay:/var/log/gps.nmea?speed=max&loop=true", .replay(path: "/var/log/gps.nmea", speed: .max, loop: true)),
         ("replay:x.log?speed=2.5", .replay(path: "x.log", speed: .factor(2.5), loop: false)),
         ("sim:", .simulator(SimulatorOptions())),
-        ("sim:?rate=10&speed=20&lat=48.85&lon=2.35",
-         .simulator(SimulatorOptions(rateHz: 10, cruiseSpeed: 20, latitude: 48.85, longitude: 2.35))),
+        (
+            "sim:?rate=10&speed=20&lat=48.85&lon=2.35",
+            .simulator(SimulatorOptions(rateHz: 10, cruiseSpeed: 20, latitude: 48.85, longitude: 2.35))
+        ),
     ])
     func goodFormsParse(uri: String, expected: GNSSSourceDescriptor) throws {
         let parsed = try GNSSSourceDescriptor(parsing: uri)
@@ -56,10 +58,11 @@ import Testing
 
     @Test func messageReadsWell() {
         let error = #expect(throws: SourceURIError.self) { try GNSSSourceDescriptor(parsing: "serial:/dev/ttyS0?baud=1234") }
-        #expect(error?.description == """
-            bad baud "1234" in source URI "serial:/dev/ttyS0?baud=1234": expected one of 4800, 9600, 19200, \
-            38400, 57600, 115200, 230400, 460800, 921600
-            """)
+        #expect(
+            error?.description == """
+                bad baud "1234" in source URI "serial:/dev/ttyS0?baud=1234": expected one of 4800, 9600, 19200, \
+                38400, 57600, 115200, 230400, 460800, 921600
+                """)
     }
 
     @Test func factoryMakesASourceNamedByItsURI() throws {

@@ -1,7 +1,3 @@
-#if canImport(Glibc)
-import FleetcastCore
-import Glibc
-#endif
 import FleetcastTestSupport
 import Foundation
 import GNSS
@@ -9,6 +5,11 @@ import GNSSSources
 import Logging
 import Synchronization
 import Testing
+
+#if canImport(Glibc)
+import FleetcastCore
+import Glibc
+#endif
 
 /// Awaits the end of a helper task (a sender loop) that was just cancelled, bounded: a task
 /// stuck in a system call fails the test instead of hanging it.

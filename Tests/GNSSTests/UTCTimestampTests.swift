@@ -39,7 +39,8 @@ import Testing
     @Test func fuzzFindingLongFractionDoesNotOverflow() {
         let time = "2018-08-20T09:49:46.0" + String(repeating: "4", count: 100) + "00Z"
         #expect(UTCTimestamp(iso8601: time)?.iso8601 == "2018-08-20T09:49:46.044Z")
-        #expect(UTCTimestamp(iso8601: "2018-08-20T09:49:46." + String(repeating: "9", count: 40) + "Z")?.iso8601
+        #expect(
+            UTCTimestamp(iso8601: "2018-08-20T09:49:46." + String(repeating: "9", count: 40) + "Z")?.iso8601
                 == "2018-08-20T09:49:46.999Z")
         #expect(UTCTimestamp(iso8601: "2018-08-20T09:49:46." + String(repeating: "1", count: 30) + "xZ") == nil)
     }

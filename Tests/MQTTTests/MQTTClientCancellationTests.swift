@@ -1,7 +1,8 @@
 import FleetcastTestSupport
 import Foundation
-@testable import MQTT
 import Testing
+
+@testable import MQTT
 
 #if canImport(Glibc)
 import Glibc
@@ -147,7 +148,9 @@ import Musl
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
         var length = socklen_t(MemoryLayout<sockaddr_in>.size)
         let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0 }
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
+                bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0
+            }
         }
         try #require(bound && listen(listener, 4) == 0)
         let port = Int(UInt16(bigEndian: address.sin_port))

@@ -1,8 +1,9 @@
 import FleetcastTestSupport
 import InMemoryLogging
 import Logging
-@testable import MQTT
 import Testing
+
+@testable import MQTT
 
 @Suite struct MQTTClientConnectTests {
     @Test func connectionRefusedWhenNothingListens() async throws {
@@ -17,7 +18,8 @@ import Testing
 
     @Test func dnsFailureSaysTheHostWasNotFound() async throws {
         let client = try MQTTClient(
-            configuration: MQTTConfiguration(broker: try BrokerURL(parsing: "mqtt://no-such-host.invalid"), clientID: uniqueClientID("dns")),
+            configuration: MQTTConfiguration(
+                broker: try BrokerURL(parsing: "mqtt://no-such-host.invalid"), clientID: uniqueClientID("dns")),
             logger: quietLogger)
         await #expect(throws: MQTTError.hostNotFound(host: "no-such-host.invalid")) { try await client.connect() }
     }
@@ -29,19 +31,23 @@ import Testing
             var logger = Logger(label: "password-test", factory: { _ in memory })
             logger.logLevel = .trace
 
-            let good = try makeClient(broker, configure: {
-                $0.protocolVersion = version
-                $0.username = "alice"
-                $0.password = "s3cret-pw"
-            }, logger: logger)
+            let good = try makeClient(
+                broker,
+                configure: {
+                    $0.protocolVersion = version
+                    $0.username = "alice"
+                    $0.password = "s3cret-pw"
+                }, logger: logger)
             try await good.connect()
             try await good.publish(topic: "auth/ok", string: "hello", qos: .atLeastOnce)
             await good.shutdown()
 
-            let bad = try makeClient(broker, url: "mqtt://alice@127.0.0.1:\(broker.port)", configure: {
-                $0.protocolVersion = version
-                $0.password = "wrong-pw"
-            }, logger: logger)
+            let bad = try makeClient(
+                broker, url: "mqtt://alice@127.0.0.1:\(broker.port)",
+                configure: {
+                    $0.protocolVersion = version
+                    $0.password = "wrong-pw"
+                }, logger: logger)
             await #expect {
                 try await bad.connect()
             } throws: { error in
@@ -100,10 +106,13 @@ import Testing
     @Test func clientCertificateIsPresentedWhenTheBrokerRequiresOne() async throws {
         try await withBroker(.init(tls: true, requireClientCertificate: true)) { broker in
             let certificates = try #require(broker.certificates)
-            let withCertificate = try makeClient(broker, configure: {
-                $0.tls = MQTTTLSConfiguration(
-                    caFile: certificates.caFile, certificateFile: certificates.clientCertificateFile, keyFile: certificates.clientKeyFile)
-            })
+            let withCertificate = try makeClient(
+                broker,
+                configure: {
+                    $0.tls = MQTTTLSConfiguration(
+                        caFile: certificates.caFile, certificateFile: certificates.clientCertificateFile,
+                        keyFile: certificates.clientKeyFile)
+                })
             try await withCertificate.connect()
             try await withCertificate.publish(topic: "mtls/ok", string: "yes", qos: .atLeastOnce)
             await withCertificate.shutdown()

@@ -1,6 +1,7 @@
 import FleetcastTestSupport
-@testable import MQTT
 import Testing
+
+@testable import MQTT
 
 @Suite struct MQTTClientLifecycleTests {
     @Test func shutdownAndReleaseFreeTheCallbackContext() async throws {

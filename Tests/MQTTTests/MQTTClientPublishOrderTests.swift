@@ -1,7 +1,8 @@
 import FleetcastCore
 import FleetcastTestSupport
-@testable import MQTT
 import Testing
+
+@testable import MQTT
 
 /// `publish` hands the message to libmosquitto before its first suspension point, so
 /// publishes started as immediate tasks reach the broker in the order they were started even
@@ -26,7 +27,9 @@ import Testing
             try await withThrowingDiscardingTaskGroup { group in
                 for index in 0..<count {
                     group.addImmediateTask {
-                        outstanding.withLock { $0.now += 1; $0.most = max($0.most, $0.now) }
+                        outstanding.withLock {
+                            $0.now += 1; $0.most = max($0.most, $0.now)
+                        }
                         defer { outstanding.withLock { $0.now -= 1 } }
                         try await publisher.publish(topic: "order/van-1/fix", string: "\(index)", qos: .atLeastOnce, retain: true)
                     }

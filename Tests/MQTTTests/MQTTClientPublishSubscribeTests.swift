@@ -1,6 +1,7 @@
 import FleetcastTestSupport
-@testable import MQTT
 import Testing
+
+@testable import MQTT
 
 @Suite struct MQTTClientPublishSubscribeTests {
     @Test(arguments: MQTTQoS.allCases)
@@ -21,7 +22,10 @@ import Testing
             case .exactlyOnce: #expect(broker.log.contains("Sending PUBCOMP to \(publisherID)"))
             }
             let received = try await collect(1, from: subscription)
-            #expect(received == [MQTTMessage(topic: "qos/\(qos.rawValue)", payload: Array("payload \(qos.rawValue)".utf8), qos: qos, retain: false)])
+            #expect(
+                received == [
+                    MQTTMessage(topic: "qos/\(qos.rawValue)", payload: Array("payload \(qos.rawValue)".utf8), qos: qos, retain: false)
+                ])
             await publisher.shutdown()
             await subscriber.shutdown()
         }
@@ -38,7 +42,8 @@ import Testing
             try await withThrowingTaskGroup(of: Void.self) { group in
                 for index in 0..<count {
                     group.addTask {
-                        try await publisher.publish(topic: "burst/\(index % 7)", string: "\(index)", qos: index % 3 == 0 ? .exactlyOnce : .atLeastOnce)
+                        try await publisher.publish(
+                            topic: "burst/\(index % 7)", string: "\(index)", qos: index % 3 == 0 ? .exactlyOnce : .atLeastOnce)
                     }
                 }
                 try await group.waitForAll()
@@ -74,7 +79,8 @@ import Testing
 
     @Test func mqtt5PropertiesReachOtherClients() async throws {
         try await withBroker { broker in
-            let observer = try await MosquittoCLI.subscribe(broker: broker, filter: "props/#", count: 1, extra: ["-V", "5", "-F", "%t|%C|%E|%p"])
+            let observer = try await MosquittoCLI.subscribe(
+                broker: broker, filter: "props/#", count: 1, extra: ["-V", "5", "-F", "%t|%C|%E|%p"])
             let client = try makeClient(broker)
             try await client.connect()
             try await client.publish(

@@ -1,6 +1,7 @@
 import FleetcastTestSupport
-@testable import MQTT
 import Testing
+
+@testable import MQTT
 
 @Suite struct MQTTClientReconnectTests {
     @Test func reconnectsAfterTheBrokerRestartsRestoringSubscriptionsAndQueuedPublishes() async throws {
@@ -56,11 +57,13 @@ import Testing
         let security = try await DynamicSecurityBroker.start()
         do {
             try await security.addUser("watcher", password: "pw", subscribe: ["acl/#", "other/#"], publish: ["other/#"])
-            let client = try makeClient(security.broker, configure: {
-                $0.protocolVersion = version
-                $0.username = "watcher"
-                $0.password = "pw"
-            })
+            let client = try makeClient(
+                security.broker,
+                configure: {
+                    $0.protocolVersion = version
+                    $0.username = "watcher"
+                    $0.password = "pw"
+                })
             let states = client.connectionStates()
             try await client.connect()
             let refused = try await client.subscribe(["acl/#"])
@@ -114,9 +117,11 @@ import Testing
 
     @Test func shutdownWhileReconnectingEndsPromptly() async throws {
         try await withBroker { broker in
-            let client = try makeClient(broker, configure: {
-                $0.reconnect = MQTTReconnectPolicy(initialDelay: .seconds(30), maximumDelay: .seconds(30), jitter: 0)
-            })
+            let client = try makeClient(
+                broker,
+                configure: {
+                    $0.reconnect = MQTTReconnectPolicy(initialDelay: .seconds(30), maximumDelay: .seconds(30), jitter: 0)
+                })
             let states = client.connectionStates()
             try await client.connect()
             let pending = Task { try await client.publish(topic: "x/y", string: "never acked", qos: .atLeastOnce) }

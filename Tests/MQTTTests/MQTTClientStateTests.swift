@@ -1,5 +1,6 @@
-@testable import MQTT
 import Testing
+
+@testable import MQTT
 
 /// The state machine alone, without libmosquitto and without tasks: waits, streams, observers
 /// and `shutdown()` steps are plain names, and every test drives the transitions the callbacks
@@ -106,7 +107,11 @@ import Testing
         #expect(Outcome(actions).succeeded == ["p7"])
         // The early ack was consumed: the next publish given mid 7 waits for its own.
         let next = try state.beginPublish().get()
-        #expect(Outcome(state.publishSent(mid: 7, topic: "t", qos: .atLeastOnce, epoch: next.epoch, token: next.token, cancelled: false, ack: "again")) == Outcome())
+        #expect(
+            Outcome(
+                state.publishSent(
+                    mid: 7, topic: "t", qos: .atLeastOnce, epoch: next.epoch, token: next.token, cancelled: false, ack: "again"))
+                == Outcome())
     }
 
     @Test func failingReasonCodeFailsThePublish() throws {
@@ -114,7 +119,8 @@ import Testing
         let (epoch, token) = try state.beginPublish().get()
         _ = state.publishSent(mid: 3, topic: "denied/topic", qos: .atLeastOnce, epoch: epoch, token: token, cancelled: false, ack: "p3")
         let outcome = Outcome(state.publishAcknowledged(mid: 3, reasonCode: 0x87))
-        guard let error = outcome.failed["p3"], error.code == .publishRejected, error.topic == "denied/topic", error.reasonCode == 0x87 else {
+        guard let error = outcome.failed["p3"], error.code == .publishRejected, error.topic == "denied/topic", error.reasonCode == 0x87
+        else {
             Issue.record("0x87 fails the publish: \(outcome)")
             return
         }
@@ -125,7 +131,8 @@ import Testing
         var state = connected()
         let (epoch, token) = try state.beginPublish().get()
         #expect(state.connectionLost(.connectionLost(reason: "test")).reconnect)
-        let outcome = Outcome(state.publishSent(mid: 9, topic: "t", qos: .atMostOnce, epoch: epoch, token: token, cancelled: false, ack: "p9"))
+        let outcome = Outcome(
+            state.publishSent(mid: 9, topic: "t", qos: .atMostOnce, epoch: epoch, token: token, cancelled: false, ack: "p9"))
         guard outcome.failed["p9"]?.code == .connectionLost else {
             Issue.record("a QoS 0 publish from before the loss fails: \(outcome)")
             return
@@ -150,12 +157,17 @@ import Testing
         #expect(Outcome(state.cancelPublish(mid: 5, token: first.token)).cancelled == ["first"])
         #expect(Outcome(state.publishAcknowledged(mid: 5, reasonCode: 0)) == Outcome(), "the late ack is dropped")
         let second = try state.beginPublish().get()
-        _ = state.publishSent(mid: 5, topic: "t", qos: .atLeastOnce, epoch: second.epoch, token: second.token, cancelled: false, ack: "second")
+        _ = state.publishSent(
+            mid: 5, topic: "t", qos: .atLeastOnce, epoch: second.epoch, token: second.token, cancelled: false, ack: "second")
         #expect(Outcome(state.cancelPublish(mid: 5, token: first.token)) == Outcome(), "an old token cancels nothing")
         #expect(Outcome(state.publishAcknowledged(mid: 5, reasonCode: 0)).succeeded == ["second"])
         // Cancelled before its registration: the registration itself cancels.
         let third = try state.beginPublish().get()
-        #expect(Outcome(state.publishSent(mid: 6, topic: "t", qos: .atLeastOnce, epoch: third.epoch, token: third.token, cancelled: true, ack: "third")).cancelled == ["third"])
+        #expect(
+            Outcome(
+                state.publishSent(
+                    mid: 6, topic: "t", qos: .atLeastOnce, epoch: third.epoch, token: third.token, cancelled: true, ack: "third")
+            ).cancelled == ["third"])
     }
 
     @Test func publishingIsRefusedBeforeConnectAndAfterShutdown() {
@@ -175,7 +187,8 @@ import Testing
         #expect(Set(identifiers).count == 3, "one subscription identifier per filter")
         // The SUBACK of the first SUBSCRIBE beats the registration.
         #expect(Outcome(state.subscribeAcknowledged(mid: 20, codes: [1])) == Outcome())
-        let sent = Outcome(state.subscribeSent(id: 1, [(20, [filters[0]]), (21, [filters[1]]), (22, [filters[2]])], epoch: epoch1, ack: "sub"))
+        let sent = Outcome(
+            state.subscribeSent(id: 1, [(20, [filters[0]]), (21, [filters[1]]), (22, [filters[2]])], epoch: epoch1, ack: "sub"))
         #expect(sent.succeeded.isEmpty, "two SUBACKs are still outstanding")
         #expect(Outcome(state.subscribeAcknowledged(mid: 21, codes: [1])).succeeded.isEmpty)
         #expect(Outcome(state.subscribeAcknowledged(mid: 22, codes: [1])).succeeded == ["sub"])
@@ -232,7 +245,8 @@ import Testing
         _ = state.subscribeAcknowledged(mid: 42, codes: [1])  // after it
         for mid: Int32 in [41, 42] {
             let (publishEpoch, token) = try state.beginPublish().get()
-            let actions = state.publishSent(mid: mid, topic: "t", qos: .atLeastOnce, epoch: publishEpoch, token: token, cancelled: false, ack: "p\(mid)")
+            let actions = state.publishSent(
+                mid: mid, topic: "t", qos: .atLeastOnce, epoch: publishEpoch, token: token, cancelled: false, ack: "p\(mid)")
             #expect(Outcome(actions) == Outcome(), "publish \(mid) waits for its own PUBACK")
         }
     }
@@ -267,7 +281,7 @@ import Testing
         #expect(sent == Outcome())
         let refused = Outcome(state.subscribeAcknowledged(mid: 7, codes: [0x87]))
         guard let error = refused.streamsEnded["fixes"] ?? nil, error.code == .subscribeRejected, error.filters == ["fleet/+/fix"],
-              error.reasonCode == 0x87
+            error.reasonCode == 0x87
         else {
             Issue.record("the refused stream ends with the refusal: \(refused)")
             return

@@ -1,6 +1,7 @@
 import FleetcastTestSupport
 import Foundation
 import Logging
+
 @testable import MQTT
 
 /// A logger that drops everything (tests that check logs use `InMemoryLogHandler`).
@@ -55,4 +56,3 @@ func collectStates(
 extension MQTTMessage {
     var text: String { String(decoding: payload, as: UTF8.self) }
 }
-

@@ -1,6 +1,7 @@
-@testable import FleetcastTestSupport
 import Foundation
 import Testing
+
+@testable import FleetcastTestSupport
 
 #if canImport(Glibc)
 import Glibc
@@ -107,14 +108,18 @@ import Glibc
             // log, which under load may come after a one-second `-W` has already ended it.
             let clock = ContinuousClock()
             let start = clock.now
-            let process = try TestProcess("/usr/bin/mosquitto_sub", [
-                "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "idle/#", "-C", "1", "-W", "1", "-v",
-            ], directory: broker.directory, name: "mosquitto_sub-idle")
+            let process = try TestProcess(
+                "/usr/bin/mosquitto_sub",
+                [
+                    "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", "idle/#", "-C", "1", "-W", "1", "-v",
+                ], directory: broker.directory, name: "mosquitto_sub-idle")
             _ = try await process.waitForExit(timeout: .seconds(10))
             #expect(start.duration(to: clock.now) < .seconds(9), "-W 1 should end it after about a second (bound loose for sanitizer runs)")
             #expect(process.standardOutput.isEmpty)
             let termination = process.termination
-            #expect(termination != .signalled(SIGTERM) && termination != .signalled(SIGKILL), "it exited by itself: \(String(describing: termination))")
+            #expect(
+                termination != .signalled(SIGTERM) && termination != .signalled(SIGKILL),
+                "it exited by itself: \(String(describing: termination))")
         }
     }
 

@@ -37,9 +37,10 @@ struct DecodeCommandTests {
         let stdoutData = out.fileHandleForReading.readDataToEndOfFile()
         let stderrData = err.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
-        return Run(status: process.terminationStatus,
-                   stdout: String(decoding: stdoutData, as: UTF8.self),
-                   stderr: String(decoding: stderrData, as: UTF8.self))
+        return Run(
+            status: process.terminationStatus,
+            stdout: String(decoding: stdoutData, as: UTF8.self),
+            stderr: String(decoding: stderrData, as: UTF8.self))
     }
 
     @Test("a recording decodes to JSON lines matching the library, with a summary on stderr")

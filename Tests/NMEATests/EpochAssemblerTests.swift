@@ -70,7 +70,8 @@ struct EpochAssemblerTests {
     func noDate() {
         let (events, _) = decodeAll(sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,"))
         #expect(events.compactMap(\.fix).isEmpty)
-        let (dated, _) = decodeAll(sentence("GPZDA,120000.00,19,11,2024,,") + sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,"))
+        let (dated, _) = decodeAll(
+            sentence("GPZDA,120000.00,19,11,2024,,") + sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,"))
         let f = dated.compactMap(\.fix).first
         #expect(f?.time.iso8601 == "2024-11-19T12:00:00.000Z")
         #expect(f?.mode == .twoD && f?.altitudeMSL == nil && f?.altitudeHAE == nil && f?.speed == nil && f?.eph == nil)
@@ -78,7 +79,8 @@ struct EpochAssemblerTests {
 
     @Test("GGA after midnight uses the next day until a date arrives")
     func midnight() {
-        let text = sentence("GPRMC,235959.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
+        let text =
+            sentence("GPRMC,235959.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
             + sentence("GPGGA,000000.00,4807.038,N,01131.324,E,1,08,0.9,545.4,M,,M,,")
         let times = decodeAll(text).events.compactMap(\.fix).map(\.time.iso8601)
         #expect(times == ["2024-11-19T23:59:59.000Z", "2024-11-20T00:00:00.000Z"])
@@ -108,7 +110,8 @@ struct EpochAssemblerTests {
 
     @Test("fix mode is the receiver's: a staggered GGA/GLL stream stays 3D, altitude left out")
     func staggeredKeepsMode() {
-        let text = (0..<6).map { staggered($0, gga: $0 % 2 == 0) }.joined()
+        let text =
+            (0..<6).map { staggered($0, gga: $0 % 2 == 0) }.joined()
             + sentence("GPRMC,120006.00,A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
         let fixes = decodeAll(text).events.compactMap(\.fix)
         #expect(fixes.count == 7)
@@ -119,7 +122,8 @@ struct EpochAssemblerTests {
 
     @Test("a staggered stream without a 3D fix stays 2D")
     func staggeredTwoD() {
-        let text = sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
+        let text =
+            sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
             + sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
             + sentence("GPGLL,4807.038,N,01131.324,E,120001.00,A,A")
         #expect(decodeAll(text).events.compactMap(\.fix).map(\.mode) == [.twoD, .twoD])
@@ -135,7 +139,8 @@ struct EpochAssemblerTests {
 
     @Test("GGA quality 0 ends the fix; the GLL after it is 2D until the receiver says 3D")
     func ggaQualityZero() {
-        let text = staggered(0, gga: true)
+        let text =
+            staggered(0, gga: true)
             + sentence("GPGGA,120001.00,4807.038,N,01131.324,E,0,00,,,,,,,")
             + staggered(2, gga: false) + staggered(3, gga: true)
         let events = decodeAll(text).events
@@ -147,8 +152,10 @@ struct EpochAssemblerTests {
     func statusV() {
         // An RMC V registers no time (gpsd's rule): it comes here after its cycle's GGA.
         let gga = sentence("GPGGA,120001.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
-        for void in [gga + sentence("GPRMC,120001.00,V,4807.038,N,01131.324,E,,,191124,,,N"),
-                     sentence("GPGLL,4807.038,N,01131.324,E,120001.00,V,N")] {
+        for void in [
+            gga + sentence("GPRMC,120001.00,V,4807.038,N,01131.324,E,,,191124,,,N"),
+            sentence("GPGLL,4807.038,N,01131.324,E,120001.00,V,N"),
+        ] {
             let text = staggered(0, gga: true) + void + staggered(2, gga: false)
             let events = decodeAll(text).events
             #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD])
@@ -157,7 +164,8 @@ struct EpochAssemblerTests {
 
     @Test("a cycle with no position ends the fix")
     func noPosition() {
-        let text = staggered(0, gga: true) + sentence("GPGGA,120001.00,,,,,1,08,0.9,,,,,,")
+        let text =
+            staggered(0, gga: true) + sentence("GPGGA,120001.00,,,,,1,08,0.9,,,,,,")
             + staggered(2, gga: false)
         let events = decodeAll(text).events
         #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD])
@@ -178,7 +186,8 @@ struct EpochAssemblerTests {
 
     @Test("proprietary, unknown and AIS sentences are ignored, not errors")
     func ignored() {
-        let text = sentence("PGRME,15.0,M,45.0,M,25.0,M") + sentence("GPXTE,,,,,N,N")
+        let text =
+            sentence("PGRME,15.0,M,45.0,M,25.0,M") + sentence("GPXTE,,,,,N,N")
             + "!AIVDM,1,1,,A,13aEOK?P00PD2wVMdLDRhgvL289?,0*26\r\n"
         let r = decodeAll(text)
         #expect(r.events.isEmpty)

@@ -60,14 +60,16 @@ struct GPSDConformanceTests {
                 continue
             }
             guard line.hasPrefix("{"),
-                  let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
-                  let cls = object["class"] as? String
+                let object = try? JSONSerialization.jsonObject(with: Data(line.utf8)) as? [String: Any],
+                let cls = object["class"] as? String
             else { continue }
             if cls == "TPV", let mode = object["mode"] as? Int, mode >= 2,
-               let time = object["time"] as? String, let t = UTCTimestamp(iso8601: time) {
+                let time = object["time"] as? String, let t = UTCTimestamp(iso8601: time)
+            {
                 expected.epochs[t.millisecondsSince1970] = object
             } else if cls == "ATT", let heading = object["heading"] as? Double,
-                      Exception.isHeadingSentence(lastSentence) {
+                Exception.isHeadingSentence(lastSentence)
+            {
                 expected.headings.append(heading)
             }
         }
@@ -132,7 +134,9 @@ struct GPSDConformanceTests {
         // before its date arrives, the last cycle before a gap in a spliced recording).
         // A few are expected; many would mean we invent fixes.
         let extras = ours.keys.filter { expected.epochs[$0] == nil }.sorted()
-        #expect(extras.count <= 3 + expected.epochs.count / 10,
-                "\(name): \(extras.count) extra fixes gpsd did not report: \(extras.prefix(10).map { UTCTimestamp(millisecondsSince1970: $0 - shift).iso8601 })")
+        #expect(
+            extras.count <= 3 + expected.epochs.count / 10,
+            "\(name): \(extras.count) extra fixes gpsd did not report: \(extras.prefix(10).map { UTCTimestamp(millisecondsSince1970: $0 - shift).iso8601 })"
+        )
     }
 }

@@ -107,7 +107,8 @@ struct HeadingMergerTests {
 
     @Test("a sentence the receiver adds later emits the corrected heading, then the pair grows")
     func growingInstant() {
-        let text = cycle(0, "GPTHS,1.0,A", "GPHDT,1.0,T") + cycle(1, "GPTHS,2.0,A", "GPHDT,2.0,T", "HCHDM,3.0,M")
+        let text =
+            cycle(0, "GPTHS,1.0,A", "GPHDT,1.0,T") + cycle(1, "GPTHS,2.0,A", "GPHDT,2.0,T", "HCHDM,3.0,M")
             + cycle(2, "GPTHS,4.0,A", "GPHDT,4.0,T", "HCHDM,5.0,M")
         let headings = decodeAll(text).events.compactMap(\.heading)
         #expect(headings.map(\.trueHeading) == [1, 2, 2, 4])

@@ -5,8 +5,9 @@ import Testing
 
 @Suite("NMEADecoder over the recordings")
 struct NMEADecoderTests {
-    @Test("one byte at a time and random chunk sizes give the same events as one buffer",
-          arguments: Fixtures.recordings)
+    @Test(
+        "one byte at a time and random chunk sizes give the same events as one buffer",
+        arguments: Fixtures.recordings)
     func chunking(_ log: URL) throws {
         let bytes = try Fixtures.bytes(log)
         let (whole, wholeStats) = Fixtures.decode(bytes, chunks: [bytes.count])
@@ -56,12 +57,14 @@ struct NMEADecoderTests {
         var decoder = NMEADecoder()
         var offset = 0
         var events: [GNSSEvent] = []
-        try decoder.decodeStream(chunkSize: 777, read: { buffer in
-            let n = min(buffer.count, bytes.count - offset)
-            bytes.withUnsafeBytes { buffer.baseAddress?.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
-            offset += n
-            return n
-        }, emit: { events.append($0) })
+        try decoder.decodeStream(
+            chunkSize: 777,
+            read: { buffer in
+                let n = min(buffer.count, bytes.count - offset)
+                bytes.withUnsafeBytes { buffer.baseAddress?.copyMemory(from: $0.baseAddress! + offset, byteCount: n) }
+                offset += n
+                return n
+            }, emit: { events.append($0) })
         #expect(events == whole)
         #expect(decoder.statistics == expected.statistics)
     }
@@ -73,15 +76,17 @@ struct NMEADecoderTests {
         var decoder = NMEADecoder()
         var events: [GNSSEvent] = []
         var calls = 0
-        let first = Array((sentence("GPZDA,120000.00,19,11,2024,,") + sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
-            + sentence("GPGGA,120001.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")).utf8)
+        let first = Array(
+            (sentence("GPZDA,120000.00,19,11,2024,,") + sentence("GPGGA,120000.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
+                + sentence("GPGGA,120001.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")).utf8)
         #expect(throws: ReadFailure.self) {
-            try decoder.decodeStream(read: { buffer in
-                calls += 1
-                if calls > 1 { throw ReadFailure() }
-                first.withUnsafeBytes { buffer.copyMemory(from: $0) }
-                return first.count
-            }, emit: { events.append($0) })
+            try decoder.decodeStream(
+                read: { buffer in
+                    calls += 1
+                    if calls > 1 { throw ReadFailure() }
+                    first.withUnsafeBytes { buffer.copyMemory(from: $0) }
+                    return first.count
+                }, emit: { events.append($0) })
         }
         // The second cycle completes on its GGA (the learned cycle ender), before the error.
         #expect(events.compactMap(\.fix).map(\.time.iso8601) == ["2024-11-19T12:00:00.000Z", "2024-11-19T12:00:01.000Z"])

@@ -67,7 +67,9 @@ struct NMEASentenceTests {
         #expect(all.count == 14)  // BeiDou 13 is not GPS 13
         guard case .gsa(let c) = parse("GPGSA,A,1,,,,,,,,,,,,,99.99,99.99,99.99") else { Issue.record("not GSA"); return }
         #expect(c.mode == 1 && c.used.count == 0 && c.pdop == nil)
-        guard case .gsa(let d) = parse("GPGSA,A,3,27,23,13,07,25,,,,,,,,,,,,,,,,,,,,07.9,06.0,05.2") else { Issue.record("not GSA"); return }
+        guard case .gsa(let d) = parse("GPGSA,A,3,27,23,13,07,25,,,,,,,,,,,,,,,,,,,,07.9,06.0,05.2") else {
+            Issue.record("not GSA"); return
+        }
         #expect(d.used.count == 5 && d.pdop == 7.9 && d.vdop == 5.2)
     }
 

@@ -1,6 +1,6 @@
 import FleetcastTestSupport
-import Testing
 import TelemetryHub
+import Testing
 
 /// `next(timeout:)`: the one-shot value.
 @Suite("Hub.next(timeout:)", .timeLimit(.minutes(1)))

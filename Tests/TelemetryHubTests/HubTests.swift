@@ -1,6 +1,6 @@
 import Synchronization
-import Testing
 import TelemetryHub
+import Testing
 
 /// The hub with real tasks: many subscribers, cancellation, slow subscribers, source lifecycle.
 @Suite("Hub broadcasting", .timeLimit(.minutes(1)))

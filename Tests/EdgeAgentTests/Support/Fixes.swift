@@ -1,9 +1,10 @@
+import GNSS
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Darwin)
 import Darwin
 #endif
-import GNSS
 
 /// Realistic fixes for policy and publisher tests: a van in Hamburg at 1 Hz.
 enum Fixes {

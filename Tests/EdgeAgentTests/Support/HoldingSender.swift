@@ -1,5 +1,5 @@
-import FleetcastCore
 import EdgeAgent
+import FleetcastCore
 import MQTT
 
 /// A `MessageSending` that records each send synchronously when it starts (as the protocol

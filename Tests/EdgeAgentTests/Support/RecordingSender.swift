@@ -1,6 +1,6 @@
-import FleetcastTestSupport
-import FleetcastCore
 import EdgeAgent
+import FleetcastCore
+import FleetcastTestSupport
 import MQTT
 
 /// A `MessageSending` that records what was sent, and can be made to fail (an absent broker)

@@ -130,7 +130,7 @@ struct ShippedBroker: Sendable {
         var found: [String: Int] = [:]
         let lines = configuration.split(separator: "\n", omittingEmptySubsequences: false).map { line -> String in
             guard let option = line.split(whereSeparator: { $0 == " " || $0 == "\t" }).first.map(String.init),
-                  let value = edits[option]
+                let value = edits[option]
             else { return String(line) }
             found[option, default: 0] += 1
             return "\(option) \(value)"
