@@ -7,8 +7,8 @@
 #   bash deploy/fuzz.sh [SECONDS] [TARGET...]    SECONDS per target (default 60); all targets by default
 #
 # The harnesses (fuzz/*.swift) are built with swiftc -sanitize=fuzzer,address straight over the
-# pure modules' sources (GNSS, NMEA, FleetProtocol, and the pure files of GNSSSources and
-# FleetWatch), into .build-fuzz/; `swift build` never sees them. Corpora grow in .fuzz/corpus/
+# pure modules' sources (FleetcastCore, GNSS, NMEA, FleetProtocol, and the pure files of
+# GNSSSources and FleetWatch), into .build-fuzz/; `swift build` never sees them. Corpora grow in .fuzz/corpus/
 # (git-ignored) from seeds made out of ../shared/testdata (or the test fixtures) and fuzz/seeds/.
 # Exits non-zero when any target found a crash; the reproducer's path is printed.
 set -euo pipefail
@@ -23,7 +23,7 @@ for t in "${targets[@]}"; do
 done
 build=.build-fuzz
 work=.fuzz
-flags=(-sanitize=fuzzer,address -O -assert-config Debug -g -parse-as-library)
+flags=(-sanitize=fuzzer,address -O -assert-config Debug -g -parse-as-library -package-name fleetcast)  # package: JSONWriter is package-visible
 swiftc=${SWIFTC:-swiftc}
 
 quiet() {  # the linker's noise about ASan's local symbols hides real errors
@@ -41,13 +41,15 @@ module() {
 harness() {
   local name=$1; shift
   quiet "$swiftc" "${flags[@]}" -module-name "Fuzz_${name//-/_}" -I "$build" \
-    fuzz/FuzzCheck.swift "$@" "$build/GNSS.o" "$build/FleetProtocol.o" -o "$build/fuzz-$name"
+    fuzz/FuzzCheck.swift "$@" "$build/FleetcastCore.o" "$build/GNSS.o" "$build/FleetProtocol.o" -o "$build/fuzz-$name"
 }
 
 echo "==> building fuzz harnesses into $build"
 started=$SECONDS
 mkdir -p "$build"
+module FleetcastCore Sources/FleetcastCore/*.swift &  # FleetProtocol's JSON string escaper
 module GNSS Sources/GNSS/*.swift
+wait $!
 module FleetProtocol Sources/FleetProtocol/*.swift &
 module NMEA Sources/NMEA/*.swift
 wait $!

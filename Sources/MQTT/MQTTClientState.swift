@@ -96,11 +96,6 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         var finishStreams: [(Sink, MQTTError?)] = []
         /// `shutdown()` steps to resume.
         var resume: [Waiter] = []
-
-        var isEmpty: Bool {
-            succeed.isEmpty && fail.isEmpty && cancel.isEmpty && notify.isEmpty && finishObservers.isEmpty
-                && finishStreams.isEmpty && resume.isEmpty
-        }
     }
 
     /// What ``startConnect(_:cancelled:)`` asks for.
