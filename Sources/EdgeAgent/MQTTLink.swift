@@ -38,7 +38,7 @@ public final class MQTTLink: MessageSending {
     }
 
     /// Connects with `will` as the last will, retrying while the broker is unreachable
-    /// (``MQTTClient/connectRetrying(configuration:backoff:deadline:warningInterval:logger:)``).
+    /// (``MQTTClient/connectRetrying(configuration:backoff:deadline:warningInterval:outageLevel:recoveryLevel:logger:)``).
     /// Returns once connected; throws the error when retrying cannot help, or
     /// `CancellationError` when cancelled first.
     public func connect(will: MQTTWill?) async throws {
