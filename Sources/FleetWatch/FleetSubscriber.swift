@@ -1,6 +1,7 @@
 import FleetProtocol
 import Logging
 import MQTT
+import ServiceLifecycle
 
 /// Subscribes to the fleet's topics and turns the messages into ``FleetEvent``s.
 ///
@@ -31,17 +32,22 @@ public struct FleetSubscriber: Sendable {
         /// Events buffered for a slow consumer before the oldest are dropped (drops show up
         /// as `seq` gaps), bounding memory. Each entry of a backlog batch is one event.
         public var bufferLimit: Int
+        /// The level at which dropped events are logged (the first, then every 1,000th):
+        /// `debug` for a display, which only shows the newest; `warning` for a consumer that
+        /// must keep every event, such as the track recorder.
+        public var dropLogLevel: Logger.Level
 
         /// Options for the whole fleet under `fleet/`, QoS 1, 10,000 buffered events.
         public init(
             topics: FleetTopics = .default, vehicles: [VehicleID] = [], shareGroup: String? = nil,
-            qos: MQTTQoS = .atLeastOnce, bufferLimit: Int = 10_000
+            qos: MQTTQoS = .atLeastOnce, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug
         ) {
             self.topics = topics
             self.vehicles = vehicles
             self.shareGroup = shareGroup
             self.qos = qos
             self.bufferLimit = max(1, bufferLimit)
+            self.dropLogLevel = dropLogLevel
         }
     }
 
@@ -85,6 +91,11 @@ public struct FleetSubscriber: Sendable {
 
     /// The fleet's events, live, until the consumer stops iterating (then the client
     /// disconnects) or a failure that retrying cannot mend.
+    ///
+    /// Under a ServiceGroup, a graceful shutdown (SIGTERM) disconnects the client and then
+    /// finishes the stream after the messages already received: a consumer that writes every
+    /// event (the track recorder) loses none of them, and in a share group the broker sends
+    /// the next messages to the other members.
     public func events() -> AsyncThrowingStream<FleetEvent, any Error> {
         let (stream, continuation) = AsyncThrowingStream.makeStream(
             of: FleetEvent.self, bufferingPolicy: .bufferingNewest(options.bufferLimit))
@@ -111,12 +122,21 @@ public struct FleetSubscriber: Sendable {
             logger.info("Subscribed to the fleet", metadata: ["mqtt.broker": "\(configuration.broker)", "mqtt.filters": "\(filters)"])
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await logConnectionChanges(client) }
+                group.addTask {
+                    // Not a cancellation of the loop below, which would drop what the
+                    // subscription holds: the client's shutdown finishes its stream after them.
+                    guard (try? await gracefulShutdown()) != nil else { return }
+                    logger.debug("Graceful shutdown: disconnecting, then passing on what was received")
+                    await client.shutdown(flushTimeout: .zero, handingOver: true)
+                }
                 for try await message in subscription {
                     decoder.decode(topic: message.topic, payload: message.payload) { event in
                         if case .dropped = continuation.yield(event) {
                             dropped &+= 1
                             if dropped.isMultiple(of: 1000) || dropped == 1 {
-                                logger.debug("Events dropped for a slow consumer", metadata: ["events.dropped": "\(dropped)"])
+                                logger.log(
+                                    level: options.dropLogLevel, "Events dropped for a slow consumer",
+                                    metadata: ["events.dropped": "\(dropped)"])
                             }
                         }
                     }

@@ -284,15 +284,26 @@ public final class MQTTClient: Sendable {
     /// with an unread UNSUBACK in it makes the kernel reset the connection, and the broker
     /// then counts it as lost, not closed — so it would publish the will.
     ///
+    /// With `handingOver`, it first UNSUBSCRIBEs every filter still subscribed and keeps
+    /// passing on what arrives until the connection closes: in a shared subscription the
+    /// broker then sends the next messages to the group's other members, while those it had
+    /// already given this client — in flight, or queued behind its in-flight window — still
+    /// come. The DISCONNECT waits, after the UNSUBACK, until no message has arrived for
+    /// ``handOverQuiet`` (at most ``handOverLimit``): the broker has no signal for "queue
+    /// empty", and what is still queued for a session when it ends is lost to the whole
+    /// group (mosquitto does not resend it to another member). The streams then finish
+    /// normally, after everything received.
+    ///
     /// Cancelling the task cuts the flush short. The round trips of a clean close (the
     /// UNSUBACKs, the DISCONNECT written and the network thread ended) are still waited for,
     /// but at most ``closeGrace`` each; a thread stuck in a TCP connect to an unreachable
     /// host then ends by itself, later.
-    public func shutdown(flushTimeout: Duration = .seconds(5)) async {
+    public func shutdown(flushTimeout: Duration = .seconds(5), handingOver: Bool = false) async {
         let context = self.context
         let (mustDrain, loopRunning, actions) = context.state.withLock { $0.beginShutdown() }
         actions.run()
         guard loopRunning else { return }
+        if handingOver { handle.unsubscribeForHandOver() }
         if mustDrain {
             let drainID = context.state.withLock { $0.makeID() }
             _ = await withTimeLimit(flushTimeout) {
@@ -306,6 +317,7 @@ public final class MQTTClient: Sendable {
             }
         }
         await Self.wait(context, bound: Self.closeGrace) { $0.awaitUnsubacks(id: $1, $2) }
+        if handingOver { await Self.waitForQuiet(context) }
         if context.state.withLock({ $0.stopAfterDrain() }) {
             _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
         }
@@ -316,6 +328,28 @@ public final class MQTTClient: Sendable {
     /// How long `shutdown()` waits for each step of a clean close that needs the broker or
     /// the network thread (UNSUBACKs; the thread's end once the task is cancelled).
     public static let closeGrace: Duration = .seconds(1)
+
+    /// A shutdown handing over disconnects once no message has arrived for this long after
+    /// its UNSUBACK: longer than the pauses of a queue drained through the in-flight window
+    /// over a slow link.
+    public static let handOverQuiet: Duration = .milliseconds(500)
+    /// The longest a shutdown handing over waits for the messages still coming.
+    public static let handOverLimit: Duration = .seconds(10)
+
+    /// Waits until no message has arrived for ``handOverQuiet``, at most ``handOverLimit``,
+    /// or until the task is cancelled. A poll of a counter: libmosquitto gives no event for
+    /// "nothing more is coming".
+    private static func waitForQuiet(_ context: MQTTCallbackContext) async {
+        let clock = ContinuousClock()
+        let deadline = clock.now.advanced(by: handOverLimit)
+        var seen = context.state.withLock { $0.messagesReceived }
+        while clock.now < deadline {
+            do { try await Task.sleep(for: handOverQuiet) } catch { return }
+            let now = context.state.withLock { $0.messagesReceived }
+            if now == seen { return }
+            seen = now
+        }
+    }
 
     /// Waits until the state machine resumes the waiter that `register` stores (it returns
     /// false when there is nothing to wait for) — at most `bound` when given, and at most
@@ -363,6 +397,17 @@ extension MosquittoHandle {
     /// A subscription stream ended: forget it and UNSUBSCRIBE the filters nobody else uses.
     func unsubscribe(subscriptionID: UInt64) {
         let (filters, epoch) = context.state.withLock { $0.removeSubscription(id: subscriptionID) }
+        sendUnsubscribe(filters, epoch: epoch)
+    }
+
+    /// A shutdown handing over: UNSUBSCRIBE every filter of the streams still open, which
+    /// keep receiving until the connection closes.
+    func unsubscribeForHandOver() {
+        let (filters, epoch) = context.state.withLock { $0.filtersToHandOver() }
+        sendUnsubscribe(filters, epoch: epoch)
+    }
+
+    private func sendUnsubscribe(_ filters: [String], epoch: UInt64) {
         guard !filters.isEmpty else { return }
         var mid: Int32 = 0
         let rc = MQTTCallbackContext.withCStrings(filters) { pointers in

@@ -126,6 +126,9 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     private var phase: Phase = .idle
     /// The state observers see; it follows `phase`, with the detail they need.
     private(set) var connectionState: MQTTConnectionState = .idle
+    /// Messages received from the broker, counted so that a shutdown handing over can wait
+    /// until they stop coming (wraps around; only its changes matter).
+    var messagesReceived: UInt64 = 0
     /// Bumped at every connection loss: a QoS 0 publish taken before a loss is never reported,
     /// and an UNSUBSCRIBE sent on an earlier connection is never answered.
     private var epoch: UInt64 = 0
@@ -720,6 +723,16 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         let unused = removed.filters.filter { !stillUsed.contains($0) && seen.insert($0).inserted }
         for filter in unused { filterIdentifiers[filter] = nil }
         return (unused, epoch)
+    }
+
+    /// The filters of the streams still open, each once, to UNSUBSCRIBE in a shutdown that
+    /// hands over (the streams stay routed until the loop ends), and the connection epoch
+    /// they are sent on. Nothing unless shutting down from a live connection.
+    mutating func filtersToHandOver() -> (filters: [String], epoch: UInt64) {
+        guard case .shuttingDown = phase, connectionState == .connected else { return ([], epoch) }
+        var seen = Set<String>()
+        let filters = subscriptions.values.filter { !$0.ended }.flatMap(\.filters).filter { seen.insert($0).inserted }
+        return (filters, epoch)
     }
 
     /// libmosquitto took an UNSUBSCRIBE as `mid` on connection `epoch`: it is outstanding
