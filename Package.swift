@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "FleetProtocol", targets: ["FleetProtocol"]),
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "FleetWatch", targets: ["FleetWatch"]),
+        .library(name: "FleetHistory", targets: ["FleetHistory"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -27,6 +28,7 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: ["YAML"]),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
     ],
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
@@ -86,6 +88,19 @@ let package = Package(
             dependencies: [
                 "GNSS", "FleetProtocol", "MQTT", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // Track history: the fleet's fixes and headings into PostgreSQL (`fleet-watch record`)
+        // and back out as GeoJSON, GPX or CSV (`fleet-watch history`).
+        .target(
+            name: "FleetHistory",
+            dependencies: [
+                "GNSS", "FleetProtocol", "FleetWatch", "FleetcastCore",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
 
@@ -101,7 +116,7 @@ let package = Package(
         .executableTarget(
             name: "fleet-watch",
             dependencies: [
-                "FleetWatch", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+                "FleetWatch", "FleetHistory", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -109,11 +124,12 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-bench",
             dependencies: [
-                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch", "EdgeAgent",
+                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch", "EdgeAgent", "FleetHistory",
                 // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
                 "GNSSSources", "FleetcastTestSupport",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             // openpty(3) for the pseudo-terminal: in libc since glibc 2.34, in libutil before.
             linkerSettings: [.linkedLibrary("util", .when(platforms: [.linux]))]
@@ -165,6 +181,29 @@ let package = Package(
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),
+        .testTarget(
+            name: "FleetHistoryTests",
+            dependencies: [
+                "FleetHistory", "FleetWatch", "FleetProtocol", "GNSS", "FleetcastTestSupport",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
+            ],
+            resources: [.copy("Fixtures")]
+        ),
     ],
     swiftLanguageModes: [.v6]
 )
+
+// The ThreadSanitizer step of deploy/test.sh runs the concurrency tests only (TelemetryHub,
+// EdgeAgent, MQTT) and sets FLEETCAST_CONCURRENCY_TESTS_ONLY: the package then leaves out the
+// fleet side, which none of them uses (fleet-watch and its libraries, the map's web server and
+// the PostgreSQL client, the benchmarks), so the instrumented build holds what it checks and
+// not minutes of BoringSSL and HTTP.
+if Context.environment["FLEETCAST_CONCURRENCY_TESTS_ONLY"] != nil {
+    let fleetSide: Set<String> = [
+        "FleetWatch", "FleetHistory", "FleetMap", "fleet-watch", "fleetcast-bench", "FleetWatchTests", "FleetHistoryTests",
+        "FleetMapTests",
+    ]
+    package.targets.removeAll { fleetSide.contains($0.name) }
+    package.products.removeAll { fleetSide.contains($0.name) }
+}

@@ -91,6 +91,13 @@ package struct JSONWriter {
         bytes.append(UInt8(ascii: "]"))
     }
 
+    /// Writes `json` as the value, unchecked: text the caller made itself and knows to be
+    /// JSON (GeoJSON's coordinate arrays, formatted number by number).
+    package mutating func raw(_ name: StaticString, json: String) {
+        key(name)
+        bytes.append(contentsOf: json.utf8)
+    }
+
     /// Writes a nested object whose members `body` adds.
     package mutating func object(_ name: StaticString, _ body: (inout JSONWriter) -> Void) {
         key(name)

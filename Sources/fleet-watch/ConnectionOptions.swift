@@ -66,8 +66,9 @@ struct ConnectionOptions: ParsableArguments {
     /// The topic layout of `--prefix`.
     func topics() throws -> FleetTopics { try FleetTopics(prefix: prefix) }
 
-    /// The subscriber of `--vehicle`s and `--share-group` with these connection settings.
-    func makeSubscriber(logger: Logger) throws -> FleetSubscriber {
+    /// The subscriber of `--vehicle`s and `--share-group` with these connection settings;
+    /// `bufferLimit` and `dropLogLevel` as in ``FleetSubscriber/Options``.
+    func makeSubscriber(logger: Logger, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug) throws -> FleetSubscriber {
         let url = try BrokerURL(parsing: broker)
         let mqtt = MQTTConfiguration(
             broker: url,
@@ -76,7 +77,8 @@ struct ConnectionOptions: ParsableArguments {
             tls: url.usesTLS ? MQTTTLSConfiguration(caFile: caFile, certificateFile: certFile, keyFile: keyFile) : nil
         )
         let options = FleetSubscriber.Options(
-            topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup)
+            topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup, bufferLimit: bufferLimit,
+            dropLogLevel: dropLogLevel)
         return try FleetSubscriber(configuration: mqtt, options: options, logger: logger)
     }
 

@@ -1,4 +1,4 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint|record] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
@@ -12,3 +12,4 @@ if which == "drain" { await runDrainBenchmark(arguments: Array(arguments.dropFir
 // footprint: the agent binary at 10 Hz: RSS, CPU, sizes
 if which == "footprint" { await runFootprintBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "latency" { await runLatencyBenchmark(arguments: Array(arguments.dropFirst())) }  // pty + mosquitto + agent binary
+if which == "record" { await runRecordBenchmark(arguments: Array(arguments.dropFirst())) }  // PostgreSQL + mosquitto + fleet-watch record

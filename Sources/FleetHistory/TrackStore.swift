@@ -1,0 +1,362 @@
+import FleetProtocol
+import FleetWatch
+import Foundation
+import GNSS
+import Logging
+import PostgresNIO
+
+/// The fleet's track history in PostgreSQL: the schema (created and migrated in place,
+/// versioned), batched idempotent inserts, and a vehicle's track between two times.
+///
+/// Two tables, one row per message, keyed by `(vehicle, seq)`:
+/// - `fleetcast_fixes`: `time` (timestamptz), `lat`, `lon` (degrees), `alt_hae`, `alt_msl`
+///   (m), `speed` (m/s), `track` (degrees true), `climb` (m/s), `mode` (1–3), `sats`,
+///   `hdop`, `eph`, `epv` (m), `backlog` (it came late, in a `backlog` batch) and
+///   `received_at` (when the recorder wrote it);
+/// - `fleetcast_headings`: `time`, `heading`, `mag_heading` (degrees), `source`, `backlog`,
+///   `received_at`.
+///
+/// `seq` is per vehicle and never reused (the agent keeps it across restarts), so a message
+/// delivered twice (MQTT's at-least-once, a backlog resent after a lost acknowledgement, two
+/// recorders) is the same key and the second insert does nothing. Each table has an index on
+/// `(vehicle, time)` for "vehicle V between T1 and T2".
+///
+/// The store does not own the client: run `client.run()` (or put it in a ServiceGroup)
+/// beside it.
+public struct TrackStore: Sendable {
+    /// The schema version this build writes and reads.
+    public static let schemaVersion = migrations.count
+
+    /// A database whose schema is newer than this build knows (a newer fleet-watch migrated
+    /// it): this build refuses to write into it rather than guess.
+    public struct NewerSchema: Error, Sendable, CustomStringConvertible {
+        /// The database's version.
+        public let found: Int
+        /// This build's.
+        public let known: Int
+        public var description: String {
+            "the database's track schema is version \(found), newer than this fleet-watch knows (\(known)); upgrade fleet-watch"
+        }
+    }
+
+    /// The most rows one INSERT statement carries (each column goes as one array, so this
+    /// bounds a statement's size, about 150 bytes a fix, not its parameter count).
+    public static let maximumRowsPerStatement = 5_000
+
+    let client: PostgresClient
+    let logger: Logger
+
+    /// A store over `client`.
+    public init(client: PostgresClient, logger: Logger) {
+        self.client = client
+        self.logger = logger
+    }
+
+    // MARK: Schema
+
+    /// Each version's statements, in order; version n is `migrations[n - 1]`. Only ever
+    /// append: a database records the versions it has applied.
+    static let migrations: [[String]] = [
+        [
+            """
+            CREATE TABLE fleetcast_fixes (
+                vehicle text NOT NULL,
+                seq bigint NOT NULL,
+                time timestamptz NOT NULL,
+                lat double precision NOT NULL,
+                lon double precision NOT NULL,
+                alt_hae double precision,
+                alt_msl double precision,
+                speed double precision,
+                track double precision,
+                climb double precision,
+                mode smallint NOT NULL,
+                sats smallint,
+                hdop double precision,
+                eph double precision,
+                epv double precision,
+                backlog boolean NOT NULL,
+                received_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (vehicle, seq)
+            )
+            """,
+            "CREATE INDEX fleetcast_fixes_vehicle_time ON fleetcast_fixes (vehicle, time)",
+            """
+            CREATE TABLE fleetcast_headings (
+                vehicle text NOT NULL,
+                seq bigint NOT NULL,
+                time timestamptz,
+                heading double precision,
+                mag_heading double precision,
+                source text,
+                backlog boolean NOT NULL,
+                received_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (vehicle, seq)
+            )
+            """,
+            "CREATE INDEX fleetcast_headings_vehicle_time ON fleetcast_headings (vehicle, time)",
+        ]
+    ]
+
+    /// A constant key for `pg_advisory_xact_lock`: recorders started together migrate one
+    /// after the other, never both (ASCII "fleetcas").
+    static let migrationLockKey: Int64 = 0x666c_6565_7463_6173
+
+    /// Creates the schema, or brings it up to ``schemaVersion``, in one transaction under an
+    /// advisory lock; returns the version found before (0 for an empty database). Throws
+    /// ``NewerSchema`` for a database a newer build migrated.
+    @discardableResult
+    public func migrate() async throws -> Int {
+        let logger = self.logger
+        let found: Int
+        do {
+            found = try await migrateInTransaction(logger: logger)
+        } catch let error as PostgresTransactionError {
+            // Rolled back; what went wrong inside is the error to report.
+            if let newer = error.closureError as? NewerSchema { throw newer }
+            throw error
+        }
+        if found < Self.schemaVersion {
+            logger.notice("Track schema migrated", metadata: ["schema.from": "\(found)", "schema.to": "\(Self.schemaVersion)"])
+        }
+        return found
+    }
+
+    private func migrateInTransaction(logger: Logger) async throws -> Int {
+        try await client.withTransaction(logger: logger) { connection -> Int in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.migrationLockKey))", logger: logger)
+            try await connection.query(
+                """
+                CREATE TABLE IF NOT EXISTS fleetcast_schema (
+                    version integer PRIMARY KEY,
+                    applied_at timestamptz NOT NULL DEFAULT now()
+                )
+                """, logger: logger)
+            var found = 0
+            for try await version in try await connection.query("SELECT coalesce(max(version), 0) FROM fleetcast_schema", logger: logger)
+                .decode(Int32.self)
+            {
+                found = Int(version)
+            }
+            guard found <= Self.schemaVersion else { throw NewerSchema(found: found, known: Self.schemaVersion) }
+            for version in (found + 1)..<(Self.schemaVersion + 1) {
+                for statement in Self.migrations[version - 1] {
+                    try await connection.query(PostgresQuery(unsafeSQL: statement), logger: logger)
+                }
+                try await connection.query("INSERT INTO fleetcast_schema (version) VALUES (\(Int32(version)))", logger: logger)
+            }
+            return found
+        }
+    }
+
+    // MARK: Writing
+
+    /// Writes `records`, in statements of at most ``maximumRowsPerStatement`` rows; a record
+    /// whose `(vehicle, seq)` is already stored is skipped. Returns how many rows were new.
+    /// Each statement is atomic; a failure throws and the caller retries the whole batch
+    /// (the rows already written are then duplicates, which cost nothing).
+    @discardableResult
+    public func insert(_ records: some Collection<TrackRecord>) async throws -> Int {
+        var fixes: [TrackRecord] = []
+        var headings: [TrackRecord] = []
+        for record in records {
+            switch record.payload {
+            case .fix: fixes.append(record)
+            case .heading: headings.append(record)
+            }
+        }
+        var inserted = 0
+        var start = 0
+        while start < fixes.count {
+            let end = min(start + Self.maximumRowsPerStatement, fixes.count)
+            inserted += try await insertFixes(fixes[start..<end])
+            start = end
+        }
+        start = 0
+        while start < headings.count {
+            let end = min(start + Self.maximumRowsPerStatement, headings.count)
+            inserted += try await insertHeadings(headings[start..<end])
+            start = end
+        }
+        return inserted
+    }
+
+    private func insertFixes(_ rows: ArraySlice<TrackRecord>) async throws -> Int {
+        // One array per column, unnested into rows by the server: 16 parameters whatever the
+        // batch size, where a VALUES list needs 16 a row (and PostgreSQL parses each). Arrays
+        // carry no NULLs here: NaN stands for an unknown number and −1 for unknown
+        // satellites, turned back into NULL by NULLIF (neither is a value a fix can have).
+        var vehicles: [String] = [], seqs: [Int64] = [], times: [Date] = [], lats: [Double] = [], lons: [Double] = []
+        var altHAE: [Double] = [], altMSL: [Double] = [], speeds: [Double] = [], tracks: [Double] = [], climbs: [Double] = []
+        var modes: [Int16] = [], sats: [Int16] = [], hdops: [Double] = [], ephs: [Double] = [], epvs: [Double] = []
+        var backlogs: [Bool] = []
+        for record in rows {
+            guard case .fix(let fix) = record.payload else { continue }
+            vehicles.append(record.vehicle.rawValue)
+            seqs.append(Int64(record.seq))
+            times.append(Date(fix.time))
+            lats.append(fix.latitude)
+            lons.append(fix.longitude)
+            altHAE.append(fix.altitudeHAE ?? .nan)
+            altMSL.append(fix.altitudeMSL ?? .nan)
+            speeds.append(fix.speed ?? .nan)
+            tracks.append(fix.track ?? .nan)
+            climbs.append(fix.climb ?? .nan)
+            modes.append(Int16(fix.mode.rawValue))
+            sats.append(fix.satellitesUsed.map { Int16(clamping: max(0, $0)) } ?? -1)
+            hdops.append(fix.hdop ?? .nan)
+            ephs.append(fix.eph ?? .nan)
+            epvs.append(fix.epv ?? .nan)
+            backlogs.append(record.backlog)
+        }
+        let query: PostgresQuery = """
+            WITH inserted AS (INSERT INTO fleetcast_fixes (vehicle, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
+            SELECT vehicle, seq, time, lat, lon, NULLIF(alt_hae, 'NaN'), NULLIF(alt_msl, 'NaN'), NULLIF(speed, 'NaN'),
+                NULLIF(track, 'NaN'), NULLIF(climb, 'NaN'), mode, NULLIF(sats, -1), NULLIF(hdop, 'NaN'), NULLIF(eph, 'NaN'),
+                NULLIF(epv, 'NaN'), backlog
+            FROM unnest(\(vehicles), \(seqs), \(times), \(lats), \(lons), \(altHAE), \(altMSL), \(speeds), \(tracks),
+                \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(backlogs))
+                AS batch (vehicle, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
+            ON CONFLICT (vehicle, seq) DO NOTHING RETURNING 1)
+            SELECT count(*) FROM inserted
+            """
+        return try await countRows(query)
+    }
+
+    private func insertHeadings(_ rows: ArraySlice<TrackRecord>) async throws -> Int {
+        // As for fixes; a heading's time and source may be unknown: the epoch's first
+        // instant and "" stand for them (no heading is from 1970, no source is empty).
+        var vehicles: [String] = [], seqs: [Int64] = [], times: [Date] = [], headings: [Double] = [], magnetic: [Double] = []
+        var sources: [String] = [], backlogs: [Bool] = []
+        for record in rows {
+            guard case .heading(let heading) = record.payload else { continue }
+            vehicles.append(record.vehicle.rawValue)
+            seqs.append(Int64(record.seq))
+            times.append(heading.time.map(Date.init) ?? Date(timeIntervalSince1970: 0))
+            headings.append(heading.trueHeading ?? .nan)
+            magnetic.append(heading.magneticHeading ?? .nan)
+            sources.append(heading.source.rawValue)
+            backlogs.append(record.backlog)
+        }
+        let query: PostgresQuery = """
+            WITH inserted AS (INSERT INTO fleetcast_headings (vehicle, seq, time, heading, mag_heading, source, backlog)
+            SELECT vehicle, seq, NULLIF(time, 'epoch'), NULLIF(heading, 'NaN'), NULLIF(mag_heading, 'NaN'), NULLIF(source, ''), backlog
+            FROM unnest(\(vehicles), \(seqs), \(times), \(headings), \(magnetic), \(sources), \(backlogs))
+                AS batch (vehicle, seq, time, heading, mag_heading, source, backlog)
+            ON CONFLICT (vehicle, seq) DO NOTHING RETURNING 1)
+            SELECT count(*) FROM inserted
+            """
+        return try await countRows(query)
+    }
+
+    /// Runs an insert whose result is one row, the count of new rows.
+    private func countRows(_ query: PostgresQuery) async throws -> Int {
+        var count = 0
+        for try await inserted in try await client.query(query, logger: logger).decode(Int64.self) { count = Int(inserted) }
+        return count
+    }
+
+    // MARK: Reading
+
+    /// The vehicle's fixes with `since ≤ time < until`, in time order (then `seq`), handed
+    /// to `body` one at a time as they arrive from the server (a year of 1 Hz fixes is never
+    /// held in memory at once).
+    public func track(
+        vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, _ body: (TrackPoint) throws -> Void
+    ) async throws {
+        let rows = try await client.query(
+            """
+            SELECT seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, backlog FROM fleetcast_fixes
+            WHERE vehicle = \(vehicle.rawValue) AND time >= \(Date(since)) AND time < \(Date(until))
+            ORDER BY time, seq
+            """, logger: logger)
+        for try await (seq, time, lat, lon, altitude, speed, track, mode, sats, eph, backlog) in rows.decode(
+            (Int64, Date, Double, Double, Double?, Double?, Double?, Int16, Int16?, Double?, Bool).self)
+        {
+            try body(
+                TrackPoint(
+                    seq: UInt64(clamping: seq), time: UTCTimestamp(time), latitude: lat, longitude: lon, altitudeMSL: altitude,
+                    speed: speed, track: track, mode: Int(mode), satellites: sats.map(Int.init), eph: eph, backlog: backlog))
+        }
+    }
+
+    /// The vehicles with at least one stored fix, sorted.
+    public func vehicles() async throws -> [String] {
+        var vehicles: [String] = []
+        for try await vehicle in try await client.query("SELECT DISTINCT vehicle FROM fleetcast_fixes ORDER BY vehicle", logger: logger)
+            .decode(String.self)
+        {
+            vehicles.append(vehicle)
+        }
+        return vehicles
+    }
+}
+
+/// One message for the track history: a fix or heading of a vehicle with its `seq`, live or
+/// from a backlog batch.
+public struct TrackRecord: Sendable, Equatable {
+    /// What the message carried.
+    public enum Payload: Sendable, Equatable {
+        /// A position.
+        case fix(Fix)
+        /// A heading.
+        case heading(Heading)
+    }
+
+    /// The vehicle.
+    public var vehicle: VehicleID
+    /// The per-vehicle sequence number, the row's key with the vehicle.
+    public var seq: UInt64
+    /// The fix or heading.
+    public var payload: Payload
+    /// Whether it came in a `backlog` batch.
+    public var backlog: Bool
+
+    /// A record.
+    public init(vehicle: VehicleID, seq: UInt64, payload: Payload, backlog: Bool = false) {
+        self.vehicle = vehicle
+        self.seq = seq
+        self.payload = payload
+        self.backlog = backlog
+    }
+
+    /// Why an event is not recorded.
+    public enum Skip: Error, Sendable, Equatable {
+        /// A status or malformed message: nothing for the history.
+        case notAPosition
+        /// A fix or heading without `seq` (not from a Fleetcast agent): it has no key, so a
+        /// redelivery could not be told from a new message.
+        case noSequenceNumber
+        /// A `seq` above 2⁶³−1, which PostgreSQL's `bigint` cannot hold.
+        case sequenceNumberTooLarge
+    }
+
+    /// The record of a fleet event, or why there is none.
+    public static func from(_ event: FleetEvent) -> Result<TrackRecord, Skip> {
+        let made: (VehicleID, UInt64?, Payload, Bool)
+        switch event {
+        case .fix(let vehicle, let seq, let fix): made = (vehicle, seq, .fix(fix), false)
+        case .heading(let vehicle, let seq, let heading): made = (vehicle, seq, .heading(heading), false)
+        case .backlog(.fix(let f)): made = (f.vehicle, f.seq, .fix(f.fix), true)
+        case .backlog(.heading(let h)): made = (h.vehicle, h.seq, .heading(h.heading), true)
+        case .status, .malformed: return .failure(.notAPosition)
+        }
+        guard let seq = made.1 else { return .failure(.noSequenceNumber) }
+        guard seq <= UInt64(Int64.max) else { return .failure(.sequenceNumberTooLarge) }
+        return .success(TrackRecord(vehicle: made.0, seq: seq, payload: made.2, backlog: made.3))
+    }
+}
+
+extension Date {
+    /// The same instant as `timestamp`.
+    init(_ timestamp: UTCTimestamp) {
+        self.init(timeIntervalSince1970: Double(timestamp.millisecondsSince1970) / 1000)
+    }
+}
+
+extension UTCTimestamp {
+    /// The instant of `date`, to the millisecond.
+    init(_ date: Date) {
+        self.init(millisecondsSince1970: Int64((date.timeIntervalSince1970 * 1000).rounded()))
+    }
+}

@@ -1,0 +1,114 @@
+import ArgumentParser
+import FleetHistory
+import FleetProtocol
+import Foundation
+import GNSS
+import Logging
+import PostgresNIO
+
+/// `fleet-watch history --postgres … --vehicle V`: writes a vehicle's recorded track as
+/// GeoJSON, GPX 1.1 or CSV, for QGIS, GPX viewers and spreadsheets.
+struct HistoryCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "history",
+        abstract: "Writes a vehicle's recorded track from PostgreSQL as GeoJSON, GPX or CSV.",
+        discussion: """
+            Reads what `fleet-watch record` wrote. Times are UTC, ISO 8601 \
+            (2026-11-24T08:00:00Z); the range includes --since and excludes --until. The \
+            PostgreSQL password goes in the URL or in the environment variable PGPASSWORD.
+            """
+    )
+
+    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require].")
+    var postgres: String
+
+    @Option(help: "The vehicle.")
+    var vehicle: String
+
+    @Option(help: "From this time (default: 24 hours before --until).")
+    var since: String?
+
+    @Option(help: "Until this time (default: now).")
+    var until: String?
+
+    @Option(help: "geojson, gpx or csv.")
+    var format: TrackFormat = .geojson
+
+    @Option(name: .shortAndLong, help: "Write to this file instead of standard output.")
+    var output: String?
+
+    @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String = "warning"
+
+    func validate() throws {
+        do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
+        do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
+        let (from, to) = try range()
+        guard from < to else { throw ValidationError("--since must be before --until") }
+        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
+    }
+
+    private func range() throws -> (UTCTimestamp, UTCTimestamp) {
+        func parse(_ text: String, _ option: String) throws -> UTCTimestamp {
+            guard let time = UTCTimestamp(iso8601: text) else {
+                throw ValidationError("\(option) \(text.prefix(40)): expected an ISO 8601 UTC time such as 2026-11-24T08:00:00Z")
+            }
+            return time
+        }
+        let to =
+            try until.map { try parse($0, "--until") }
+            ?? UTCTimestamp(millisecondsSince1970: Int64((Date().timeIntervalSince1970 * 1000).rounded()))
+        let from = try since.map { try parse($0, "--since") } ?? UTCTimestamp(millisecondsSince1970: to.millisecondsSince1970 - 86_400_000)
+        return (from, to)
+    }
+
+    func run() async throws {
+        let level = Logger.Level(rawValue: logLevel) ?? .warning
+        LoggingSystem.bootstrap { label in
+            var handler = StreamLogHandler.standardError(label: label)
+            handler.logLevel = level
+            return handler
+        }
+        let logger = Logger(label: "fleet-watch")
+        let location = try PostgresLocation(parsing: postgres, environment: ProcessInfo.processInfo.environment)
+        let vehicle = try VehicleID(validating: vehicle)
+        let (from, to) = try range()
+
+        let handle: FileHandle
+        if let output {
+            guard FileManager.default.createFile(atPath: output, contents: nil) else {
+                throw ValidationError("cannot create --output \(output)")
+            }
+            handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))
+        } else {
+            handle = FileHandle.standardOutput
+        }
+        let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
+        let store = TrackStore(client: client, logger: logger)
+        let count = try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            var pending = ""
+            var writer = TrackWriter(format: format, vehicle: vehicle) { text in
+                pending += text
+                if pending.utf8.count >= 64 * 1024 {
+                    handle.write(Data(pending.utf8))
+                    pending = ""
+                }
+            }
+            do {
+                try await store.track(vehicle: vehicle, since: from, until: to) { writer.add($0) }
+            } catch {
+                logger.error("cannot read the track", metadata: ["postgres": "\(location)", "error": "\(describePostgresError(error))"])
+                throw ExitCode.failure
+            }
+            writer.finish()
+            handle.write(Data(pending.utf8))
+            return writer.count
+        }
+        try? handle.synchronize()
+        logger.info("Track written", metadata: ["vehicle": "\(vehicle)", "points": "\(count)"])
+    }
+}
+
+extension TrackFormat: ExpressibleByArgument {}

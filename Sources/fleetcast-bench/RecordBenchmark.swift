@@ -1,0 +1,135 @@
+import FleetHistory
+import FleetProtocol
+import FleetcastTestSupport
+import Foundation
+import GNSS
+import Logging
+import PostgresNIO
+
+/// `fleetcast-bench record`: how many fixes a second the track history takes, on a real
+/// PostgreSQL from Debian's packages started for the run with its durability on (fsync,
+/// synchronous commit: what a production server does).
+///
+/// 1. The store alone: `--fixes` fixes of `--vehicles` vehicles through ``TrackStore/insert(_:)``
+///    in the recorder's batches (`--batch`, one batch in flight, as `fleet-watch record` writes).
+/// 2. The whole path: the same number of fix messages published to a real mosquitto (QoS 1,
+///    `mosquitto_pub -l`), taken by the built `fleet-watch record` into PostgreSQL; timed from
+///    the first message sent until the last row is in.
+///
+/// The goal is 20,000 fixes/s: 10,000 vehicles at 1 Hz, with room to spare.
+func runRecordBenchmark(arguments: [String]) async {
+    let fixes = intOption(arguments, "--fixes", 200_000)
+    let vehicles = intOption(arguments, "--vehicles", 10_000)
+    let batch = intOption(arguments, "--batch", 1_000)
+    print("record: \(fixes) fixes of \(vehicles) vehicles into PostgreSQL (durable: fsync and synchronous commit on)")
+    do {
+        let postgres = try await TestPostgres.start(durable: true)
+        defer { Task { await postgres.shutdown() } }
+        try await measureStore(postgres, fixes: fixes, vehicles: vehicles, batch: batch)
+        try await measureRecorder(postgres, fixes: fixes, vehicles: vehicles)
+    } catch {
+        print("record: failed: \(error)")
+    }
+}
+
+private let quietLogger = Logger(label: "fleetcast-bench") { _ in SwiftLogNoOpLogHandler() }
+
+private func benchFix(_ index: Int, vehicles: Int) -> TrackRecord {
+    let vehicle = index % vehicles
+    let seq = index / vehicles + 1
+    return TrackRecord(
+        vehicle: VehicleID("bench-\(vehicle)")!, seq: UInt64(seq),
+        payload: .fix(
+            Fix(
+                time: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000 + Int64(seq) * 1000),
+                latitude: 52.37 + Double(vehicle) * 1e-4, longitude: 4.89 + Double(seq) * 1e-5, altitudeHAE: 45.2, altitudeMSL: 2.1,
+                speed: 13.9, track: 87.5, climb: 0, mode: .threeD, satellitesUsed: 11, hdop: 0.8, eph: 2.3, epv: 3.1)))
+}
+
+private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, batch: Int) async throws {
+    let database = try await postgres.createDatabase()
+    let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
+    let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: quietLogger)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await client.run() }
+        defer { group.cancelAll() }
+        let store = TrackStore(client: client, logger: quietLogger)
+        try await store.migrate()
+        let records = (0..<fixes).map { benchFix($0, vehicles: vehicles) }
+        let clock = ContinuousClock()
+        let start = clock.now
+        var written = 0
+        var index = 0
+        while index < records.count {
+            let end = min(index + batch, records.count)
+            written += try await store.insert(records[index..<end])
+            index = end
+        }
+        let elapsed = (clock.now - start).seconds
+        // Once more: every row a duplicate, as after an at-least-once redelivery.
+        let again = clock.now
+        index = 0
+        while index < records.count {
+            let end = min(index + batch, records.count)
+            _ = try await store.insert(records[index..<end])
+            index = end
+        }
+        let duplicates = (clock.now - again).seconds
+        let size = try await postgres.psql("SELECT pg_total_relation_size('fleetcast_fixes')", database: database)
+        print(
+            String(
+                format:
+                    "  store: %d new rows in %.2f s = %.0f fixes/s (batches of %d); the same again as duplicates: %.0f fixes/s; %.0f bytes a fix on disk with its indexes",
+                written, elapsed, Double(written) / elapsed, batch, Double(fixes) / duplicates,
+                (Double(size) ?? 0) / Double(max(written, 1))))
+    }
+}
+
+private func measureRecorder(_ postgres: TestPostgres, fixes: Int, vehicles: Int) async throws {
+    let database = try await postgres.createDatabase()
+    let broker = try await TestBroker.start(.init(extraConfiguration: ["max_queued_messages 1000000"]))
+    defer { Task { await broker.shutdown() } }
+    let recorder = try TestProcess(
+        builtProduct("fleet-watch"),
+        ["record", "--broker", broker.url, "--postgres", postgres.url(database: database) + "?sslmode=disable", "--log-level", "info"],
+        directory: broker.directory, name: "recorder", environment: ["PGPASSWORD": postgres.password ?? ""])
+    defer { recorder.send(SIGKILL) }
+    try await waitUntil("fleet-watch record to subscribe", timeout: .seconds(30)) {
+        recorder.standardError.contains("Subscribed to the fleet")
+    }
+    // One file per 1,000 vehicles' topics would be closer to a fleet, but mosquitto_pub -l
+    // sends to one topic; the vehicle comes from the topic, so each process is one vehicle
+    // range: `--vehicles` processes would be too many, so fixes go to 10 vehicles' topics.
+    let publishers = min(10, vehicles)
+    var files: [String] = []
+    for p in 0..<publishers {
+        var lines = ""
+        for seq in 1...(fixes / publishers) {
+            lines +=
+                #"{"v":1,"vehicle":"bench-\#(p)","seq":\#(seq),"time":"2026-11-24T00:00:00.000Z","lat":52.37,"lon":4.89,"mode":3,"sats":11,"speed":13.9}"#
+            lines += "\n"
+        }
+        let file = "\(broker.directory)/burst-\(p).jsonl"
+        try lines.write(toFile: file, atomically: true, encoding: .utf8)
+        files.append(file)
+    }
+    let expected = (fixes / publishers) * publishers
+    let clock = ContinuousClock()
+    let start = clock.now
+    let senders = try files.enumerated().map { p, file in
+        try TestProcess(
+            "/bin/sh", ["-c", "exec /usr/bin/mosquitto_pub -h 127.0.0.1 -p \(broker.port) -q 1 -t fleet/bench-\(p)/fix -l < \(file)"],
+            directory: broker.directory, name: "pub-\(p)")
+    }
+    for sender in senders { _ = try await sender.waitForExit(timeout: .seconds(600)) }
+    let sent = (clock.now - start).seconds
+    try await waitUntil("every fix in PostgreSQL", timeout: .seconds(600), interval: .milliseconds(100)) {
+        Int(try await postgres.psql("SELECT count(*) FROM fleetcast_fixes", database: database)) ?? 0 >= expected
+    }
+    let elapsed = (clock.now - start).seconds
+    print(
+        String(
+            format:
+                "  fleet-watch record: %d fixes through mosquitto (QoS 1, %d publishers) into PostgreSQL in %.2f s = %.0f fixes/s (published in %.2f s)",
+            expected, publishers, elapsed, Double(expected) / elapsed, sent))
+}

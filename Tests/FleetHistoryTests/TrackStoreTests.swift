@@ -1,0 +1,130 @@
+import FleetHistory
+import FleetProtocol
+import FleetWatch
+import FleetcastTestSupport
+import Foundation
+import GNSS
+import Logging
+import PostgresNIO
+import Testing
+
+/// Runs `body` with a ``TrackStore`` on a fresh database of a real PostgreSQL server started
+/// for the test, the client running beside it.
+func withStore<T: Sendable>(
+    _ postgres: TestPostgres, database: String? = nil, _ body: (TrackStore, PostgresClient) async throws -> T
+) async throws -> T {
+    let name: String
+    if let database { name = database } else { name = try await postgres.createDatabase() }
+    let location = try PostgresLocation(parsing: postgres.url(database: name) + "?sslmode=disable")
+    let logger = Logger(label: "test")
+    let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
+    return try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await client.run() }
+        defer { group.cancelAll() }
+        return try await body(TrackStore(client: client, logger: logger), client)
+    }
+}
+
+func fix(_ vehicle: String, seq: UInt64, second: Int64, latitude: Double = 52.5, backlog: Bool = false) -> TrackRecord {
+    TrackRecord(
+        vehicle: VehicleID(vehicle)!, seq: seq,
+        payload: .fix(
+            Fix(
+                time: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000 + second * 1000), latitude: latitude, longitude: 13.4,
+                altitudeMSL: 34, speed: 8.5, track: 271, mode: .threeD, satellitesUsed: 9, eph: 3.5)),
+        backlog: backlog)
+}
+
+/// The store against a real PostgreSQL: the schema it creates and migrates, inserts keyed by
+/// `(vehicle, seq)`, and the track read back; checked with `psql`, not with the store.
+@Suite struct TrackStoreTests {
+    @Test func migrationCreatesTheSchemaOnceEvenWhenTwoRecordersStartTogether() async throws {
+        let postgres = try await TestPostgres.start()
+        defer { Task { await postgres.shutdown() } }
+        let database = try await postgres.createDatabase()
+        async let first = withStore(postgres, database: database) { store, _ in try await store.migrate() }
+        async let second = withStore(postgres, database: database) { store, _ in try await store.migrate() }
+        let found = try await [first, second].sorted()
+        #expect(found == [0, TrackStore.schemaVersion], "one migrated from an empty database, the other found it done")
+        #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1")
+        let tables = try await postgres.psql(
+            "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fleetcast_%' ORDER BY tablename", database: database)
+        #expect(tables == "fleetcast_fixes\nfleetcast_headings\nfleetcast_schema")
+        let indexes = try await postgres.psql(
+            "SELECT indexdef FROM pg_indexes WHERE indexname = 'fleetcast_fixes_vehicle_time'", database: database)
+        #expect(indexes.contains("(vehicle, \"time\")"))
+        // Started again, it finds the current version and changes nothing.
+        #expect(try await withStore(postgres, database: database) { store, _ in try await store.migrate() } == TrackStore.schemaVersion)
+    }
+
+    @Test func aNewerSchemaIsRefusedNotOverwritten() async throws {
+        let postgres = try await TestPostgres.start()
+        defer { Task { await postgres.shutdown() } }
+        let database = try await postgres.createDatabase()
+        try await withStore(postgres, database: database) { store, _ in try await store.migrate() }
+        _ = try await postgres.psql("INSERT INTO fleetcast_schema (version) VALUES (99)", database: database)
+        await #expect(throws: TrackStore.NewerSchema.self) {
+            try await withStore(postgres, database: database) { store, _ in try await store.migrate() }
+        }
+    }
+
+    @Test func duplicatesAreNoOpsAndTheTrackComesBackInTimeOrder() async throws {
+        let postgres = try await TestPostgres.start()
+        defer { Task { await postgres.shutdown() } }
+        let database = try await postgres.createDatabase()
+        try await withStore(postgres, database: database) { store, _ in
+            try await store.migrate()
+            let heading = TrackRecord(
+                vehicle: VehicleID("van-1")!, seq: 3,
+                payload: .heading(
+                    Heading(time: UTCTimestamp(millisecondsSince1970: 1_795_000_002_500), trueHeading: 90.5, source: .hdt)))
+            // Out of order, as a backlog arrives after live fixes.
+            let first = [
+                fix("van-1", seq: 4, second: 4), fix("van-1", seq: 1, second: 1, backlog: true), heading, fix("van-2", seq: 1, second: 2),
+            ]
+            #expect(try await store.insert(first) == 4)
+            // At-least-once: the same messages again, plus one new.
+            #expect(try await store.insert(first + [fix("van-1", seq: 5, second: 5)]) == 1)
+            // More rows than one statement carries.
+            let many = (10..<(10 + UInt64(TrackStore.maximumRowsPerStatement) + 7)).map { fix("van-3", seq: $0, second: Int64($0)) }
+            #expect(try await store.insert(many) == many.count)
+
+            var points: [TrackPoint] = []
+            try await store.track(
+                vehicle: VehicleID("van-1")!, since: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000),
+                until: UTCTimestamp(millisecondsSince1970: 1_795_000_005_000)
+            ) { points.append($0) }
+            #expect(points.map(\.seq) == [1, 4], "seq 5 is at the excluded end; the heading is not a fix")
+            #expect(points.first?.backlog == true)
+            #expect(points.first?.latitude == 52.5)
+            #expect(points.first?.altitudeMSL == 34)
+            #expect(points.first?.satellites == 9)
+            #expect(points.first?.time == UTCTimestamp(millisecondsSince1970: 1_795_000_001_000))
+            #expect(try await store.vehicles() == ["van-1", "van-2", "van-3"])
+        }
+        #expect(
+            try await postgres.psql("SELECT count(*) FROM fleetcast_fixes", database: database)
+                == "\(4 + TrackStore.maximumRowsPerStatement + 7)")
+        #expect(try await postgres.psql("SELECT heading, source FROM fleetcast_headings", database: database) == "90.5|HDT")
+    }
+
+    @Test func urlsAreParsedAsLibpqDoesAndPasswordsNeverShown() throws {
+        let location = try PostgresLocation(
+            parsing: "postgresql://rec%40fleet:s%3Acret@db.example.net:6543/tracks?sslmode=require", environment: ["PGPASSWORD": "other"])
+        #expect(location.user == "rec@fleet")
+        #expect(location.password == "s:cret")
+        #expect(location.host == "db.example.net")
+        #expect(location.port == 6543)
+        #expect(location.database == "tracks")
+        #expect(location.tlsMode == .require)
+        #expect(!location.description.contains("cret"))
+        let fromEnvironment = try PostgresLocation(parsing: "postgres://db/tracks", environment: ["PGPASSWORD": "p"])
+        #expect(fromEnvironment.password == "p")
+        #expect(fromEnvironment.port == 5432)
+        #expect(fromEnvironment.user == "postgres")
+        #expect(fromEnvironment.tlsMode == .prefer)
+        for bad in ["mysql://db/x", "postgres://db", "postgres://db/x?sslmode=verify-full", "postgres:///x", "postgres://db/x?timeout=3"] {
+            #expect(throws: PostgresLocation.InvalidURL.self, "\(bad)") { try PostgresLocation(parsing: bad) }
+        }
+    }
+}
