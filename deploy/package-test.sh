@@ -54,11 +54,11 @@ DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "./$deb" >"$work/apt-insta
 version=$(dpkg-query -W -f='${Version}' fleetcast)
 [ "$(/usr/bin/fleetcast-agent --version)" = "$version" ] \
   || fail "fleetcast-agent --version is not the package's version $version"
-/usr/bin/fleet-watch --help >/dev/null || fail "fleet-watch --help"
+[ ! -e /usr/bin/fleet-watch ] || fail "the vehicle package installs fleet-watch, the fleet side's tool"
 echo "    fleetcast $version; Depends: $(dpkg-query -W -f='${Depends}' fleetcast)"
 
 step "the installed binaries need no Swift library"
-for binary in /usr/bin/fleetcast-agent /usr/bin/fleet-watch; do
+for binary in /usr/bin/fleetcast-agent; do
   ldd "$binary" >"$work/ldd.txt"
   if grep -E 'libswift|libFoundation|lib_Foundation|libicu|libdispatch|libBlocksRuntime|not found' "$work/ldd.txt"; then
     fail "$binary loads the libraries above"
@@ -245,15 +245,17 @@ setpriv --reuid=fleetcast --regid=fleetcast --init-groups /usr/bin/fleetcast-age
   || fail "fleetcast-agent check with sim: and the test broker"
 sed 's/^/    /' "$work/check.log"
 
-step "fleet-watch, installed, reads the fleet"
-/usr/bin/fleet-watch --broker "mqtt://127.0.0.1:$port" --once >"$work/watch.log" 2>&1 || fail "fleet-watch --once"
+step "fleet-watch (the fleet side, from this repository's build) reads what the installed agents publish"
+fleet_watch=$(swift build --show-bin-path 2>/dev/null)/fleet-watch
+[ -x "$fleet_watch" ] || fail "no $fleet_watch: run swift build first (deploy/test.sh does)"
+"$fleet_watch" --broker "mqtt://127.0.0.1:$port" --once >"$work/watch.log" 2>&1 || fail "fleet-watch --once"
 for vehicle in sim-1 serial-1 gpsd-1; do
   grep -q "$vehicle" "$work/watch.log" || fail "fleet-watch --once does not list $vehicle"
 done
 
 step "purging"
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq fleetcast >"$work/apt-purge.log" 2>&1 || fail "apt-get purge fleetcast"
-for path in /usr/bin/fleetcast-agent /usr/bin/fleet-watch "$unit" /lib/udev/rules.d/60-fleetcast-gnss.rules \
+for path in /usr/bin/fleetcast-agent "$unit" /lib/udev/rules.d/60-fleetcast-gnss.rules \
   /etc/fleetcast/agent.yaml /var/lib/fleetcast; do
   [ ! -e "$path" ] || fail "$path is still there after purge"
 done

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # Builds the Debian package dist/fleetcast_<version>_<arch>.deb for this machine's architecture
-# (dpkg --print-architecture): fleetcast-agent and fleet-watch, release builds with the Swift
+# (dpkg --print-architecture): fleetcast-agent, the vehicle's software, a release build with the Swift
 # standard library and Foundation linked statically and stripped, the hardened systemd unit,
 # /etc/fleetcast/agent.yaml as a conffile, the udev rule and the maintainer scripts that make
 # the user fleetcast. The package needs only Debian's own libraries, named in Depends: from the
@@ -18,10 +18,10 @@ arch=$(dpkg --print-architecture)
 build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch"
        -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
 
-echo "==> building fleetcast-agent and fleet-watch (release, static Swift stdlib and Foundation)" >&2
-for product in fleetcast-agent fleet-watch; do
-  "${build[@]}" --product "$product" >&2
-done
+# fleet-watch is the fleet side (a map server, a PostgreSQL recorder), not vehicle software: it
+# is built and run from this repository on the machines that watch the fleet, not packaged here.
+echo "==> building fleetcast-agent (release, static Swift stdlib and Foundation)" >&2
+"${build[@]}" --product fleetcast-agent >&2
 bin=$("${build[@]}" --show-bin-path)
 
 # The one version: the agent's own (FleetcastAgent.version, what `--version` and the status say).
@@ -38,13 +38,12 @@ mkdir -p "$root/DEBIAN"
 
 echo "==> staging fleetcast $version for $arch" >&2
 install -D -m 0755 "$bin/fleetcast-agent" "$root/usr/bin/fleetcast-agent"
-install -D -m 0755 "$bin/fleet-watch" "$root/usr/bin/fleet-watch"
 # As dh_strip does for executables: symbols, .comment and .note go.
 strip --remove-section=.comment --remove-section=.note --strip-unneeded \
-  "$root/usr/bin/fleetcast-agent" "$root/usr/bin/fleet-watch"
+  "$root/usr/bin/fleetcast-agent"
 
 # No Swift or Foundation library may be needed at run time: a vehicle has no Swift toolchain.
-for binary in "$root/usr/bin/fleetcast-agent" "$root/usr/bin/fleet-watch"; do
+for binary in "$root/usr/bin/fleetcast-agent"; do
   libs=$(ldd "$binary")
   if grep -E 'libswift|libFoundation|lib_Foundation|libicu|libdispatch|libBlocksRuntime|libXCTest|libTesting' <<<"$libs" >&2; then
     echo "package.sh: ${binary##*/} needs the Swift libraries above at run time (is --static-swift-stdlib in effect?)" >&2
@@ -93,7 +92,7 @@ install -m 0755 deploy/deb/postinst deploy/deb/prerm deploy/deb/postrm "$root/DE
 # files of the packages that ship those libraries), plus adduser for postinst.
 mkdir -p "$work/src/debian"
 printf 'Source: fleetcast\n\nPackage: fleetcast\nArchitecture: any\n' >"$work/src/debian/control"
-shlibs=$(cd "$work/src" && dpkg-shlibdeps -O -e"$root/usr/bin/fleetcast-agent" -e"$root/usr/bin/fleet-watch")
+shlibs=$(cd "$work/src" && dpkg-shlibdeps -O -e"$root/usr/bin/fleetcast-agent")
 shlibs=${shlibs#shlibs:Depends=}
 depends="adduser, $shlibs"
 
@@ -110,15 +109,13 @@ Depends: $depends
 Suggests: gpsd, mosquitto-clients
 Section: net
 Priority: optional
-Description: GNSS fixes of a vehicle to MQTT, and a fleet watcher
+Description: GNSS fixes of a vehicle to MQTT
  fleetcast-agent runs on a vehicle's single-board computer: it reads the GNSS
  receiver through gpsd or straight from a serial port (NMEA 0183) and publishes
  fixes and headings to an MQTT broker, keeping what the broker has not
  acknowledged in an outbox on disk. It runs as the systemd service
  fleetcast-agent, hardened and supervised by a watchdog; a udev rule names
  common USB receivers /dev/gnss0.
- .
- fleet-watch subscribes to the fleet's topics and shows every vehicle live.
 EOF
 cd - >/dev/null
 
