@@ -1,13 +1,15 @@
 import GNSS
 
-/// What a bridge remembers of one vehicle's motion: its latest live fix and latest true
-/// heading, so that a fix without a track over ground can take the vehicle's heading as its
+/// What a bridge remembers of one vehicle: whether it is online, and its latest live fix and
+/// latest true heading, so that a fix without a track over ground can take the vehicle's heading as its
 /// course (a vehicle standing still, or a receiver that sends no VTG/RMC track).
 struct BridgeVehicleTrack: Sendable, Equatable {
     /// The latest live fix.
     var fix: Fix?
     /// The latest heading with a true heading.
     var heading: Heading?
+    /// Whether the vehicle's latest `status` said online.
+    var online = false
 
     /// How far apart, in receiver milliseconds, a heading and a fix may be for the heading to
     /// stand in for the fix's course: 10 s. A retained heading of yesterday is not today's course.

@@ -5,7 +5,8 @@ import MQTT
 /// Republishes the fleet's topics in another application's format: subscribes with a
 /// ``FleetSubscriber``, turns each event into messages with a ``FleetBridgeTranslator``
 /// (``HomeAssistantTranslator``, ``OwnTracksTranslator``) and publishes them through one
-/// ``MQTTClient``, in order, each awaited until the broker acknowledged it (QoS 1).
+/// ``MQTTClient``, in order, with up to the connection's `maxInflightMessages` awaiting the
+/// broker's acknowledgement at once (one round trip per window, not per message).
 ///
 /// ```swift
 /// let bridge = FleetBridge(subscriber: subscriber, translator: try OwnTracksTranslator(user: "acme"), logger: logger)
@@ -71,32 +72,47 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
     private func bridge(_ events: AsyncThrowingStream<FleetEvent, any Error>, through client: MQTTClient) async throws {
         var translator = self.translator
         var refusedFeedback = false
-        for try await event in events {
-            for message in translator.messages(for: event) {
-                if feedsBack(message.topic) {
-                    if !refusedFeedback {
-                        logger.error(
-                            "Bridge output would be read back by its own subscription; not published",
-                            metadata: [
-                                "mqtt.topic": "\(message.topic)", "mqtt.filters": "\(subscriber.filters)",
-                            ])
-                        refusedFeedback = true
+        let window = max(1, publishing.maxInflightMessages)
+        let logger = self.logger
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            var inFlight = 0
+            for try await event in events {
+                for message in translator.messages(for: event) {
+                    if feedsBack(message.topic) {
+                        if !refusedFeedback {
+                            logger.error(
+                                "Bridge output would be read back by its own subscription; not published",
+                                metadata: [
+                                    "mqtt.topic": "\(message.topic)", "mqtt.filters": "\(subscriber.filters)",
+                                ])
+                            refusedFeedback = true
+                        }
+                        continue
                     }
-                    continue
-                }
-                do {
-                    try await client.publish(
-                        topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain,
-                        properties: .json)
-                    logger.trace("Bridge published", metadata: ["mqtt.topic": "\(message.topic)"])
-                } catch let error as MQTTError where error.isPermanentPublishRefusal {
-                    logger.error(
-                        "Broker refused a bridge message; check its ACL",
-                        metadata: [
-                            "mqtt.topic": "\(message.topic)", "error": "\(error)",
-                        ])
+                    if inFlight >= window {
+                        try await group.next()
+                        inFlight -= 1
+                    }
+                    // An immediate task runs synchronously up to its first suspension, by which
+                    // point libmosquitto holds the message: publishes leave in the events' order
+                    // (a retained position is never overwritten by an older one) while up to
+                    // `window` acknowledgements are awaited at once.
+                    group.addImmediateTask {
+                        do {
+                            try await client.publish(
+                                topic: message.topic, payload: message.payload, qos: message.qos, retain: message.retain,
+                                properties: .json)
+                            logger.trace("Bridge published", metadata: ["mqtt.topic": "\(message.topic)"])
+                        } catch let error as MQTTError where error.isPermanentPublishRefusal {
+                            logger.error(
+                                "Broker refused a bridge message; check its ACL",
+                                metadata: ["mqtt.topic": "\(message.topic)", "error": "\(error)"])
+                        }
+                    }
+                    inFlight += 1
                 }
             }
+            try await group.waitForAll()
         }
     }
 }

@@ -13,8 +13,8 @@ import MQTT
 ///   as `availability_topic`, with `availability_template` `{{ value_json.state }}`, so that
 ///   the vehicle is available exactly while its agent says `online` — also when this bridge
 ///   is down, since the agent's last will says `offline` there itself. The object id is the
-///   vehicle id with `.` replaced by `_` (Home Assistant's discovery topics allow
-///   `[a-zA-Z0-9_-]` only). It is published again when the agent's version (`sw_version`)
+///   vehicle id with `.` and `_` escaped (``objectID(_:)``: Home Assistant's discovery topics
+///   allow `[a-zA-Z0-9_-]` only). It is published again when the agent's version (`sw_version`)
 ///   becomes known or changes.
 ///
 /// For each live fix (and each heading that changes the course of a fix without a track):
@@ -81,9 +81,21 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
         "\(options.attributesPrefix)/\(vehicle.rawValue)/attributes"
     }
 
-    /// The vehicle id as a discovery object id: `.` becomes `_`.
+    /// The vehicle id as a discovery object id, one to one: Home Assistant allows
+    /// `[a-zA-Z0-9_-]`, so `.` is written `_2e` and `_` itself `_5f` (the characters' code in
+    /// hex, as percent-encoding would); an id with neither stays as it is (`van-7`). Replacing
+    /// `.` by `_` alone would give `van.7` and `van_7` one entity.
     public static func objectID(_ vehicle: VehicleID) -> String {
-        String(vehicle.rawValue.map { $0 == "." ? "_" : $0 })
+        var id = ""
+        id.reserveCapacity(vehicle.rawValue.utf8.count)
+        for character in vehicle.rawValue {
+            switch character {
+            case ".": id += "_2e"
+            case "_": id += "_5f"
+            default: id.append(character)
+            }
+        }
+        return id
     }
 
     /// The entity's and the device's unique id: `fleetcast_{vehicle}`.

@@ -13,8 +13,9 @@ import MQTT
 /// north: the track, else the vehicle's true heading of the same moment). As the apps do,
 /// those five are left out when unknown or zero. No `t` (trigger): an automatic update.
 ///
-/// Headings only lend a fix their course; statuses, backlog entries (history, which would move
-/// the retained position back) and malformed messages are not bridged.
+/// Headings only lend a fix their course. A vehicle seen online that goes offline gets the
+/// apps' last will, `{"_type":"lwt","tst":…}`, not retained. Backlog entries (history, which
+/// would move the retained position back) and malformed messages are not bridged.
 public struct OwnTracksTranslator: FleetBridgeTranslator {
     /// A user name that cannot be one level of an OwnTracks topic.
     public struct InvalidUser: Error, Sendable, Equatable, CustomStringConvertible {
@@ -67,9 +68,30 @@ public struct OwnTracksTranslator: FleetBridgeTranslator {
         case .heading(let id, _, let heading):
             tracks[id, default: BridgeVehicleTrack()].record(heading)
             return []
-        case .status, .backlog, .malformed:
+        case .status(let status):
+            // The apps' last will: `_type: lwt` on the location topic, not retained (it must
+            // not replace the retained last position), when a vehicle the bridge saw online
+            // goes offline. An offline status replayed from the broker's retained store at
+            // the bridge's start is no news, and is not repeated.
+            let wasOnline = tracks[status.vehicle]?.online ?? false
+            tracks[status.vehicle, default: BridgeVehicleTrack()].online = status.state == .online
+            guard wasOnline, status.state == .offline else { return [] }
+            return [MQTTMessage(topic: topic(status.vehicle), payload: lastWill(status), qos: .atLeastOnce, retain: false)]
+        case .backlog, .malformed:
             return []
         }
+    }
+
+    /// The `_type: lwt` payload: `tst`, in whole seconds, is when the vehicle's agent
+    /// connected (the status's `since`), as the apps put the time they first connected.
+    func lastWill(_ status: VehicleStatus) -> [UInt8] {
+        var w = JSONWriter(capacity: 40)
+        w.raw("_type", "lwt")
+        if let since = status.since {
+            let ms = since.millisecondsSince1970
+            w.int("tst", ms >= 0 ? ms / 1000 : (ms - 999) / 1000)
+        }
+        return w.finish()
     }
 
     /// The `_type: location` payload of a fix.

@@ -139,8 +139,17 @@ import Testing
         var t = try translator(discoveryPrefix: "ha/discovery")
         let dotted = VehicleID("van.7")!
         let config = try #require(t.messages(for: .fix(dotted, seq: 1, fix())).first)
-        #expect(config.topic == "ha/discovery/device_tracker/van_7/config")
+        #expect(config.topic == "ha/discovery/device_tracker/van_2e7/config")
         #expect(try jsonObject(config)["unique_id"] as? String == "fleetcast_van.7")
+        // One to one: ids that differ only by `.` and `_` are two entities.
+        let ids = ["van.7", "van_7", "van_2e7", "van-7", "v._", "v_.", "v__2e"]
+        #expect(Set(ids.map { HomeAssistantTranslator.objectID(VehicleID($0)!) }).count == ids.count)
+        for id in ids {
+            #expect(
+                HomeAssistantTranslator.objectID(VehicleID(id)!).allSatisfy {
+                    $0.isASCII && ($0.isLetter || $0.isNumber || $0 == "_" || $0 == "-")
+                })
+        }
         for bad in ["", "a/+/b", "#", "a//b", "$SYS"] {
             #expect(throws: FleetTopics.InvalidPrefix.self, "\(bad)") { try HomeAssistantTranslator.Options(discoveryPrefix: bad) }
             #expect(throws: FleetTopics.InvalidPrefix.self, "\(bad)") { try HomeAssistantTranslator.Options(attributesPrefix: bad) }

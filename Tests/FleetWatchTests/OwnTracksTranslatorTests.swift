@@ -95,6 +95,24 @@ import Testing
         #expect(try jsonObject(try #require(other.messages(for: .fix(van, seq: 2, fix())).first))["cog"] == nil)
     }
 
+    @Test func aVehicleGoingOfflineGetsTheAppsLastWillNotRetained() throws {
+        var t = try translator()
+        let since = UTCTimestamp(millisecondsSince1970: 1_795_000_000_999)
+        // Offline replayed from the retained store at the bridge's start: no news.
+        #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .offline, since: since))).isEmpty)
+        #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .online, since: since))).isEmpty)
+        let will = try #require(t.messages(for: .status(VehicleStatus(vehicle: van, state: .offline, since: since))).first)
+        #expect(will.topic == "owntracks/acme/van-7")
+        #expect(!will.retain, "the retained message stays the last location")
+        // The booklet's lwt (https://owntracks.org/booklet/tech/json/#_typelwt): `_type` and
+        // `tst`, the time the client first connected, in seconds.
+        let object = try jsonObject(will)
+        #expect(object["_type"] as? String == "lwt")
+        #expect(object["tst"] as? Int == 1_795_000_000)
+        #expect(Set(object.keys) == ["_type", "tst"])
+        #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .offline, since: since))).isEmpty, "once per going offline")
+    }
+
     @Test func statusBacklogAndMalformedMessagesAreNotBridged() throws {
         var t = try translator()
         #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .online))).isEmpty)
