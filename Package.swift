@@ -17,6 +17,7 @@ let package = Package(
         .library(name: "FleetProtocol", targets: ["FleetProtocol"]),
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "FleetWatch", targets: ["FleetWatch"]),
+        .library(name: "FleetMap", targets: ["FleetMap"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -27,6 +28,8 @@ let package = Package(
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: ["YAML"]),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        // fleet-watch serve: the live map's HTTP server (static files, JSON, Server-Sent Events).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
     ],
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
@@ -88,6 +91,15 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // The live map: an HTTP server pushing the fleet to browsers (Leaflet page, SSE).
+        .target(
+            name: "FleetMap",
+            dependencies: [
+                "FleetWatch", "FleetProtocol", "FleetcastCore", "GNSS",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
 
         .executableTarget(
             name: "fleetcast-agent",
@@ -102,6 +114,7 @@ let package = Package(
             name: "fleet-watch",
             dependencies: [
                 "FleetWatch", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+                "FleetMap",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -163,6 +176,14 @@ let package = Package(
             dependencies: [
                 "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "FleetMapTests",
+            dependencies: [
+                "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "FleetcastCore", "FleetcastTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),
     ],

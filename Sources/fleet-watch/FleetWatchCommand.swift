@@ -1,19 +1,20 @@
 import ArgumentParser
 
 /// `fleet-watch`: the fleet side of Fleetcast. Without a subcommand it watches the fleet
-/// (``WatchCommand``, as it always has); `fleet-watch bridge` republishes the fleet for Home
+/// (``WatchCommand``, as it always has); `fleet-watch serve` shows it on a live map in the
+/// browser (``ServeCommand``); `fleet-watch bridge` republishes the fleet for Home
 /// Assistant or OwnTracks (``BridgeCommand``).
 @main
 struct FleetWatchCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "fleet-watch",
-        abstract: "Shows the fleet live from its MQTT topics, or bridges it to other applications.",
+        abstract: "Shows the fleet live from its MQTT topics, serves it on a live map, or bridges it to other applications.",
         discussion: """
             The password is read from --password-file or the environment variable \
             FLEETCAST_PASSWORD, never from the command line; the user name goes in the URL \
             (mqtts://user@host:8883).
             """,
-        subcommands: [WatchCommand.self, BridgeCommand.self],
+        subcommands: [WatchCommand.self, BridgeCommand.self, ServeCommand.self],
         defaultSubcommand: WatchCommand.self
     )
 }
