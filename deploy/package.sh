@@ -107,6 +107,7 @@ Architecture: $arch
 Maintainer: $maintainer
 Installed-Size: $installed_size
 Depends: $depends
+Recommends: libjs-leaflet
 Suggests: gpsd, mosquitto-clients
 Section: net
 Priority: optional
@@ -118,7 +119,9 @@ Description: GNSS fixes of a vehicle to MQTT, and a fleet watcher
  fleetcast-agent, hardened and supervised by a watchdog; a udev rule names
  common USB receivers /dev/gnss0.
  .
- fleet-watch subscribes to the fleet's topics and shows every vehicle live.
+ fleet-watch subscribes to the fleet's topics and shows every vehicle live,
+ in a terminal or on a map in the browser (fleet-watch serve, with Leaflet
+ from libjs-leaflet).
 EOF
 cd - >/dev/null
 

@@ -16,6 +16,8 @@ packages=(
   libsqlite3-dev sqlite3     # the outbox store (GRDB links the system SQLite); sqlite3 for the store tests
   dpkg-dev lintian           # the Debian package: dpkg-shlibdeps for Depends:, lintian to check it
   systemd libseccomp-dev gcc # systemd-analyze (the unit's rating, its system-call filter); the sandbox that applies it
+  libjs-leaflet              # Leaflet, which fleet-watch serve serves to the map page from /usr/share/javascript/leaflet
+  chromium curl              # the map page driven in headless Chromium; its HTTP and event stream fetched with curl
 )
 echo "==> installing system packages: ${packages[*]}"
 as_root apt-get update -qq

@@ -9,6 +9,7 @@
 /// the DOM for tests and tools: `body[data-connection]` (`connecting`, `open`, `closed`),
 /// `body[data-vehicles]`, `body[data-snapshots]`, `body[data-updates]`, and per vehicle a list
 /// entry and a marker element with `data-vehicle`, `data-status`, `data-lat`, `data-lon`.
+/// `/#follow=ID` selects and follows vehicle `ID` once it is on the map.
 enum MapPage {
     /// The page, with `configuration` (see ``MapJSON/pageConfiguration(tiles:attribution:staleAfter:trailWindow:flushInterval:)``,
     /// which writes no `<`) in a JSON script element the script reads.
@@ -175,7 +176,8 @@ enum MapPage {
             const d = v.data;
             const status = statusOf(d);
             v.li.setAttribute("data-status", status);
-            v.info.textContent = d.spd != null ? (d.spd * 3.6).toFixed(0) + " km/h" : status;
+            const moving = (status === "online" || status === "unknown") && d.spd != null;
+              v.info.textContent = moving ? (d.spd * 3.6).toFixed(0) + " km/h" : status;
             if (v.marker) {
               const el = v.marker.getElement();
               if (el) {
@@ -235,6 +237,12 @@ enum MapPage {
               if (points.length > 0) {
                 map.fitBounds(L.latLngBounds(points).pad(0.2), { maxZoom: 16, animate: false });
                 fitted = true;
+                // A link can name a vehicle to follow: …/#follow=van-7.
+                const wanted = decodeURIComponent(location.hash.replace(/^#follow=/, ""));
+                if (location.hash.startsWith("#follow=") && vehicles.has(wanted)) {
+                  follow.checked = true;
+                  select(wanted, true);
+                }
               }
             }
           }
