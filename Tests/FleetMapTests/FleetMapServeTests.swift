@@ -252,6 +252,167 @@ import Testing
         }
     }
 
+    /// The page's state as the DevTools protocol reads it: connection, events received, list
+    /// entries (id, status, hidden) and markers (id, lat, lon).
+    static let pageStateScript = """
+        JSON.stringify({
+          connection: document.body.dataset.connection,
+          snapshots: +document.body.dataset.snapshots,
+          updates: +document.body.dataset.updates,
+          listed: Array.from(document.querySelectorAll("#list li")).map(li => [li.dataset.vehicle, li.dataset.status, li.hidden]),
+          markers: Array.from(document.querySelectorAll(".leaflet-marker-icon")).map(m => [m.dataset.vehicle, +m.dataset.lat, +m.dataset.lon])
+        })
+        """
+
+    struct LivePageState {
+        var connection = ""
+        var snapshots = 0
+        var updates = 0
+        var listed: [String: (status: String, hidden: Bool)] = [:]
+        var markers: [String: (lat: Double, lon: Double)] = [:]
+
+        init(_ json: String) throws {
+            let object = try #require(JSONSerialization.jsonObject(with: Data(json.utf8)) as? [String: Any])
+            connection = object["connection"] as? String ?? ""
+            snapshots = object["snapshots"] as? Int ?? 0
+            updates = object["updates"] as? Int ?? 0
+            for entry in object["listed"] as? [[Any]] ?? [] {
+                if let id = entry[0] as? String { listed[id] = (entry[1] as? String ?? "", entry[2] as? Bool ?? false) }
+            }
+            for marker in object["markers"] as? [[Any]] ?? [] {
+                if let id = marker[0] as? String, let lat = marker[1] as? Double, let lon = marker[2] as? Double {
+                    markers[id] = (lat, lon)
+                }
+            }
+        }
+    }
+
+    @Test(
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: FleetMapServeTests.chromium),
+            "Debian's chromium is not installed (deploy/test.sh installs it)"))
+    func inOneLivePageMarkersMoveTheListFindsAVehicleAndFollowKeepsItCentred() async throws {
+        try await withBroker { broker in
+            let fleet = try await Self.startFleet(broker)
+            let debugPort = try FreePort.next()
+            let profile = "\(broker.directory)/chromium-live-profile"
+            let chrome = try TestProcess(
+                Self.chromium,
+                [
+                    "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile)",
+                    "--window-size=1200,800", "--remote-debugging-port=\(debugPort)", fleet.url + "/",
+                ], directory: broker.directory, name: "chromium-live")
+            do {
+                var path: String?
+                try await waitUntil("Chromium's DevTools endpoint listing the page", timeout: .seconds(60), interval: .milliseconds(100)) {
+                    if !chrome.isRunning {
+                        throw TestSupportError.processFailed(chrome.commandLine, status: -1, output: chrome.standardError)
+                    }
+                    let (status, list) = try await Self.curl(["http://127.0.0.1:\(debugPort)/json/list"], directory: broker.directory)
+                    guard status == 0, let pages = try? JSONSerialization.jsonObject(with: Data(list.utf8)) as? [[String: Any]] else {
+                        return false
+                    }
+                    let page = pages.first { $0["type"] as? String == "page" && ($0["url"] as? String)?.hasPrefix(fleet.url) == true }
+                    path = (page?["webSocketDebuggerUrl"] as? String).flatMap { URL(string: $0)?.path }
+                    return path != nil
+                }
+                let page = try DevToolsPage(port: debugPort, path: try #require(path))
+                let ids = Set(Self.fleet.map(\.id))
+
+                // The first paint: both vehicles listed, online, with their markers.
+                var first: LivePageState?
+                try await waitUntil(
+                    "the page to list both vehicles with their markers", timeout: .seconds(30), interval: .milliseconds(100)
+                ) {
+                    let state = try LivePageState(try page.evaluate(Self.pageStateScript))
+                    guard state.snapshots >= 1, Set(state.listed.keys) == ids, Set(state.markers.keys) == ids else { return false }
+                    first = state
+                    return true
+                }
+                let before = try #require(first)
+                #expect(before.connection == "open")
+                #expect(before.listed.values.allSatisfy { $0.status == "online" && !$0.hidden }, "\(before.listed)")
+
+                // Updates move a marker in the same page, with no reload and no new snapshot.
+                try await waitUntil("a marker to move with the pushed updates", timeout: .seconds(30), interval: .milliseconds(100)) {
+                    let state = try LivePageState(try page.evaluate(Self.pageStateScript))
+                    return state.updates > 0
+                        && Self.fleet.contains { vehicle in
+                            guard let old = before.markers[vehicle.id], let new = state.markers[vehicle.id] else { return false }
+                            return old.lat != new.lat || old.lon != new.lon
+                        }
+                }
+                #expect(try LivePageState(try page.evaluate(Self.pageStateScript)).snapshots == before.snapshots)
+
+                // The side list finds a vehicle as one types.
+                let shown = try page.evaluate(
+                    """
+                    (() => {
+                      const filter = document.getElementById("filter");
+                      filter.value = "VAN-2";
+                      filter.dispatchEvent(new Event("input"));
+                      return JSON.stringify(Array.from(document.querySelectorAll("#list li")).filter(li => !li.hidden).map(li => li.dataset.vehicle));
+                    })()
+                    """)
+                #expect(shown == #"["van-2"]"#)
+
+                // Clicking it shows what fleet-watch knows about it.
+                let detailsJSON = try page.evaluate(
+                    """
+                    (() => {
+                      document.querySelector('#list li[data-vehicle="van-2"]').click();
+                      return JSON.stringify({
+                        hidden: document.getElementById("details").hidden,
+                        title: document.getElementById("details-title").textContent,
+                        rows: Object.fromEntries(Array.from(document.querySelectorAll("#details-list dt")).map(dt => [dt.textContent, dt.nextElementSibling.textContent]))
+                      });
+                    })()
+                    """)
+                let details = try #require(JSONSerialization.jsonObject(with: Data(detailsJSON.utf8)) as? [String: Any])
+                #expect(details["hidden"] as? Bool == false && details["title"] as? String == "van-2")
+                let rows = try #require(details["rows"] as? [String: String])
+                #expect(rows["State"] == "online" && rows["Fix mode"] == "3D" && rows["Seq gaps"] == "0", "\(rows)")
+                #expect(rows["Speed"]?.hasSuffix("m/s)") == true && rows["Satellites"].flatMap(Int.init) != nil, "\(rows)")
+                #expect(rows["Age"]?.hasSuffix(" s") == true, "\(rows)")
+
+                // Follow keeps it centred while it drives on. Zoomed in to a few metres per
+                // pixel first (the click centred it), where 15 m/s would carry it tens of pixels
+                // off centre within a second if the map stayed put.
+                try await waitUntil("the map zoomed in to a 20 m scale or less", timeout: .seconds(30), interval: .milliseconds(300)) {
+                    let scale = try page.evaluate(
+                        """
+                        (() => { document.querySelector(".leaflet-control-zoom-in").click(); return document.querySelector(".leaflet-control-scale-line").textContent; })()
+                        """)
+                    return ["1 m", "2 m", "3 m", "5 m", "10 m", "20 m"].contains(scale)
+                }
+                _ = try page.evaluate(
+                    """
+                    (() => { const f = document.getElementById("follow"); f.checked = true; f.dispatchEvent(new Event("change")); return ""; })()
+                    """)
+                let offCentre = """
+                    (() => {
+                      const marker = document.querySelector('.leaflet-marker-icon[data-vehicle="van-2"]').getBoundingClientRect();
+                      const map = document.getElementById("map").getBoundingClientRect();
+                      return String(Math.hypot(marker.x + marker.width / 2 - (map.x + map.width / 2), marker.y + marker.height / 2 - (map.y + map.height / 2)));
+                    })()
+                    """
+                let updatesWhenFollowed = try LivePageState(try page.evaluate(Self.pageStateScript)).updates
+                try await waitUntil("more updates", timeout: .seconds(30), interval: .milliseconds(100)) {
+                    try LivePageState(try page.evaluate(Self.pageStateScript)).updates >= updatesWhenFollowed + 8
+                }
+                let distance = try #require(Double(try page.evaluate(offCentre)))
+                #expect(distance < 3, "van-2 is \(distance) px off the map's centre")
+                #expect(fleet.server.isRunning)
+            } catch {
+                await chrome.stop(grace: .seconds(1))
+                await fleet.stop()
+                throw error
+            }
+            await chrome.stop(grace: .seconds(1))
+            await fleet.stop()
+        }
+    }
+
     @Test func aMissingLeafletDirectoryIsRefusedAtStartUp() async throws {
         let directory = try makeTemporaryDirectory(prefix: "fleet-watch-serve")
         defer { try? FileManager.default.removeItem(atPath: directory) }
