@@ -287,7 +287,7 @@ enum MapPage {
             if (!v) { details.hidden = true; return; }
             v.li.classList.add("selected");
             render(v);
-            if (pan && v.data.lat != null) map.panTo([v.data.lat, v.data.lon]);
+            if (pan && v.data.lat != null) map.panTo([v.data.lat, v.data.lon], { animate: !follow.checked });
           }
 
           filter.addEventListener("input", () => { for (const v of vehicles.values()) applyFilter(v); });
