@@ -153,8 +153,8 @@ public struct FleetMapServer: Sendable {
         }
     }
 
-    func makeRouter(_ feed: MapFeed, logger: Logger) -> Router<BasicRequestContext> {
-        let router = Router()
+    func makeRouter(_ feed: MapFeed, logger: Logger) -> Router<MapRequestContext> {
+        let router = Router(context: MapRequestContext.self)
         router.add(
             middleware: FileMiddleware(
                 options.leafletDirectory, urlBasePath: "/leaflet",
@@ -172,7 +172,7 @@ public struct FleetMapServer: Sendable {
             let bytes = MapJSON.batch(Array(fleet.vehicles.prefix(limit)), now: .wallClockNow)
             return Self.response(bytes, type: "application/json")
         }
-        router.get("/events") { _, _ in Self.events(feed) }
+        router.get("/events") { _, context in Self.events(feed, peer: context.peer) }
         return router
     }
 
@@ -203,13 +203,13 @@ public struct FleetMapServer: Sendable {
 
     /// The SSE stream of one browser: its snapshot, then its coalesced updates until it is
     /// dropped, disconnects, or the server stops.
-    static func events(_ feed: MapFeed) -> Response {
+    static func events(_ feed: MapFeed, peer: String) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
         // A reverse proxy (nginx) must pass each event on at once.
         headers[.init("X-Accel-Buffering")!] = "no"
-        guard let snapshot = feed.connect(now: .wallClockNow) else {
+        guard let snapshot = feed.connect(now: .wallClockNow, peer: peer) else {
             return Response(status: .serviceUnavailable)
         }
         return Response(
@@ -227,5 +227,19 @@ public struct FleetMapServer: Sendable {
                 }
                 try await writer.finish(nil)
             })
+    }
+}
+
+/// The request context of the map's routes: Hummingbird's basic one, plus the client's address
+/// (`ip:port`), which the log names when a slow browser is dropped.
+struct MapRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    /// The client's address, `-` when unknown.
+    let peer: String
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        let address = source.channel.remoteAddress
+        peer = address.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "-"
     }
 }

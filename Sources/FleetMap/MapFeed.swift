@@ -39,6 +39,8 @@ final class MapFeed: Sendable {
         var fleet: FleetState
         var trails: VehicleTrails
         var queues: BrowserQueues<VehicleID, Waiter>
+        /// Each browser's address, for the log when it is dropped.
+        var peers: [Int: String] = [:]
     }
 
     private let state: SanitizerVisibleMutex<State>
@@ -84,10 +86,13 @@ final class MapFeed: Sendable {
         state.withLock { ($0.fleet, $0.trails) }
     }
 
-    /// Registers a browser and returns its snapshot; `nil` once the feed has finished.
-    func connect(now: UTCTimestamp) -> Snapshot? {
+    /// Registers a browser (from `peer`, its address, for the log) and returns its snapshot;
+    /// `nil` once the feed has finished.
+    func connect(now: UTCTimestamp, peer: String = "-") -> Snapshot? {
         state.withLock { s in
-            s.queues.add().map { Snapshot(id: $0, fleet: s.fleet, trails: s.trails, now: now) }
+            guard let id = s.queues.add() else { return nil }
+            s.peers[id] = peer
+            return Snapshot(id: id, fleet: s.fleet, trails: s.trails, now: now)
         }
     }
 
@@ -99,6 +104,7 @@ final class MapFeed: Sendable {
                 let ready: Batch?? = state.withLock { s in
                     if Task.isCancelled {
                         _ = s.queues.remove(id)
+                        s.peers[id] = nil
                         return .some(nil)
                     }
                     switch s.queues.next(id, waiter: waiter) {
@@ -110,30 +116,36 @@ final class MapFeed: Sendable {
                 if let ready { waiter.resume(returning: ready) }
             }
         } onCancel: {
-            state.withLock { $0.queues.remove(id) }?.resume(returning: nil)
+            disconnect(id)
         }
     }
 
     /// Forgets browser `id` (its connection ended).
     func disconnect(_ id: Int) {
-        state.withLock { $0.queues.remove(id) }?.resume(returning: nil)
+        state.withLock { s in
+            s.peers[id] = nil
+            return s.queues.remove(id)
+        }?.resume(returning: nil)
     }
 
-    /// One flush tick: every ready browser gets its batch; slow browsers are dropped and logged.
+    /// One flush tick: every ready browser gets its batch; slow browsers are dropped and logged
+    /// (at info, the level a user sees by default; a library logs no higher).
     func flush(now: UTCTimestamp) {
         let (deliveries, drops) = state.withLock { s in
             let actions = s.queues.flush()
             let deliveries = actions.deliveries.map { delivery in
                 (delivery.waiter, Batch(vehicles: delivery.batch.compactMap { s.fleet[$0] }, now: now))
             }
-            return (deliveries, actions.drops)
+            let drops = actions.drops.map { drop in (drop, s.peers.removeValue(forKey: drop.id) ?? "-") }
+            return (deliveries, drops)
         }
         for (waiter, batch) in deliveries { waiter.resume(returning: batch) }
-        for drop in drops {
-            logger.warning(
+        for (drop, peer) in drops {
+            logger.info(
                 "Dropped a slow browser",
                 metadata: [
-                    "map.browser": "\(drop.id)", "map.reason": "\(drop.reason.rawValue)", "map.pending": "\(drop.pending)",
+                    "http.peer": "\(peer)", "map.browser": "\(drop.id)", "map.reason": "\(drop.reason.rawValue)",
+                    "map.pending": "\(drop.pending)",
                 ])
         }
     }

@@ -186,14 +186,15 @@ struct MapFeedTests {
         let memory = InMemoryLogHandler()
         let feed = MapFeed(
             limits: BrowserQueueLimits(maximumPending: 100, maximumStalledFlushes: 2), logger: Logger(label: "test") { _ in memory })
-        let snapshot = try #require(feed.connect(now: time))
+        let snapshot = try #require(feed.connect(now: time, peer: "127.0.0.1:40000"))
         for flush in 1...3 {
             feed.apply(fixEvent("van-7", seq: UInt64(flush), lat: 48), at: time)
             feed.flush(now: time)
         }
         #expect(feed.browserCount == 0)
         let drop = try #require(memory.entries.first { $0.message.description == "Dropped a slow browser" })
-        #expect(drop.level == .warning)
+        #expect(drop.level == .info)
+        #expect(drop.metadata["http.peer"]?.description == "127.0.0.1:40000")
         #expect(drop.metadata["map.reason"]?.description == "stalled" && drop.metadata["map.pending"]?.description == "1")
         #expect(await feed.next(snapshot.id) == nil)
     }
