@@ -181,7 +181,7 @@ let package = Package(
         .testTarget(
             name: "FleetMapTests",
             dependencies: [
-                "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "FleetcastCore", "FleetcastTestSupport",
+                "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore", "FleetcastTestSupport",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ]
