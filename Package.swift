@@ -18,6 +18,7 @@ let package = Package(
         .library(name: "MQTT", targets: ["MQTT"]),
         .library(name: "FleetWatch", targets: ["FleetWatch"]),
         .library(name: "FleetHistory", targets: ["FleetHistory"]),
+        .library(name: "FleetMap", targets: ["FleetMap"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -29,6 +30,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: ["YAML"]),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
+        // fleet-watch serve: the live map's HTTP server (static files, JSON, Server-Sent Events).
+        .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
     ],
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
@@ -103,6 +106,15 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
+        // The live map: an HTTP server pushing the fleet to browsers (Leaflet page, SSE).
+        .target(
+            name: "FleetMap",
+            dependencies: [
+                "FleetWatch", "FleetProtocol", "FleetcastCore", "GNSS",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
 
         .executableTarget(
             name: "fleetcast-agent",
@@ -116,7 +128,7 @@ let package = Package(
         .executableTarget(
             name: "fleet-watch",
             dependencies: [
-                "FleetWatch", "FleetHistory", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+                "FleetWatch", "FleetHistory", "FleetMap", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]
@@ -189,6 +201,14 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ],
             resources: [.copy("Fixtures")]
+        ),
+        .testTarget(
+            name: "FleetMapTests",
+            dependencies: [
+                "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore", "FleetcastTestSupport",
+                .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
         ),
     ],
     swiftLanguageModes: [.v6]

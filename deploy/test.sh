@@ -17,6 +17,8 @@ packages=(
   dpkg-dev lintian           # the Debian package: dpkg-shlibdeps for Depends:, lintian to check it
   systemd libseccomp-dev gcc # systemd-analyze (the unit's rating, its system-call filter); the sandbox that applies it
   postgresql libxml2-utils   # fleet-watch record/history: a real PostgreSQL server per test; xmllint validates GPX
+  libjs-leaflet              # Leaflet, which fleet-watch serve serves to the map page from /usr/share/javascript/leaflet
+  chromium curl              # the map page driven in headless Chromium; its HTTP and event stream fetched with curl
 )
 echo "==> installing system packages: ${packages[*]}"
 as_root apt-get update -qq

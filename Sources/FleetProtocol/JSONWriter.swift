@@ -108,7 +108,7 @@ package struct JSONWriter {
 
     static let scales: [Double] = [1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10]
 
-    static func appendNumber(_ value: Double, decimals: Int, to bytes: inout [UInt8]) {
+    package static func appendNumber(_ value: Double, decimals: Int, to bytes: inout [UInt8]) {
         let scale = scales[min(max(decimals, 0), scales.count - 1)]
         // Near Double's limit `value * scale` overflows to infinity (which would print as
         // "inf", not JSON); such a value has no decimals to round anyway.

@@ -1,0 +1,245 @@
+import FleetProtocol
+import FleetWatch
+import Foundation
+import Hummingbird
+import Logging
+
+/// `fleet-watch serve`: a live map of the fleet in the browser. Subscribes with a
+/// ``FleetSubscriber``, folds the events into the fleet's state, and serves over HTTP (Hummingbird):
+///
+/// - `/`: the page (Leaflet, one marker per vehicle turned by its heading, trails, a side list
+///   that finds and follows vehicles);
+/// - `/leaflet/…`: the Leaflet library from ``Options/leafletDirectory`` (Debian's
+///   `libjs-leaflet`), so the page needs no CDN;
+/// - `/events`: the push channel, Server-Sent Events: a `snapshot` event (the whole fleet with
+///   its trails) first on every connection, then `update` events of the vehicles that changed,
+///   coalesced per browser and sent at most every ``Options/flushInterval``;
+/// - `/api/vehicles[?limit=N]`: the fleet as JSON (the snapshot's format, without trails).
+///
+/// Why SSE and not WebSocket: the push is one-way (the server to the page), an `EventSource`
+/// reconnects by itself (and each reconnection gets a fresh snapshot, so nothing needs
+/// replaying), it is plain HTTP that every proxy passes, and it needs no second package: a
+/// streaming Hummingbird response body is the whole transport.
+///
+/// A slow browser is dropped (and logged at warning) instead of being buffered: see
+/// ``Options/maximumPending`` and ``Options/maximumStalledFlushes``.
+public struct FleetMapServer: Sendable {
+    /// OpenStreetMap's standard tile layer.
+    public static let openStreetMapTiles = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
+    /// The attribution OpenStreetMap's tile usage policy asks for.
+    public static let openStreetMapAttribution = "© OpenStreetMap contributors"
+    /// Where Debian's `libjs-leaflet` installs Leaflet.
+    public static let debianLeafletDirectory = "/usr/share/javascript/leaflet"
+
+    /// How the map is served.
+    public struct Options: Sendable {
+        /// The address to listen on (a host name or IP address).
+        public var host: String
+        /// The TCP port to listen on; 0 lets the system choose (``run(onListening:)`` says which).
+        public var port: Int
+        /// The directory holding `leaflet.js`, `leaflet.css` and `images/`.
+        public var leafletDirectory: String
+        /// The tile URL template (`{z}/{x}/{y}`, Leaflet's syntax); `nil` for no tiles (a plain
+        /// background with a scale).
+        public var tiles: String?
+        /// The attribution shown for the tiles.
+        public var attribution: String?
+        /// After how long without news a vehicle is drawn as stale.
+        public var staleAfter: Duration
+        /// How far back (by fix time) a vehicle's trail reaches.
+        public var trailWindow: Duration
+        /// The shortest time between two updates sent to one browser.
+        public var flushInterval: Duration
+        /// The most vehicles queued for a browser still writing its previous update at a flush;
+        /// beyond it the browser is dropped.
+        public var maximumPending: Int
+        /// How many flushes in a row a browser may miss (still writing) before it is dropped.
+        public var maximumStalledFlushes: Int
+        /// The most vehicles kept (the one heard from least recently is forgotten beyond it).
+        public var maximumVehicles: Int
+
+        /// Options for `127.0.0.1:8080`, OpenStreetMap tiles, Debian's Leaflet, vehicles stale
+        /// after 30 s, 5-minute trails, updates every 250 ms, a slow browser dropped after
+        /// 10,000 queued vehicles or 40 missed flushes (10 s).
+        public init(
+            host: String = "127.0.0.1", port: Int = 8080, leafletDirectory: String = FleetMapServer.debianLeafletDirectory,
+            tiles: String? = FleetMapServer.openStreetMapTiles, attribution: String? = FleetMapServer.openStreetMapAttribution,
+            staleAfter: Duration = .seconds(30), trailWindow: Duration = .seconds(300), flushInterval: Duration = .milliseconds(250),
+            maximumPending: Int = 10_000, maximumStalledFlushes: Int = 40, maximumVehicles: Int = FleetState.defaultMaximumVehicles
+        ) {
+            self.host = host
+            self.port = port
+            self.leafletDirectory = leafletDirectory
+            self.tiles = tiles
+            self.attribution = attribution
+            self.staleAfter = staleAfter
+            self.trailWindow = trailWindow
+            self.flushInterval = flushInterval
+            self.maximumPending = maximumPending
+            self.maximumStalledFlushes = maximumStalledFlushes
+            self.maximumVehicles = maximumVehicles
+        }
+    }
+
+    /// Leaflet is not where ``Options/leafletDirectory`` says.
+    public struct LeafletMissing: Error, Sendable, Equatable, CustomStringConvertible {
+        /// The directory searched.
+        public let directory: String
+        public var description: String {
+            "Leaflet not found: \(directory) has no leaflet.js and leaflet.css (install Debian's libjs-leaflet, or pass --leaflet-dir)"
+        }
+    }
+
+    /// The most entries `/api/vehicles?limit=` returns.
+    public static let maximumLimit = 100_000
+
+    /// Where the fleet's events come from.
+    public let subscriber: FleetSubscriber
+    /// How the map is served.
+    public let options: Options
+    let logger: Logger
+
+    /// A server; nothing listens until ``run(onListening:)``. Throws ``LeafletMissing`` when
+    /// the Leaflet directory lacks `leaflet.js` or `leaflet.css`.
+    public init(subscriber: FleetSubscriber, options: Options = Options(), logger: Logger) throws(LeafletMissing) {
+        let files = ["leaflet.js", "leaflet.css"].map { "\(options.leafletDirectory)/\($0)" }
+        guard files.allSatisfy({ FileManager.default.isReadableFile(atPath: $0) }) else {
+            throw LeafletMissing(directory: options.leafletDirectory)
+        }
+        self.subscriber = subscriber
+        self.options = options
+        self.logger = logger
+    }
+
+    /// Subscribes and serves until the task is cancelled, or until the subscription fails
+    /// (thrown). `onListening` is called once with the port listened on.
+    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+        let feed = MapFeed(
+            topics: subscriber.options.topics, maximumVehicles: options.maximumVehicles, trailWindow: options.trailWindow,
+            limits: BrowserQueueLimits(maximumPending: options.maximumPending, maximumStalledFlushes: options.maximumStalledFlushes),
+            logger: logger)
+        defer { feed.finish() }
+        let logger = self.logger
+        let host = options.host
+        // Hummingbird's own messages ("Server started…", each request) only at debug and below:
+        // at the default level the user sees the address once, from us.
+        var httpLogger = logger
+        if httpLogger.logLevel > .debug { httpLogger.logLevel = .warning }
+        let app = Application(
+            router: makeRouter(feed, logger: httpLogger),
+            configuration: ApplicationConfiguration(address: .hostname(options.host, port: options.port), serverName: "fleet-watch"),
+            onServerRunning: { channel in
+                let port = channel.localAddress?.port ?? 0
+                logger.info("Serving the live map", metadata: ["http.address": "http://\(host):\(port)/"])
+                await onListening(port)
+            },
+            logger: httpLogger)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask {
+                for try await event in subscriber.events() {
+                    feed.apply(event, at: .wallClockNow)
+                }
+            }
+            group.addTask { [interval = options.flushInterval] in
+                while !Task.isCancelled {
+                    try await Task.sleep(for: interval)
+                    feed.flush(now: .wallClockNow)
+                }
+            }
+            group.addTask { try await app.run() }
+            // The first to end (the subscription failing, or any part on cancellation) ends all.
+            defer { group.cancelAll() }
+            try await group.next()
+        }
+    }
+
+    func makeRouter(_ feed: MapFeed, logger: Logger) -> Router<MapRequestContext> {
+        let router = Router(context: MapRequestContext.self)
+        router.add(
+            middleware: FileMiddleware(
+                options.leafletDirectory, urlBasePath: "/leaflet",
+                searchForIndexHtml: false, logger: logger))
+        let page = MapPage.html(
+            configuration: MapJSON.pageConfiguration(
+                tiles: options.tiles, attribution: options.tiles == nil ? nil : options.attribution, staleAfter: options.staleAfter,
+                trailWindow: options.trailWindow, flushInterval: options.flushInterval))
+        router.get("/") { _, _ in Self.response(page, type: "text/html; charset=utf-8") }
+        router.get("/map.js") { _, _ in Self.response(MapPage.script, type: "text/javascript; charset=utf-8") }
+        router.get("/map.css") { _, _ in Self.response(MapPage.style, type: "text/css; charset=utf-8") }
+        router.get("/api/vehicles") { request, _ in
+            let limit = try Self.limit(request.uri.queryParameters.get("limit"))
+            let (fleet, _) = feed.fleet()
+            let bytes = MapJSON.batch(Array(fleet.vehicles.prefix(limit)), now: .wallClockNow)
+            return Self.response(bytes, type: "application/json")
+        }
+        router.get("/events") { _, context in Self.events(feed, peer: context.peer) }
+        return router
+    }
+
+    /// `limit` as given: absent is the maximum; anything but an integer in 1…``maximumLimit``
+    /// is a 400.
+    static func limit(_ text: String?) throws -> Int {
+        guard let text else { return maximumLimit }
+        guard text.utf8.count <= 6, let n = Int(text), (1...maximumLimit).contains(n) else {
+            throw HTTPError(.badRequest, message: "limit: an integer from 1 to \(maximumLimit)")
+        }
+        return n
+    }
+
+    static func response(_ text: String, type: String) -> Response {
+        response(Array(text.utf8), type: type)
+    }
+
+    static func response(_ bytes: [UInt8], type: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = type
+        headers[.cacheControl] = "no-cache"
+        headers[.xContentTypeOptions] = "nosniff"
+        // Scripts and connections from this server only; tiles from wherever --tiles points.
+        headers[.contentSecurityPolicy] =
+            "default-src 'self'; img-src * data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'"
+        return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
+    }
+
+    /// The SSE stream of one browser: its snapshot, then its coalesced updates until it is
+    /// dropped, disconnects, or the server stops.
+    static func events(_ feed: MapFeed, peer: String) -> Response {
+        var headers = HTTPFields()
+        headers[.contentType] = "text/event-stream"
+        headers[.cacheControl] = "no-cache"
+        // A reverse proxy (nginx) must pass each event on at once.
+        headers[.init("X-Accel-Buffering")!] = "no"
+        guard let snapshot = feed.connect(now: .wallClockNow, peer: peer) else {
+            return Response(status: .serviceUnavailable)
+        }
+        return Response(
+            status: .ok, headers: headers,
+            body: ResponseBody { writer in
+                defer { feed.disconnect(snapshot.id) }
+                // `retry`: the EventSource reconnects 2 s after a loss (and gets a new snapshot).
+                var first = Array("retry: 2000\n\n".utf8)
+                first += MapJSON.event(
+                    "snapshot", data: MapJSON.batch(snapshot.fleet.vehicles, trails: snapshot.trails, now: snapshot.now))
+                try await writer.write(ByteBuffer(bytes: first))
+                while let batch = await feed.next(snapshot.id) {
+                    guard !batch.vehicles.isEmpty else { continue }
+                    try await writer.write(ByteBuffer(bytes: MapJSON.event("update", data: MapJSON.batch(batch.vehicles, now: batch.now))))
+                }
+                try await writer.finish(nil)
+            })
+    }
+}
+
+/// The request context of the map's routes: Hummingbird's basic one, plus the client's address
+/// (`ip:port`), which the log names when a slow browser is dropped.
+struct MapRequestContext: RequestContext {
+    var coreContext: CoreRequestContextStorage
+    /// The client's address, `-` when unknown.
+    let peer: String
+
+    init(source: ApplicationRequestContextSource) {
+        coreContext = .init(source: source)
+        let address = source.channel.remoteAddress
+        peer = address.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "-"
+    }
+}

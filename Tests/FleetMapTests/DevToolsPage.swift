@@ -1,0 +1,153 @@
+import FleetcastTestSupport
+import Foundation
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// One page of a headless Chromium started with `--remote-debugging-port`, driven through the
+/// Chrome DevTools Protocol (`Runtime.evaluate`) over its WebSocket: a minimal RFC 6455 client
+/// on a blocking loopback socket, every read bounded by a receive timeout, enough for
+/// request/response over one connection (text frames, client frames masked, continuation
+/// frames joined, server pings answered).
+final class DevToolsPage {
+    struct Failure: Error, CustomStringConvertible {
+        var description: String
+    }
+
+    private let fd: Int32
+    private var nextID = 0
+    private var buffer: [UInt8] = []
+
+    /// Connects to `ws://127.0.0.1:port/path` (a page's `webSocketDebuggerUrl`).
+    init(port: Int, path: String, timeoutSeconds: Int = 10) throws {
+        fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+        guard fd >= 0 else { throw Failure(description: "socket: errno \(errno)") }
+        var timeout = timeval(tv_sec: timeoutSeconds, tv_usec: 0)
+        setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        setsockopt(fd, SOL_SOCKET, SO_SNDTIMEO, &timeout, socklen_t(MemoryLayout<timeval>.size))
+        var address = sockaddr_in()
+        address.sin_family = sa_family_t(AF_INET)
+        address.sin_port = UInt16(port).bigEndian
+        address.sin_addr.s_addr = inet_addr("127.0.0.1")
+        let rc = withUnsafePointer(to: &address) {
+            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+        }
+        guard rc == 0 else {
+            close(fd)
+            throw Failure(description: "connect 127.0.0.1:\(port): errno \(errno)")
+        }
+        let key = Data((0..<16).map { _ in UInt8.random(in: 0...255) }).base64EncodedString()
+        try send(
+            Array(
+                "GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nUpgrade: websocket\r\nConnection: Upgrade\r\nSec-WebSocket-Key: \(key)\r\nSec-WebSocket-Version: 13\r\n\r\n"
+                    .utf8))
+        var head: [UInt8] = []
+        while !head.ends(with: Array("\r\n\r\n".utf8)) {
+            head.append(try read(1)[0])
+            guard head.count < 16_384 else { throw Failure(description: "handshake answer too long") }
+        }
+        let status = String(decoding: head, as: UTF8.self)
+        guard status.hasPrefix("HTTP/1.1 101") else { throw Failure(description: "handshake refused: \(status.prefix(200))") }
+    }
+
+    deinit { close(fd) }
+
+    /// Evaluates `expression` in the page and returns its value as JSON text (the expression
+    /// should return a string, e.g. `JSON.stringify(…)`).
+    func evaluate(_ expression: String) throws -> String {
+        nextID += 1
+        let id = nextID
+        let request: [String: Any] = [
+            "id": id, "method": "Runtime.evaluate", "params": ["expression": expression, "returnByValue": true],
+        ]
+        try sendFrame(Array(try JSONSerialization.data(withJSONObject: request)))
+        while true {
+            let message = try receiveMessage()
+            guard let object = try JSONSerialization.jsonObject(with: Data(message)) as? [String: Any],
+                object["id"] as? Int == id
+            else { continue }  // an event, or another answer
+            let result = (object["result"] as? [String: Any])?["result"] as? [String: Any]
+            if let exception = (object["result"] as? [String: Any])?["exceptionDetails"] {
+                throw Failure(description: "exception in the page: \(exception)")
+            }
+            guard let value = result?["value"] as? String else {
+                throw Failure(description: "no string value: \(String(decoding: message, as: UTF8.self).prefix(500))")
+            }
+            return value
+        }
+    }
+
+    private func sendFrame(_ payload: [UInt8], opcode: UInt8 = 0x1) throws {
+        var frame: [UInt8] = [0x80 | opcode]
+        if payload.count < 126 {
+            frame.append(0x80 | UInt8(payload.count))
+        } else if payload.count < 65_536 {
+            frame.append(0x80 | 126)
+            frame += [UInt8(payload.count >> 8), UInt8(payload.count & 0xFF)]
+        } else {
+            frame.append(0x80 | 127)
+            frame += (0..<8).reversed().map { UInt8((UInt64(payload.count) >> ($0 * 8)) & 0xFF) }
+        }
+        let mask = (0..<4).map { _ in UInt8.random(in: 0...255) }
+        frame += mask
+        frame += payload.enumerated().map { $0.element ^ mask[$0.offset % 4] }
+        try send(frame)
+    }
+
+    /// One whole message (continuation frames joined); pings answered, pongs skipped.
+    private func receiveMessage() throws -> [UInt8] {
+        var message: [UInt8] = []
+        while true {
+            let header = try read(2)
+            let opcode = header[0] & 0x0F
+            var length = Int(header[1] & 0x7F)
+            if length == 126 {
+                let b = try read(2)
+                length = Int(b[0]) << 8 | Int(b[1])
+            } else if length == 127 {
+                length = try read(8).reduce(0) { $0 << 8 | Int($1) }
+            }
+            guard length <= 64 << 20 else { throw Failure(description: "frame of \(length) bytes") }
+            let masked = header[1] & 0x80 != 0
+            let mask = masked ? try read(4) : []
+            var payload = try read(length)
+            if masked { payload = payload.enumerated().map { $0.element ^ mask[$0.offset % 4] } }
+            switch opcode {
+            case 0x8: throw Failure(description: "connection closed by the browser")
+            case 0x9:
+                try sendFrame(payload, opcode: 0xA)
+                continue
+            case 0xA: continue
+            default: message += payload
+            }
+            if header[0] & 0x80 != 0 { return message }
+        }
+    }
+
+    private func send(_ bytes: [UInt8]) throws {
+        var sent = 0
+        while sent < bytes.count {
+            let n = bytes[sent...].withUnsafeBytes { Glibc.send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }
+            guard n > 0 else { throw Failure(description: "send: errno \(errno)") }
+            sent += n
+        }
+    }
+
+    private func read(_ count: Int) throws -> [UInt8] {
+        while buffer.count < count {
+            var chunk = [UInt8](repeating: 0, count: 65_536)
+            let n = chunk.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+            guard n > 0 else { throw Failure(description: n == 0 ? "connection closed" : "recv: errno \(errno) (timed out?)") }
+            buffer += chunk[..<n]
+        }
+        defer { buffer.removeFirst(count) }
+        return Array(buffer[..<count])
+    }
+}
+
+extension Array where Element == UInt8 {
+    fileprivate func ends(with suffix: [UInt8]) -> Bool {
+        count >= suffix.count && Array(self[(count - suffix.count)...]) == suffix
+    }
+}

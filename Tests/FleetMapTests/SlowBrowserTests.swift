@@ -1,0 +1,136 @@
+import FleetProtocol
+import FleetWatch
+import FleetcastTestSupport
+import Foundation
+import GNSS
+import InMemoryLogging
+import Logging
+import MQTT
+import Testing
+
+@testable import FleetMap
+
+#if canImport(Glibc)
+import Glibc
+#endif
+
+/// A browser that stops reading, over real HTTP: the server (in process, against a real
+/// mosquitto) drops it and logs it with its address, and a browser that reads keeps its updates.
+@Suite(.serialized) struct SlowBrowserTests {
+    /// A client of `/events` that sends its request and then never reads, with a tiny receive
+    /// buffer so the server's writes back up after a few kilobytes.
+    final class StalledClient {
+        let fd: Int32
+        let localPort: Int
+
+        init(port: Int) throws {
+            let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
+            self.fd = fd
+            guard fd >= 0 else { throw TestSupportError.system("socket", errno) }
+            var small: Int32 = 2048
+            setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
+            var address = sockaddr_in()
+            address.sin_family = sa_family_t(AF_INET)
+            address.sin_port = UInt16(port).bigEndian
+            address.sin_addr.s_addr = inet_addr("127.0.0.1")
+            let rc = withUnsafePointer(to: &address) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
+            }
+            guard rc == 0 else {
+                _ = Glibc.close(fd)
+                throw TestSupportError.system("connect", errno)
+            }
+            var local = sockaddr_in()
+            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
+            _ = withUnsafeMutablePointer(to: &local) {
+                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
+            }
+            localPort = Int(UInt16(bigEndian: local.sin_port))
+            let request = Array("GET /events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAccept: text/event-stream\r\n\r\n".utf8)
+            guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
+                _ = Glibc.close(fd)
+                throw TestSupportError.system("send", errno)
+            }
+        }
+
+        func close() { _ = Glibc.close(fd) }
+    }
+
+    @Test func aBrowserThatStopsReadingIsDroppedAndLoggedWhileAReadingOneKeepsItsUpdates() async throws {
+        try await withBroker { broker in
+            let memory = InMemoryLogHandler()
+            var logger = Logger(label: "test") { _ in memory }
+            logger.logLevel = .info
+            let mqtt = MQTTConfiguration(
+                broker: BrokerURL(host: broker.host, port: broker.port), clientID: "serve-\(UUID().uuidString.prefix(8))")
+            let server = try FleetMapServer(
+                subscriber: try FleetSubscriber(configuration: mqtt, logger: logger),
+                options: FleetMapServer.Options(
+                    port: 0, tiles: nil, flushInterval: .milliseconds(100), maximumPending: 1_000_000, maximumStalledFlushes: 10),
+                logger: logger)
+            let listening = Locked<Int?>(nil)
+            let serving = Task { try await server.run { port in listening.withLock { $0 = port } } }
+            let publisher = try MQTTClient(
+                configuration: MQTTConfiguration(
+                    broker: BrokerURL(host: broker.host, port: broker.port), clientID: "fleet-\(UUID().uuidString.prefix(8))"),
+                logger: Logger(label: "publisher"))
+            try await publisher.connect()
+            // 2,000 vehicles moving as fast as they can be published: each update event carries
+            // hundreds of kilobytes.
+            let publishing = Task {
+                var seq: UInt64 = 0
+                while !Task.isCancelled {
+                    seq += 1
+                    for n in 0..<2000 {
+                        let fix = Fix(
+                            time: UTCTimestamp(millisecondsSince1970: 1_790_000_000_000 + Int64(seq) * 100),
+                            latitude: 48 + Double(n) / 10_000 + Double(seq) / 100_000, longitude: 2, speed: 10, mode: .threeD)
+                        try await publisher.publish(
+                            topic: "fleet/v\(n)/fix", payload: FleetPayload.encode(fix, vehicle: "v\(n)", seq: seq), qos: .atMostOnce)
+                    }
+                }
+            }
+            var stalled: StalledClient?
+            var reader: TestProcess?
+            do {
+                try await waitUntil("the server to listen") { listening.withLock { $0 } != nil }
+                let port = try #require(listening.withLock { $0 })
+                try await waitUntil("the subscription", timeout: .seconds(15)) {
+                    memory.entries.contains { $0.message.description == "Subscribed to the fleet" }
+                }
+                let slow = try StalledClient(port: port)
+                stalled = slow
+                let fast = try TestProcess(
+                    "/usr/bin/curl", ["-sS", "-N", "--max-time", "60", "http://127.0.0.1:\(port)/events"], directory: broker.directory,
+                    name: "reader")
+                reader = fast
+                try await waitUntil("the stalled browser dropped", timeout: .seconds(60), interval: .milliseconds(50)) {
+                    memory.entries.contains { $0.message.description == "Dropped a slow browser" }
+                }
+                let drops = memory.entries.filter { $0.message.description == "Dropped a slow browser" }
+                #expect(drops.count == 1)
+                #expect(drops.first?.metadata["http.peer"]?.description == "127.0.0.1:\(slow.localPort)")
+                #expect(drops.first?.metadata["map.reason"]?.description == "stalled")
+                // The reader goes on receiving updates after the drop.
+                let updatesAtDrop = fast.standardOutput.components(separatedBy: "event: update").count
+                try await waitUntil("more updates for the reading browser", timeout: .seconds(30), interval: .milliseconds(50)) {
+                    fast.standardOutput.components(separatedBy: "event: update").count >= updatesAtDrop + 3
+                }
+                #expect(memory.entries.filter { $0.message.description == "Dropped a slow browser" }.count == 1)
+            } catch {
+                publishing.cancel()
+                stalled?.close()
+                await reader?.stop(grace: .seconds(1))
+                serving.cancel()
+                throw error
+            }
+            publishing.cancel()
+            _ = await publishing.result
+            stalled?.close()
+            await reader?.stop(grace: .seconds(1))
+            serving.cancel()
+            _ = try await withTimeout(.seconds(15), "the server to stop") { await serving.result }
+            await publisher.shutdown(flushTimeout: .zero)
+        }
+    }
+}
