@@ -205,8 +205,9 @@ let package = Package(
         .testTarget(
             name: "FleetMapTests",
             dependencies: [
-                "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore", "FleetcastTestSupport",
+                "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore", "FleetcastTestSupport", "FleetHistory",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),

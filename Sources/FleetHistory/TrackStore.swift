@@ -258,17 +258,17 @@ public struct TrackStore: Sendable {
 
     // MARK: Reading
 
-    /// The vehicle's fixes with `since ≤ time < until`, in time order (then `seq`), handed
-    /// to `body` one at a time as they arrive from the server (a year of 1 Hz fixes is never
-    /// held in memory at once).
+    /// The vehicle's fixes with `since ≤ time < until`, in time order (then `seq`), at most
+    /// `limit` of them when given, handed to `body` one at a time as they arrive from the
+    /// server (a year of 1 Hz fixes is never held in memory at once).
     public func track(
-        vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, _ body: (TrackPoint) throws -> Void
+        vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, limit: Int? = nil, _ body: (TrackPoint) throws -> Void
     ) async throws {
         let rows = try await client.query(
             """
             SELECT seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, backlog FROM fleetcast_fixes
             WHERE vehicle = \(vehicle.rawValue) AND time >= \(Date(since)) AND time < \(Date(until))
-            ORDER BY time, seq
+            ORDER BY time, seq LIMIT \(Int64(max(0, limit ?? Int(Int64.max))))
             """, logger: logger)
         for try await (seq, time, lat, lon, altitude, speed, track, mode, sats, eph, backlog) in rows.decode(
             (Int64, Date, Double, Double, Double?, Double?, Double?, Int16, Int16?, Double?, Bool).self)

@@ -97,17 +97,22 @@ public struct FleetMapServer: Sendable {
     public let subscriber: FleetSubscriber
     /// How the map is served.
     public let options: Options
+    /// Where past tracks come from (`/api/track`, and the page's "show the track"), if anywhere.
+    public let history: (any MapTrackSource)?
     let logger: Logger
 
     /// A server; nothing listens until ``run(onListening:)``. Throws ``LeafletMissing`` when
     /// the Leaflet directory lacks `leaflet.js` or `leaflet.css`.
-    public init(subscriber: FleetSubscriber, options: Options = Options(), logger: Logger) throws(LeafletMissing) {
+    public init(
+        subscriber: FleetSubscriber, options: Options = Options(), history: (any MapTrackSource)? = nil, logger: Logger
+    ) throws(LeafletMissing) {
         let files = ["leaflet.js", "leaflet.css"].map { "\(options.leafletDirectory)/\($0)" }
         guard files.allSatisfy({ FileManager.default.isReadableFile(atPath: $0) }) else {
             throw LeafletMissing(directory: options.leafletDirectory)
         }
         self.subscriber = subscriber
         self.options = options
+        self.history = history
         self.logger = logger
     }
 
@@ -162,7 +167,7 @@ public struct FleetMapServer: Sendable {
         let page = MapPage.html(
             configuration: MapJSON.pageConfiguration(
                 tiles: options.tiles, attribution: options.tiles == nil ? nil : options.attribution, staleAfter: options.staleAfter,
-                trailWindow: options.trailWindow, flushInterval: options.flushInterval))
+                trailWindow: options.trailWindow, flushInterval: options.flushInterval, history: history != nil))
         router.get("/") { _, _ in Self.response(page, type: "text/html; charset=utf-8") }
         router.get("/map.js") { _, _ in Self.response(MapPage.script, type: "text/javascript; charset=utf-8") }
         router.get("/map.css") { _, _ in Self.response(MapPage.style, type: "text/css; charset=utf-8") }
@@ -173,7 +178,32 @@ public struct FleetMapServer: Sendable {
             return Self.response(bytes, type: "application/json")
         }
         router.get("/events") { _, context in Self.events(feed, peer: context.peer) }
+        if let history {
+            router.get("/api/track") { request, _ in try await Self.track(request, from: history, logger: logger) }
+        }
         return router
+    }
+
+    /// `/api/track?vehicle=V&since=T1&until=T2`: the vehicle's recorded fixes in that range
+    /// (``MapTrackRequest``); 400 for a bad query, 503 (logged) when the history cannot be read.
+    static func track(_ request: Request, from history: any MapTrackSource, logger: Logger) async throws -> Response {
+        let query = request.uri.queryParameters
+        let wanted: MapTrackRequest
+        do {
+            wanted = try MapTrackRequest(
+                vehicle: query.get("vehicle"), since: query.get("since"), until: query.get("until"))
+        } catch {
+            throw HTTPError(.badRequest, message: error.reason)
+        }
+        let points: [MapTrackPoint]
+        do {
+            points = try await history.track(
+                vehicle: wanted.vehicle, since: wanted.since, until: wanted.until, limit: MapTrackRequest.maximumPoints + 1)
+        } catch {
+            logger.warning("Cannot read a track from the history", metadata: ["vehicle": "\(wanted.vehicle)", "error": "\(error)"])
+            throw HTTPError(.serviceUnavailable, message: "the track history cannot be read now")
+        }
+        return response(MapTrackRequest.json(vehicle: wanted.vehicle, points: points), type: "application/json")
     }
 
     /// `limit` as given: absent is the maximum; anything but an integer in 1…``maximumLimit``

@@ -87,7 +87,8 @@ enum MapJSON {
     /// The page's settings as a JSON object, safe to put inside a `<script>` element: every `<`
     /// is written `\u003c`, so no `</script>` can end the element early.
     static func pageConfiguration(
-        tiles: String?, attribution: String?, staleAfter: Duration, trailWindow: Duration, flushInterval: Duration
+        tiles: String?, attribution: String?, staleAfter: Duration, trailWindow: Duration, flushInterval: Duration,
+        history: Bool = false
     ) -> String {
         var w = JSONWriter(capacity: 256)
         w.string("tiles", tiles)
@@ -95,6 +96,7 @@ enum MapJSON {
         w.int("staleAfterMs", milliseconds(staleAfter))
         w.int("trailMs", milliseconds(trailWindow))
         w.int("flushMs", milliseconds(flushInterval))
+        w.bool("history", history)
         let bytes = w.finish().flatMap { $0 == UInt8(ascii: "<") ? Array(#"\u003c"#.utf8) : [$0] }
         return String(decoding: bytes, as: UTF8.self)
     }

@@ -9,7 +9,10 @@
 /// the DOM for tests and tools: `body[data-connection]` (`connecting`, `open`, `closed`),
 /// `body[data-vehicles]`, `body[data-snapshots]`, `body[data-updates]`, and per vehicle a list
 /// entry and a marker element with `data-vehicle`, `data-status`, `data-lat`, `data-lon`.
-/// `/#follow=ID` selects and follows vehicle `ID` once it is on the map.
+/// `/#follow=ID` selects and follows vehicle `ID` once it is on the map. With a track history
+/// (`serve --postgres`), the selected vehicle's details offer a time range ("From", "To", in
+/// the browser's time zone) whose recorded track is drawn dashed; `body[data-history-vehicle]`
+/// and `body[data-history-points]` then say which and how many fixes.
 enum MapPage {
     /// The page, with `configuration` (see ``MapJSON/pageConfiguration(tiles:attribution:staleAfter:trailWindow:flushInterval:)``,
     /// which writes no `<`) in a JSON script element the script reads.
@@ -35,6 +38,13 @@ enum MapPage {
           <section id="details" hidden>
             <h2 id="details-title"></h2>
             <dl id="details-list"></dl>
+            <form id="history" hidden>
+              <label>From <input type="datetime-local" id="history-since" step="60" required></label>
+              <label>To <input type="datetime-local" id="history-until" step="60" required></label>
+              <button type="submit" id="history-show">Show track</button>
+              <button type="button" id="history-clear">Clear</button>
+              <div id="history-status"></div>
+            </form>
           </section>
         </aside>
         <main id="map"></main>
@@ -72,6 +82,9 @@ enum MapPage {
         #details dl { display: grid; grid-template-columns: auto 1fr; gap: 2px 10px; margin: 0; font-size: 13px; }
         #details dt { color: #666; }
         #details dd { margin: 0; }
+        #history { margin-top: 8px; display: grid; gap: 4px; font-size: 13px; }
+        #history label { display: flex; justify-content: space-between; gap: 6px; }
+        #history-status { color: #555; }
         #map { flex: 1; background: #e8ecef; }
         .vehicle { background: none; border: none; }
         .vehicle .arrow { width: 22px; height: 22px; transform-origin: 50% 50%; }
@@ -302,6 +315,58 @@ enum MapPage {
           });
           // Ages and staleness move with time, not only with messages.
           setInterval(() => { for (const v of vehicles.values()) render(v); counts(); }, 1000);
+
+          // The recorded track of the selected vehicle, from /api/track (serve --postgres).
+          const historyForm = document.getElementById("history");
+          const historyStatus = document.getElementById("history-status");
+          let historyLayer = null;
+
+          function clearHistory() {
+            if (historyLayer) { historyLayer.remove(); historyLayer = null; }
+            body.removeAttribute("data-history-vehicle");
+            body.removeAttribute("data-history-points");
+            historyStatus.textContent = "";
+          }
+
+          function showHistory() {
+            if (!selected) return;
+            const since = new Date(document.getElementById("history-since").value);
+            const until = new Date(document.getElementById("history-until").value);
+            if (isNaN(since.getTime()) || isNaN(until.getTime()) || since >= until) {
+              historyStatus.textContent = "Choose a start before the end.";
+              return;
+            }
+            historyStatus.textContent = "Loading…";
+            const query = "vehicle=" + encodeURIComponent(selected) + "&since=" + encodeURIComponent(since.toISOString()) +
+              "&until=" + encodeURIComponent(until.toISOString());
+            fetch("/api/track?" + query)
+              .then(r => r.ok ? r.json() : r.text().then(t => { throw new Error(r.status + " " + t); }))
+              .then(track => {
+                clearHistory();
+                const line = [];
+                for (let i = 0; i + 2 < track.points.length; i += 3) line.push([track.points[i], track.points[i + 1]]);
+                body.setAttribute("data-history-vehicle", track.vehicle);
+                body.setAttribute("data-history-points", String(line.length));
+                if (line.length === 0) { historyStatus.textContent = "No recorded fixes in that time."; return; }
+                historyLayer = L.polyline(line, { color: "#639", weight: 3, opacity: 0.8, dashArray: "6 4", interactive: false })
+                  .addTo(map);
+                if (!follow.checked) map.fitBounds(historyLayer.getBounds().pad(0.1), { maxZoom: 17, animate: false });
+                historyStatus.textContent = line.length + " fixes" + (track.truncated ? ", the first " + line.length + " only" : "");
+              })
+              .catch(err => { historyStatus.textContent = "Cannot load the track: " + err.message; });
+          }
+
+          if (config.history) {
+            historyForm.hidden = false;
+            const pad = n => String(n).padStart(2, "0");
+            const local = d => d.getFullYear() + "-" + pad(d.getMonth() + 1) + "-" + pad(d.getDate()) + "T" +
+              pad(d.getHours()) + ":" + pad(d.getMinutes());
+            const now = Date.now();
+            document.getElementById("history-since").value = local(new Date(now - 2 * 3600000));
+            document.getElementById("history-until").value = local(new Date(now + 60000));
+            historyForm.addEventListener("submit", e => { e.preventDefault(); showHistory(); });
+            document.getElementById("history-clear").addEventListener("click", clearHistory);
+          }
 
           function connection(state, text) {
             body.setAttribute("data-connection", state);

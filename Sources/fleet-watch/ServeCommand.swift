@@ -1,7 +1,12 @@
 import ArgumentParser
+import FleetHistory
 import FleetMap
+import FleetProtocol
 import FleetWatch
+import Foundation
+import GNSS
 import Logging
+import PostgresNIO
 
 /// `fleet-watch serve --listen HOST:PORT`: the fleet on a live map in the browser. All the logic
 /// is in the FleetMap library (``FleetMapServer``).
@@ -13,7 +18,10 @@ struct ServeCommand: AsyncParsableCommand {
             Open http://HOST:PORT/ in a browser. Leaflet is served from --leaflet-dir (Debian's \
             libjs-leaflet), so the page needs no CDN; tiles come from --tiles (OpenStreetMap's \
             standard layer by default; "none" for a plain background with a scale). Updates are \
-            pushed with Server-Sent Events (/events); /api/vehicles is the fleet as JSON.
+            pushed with Server-Sent Events (/events); /api/vehicles is the fleet as JSON. With \
+            --postgres (the database `fleet-watch record` writes), a vehicle's details offer its \
+            recorded track over a chosen time (/api/track); the PostgreSQL password goes in the \
+            URL or in PGPASSWORD.
             """
     )
 
@@ -37,6 +45,9 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Minutes of trail drawn behind each vehicle.")
     var trailMinutes: Double = 5
 
+    @Option(help: "The track history to draw past tracks from: postgres://[user@]host[:port]/database[?sslmode=…].")
+    var postgres: String?
+
     func validate() throws {
         _ = try address()
         guard tiles == "none" || (tiles.hasPrefix("https://") || tiles.hasPrefix("http://")) && tiles.utf8.count <= 2048 else {
@@ -44,6 +55,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         guard staleAfter.isFinite, (1...86_400).contains(staleAfter) else { throw ValidationError("--stale-after: 1 to 86400 seconds") }
         guard trailMinutes.isFinite, (0...1440).contains(trailMinutes) else { throw ValidationError("--trail-minutes: 0 to 1440") }
+        if let postgres {
+            do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
+        }
     }
 
     /// `--listen` as host and port.
@@ -64,12 +78,46 @@ struct ServeCommand: AsyncParsableCommand {
             host: host, port: port, leafletDirectory: leafletDir, tiles: useTiles ? tiles : nil,
             attribution: attribution ?? (tiles == FleetMapServer.openStreetMapTiles ? FleetMapServer.openStreetMapAttribution : nil),
             staleAfter: .milliseconds(Int64(staleAfter * 1000)), trailWindow: .milliseconds(Int64(trailMinutes * 60_000)))
+        let client = try postgres.map {
+            PostgresClient(
+                configuration: try PostgresLocation(parsing: $0, environment: ProcessInfo.processInfo.environment).clientConfiguration,
+                backgroundLogger: logger)
+        }
         let server: FleetMapServer
         do {
-            server = try FleetMapServer(subscriber: try connection.makeSubscriber(logger: logger), options: options, logger: logger)
+            server = try FleetMapServer(
+                subscriber: try connection.makeSubscriber(logger: logger), options: options,
+                history: client.map { RecordedTracks(store: TrackStore(client: $0, logger: logger)) }, logger: logger)
         } catch let error as FleetMapServer.LeafletMissing {
             throw ValidationError(error.description)
         }
-        try await server.run()
+        guard let client else { return try await server.run() }
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            try await server.run()
+        }
+    }
+}
+
+/// The map's past tracks from the track history in PostgreSQL.
+struct RecordedTracks: MapTrackSource {
+    let store: TrackStore
+
+    /// A failed read, described for the log without the query's values.
+    struct Unavailable: Error, CustomStringConvertible {
+        let description: String
+    }
+
+    func track(vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, limit: Int) async throws -> [MapTrackPoint] {
+        var points: [MapTrackPoint] = []
+        do {
+            try await store.track(vehicle: vehicle, since: since, until: until, limit: limit) {
+                points.append(MapTrackPoint(latitude: $0.latitude, longitude: $0.longitude, time: $0.time))
+            }
+        } catch {
+            throw Unavailable(description: describePostgresError(error))
+        }
+        return points
     }
 }

@@ -297,29 +297,8 @@ import Testing
     func inOneLivePageMarkersMoveTheListFindsAVehicleAndFollowKeepsItCentred() async throws {
         try await withBroker { broker in
             let fleet = try await Self.startFleet(broker)
-            let debugPort = try FreePort.next()
-            let profile = "\(broker.directory)/chromium-live-profile"
-            let chrome = try TestProcess(
-                Self.chromium,
-                [
-                    "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile)",
-                    "--window-size=1200,800", "--remote-debugging-port=\(debugPort)", fleet.url + "/",
-                ], directory: broker.directory, name: "chromium-live")
+            let (chrome, page) = try await Self.openLivePage(fleet, broker: broker)
             do {
-                var path: String?
-                try await waitUntil("Chromium's DevTools endpoint listing the page", timeout: .seconds(60), interval: .milliseconds(100)) {
-                    if !chrome.isRunning {
-                        throw TestSupportError.processFailed(chrome.commandLine, status: -1, output: chrome.standardError)
-                    }
-                    let (status, list) = try await Self.curl(["http://127.0.0.1:\(debugPort)/json/list"], directory: broker.directory)
-                    guard status == 0, let pages = try? JSONSerialization.jsonObject(with: Data(list.utf8)) as? [[String: Any]] else {
-                        return false
-                    }
-                    let page = pages.first { $0["type"] as? String == "page" && ($0["url"] as? String)?.hasPrefix(fleet.url) == true }
-                    path = (page?["webSocketDebuggerUrl"] as? String).flatMap { URL(string: $0)?.path }
-                    return path != nil
-                }
-                let page = try DevToolsPage(port: debugPort, path: try #require(path))
                 let ids = Set(Self.fleet.map(\.id))
 
                 // The first paint: both vehicles listed, online, with their markers.
@@ -418,6 +397,38 @@ import Testing
             }
             await chrome.stop(grace: .seconds(1))
             await fleet.stop()
+        }
+    }
+
+    /// Starts headless Chromium on `fleet`'s page with its DevTools endpoint on a free port,
+    /// and connects to the page; the caller stops `chrome`.
+    static func openLivePage(_ fleet: Fleet, broker: TestBroker) async throws -> (chrome: TestProcess, page: DevToolsPage) {
+        let debugPort = try FreePort.next()
+        let profile = "\(broker.directory)/chromium-live-profile-\(UUID().uuidString.prefix(8))"
+        let chrome = try TestProcess(
+            Self.chromium,
+            [
+                "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(profile)",
+                "--window-size=1200,800", "--remote-debugging-port=\(debugPort)", fleet.url + "/",
+            ], directory: broker.directory, name: "chromium-live-\(UUID().uuidString.prefix(8))")
+        do {
+            var path: String?
+            try await waitUntil("Chromium's DevTools endpoint listing the page", timeout: .seconds(60), interval: .milliseconds(100)) {
+                if !chrome.isRunning {
+                    throw TestSupportError.processFailed(chrome.commandLine, status: -1, output: chrome.standardError)
+                }
+                let (status, list) = try await Self.curl(["http://127.0.0.1:\(debugPort)/json/list"], directory: broker.directory)
+                guard status == 0, let pages = try? JSONSerialization.jsonObject(with: Data(list.utf8)) as? [[String: Any]] else {
+                    return false
+                }
+                let page = pages.first { $0["type"] as? String == "page" && ($0["url"] as? String)?.hasPrefix(fleet.url) == true }
+                path = (page?["webSocketDebuggerUrl"] as? String).flatMap { URL(string: $0)?.path }
+                return path != nil
+            }
+            return (chrome, try DevToolsPage(port: debugPort, path: try #require(path)))
+        } catch {
+            await chrome.stop(grace: .seconds(1))
+            throw error
         }
     }
 

@@ -140,6 +140,38 @@ struct MapJSONTests {
             #expect(throws: (any Error).self, "\(bad)") { try FleetMapServer.limit(bad) }
         }
     }
+
+    @Test func aTrackRequestIsCheckedAndItsAnswerIsFlatAndBounded() throws {
+        let request = try MapTrackRequest(vehicle: "van-1", since: "2026-11-24T08:00:00Z", until: "2026-11-24T10:00:00.500Z")
+        #expect(request.vehicle.rawValue == "van-1")
+        #expect(request.until.millisecondsSince1970 - request.since.millisecondsSince1970 == 7_200_500)
+        let refused: [(String?, String?, String?)] = [
+            (nil, "2026-11-24T08:00:00Z", "2026-11-24T10:00:00Z"), ("van/1", "2026-11-24T08:00:00Z", "2026-11-24T10:00:00Z"),
+            (String(repeating: "v", count: 65), "2026-11-24T08:00:00Z", "2026-11-24T10:00:00Z"),
+            ("van-1", "yesterday", "2026-11-24T10:00:00Z"), ("van-1", "2026-11-24T08:00:00Z", nil),
+            ("van-1", "2026-11-24T10:00:00Z", "2026-11-24T08:00:00Z"), ("van-1", "2026-10-01T00:00:00Z", "2026-11-24T00:00:00Z"),
+        ]
+        for (vehicle, since, until) in refused {
+            #expect(throws: MapTrackRequest.Invalid.self, "\(String(describing: vehicle)) \(String(describing: since))") {
+                try MapTrackRequest(vehicle: vehicle, since: since, until: until)
+            }
+        }
+        let t = UTCTimestamp(millisecondsSince1970: 1_795_000_000_000)
+        let json = MapTrackRequest.json(
+            vehicle: request.vehicle,
+            points: [
+                MapTrackPoint(latitude: 48.8512345678, longitude: -2.35, time: t), MapTrackPoint(latitude: 0.00001, longitude: 0, time: t),
+            ])
+        let object = try #require(JSONSerialization.jsonObject(with: Data(json)) as? [String: Any])
+        #expect(object["vehicle"] as? String == "van-1")
+        #expect(object["points"] as? [Double] == [48.851235, -2.35, 1_795_000_000_000, 0.00001, 0, 1_795_000_000_000])
+        #expect(object["truncated"] as? Bool == false)
+        let many = Array(repeating: MapTrackPoint(latitude: 1, longitude: 2, time: t), count: MapTrackRequest.maximumPoints + 1)
+        let cut = try #require(
+            JSONSerialization.jsonObject(with: Data(MapTrackRequest.json(vehicle: request.vehicle, points: many))) as? [String: Any])
+        #expect((cut["points"] as? [Double])?.count == MapTrackRequest.maximumPoints * 3)
+        #expect(cut["truncated"] as? Bool == true)
+    }
 }
 
 /// The feed: a browser's snapshot and queue are taken together, updates are coalesced, and a

@@ -1,0 +1,93 @@
+import FleetHistory
+import FleetProtocol
+import FleetcastTestSupport
+import Foundation
+import GNSS
+import Logging
+import PostgresNIO
+import Testing
+
+/// `fleet-watch serve --postgres`: a vehicle's recorded track, read from a real PostgreSQL that
+/// holds what `fleet-watch record` writes, over `/api/track` and drawn by the page in headless
+/// Chromium when the user picks a time range.
+@Suite(.serialized) struct MapHistoryTests {
+    /// A database with the track schema and 50 fixes of van-1, one a second, the last a minute ago.
+    static func recordedTrack(_ postgres: TestPostgres) async throws -> (database: String, first: UTCTimestamp) {
+        let database = try await postgres.createDatabase()
+        let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
+        let now = Int64(Date().timeIntervalSince1970) * 1000
+        let first = UTCTimestamp(millisecondsSince1970: now - 110_000)
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            let store = TrackStore(client: client, logger: logger)
+            try await store.migrate()
+            let records = (0..<50).map { i in
+                TrackRecord(
+                    vehicle: VehicleID("van-1")!, seq: UInt64(i + 1),
+                    payload: .fix(
+                        Fix(
+                            time: UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + Int64(i) * 1000),
+                            latitude: 48.80 + Double(i) * 0.0001, longitude: 2.30, mode: .threeD)))
+            }
+            try await store.insert(records)
+        }
+        return (database, first)
+    }
+
+    @Test(
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: FleetMapServeTests.chromium),
+            "Debian's chromium is not installed (deploy/test.sh installs it)"))
+    func theMapDrawsAVehiclesRecordedTrackOverTheChosenTime() async throws {
+        let postgres = try await TestPostgres.start()
+        defer { Task { await postgres.shutdown() } }
+        let (database, first) = try await Self.recordedTrack(postgres)
+        try await withBroker { broker in
+            let fleet = try await FleetMapServeTests.startFleet(
+                broker, extraArguments: ["--postgres", postgres.url(database: database) + "?sslmode=disable"])
+            do {
+                // Over HTTP: the fixes of the range, oldest first, flat; a bad query is a 400.
+                let since = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 10_000).iso8601
+                let until = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 20_000).iso8601
+                let (status, body) = try await FleetMapServeTests.curl(
+                    ["\(fleet.url)/api/track?vehicle=van-1&since=\(since)&until=\(until)"], directory: broker.directory)
+                #expect(status == 0)
+                let track = try #require(JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], "\(body)")
+                let points = try #require(track["points"] as? [Double])
+                #expect(points.count == 10 * 3, "seconds 10 to 19")
+                #expect(points.first == 48.801 && points[2] == Double(first.millisecondsSince1970 + 10_000))
+                #expect(track["truncated"] as? Bool == false)
+                let (_, code) = try await FleetMapServeTests.curl(
+                    ["-o", "/dev/null", "-w", "%{http_code}", "\(fleet.url)/api/track?vehicle=van-1&since=\(until)&until=\(since)"],
+                    directory: broker.directory)
+                #expect(code == "400")
+
+                // In the page: select van-1, show its track over the default range (the last two hours).
+                let (chrome, page) = try await FleetMapServeTests.openLivePage(fleet, broker: broker)
+                defer { Task { await chrome.stop(grace: .seconds(1)) } }
+                try await waitUntil("van-1 listed with its history form", timeout: .seconds(60), interval: .milliseconds(100)) {
+                    (try? page.evaluate(
+                        """
+                        (() => { const li = document.querySelector('#list li[data-vehicle="van-1"]');
+                          if (!li || document.getElementById("history").hidden) return "no";
+                          li.click(); document.getElementById("history-show").click(); return "yes"; })()
+                        """)) == "yes"
+                }
+                try await waitUntil("the recorded track drawn", timeout: .seconds(30), interval: .milliseconds(100)) {
+                    try page.evaluate(#"document.body.getAttribute("data-history-points") || """#) == "50"
+                }
+                #expect(try page.evaluate(#"document.body.getAttribute("data-history-vehicle")"#) == "van-1")
+                #expect(try page.evaluate(#"document.getElementById("history-status").textContent"#) == "50 fixes")
+                _ = try page.evaluate(#"(() => { document.getElementById("history-clear").click(); return ""; })()"#)
+                #expect(try page.evaluate(#"String(document.body.hasAttribute("data-history-points"))"#) == "false")
+            } catch {
+                await fleet.stop()
+                throw error
+            }
+            await fleet.stop()
+        }
+    }
+}
