@@ -37,14 +37,19 @@ public enum FreePort {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { return false }
         defer { close(fd) }
+        return connectLoopback(fd, port: port) == 0
+    }
+
+    /// Connects the TCP socket `fd` (its options already set) to 127.0.0.1:`port`; returns
+    /// `connect(2)`'s result (`errno` tells why on -1).
+    public static func connectLoopback(_ fd: Int32, port: Int) -> Int32 {
         var address = sockaddr_in()
         address.sin_family = sa_family_t(AF_INET)
         address.sin_port = UInt16(port).bigEndian
         address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        let rc = withUnsafePointer(to: &address) {
+        return withUnsafePointer(to: &address) {
             $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
         }
-        return rc == 0
     }
 }
 

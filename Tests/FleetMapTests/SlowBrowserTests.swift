@@ -29,14 +29,7 @@ import Glibc
             guard fd >= 0 else { throw TestSupportError.system("socket", errno) }
             var small: Int32 = 2048
             setsockopt(fd, SOL_SOCKET, SO_RCVBUF, &small, socklen_t(MemoryLayout<Int32>.size))
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_port = UInt16(port).bigEndian
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            let rc = withUnsafePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { connect(fd, $0, socklen_t(MemoryLayout<sockaddr_in>.size)) }
-            }
-            guard rc == 0 else {
+            guard FreePort.connectLoopback(fd, port: port) == 0 else {
                 _ = Glibc.close(fd)
                 throw TestSupportError.system("connect", errno)
             }
