@@ -6,17 +6,21 @@ import PostgresNIO
 ///
 /// The password may also come from `PGPASSWORD` (what libpq reads), so it need not appear on
 /// a command line; the URL's wins when both are given. The default port is 5432, the default
-/// user `postgres`, the default `sslmode` `prefer` (TLS when the server offers it, as libpq).
-/// ``description`` never shows the password.
+/// user `postgres`, the default `sslmode` `prefer`. The modes mean what libpq's do: `prefer`
+/// and `require` encrypt without checking the server's certificate (Debian's PostgreSQL
+/// serves a self-signed one out of the box), `verify-full` checks it against the system's
+/// trusted CAs and the host name. ``description`` never shows the password.
 public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
     /// How to use TLS, as libpq's `sslmode`.
     public enum TLSMode: String, Sendable, Equatable {
         /// Plain TCP.
         case disable
-        /// TLS when the server offers it, plain TCP otherwise.
+        /// TLS when the server offers it (its certificate not checked), plain TCP otherwise.
         case prefer
-        /// TLS, verifying the server's certificate against the system's trusted CAs.
+        /// TLS, its certificate not checked: encrypted, but not proof of whom it talks to.
         case require
+        /// TLS, the certificate checked against the system's trusted CAs and the host name.
+        case verifyFull = "verify-full"
     }
 
     /// A URL that is not a PostgreSQL location.
@@ -55,7 +59,7 @@ public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
             switch item.name {
             case "sslmode":
                 guard let value = item.value, let mode = TLSMode(rawValue: value) else {
-                    throw InvalidURL(reason: "sslmode must be disable, prefer or require")
+                    throw InvalidURL(reason: "sslmode must be disable, prefer, require or verify-full")
                 }
                 tlsMode = mode
             default:
@@ -64,8 +68,10 @@ public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
         }
         self.host = host
         self.port = port
-        self.user = components.user?.removingPercentEncoding ?? "postgres"
-        self.password = components.password?.removingPercentEncoding ?? environment["PGPASSWORD"]
+        // Decoded once: `components.user` would be decoded already, and decoding it again
+        // turns a password's literal "%41" into "A".
+        self.user = components.percentEncodedUser?.removingPercentEncoding ?? "postgres"
+        self.password = components.percentEncodedPassword?.removingPercentEncoding ?? environment["PGPASSWORD"]
         self.database = database
         self.tlsMode = tlsMode
     }
@@ -73,13 +79,38 @@ public struct PostgresLocation: Sendable, Equatable, CustomStringConvertible {
     /// `postgres://user@host:port/database?sslmode=…`, without the password.
     public var description: String { "postgres://\(user)@\(host):\(port)/\(database)?sslmode=\(tlsMode.rawValue)" }
 
+    /// The TLS settings of ``tlsMode``: none for `disable`; no certificate check for `prefer`
+    /// and `require`; the system's CAs and the host name for `verify-full`.
+    private var tlsConfiguration: TLSConfiguration? {
+        switch tlsMode {
+        case .disable: return nil
+        case .prefer, .require:
+            var unverified = TLSConfiguration.makeClientConfiguration()
+            unverified.certificateVerification = .none
+            return unverified
+        case .verifyFull: return .makeClientConfiguration()
+        }
+    }
+
+    /// The settings of one postgres-nio connection (no pool), for a one-off check; throws when
+    /// the TLS context cannot be made.
+    public func connectionConfiguration() throws -> PostgresConnection.Configuration {
+        let tls: PostgresConnection.Configuration.TLS =
+            switch (tlsMode, tlsConfiguration) {
+            case (.prefer, let configuration?): .prefer(try NIOSSLContext(configuration: configuration))
+            case (_, let configuration?): .require(try NIOSSLContext(configuration: configuration))
+            case (_, nil): .disable
+            }
+        return PostgresConnection.Configuration(host: host, port: port, username: user, password: password, database: database, tls: tls)
+    }
+
     /// The postgres-nio client configuration.
     public var clientConfiguration: PostgresClient.Configuration {
         let tls: PostgresClient.Configuration.TLS =
-            switch tlsMode {
-            case .disable: .disable
-            case .prefer: .prefer(.makeClientConfiguration())
-            case .require: .require(.makeClientConfiguration())
+            switch (tlsMode, tlsConfiguration) {
+            case (.prefer, let configuration?): .prefer(configuration)
+            case (_, let configuration?): .require(configuration)
+            case (_, nil): .disable
             }
         var configuration = PostgresClient.Configuration(
             host: host, port: port, username: user, password: password, database: database, tls: tls)

@@ -17,13 +17,16 @@ public final class TestPostgres: Sendable {
     public let password: String?
     /// The temporary directory holding the cluster, the socket and the log.
     public let directory: String
+    /// With `tls`: the CA that signed the server's certificate (for `localhost` and 127.0.0.1).
+    public let caFile: String?
     private let process: TestProcess
 
-    private init(port: Int, user: String, password: String?, directory: String, process: TestProcess) {
+    private init(port: Int, user: String, password: String?, directory: String, caFile: String?, process: TestProcess) {
         self.port = port
         self.user = user
         self.password = password
         self.directory = directory
+        self.caFile = caFile
         self.process = process
     }
 
@@ -55,14 +58,16 @@ public final class TestPostgres: Sendable {
     ///     `nil` to trust loopback clients.
     ///   - durable: `false` (tests) turns off fsync and synchronous commit, which only matter
     ///     when the machine loses power; a benchmark measures with them on.
-    public static func start(password: String? = "fleetcast-test", durable: Bool = false) async throws -> TestPostgres {
+    ///   - tls: serve TLS (`ssl=on`) with a certificate signed by a CA made for the test
+    ///     (``caFile``), as Debian's own clusters serve their self-signed one.
+    public static func start(password: String? = "fleetcast-test", durable: Bool = false, tls: Bool = false) async throws -> TestPostgres {
         guard let bin = binaries else {
             throw TestSupportError.processFailed("postgres", status: -1, output: "no PostgreSQL server under /usr/lib/postgresql")
         }
         var attempt = 1
         while true {
             do {
-                return try await startOnce(bin: bin, password: password, durable: durable)
+                return try await startOnce(bin: bin, password: password, durable: durable, tls: tls)
             } catch TestSupportError.processFailed(let command, let status, let output) where attempt < 3 {
                 // A free port can be taken by a parallel test before the server binds it.
                 _ = (command, status, output)
@@ -71,7 +76,7 @@ public final class TestPostgres: Sendable {
         }
     }
 
-    private static func startOnce(bin: String, password: String?, durable: Bool) async throws -> TestPostgres {
+    private static func startOnce(bin: String, password: String?, durable: Bool, tls: Bool) async throws -> TestPostgres {
         let directory = try makeTemporaryDirectory(prefix: "fleetcast-postgres")
         do {
             let asRoot = geteuid() == 0
@@ -105,9 +110,24 @@ public final class TestPostgres: Sendable {
                 "-c", "max_connections=40", "-c", "shared_buffers=64MB",
             ]
             if !durable { settings += ["-c", "fsync=off", "-c", "synchronous_commit=off", "-c", "full_page_writes=off"] }
+            var caFile: String?
+            if tls {
+                let ca = try await TestCertificateAuthority.make(named: "postgres-ca", in: directory)
+                let server = try await ca.issue(
+                    commonName: "localhost", subjectAltNames: ["DNS:localhost", "IP:127.0.0.1"], fileName: "postgres-server")
+                // The server reads its key only if it owns it and no one else may read it.
+                if asRoot {
+                    try await TestBroker.runTool(
+                        "/usr/bin/chown", ["postgres:postgres", server.certificateFile, server.keyFile], in: "/tmp")
+                }
+                try await TestBroker.runTool("/usr/bin/chmod", ["0600", server.keyFile], in: "/tmp")
+                settings += ["-c", "ssl=on", "-c", "ssl_cert_file=\(server.certificateFile)", "-c", "ssl_key_file=\(server.keyFile)"]
+                caFile = ca.certificateFile
+            }
             let (serverExecutable, serverArguments) = command("\(bin)/postgres", settings)
             let server = try TestProcess(serverExecutable, serverArguments, directory: directory, name: "postgres")
-            let postgres = TestPostgres(port: port, user: user, password: password, directory: directory, process: server)
+            let postgres = TestPostgres(
+                port: port, user: user, password: password, directory: directory, caFile: caFile, process: server)
             try await waitUntil("PostgreSQL to accept connections on port \(port)", timeout: .seconds(30)) {
                 guard server.isRunning else {
                     throw TestSupportError.processFailed(server.commandLine, status: -1, output: server.standardError)
@@ -163,5 +183,22 @@ public final class TestPostgres: Sendable {
         process.send(SIGINT, toGroup: true)
         if (try? await process.waitForExit(timeout: .seconds(10))) == nil { process.send(SIGKILL, toGroup: true) }
         try? FileManager.default.removeItem(atPath: directory)
+    }
+}
+
+/// Runs `body` with a PostgreSQL started for it (see ``TestPostgres/start(password:durable:tls:)``)
+/// and stops it and removes its directory afterwards, also when `body` throws: no server is
+/// left running when the test process exits.
+public func withPostgres<T>(
+    password: String? = "fleetcast-test", durable: Bool = false, tls: Bool = false, _ body: (TestPostgres) async throws -> T
+) async throws -> T {
+    let postgres = try await TestPostgres.start(password: password, durable: durable, tls: tls)
+    do {
+        let result = try await body(postgres)
+        await postgres.shutdown()
+        return result
+    } catch {
+        await postgres.shutdown()
+        throw error
     }
 }

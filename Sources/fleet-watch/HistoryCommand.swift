@@ -19,7 +19,7 @@ struct HistoryCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require].")
+    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require|verify-full].")
     var postgres: String
 
     @Option(help: "The vehicle.")
@@ -57,7 +57,7 @@ struct HistoryCommand: AsyncParsableCommand {
         }
         let to =
             try until.map { try parse($0, "--until") }
-            ?? UTCTimestamp(millisecondsSince1970: Int64((Date().timeIntervalSince1970 * 1000).rounded()))
+            ?? UTCTimestamp.wallClockNow
         let from = try since.map { try parse($0, "--since") } ?? UTCTimestamp(millisecondsSince1970: to.millisecondsSince1970 - 86_400_000)
         return (from, to)
     }

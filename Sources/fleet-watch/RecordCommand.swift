@@ -24,7 +24,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require].")
+    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require|verify-full].")
     var postgres: String
 
     @Option(help: "The most rows written in one batch.")

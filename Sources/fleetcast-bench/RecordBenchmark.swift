@@ -23,10 +23,12 @@ func runRecordBenchmark(arguments: [String]) async {
     let batch = intOption(arguments, "--batch", 1_000)
     print("record: \(fixes) fixes of \(vehicles) vehicles into PostgreSQL (durable: fsync and synchronous commit on)")
     do {
-        let postgres = try await TestPostgres.start(durable: true)
-        defer { Task { await postgres.shutdown() } }
-        try await measureStore(postgres, fixes: fixes, vehicles: vehicles, batch: batch)
-        try await measureRecorder(postgres, fixes: fixes, vehicles: vehicles)
+        try await withPostgres(durable: true) { postgres in
+            try await measureStore(postgres, fixes: fixes, vehicles: vehicles, batch: batch)
+            try await withBroker(.init(extraConfiguration: ["max_queued_messages 1000000"])) { broker in
+                try await measureRecorder(postgres, broker: broker, fixes: fixes, vehicles: vehicles)
+            }
+        }
     } catch {
         print("record: failed: \(error)")
     }
@@ -85,10 +87,8 @@ private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, b
     }
 }
 
-private func measureRecorder(_ postgres: TestPostgres, fixes: Int, vehicles: Int) async throws {
+private func measureRecorder(_ postgres: TestPostgres, broker: TestBroker, fixes: Int, vehicles: Int) async throws {
     let database = try await postgres.createDatabase()
-    let broker = try await TestBroker.start(.init(extraConfiguration: ["max_queued_messages 1000000"]))
-    defer { Task { await broker.shutdown() } }
     let recorder = try TestProcess(
         builtProduct("fleet-watch"),
         ["record", "--broker", broker.url, "--postgres", postgres.url(database: database) + "?sslmode=disable", "--log-level", "info"],

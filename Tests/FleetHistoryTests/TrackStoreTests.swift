@@ -11,12 +11,12 @@ import Testing
 /// Runs `body` with a ``TrackStore`` on a fresh database of a real PostgreSQL server started
 /// for the test, the client running beside it.
 func withStore<T: Sendable>(
-    _ postgres: TestPostgres, database: String? = nil, _ body: (TrackStore, PostgresClient) async throws -> T
+    _ postgres: TestPostgres, database: String? = nil, sslmode: String = "disable", _ body: (TrackStore, PostgresClient) async throws -> T
 ) async throws -> T {
     let name: String
     if let database { name = database } else { name = try await postgres.createDatabase() }
-    let location = try PostgresLocation(parsing: postgres.url(database: name) + "?sslmode=disable")
-    let logger = Logger(label: "test")
+    let location = try PostgresLocation(parsing: postgres.url(database: name) + "?sslmode=\(sslmode)")
+    let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
     let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await client.run() }
@@ -39,73 +39,107 @@ func fix(_ vehicle: String, seq: UInt64, second: Int64, latitude: Double = 52.5,
 /// `(vehicle, seq)`, and the track read back; checked with `psql`, not with the store.
 @Suite struct TrackStoreTests {
     @Test func migrationCreatesTheSchemaOnceEvenWhenTwoRecordersStartTogether() async throws {
-        let postgres = try await TestPostgres.start()
-        defer { Task { await postgres.shutdown() } }
-        let database = try await postgres.createDatabase()
-        async let first = withStore(postgres, database: database) { store, _ in try await store.migrate() }
-        async let second = withStore(postgres, database: database) { store, _ in try await store.migrate() }
-        let found = try await [first, second].sorted()
-        #expect(found == [0, TrackStore.schemaVersion], "one migrated from an empty database, the other found it done")
-        #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1")
-        let tables = try await postgres.psql(
-            "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fleetcast_%' ORDER BY tablename", database: database)
-        #expect(tables == "fleetcast_fixes\nfleetcast_headings\nfleetcast_schema")
-        let indexes = try await postgres.psql(
-            "SELECT indexdef FROM pg_indexes WHERE indexname = 'fleetcast_fixes_vehicle_time'", database: database)
-        #expect(indexes.contains("(vehicle, \"time\")"))
-        // Started again, it finds the current version and changes nothing.
-        #expect(try await withStore(postgres, database: database) { store, _ in try await store.migrate() } == TrackStore.schemaVersion)
+        try await withPostgres { postgres in
+            let database = try await postgres.createDatabase()
+            async let first = withStore(postgres, database: database) { store, _ in try await store.migrate() }
+            async let second = withStore(postgres, database: database) { store, _ in try await store.migrate() }
+            let found = try await [first, second].sorted()
+            #expect(found == [0, TrackStore.schemaVersion], "one migrated from an empty database, the other found it done")
+            #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1")
+            let tables = try await postgres.psql(
+                "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fleetcast_%' ORDER BY tablename", database: database)
+            #expect(tables == "fleetcast_fixes\nfleetcast_headings\nfleetcast_schema")
+            let indexes = try await postgres.psql(
+                "SELECT indexdef FROM pg_indexes WHERE indexname = 'fleetcast_fixes_vehicle_time'", database: database)
+            #expect(indexes.contains("(vehicle, \"time\")"))
+            // Started again, it finds the current version and changes nothing.
+            #expect(try await withStore(postgres, database: database) { store, _ in try await store.migrate() } == TrackStore.schemaVersion)
+        }
     }
 
     @Test func aNewerSchemaIsRefusedNotOverwritten() async throws {
-        let postgres = try await TestPostgres.start()
-        defer { Task { await postgres.shutdown() } }
-        let database = try await postgres.createDatabase()
-        try await withStore(postgres, database: database) { store, _ in try await store.migrate() }
-        _ = try await postgres.psql("INSERT INTO fleetcast_schema (version) VALUES (99)", database: database)
-        await #expect(throws: TrackStore.NewerSchema.self) {
+        try await withPostgres { postgres in
+            let database = try await postgres.createDatabase()
             try await withStore(postgres, database: database) { store, _ in try await store.migrate() }
+            _ = try await postgres.psql("INSERT INTO fleetcast_schema (version) VALUES (99)", database: database)
+            await #expect(throws: TrackStore.NewerSchema.self) {
+                try await withStore(postgres, database: database) { store, _ in try await store.migrate() }
+            }
         }
     }
 
     @Test func duplicatesAreNoOpsAndTheTrackComesBackInTimeOrder() async throws {
-        let postgres = try await TestPostgres.start()
-        defer { Task { await postgres.shutdown() } }
-        let database = try await postgres.createDatabase()
-        try await withStore(postgres, database: database) { store, _ in
-            try await store.migrate()
-            let heading = TrackRecord(
-                vehicle: VehicleID("van-1")!, seq: 3,
-                payload: .heading(
-                    Heading(time: UTCTimestamp(millisecondsSince1970: 1_795_000_002_500), trueHeading: 90.5, source: .hdt)))
-            // Out of order, as a backlog arrives after live fixes.
-            let first = [
-                fix("van-1", seq: 4, second: 4), fix("van-1", seq: 1, second: 1, backlog: true), heading, fix("van-2", seq: 1, second: 2),
-            ]
-            #expect(try await store.insert(first) == 4)
-            // At-least-once: the same messages again, plus one new.
-            #expect(try await store.insert(first + [fix("van-1", seq: 5, second: 5)]) == 1)
-            // More rows than one statement carries.
-            let many = (10..<(10 + UInt64(TrackStore.maximumRowsPerStatement) + 7)).map { fix("van-3", seq: $0, second: Int64($0)) }
-            #expect(try await store.insert(many) == many.count)
+        try await withPostgres { postgres in
+            let database = try await postgres.createDatabase()
+            try await withStore(postgres, database: database) { store, _ in
+                try await store.migrate()
+                let heading = TrackRecord(
+                    vehicle: VehicleID("van-1")!, seq: 3,
+                    payload: .heading(
+                        Heading(time: UTCTimestamp(millisecondsSince1970: 1_795_000_002_500), trueHeading: 90.5, source: .hdt)))
+                // Out of order, as a backlog arrives after live fixes.
+                let first = [
+                    fix("van-1", seq: 4, second: 4), fix("van-1", seq: 1, second: 1, backlog: true), heading,
+                    fix("van-2", seq: 1, second: 2),
+                ]
+                #expect(try await store.insert(first) == 4)
+                // At-least-once: the same messages again, plus one new.
+                #expect(try await store.insert(first + [fix("van-1", seq: 5, second: 5)]) == 1)
+                // More rows than one statement carries.
+                let many = (10..<(10 + UInt64(TrackStore.maximumRowsPerStatement) + 7)).map { fix("van-3", seq: $0, second: Int64($0)) }
+                #expect(try await store.insert(many) == many.count)
 
-            var points: [TrackPoint] = []
-            try await store.track(
-                vehicle: VehicleID("van-1")!, since: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000),
-                until: UTCTimestamp(millisecondsSince1970: 1_795_000_005_000)
-            ) { points.append($0) }
-            #expect(points.map(\.seq) == [1, 4], "seq 5 is at the excluded end; the heading is not a fix")
-            #expect(points.first?.backlog == true)
-            #expect(points.first?.latitude == 52.5)
-            #expect(points.first?.altitudeMSL == 34)
-            #expect(points.first?.satellites == 9)
-            #expect(points.first?.time == UTCTimestamp(millisecondsSince1970: 1_795_000_001_000))
-            #expect(try await store.vehicles() == ["van-1", "van-2", "van-3"])
+                var points: [TrackPoint] = []
+                try await store.track(
+                    vehicle: VehicleID("van-1")!, since: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000),
+                    until: UTCTimestamp(millisecondsSince1970: 1_795_000_005_000)
+                ) { points.append($0) }
+                #expect(points.map(\.seq) == [1, 4], "seq 5 is at the excluded end; the heading is not a fix")
+                #expect(points.first?.backlog == true)
+                #expect(points.first?.latitude == 52.5)
+                #expect(points.first?.altitudeMSL == 34)
+                #expect(points.first?.satellites == 9)
+                #expect(points.first?.time == UTCTimestamp(millisecondsSince1970: 1_795_000_001_000))
+                #expect(try await store.vehicles() == ["van-1", "van-2", "van-3"])
+            }
+            #expect(
+                try await postgres.psql("SELECT count(*) FROM fleetcast_fixes", database: database)
+                    == "\(4 + TrackStore.maximumRowsPerStatement + 7)")
+            #expect(try await postgres.psql("SELECT heading, source FROM fleetcast_headings", database: database) == "90.5|HDT")
         }
-        #expect(
-            try await postgres.psql("SELECT count(*) FROM fleetcast_fixes", database: database)
-                == "\(4 + TrackStore.maximumRowsPerStatement + 7)")
-        #expect(try await postgres.psql("SELECT heading, source FROM fleetcast_headings", database: database) == "90.5|HDT")
+    }
+
+    @Test func tlsModesMeanWhatLibpqsDo() async throws {
+        // A server with TLS and a certificate from a CA the system does not trust, as Debian's
+        // own clusters serve their self-signed "snakeoil" one.
+        try await withPostgres(tls: true) { postgres in
+            let database = try await postgres.createDatabase()
+            for mode in ["prefer", "require"] {
+                let encrypted = try await withStore(postgres, database: database, sslmode: mode) { store, client in
+                    try await store.migrate()
+                    var ssl = false
+                    for try await value in try await client.query("SELECT ssl FROM pg_stat_ssl WHERE pid = pg_backend_pid()")
+                        .decode(Bool.self)
+                    {
+                        ssl = value
+                    }
+                    return ssl
+                }
+                #expect(encrypted, "sslmode=\(mode): the server says the connection is encrypted")
+            }
+            // verify-full checks the certificate against the system's CAs: refused, as a TLS
+            // failure (not a time-out).
+            let strict = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=verify-full")
+            let refusal = await #expect(throws: (any Error).self) {
+                try await withTimeout(.seconds(30), "a verify-full connection") {
+                    let connection = try await PostgresConnection.connect(
+                        configuration: try strict.connectionConfiguration(), id: 1,
+                        logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+                    try await connection.close()
+                }
+            }
+            #expect(String(reflecting: refusal).localizedCaseInsensitiveContains("certificate"), "\(String(reflecting: refusal))")
+        }
     }
 
     @Test func urlsAreParsedAsLibpqDoesAndPasswordsNeverShown() throws {
@@ -118,12 +152,15 @@ func fix(_ vehicle: String, seq: UInt64, second: Int64, latitude: Double = 52.5,
         #expect(location.database == "tracks")
         #expect(location.tlsMode == .require)
         #expect(!location.description.contains("cret"))
+        // Decoded once: a literal "%" (sent as %25) stays a "%".
+        #expect(try PostgresLocation(parsing: "postgres://u:50%25off%2541@db/x").password == "50%off%41")
+        #expect(try PostgresLocation(parsing: "postgres://db/x?sslmode=verify-full").tlsMode == .verifyFull)
         let fromEnvironment = try PostgresLocation(parsing: "postgres://db/tracks", environment: ["PGPASSWORD": "p"])
         #expect(fromEnvironment.password == "p")
         #expect(fromEnvironment.port == 5432)
         #expect(fromEnvironment.user == "postgres")
         #expect(fromEnvironment.tlsMode == .prefer)
-        for bad in ["mysql://db/x", "postgres://db", "postgres://db/x?sslmode=verify-full", "postgres:///x", "postgres://db/x?timeout=3"] {
+        for bad in ["mysql://db/x", "postgres://db", "postgres://db/x?sslmode=verify-ca", "postgres:///x", "postgres://db/x?timeout=3"] {
             #expect(throws: PostgresLocation.InvalidURL.self, "\(bad)") { try PostgresLocation(parsing: bad) }
         }
     }

@@ -42,52 +42,57 @@ import Testing
             if: FileManager.default.isExecutableFile(atPath: FleetMapServeTests.chromium),
             "Debian's chromium is not installed (deploy/test.sh installs it)"))
     func theMapDrawsAVehiclesRecordedTrackOverTheChosenTime() async throws {
-        let postgres = try await TestPostgres.start()
-        defer { Task { await postgres.shutdown() } }
-        let (database, first) = try await Self.recordedTrack(postgres)
-        try await withBroker { broker in
-            let fleet = try await FleetMapServeTests.startFleet(
-                broker, extraArguments: ["--postgres", postgres.url(database: database) + "?sslmode=disable"])
-            do {
-                // Over HTTP: the fixes of the range, oldest first, flat; a bad query is a 400.
-                let since = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 10_000).iso8601
-                let until = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 20_000).iso8601
-                let (status, body) = try await FleetMapServeTests.curl(
-                    ["\(fleet.url)/api/track?vehicle=van-1&since=\(since)&until=\(until)"], directory: broker.directory)
-                #expect(status == 0)
-                let track = try #require(JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], "\(body)")
-                let points = try #require(track["points"] as? [Double])
-                #expect(points.count == 10 * 3, "seconds 10 to 19")
-                #expect(points.first == 48.801 && points[2] == Double(first.millisecondsSince1970 + 10_000))
-                #expect(track["truncated"] as? Bool == false)
-                let (_, code) = try await FleetMapServeTests.curl(
-                    ["-o", "/dev/null", "-w", "%{http_code}", "\(fleet.url)/api/track?vehicle=van-1&since=\(until)&until=\(since)"],
-                    directory: broker.directory)
-                #expect(code == "400")
+        try await withPostgres { postgres in
+            let (database, first) = try await Self.recordedTrack(postgres)
+            try await withBroker { broker in
+                let fleet = try await FleetMapServeTests.startFleet(
+                    broker, extraArguments: ["--postgres", postgres.url(database: database) + "?sslmode=disable"])
+                do {
+                    // Over HTTP: the fixes of the range, oldest first, flat; a bad query is a 400.
+                    let since = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 10_000).iso8601
+                    let until = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 20_000).iso8601
+                    let (status, body) = try await FleetMapServeTests.curl(
+                        ["\(fleet.url)/api/track?vehicle=van-1&since=\(since)&until=\(until)"], directory: broker.directory)
+                    #expect(status == 0)
+                    let track = try #require(JSONSerialization.jsonObject(with: Data(body.utf8)) as? [String: Any], "\(body)")
+                    let points = try #require(track["points"] as? [Double])
+                    #expect(points.count == 10 * 3, "seconds 10 to 19")
+                    #expect(points.first == 48.801 && points[2] == Double(first.millisecondsSince1970 + 10_000))
+                    #expect(track["truncated"] as? Bool == false)
+                    let (_, code) = try await FleetMapServeTests.curl(
+                        ["-o", "/dev/null", "-w", "%{http_code}", "\(fleet.url)/api/track?vehicle=van-1&since=\(until)&until=\(since)"],
+                        directory: broker.directory)
+                    #expect(code == "400")
 
-                // In the page: select van-1, show its track over the default range (the last two hours).
-                let (chrome, page) = try await FleetMapServeTests.openLivePage(fleet, broker: broker)
-                defer { Task { await chrome.stop(grace: .seconds(1)) } }
-                try await waitUntil("van-1 listed with its history form", timeout: .seconds(60), interval: .milliseconds(100)) {
-                    (try? page.evaluate(
-                        """
-                        (() => { const li = document.querySelector('#list li[data-vehicle="van-1"]');
-                          if (!li || document.getElementById("history").hidden) return "no";
-                          li.click(); document.getElementById("history-show").click(); return "yes"; })()
-                        """)) == "yes"
+                    // In the page: select van-1, show its track over the default range (the last two hours).
+                    let (chrome, page) = try await FleetMapServeTests.openLivePage(fleet, broker: broker)
+                    do {
+                        try await waitUntil("van-1 listed with its history form", timeout: .seconds(60), interval: .milliseconds(100)) {
+                            (try? page.evaluate(
+                                """
+                                (() => { const li = document.querySelector('#list li[data-vehicle="van-1"]');
+                                  if (!li || document.getElementById("history").hidden) return "no";
+                                  li.click(); document.getElementById("history-show").click(); return "yes"; })()
+                                """)) == "yes"
+                        }
+                        try await waitUntil("the recorded track drawn", timeout: .seconds(30), interval: .milliseconds(100)) {
+                            try page.evaluate(#"document.body.getAttribute("data-history-points") || """#) == "50"
+                        }
+                        #expect(try page.evaluate(#"document.body.getAttribute("data-history-vehicle")"#) == "van-1")
+                        #expect(try page.evaluate(#"document.getElementById("history-status").textContent"#) == "50 fixes")
+                        _ = try page.evaluate(#"(() => { document.getElementById("history-clear").click(); return ""; })()"#)
+                        #expect(try page.evaluate(#"String(document.body.hasAttribute("data-history-points"))"#) == "false")
+                    } catch {
+                        await chrome.stop(grace: .seconds(1))
+                        throw error
+                    }
+                    await chrome.stop(grace: .seconds(1))
+                } catch {
+                    await fleet.stop()
+                    throw error
                 }
-                try await waitUntil("the recorded track drawn", timeout: .seconds(30), interval: .milliseconds(100)) {
-                    try page.evaluate(#"document.body.getAttribute("data-history-points") || """#) == "50"
-                }
-                #expect(try page.evaluate(#"document.body.getAttribute("data-history-vehicle")"#) == "van-1")
-                #expect(try page.evaluate(#"document.getElementById("history-status").textContent"#) == "50 fixes")
-                _ = try page.evaluate(#"(() => { document.getElementById("history-clear").click(); return ""; })()"#)
-                #expect(try page.evaluate(#"String(document.body.hasAttribute("data-history-points"))"#) == "false")
-            } catch {
                 await fleet.stop()
-                throw error
             }
-            await fleet.stop()
         }
     }
 }
