@@ -34,16 +34,20 @@ public struct FleetRecorder: Service {
         public var flushInterval: Duration
         /// Delays between attempts to write a batch PostgreSQL refused or could not take.
         public var backoff: Backoff
+        /// The longest one attempt may take before it counts as failed and is retried (the
+        /// connection pool waits for a connection without end while the server is unreachable).
+        public var attemptTimeout: Duration
 
         /// Batches of up to 1,000 events, written at least every 200 ms; retries from 250 ms
         /// doubling up to 10 s.
         public init(
             batchSize: Int = 1_000, flushInterval: Duration = .milliseconds(200),
-            backoff: Backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(10))
+            backoff: Backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(10)), attemptTimeout: Duration = .seconds(15)
         ) {
             self.batchSize = max(1, batchSize)
             self.flushInterval = max(flushInterval, .milliseconds(1))
             self.backoff = backoff
+            self.attemptTimeout = max(attemptTimeout, .milliseconds(100))
         }
     }
 
@@ -68,13 +72,22 @@ public struct FleetRecorder: Service {
     /// fails (throws) or the task is cancelled (throws `CancellationError`; what was received
     /// and not yet written is lost, and logged).
     public func run() async throws {
-        try await retrying("migrate the track schema") { try await store.migrate() }
+        do {
+            // A stop while PostgreSQL is still unreachable ends the wait: nothing was received.
+            try await cancelWhenGracefulShutdown { [self] in
+                try await retrying("migrate the track schema") { try await store.migrate() }
+            }
+        } catch is CancellationError where Task.isShuttingDownGracefully {
+            logger.info("Recorder stopped before PostgreSQL could be reached; nothing was received")
+            return
+        }
         logger.info(
             "Recording the fleet into PostgreSQL",
             metadata: ["mqtt.filters": "\(subscriber.filters)", "batch.size": "\(options.batchSize)"])
         var written = 0
         var received = 0
         var skipped: [TrackRecord.Skip: Int] = [:]
+        var malformed = 0
         let batches = subscriber.events().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
         for try await events in batches {
             var records: [TrackRecord] = []
@@ -82,7 +95,15 @@ public struct FleetRecorder: Service {
             for event in events {
                 switch TrackRecord.from(event) {
                 case .success(let record): records.append(record)
-                case .failure(.notAPosition): break
+                case .failure(.notAPosition):
+                    // A malformed message is counted and named once; a status is simply not history.
+                    guard case .malformed(let topic, let reason) = event else { break }
+                    malformed += 1
+                    if malformed == 1 {
+                        logger.warning(
+                            "A malformed message cannot be recorded; such messages are counted and skipped",
+                            metadata: ["mqtt.topic": "\(topic)", "reason": "\(reason)"])
+                    }
                 case .failure(let skip):
                     skipped[skip, default: 0] += 1
                     if skipped[skip] == 1 {
@@ -95,11 +116,10 @@ public struct FleetRecorder: Service {
             guard !records.isEmpty else { continue }
             received += records.count
             do {
-                written += try await retrying("write \(records.count) rows") { try await store.insert(records) }
+                written += try await retrying("write \(records.count) rows") { [records] in try await store.insert(records) }
             } catch {
-                logger.error(
-                    "Stopped before these rows were written",
-                    metadata: ["rows": "\(records.count)", "error": "\(describePostgresError(error))"])
+                // The failure itself is the caller's to report (the task was cancelled).
+                logger.warning("Rows received but not written", metadata: ["rows": "\(records.count)"])
                 throw error
             }
             logger.trace("Batch written", metadata: ["rows": "\(records.count)"])
@@ -108,21 +128,24 @@ public struct FleetRecorder: Service {
             "Recorder stopped; everything received is written",
             metadata: [
                 "rows.received": "\(received)", "rows.new": "\(written)", "rows.duplicate": "\(received - written)",
-                "messages.skipped": "\(skipped.values.reduce(0, +))",
+                "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed)",
             ])
     }
 
     /// Runs `operation` until it succeeds, waiting ``Options/backoff`` between attempts;
-    /// logs the first failure (warning) and the recovery (notice), each once. Throws only
-    /// `CancellationError`, when the task is cancelled.
-    private func retrying<T: Sendable>(_ what: String, _ operation: () async throws -> T) async throws -> T {
+    /// logs the first failure (warning) and the recovery (notice), each once. Throws
+    /// `CancellationError` when the task is cancelled, and ``TrackStore/NewerSchema`` at once
+    /// (retrying cannot mend it).
+    private func retrying<T: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
         var backoff = options.backoff
         var failures = 0
         while true {
             do {
-                let value = try await operation()
+                guard let value = try await withTimeLimit(options.attemptTimeout, operation) else {
+                    throw NoAnswer(limit: options.attemptTimeout)
+                }
                 if failures > 0 {
-                    logger.notice("PostgreSQL is back", metadata: ["attempts": "\(failures + 1)", "task": "\(what)"])
+                    logger.notice("PostgreSQL is back", metadata: ["attempts": "\(failures + 1)", "postgres.task": "\(what)"])
                 }
                 return value
             } catch let error as TrackStore.NewerSchema {
@@ -132,13 +155,20 @@ public struct FleetRecorder: Service {
                 failures += 1
                 if failures == 1 {
                     logger.warning(
-                        "Cannot \(what) in PostgreSQL; retrying, and events wait in memory",
-                        metadata: ["error": "\(describePostgresError(error))"])
+                        "PostgreSQL cannot be written to; retrying, and events wait in memory",
+                        metadata: ["postgres.task": "\(what)", "error": "\(describePostgresError(error))"])
                 }
                 try await Task.sleep(for: backoff.next())
             }
         }
     }
+}
+
+/// An attempt PostgreSQL did not answer in time (unreachable: the pool is still trying to
+/// connect; or overloaded).
+struct NoAnswer: Error, CustomStringConvertible {
+    let limit: Duration
+    var description: String { "no answer from PostgreSQL within \(limit) (unreachable, or too slow)" }
 }
 
 /// A PostgreSQL error in one line for the log: its code, SQLSTATE, the server's message and

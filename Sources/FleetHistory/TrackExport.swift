@@ -21,7 +21,7 @@ public enum TrackFormat: String, Sendable, CaseIterable {
 
 /// Writes a track point by point in a ``TrackFormat``, handing the text to `output` in pieces
 /// (so a long track is never one string in memory; GeoJSON keeps the line's coordinates,
-/// 16 bytes a fix, to write them after the points).
+/// about 32 bytes a fix — 2.8 MB for a day at 1 Hz — to write them after the points).
 ///
 /// ```swift
 /// var writer = TrackWriter(format: .gpx, vehicle: van) { FileHandle.standardOutput.write(Data($0.utf8)) }

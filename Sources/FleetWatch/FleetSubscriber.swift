@@ -114,7 +114,11 @@ public struct FleetSubscriber: Sendable {
     }
 
     private func run(_ continuation: AsyncThrowingStream<FleetEvent, any Error>.Continuation) async throws {
-        let client = try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
+        // A graceful stop while the broker is still unreachable ends the wait (the stream then
+        // finishes, empty), instead of waiting for the group's time limit.
+        let client = try await cancelWhenGracefulShutdown { [configuration, logger] in
+            try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
+        }
         let decoder = FleetMessageDecoder(topics: options.topics)
         var dropped: UInt64 = 0
         do {

@@ -26,6 +26,19 @@ import Testing
         return result
     }
 
+    /// The `seq` of the last fix or heading `vehicle`'s agent published: the higher of its
+    /// retained `fix` and `heading` messages (read with `mosquitto_sub`).
+    static func lastPublishedSeq(_ vehicle: String, broker: TestBroker) async throws -> Int {
+        var last = 0
+        for kind in ["fix", "heading"] {
+            guard let line = try await MosquittoCLI.retained(broker: broker, topic: "fleet/\(vehicle)/\(kind)"),
+                let range = line.range(of: #""seq":[0-9]+"#, options: .regularExpression)
+            else { continue }
+            last = max(last, Int(line[range].dropFirst(6)) ?? 0)
+        }
+        return last
+    }
+
     static func startAgent(_ vehicle: String, broker: TestBroker, directory: TemporaryDirectory) throws -> TestProcess {
         try TestProcess(
             builtProduct("fleetcast-agent"),
@@ -66,72 +79,115 @@ import Testing
     @Test func recordsLiveAndBacklogOnceAndWritesEverythingOnSIGTERM() async throws {
         let directory = try TemporaryDirectory(prefix: "fleetcast-record")
         defer { directory.remove() }
-        let broker = try await TestBroker.start()
-        let postgres = try await TestPostgres.start()
-        defer {
-            Task {
-                await postgres.shutdown(); await broker.shutdown()
+        try await withBroker { broker in
+            try await withPostgres { postgres in
+                let database = try await postgres.createDatabase()
+
+                let recorder = try Self.startRecorder(
+                    "recorder", broker: broker, postgres: postgres, database: database, directory: directory)
+                try await Self.waitForLog(recorder, "Recording the fleet into PostgreSQL")
+                try await Self.waitForLog(recorder, "Subscribed to the fleet")
+                let agents = try ["van-a", "van-b"].map { try Self.startAgent($0, broker: broker, directory: directory) }
+
+                // A backlog batch, as an agent sends history it could not deliver live, twice (an
+                // at-least-once redelivery), and a fix from some other publisher with no seq.
+                func event(_ seq: Int, _ second: Int) -> String {
+                    String(
+                        decoding: FleetPayload.encode(
+                            Fix(
+                                time: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000 + Int64(second) * 1000), latitude: 47.1,
+                                longitude: 8.2,
+                                mode: .threeD),
+                            vehicle: "late-1", seq: UInt64(seq), includeKind: true), as: UTF8.self)
+                }
+                let batch = #"{"v":1,"vehicle":"late-1","events":["# + (1...3).map { event($0, $0) }.joined(separator: ",") + "]}"
+                for _ in 0..<2 { try await MosquittoCLI.publish(broker: broker, topic: "fleet/late-1/backlog", message: batch) }
+                try await MosquittoCLI.publish(
+                    broker: broker, topic: "fleet/stray/fix",
+                    message: #"{"v":1,"time":"2026-11-24T00:00:00.000Z","lat":1,"lon":2,"mode":3}"#)
+
+                try await waitUntil("both vehicles and the backlog in PostgreSQL", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    let rows = try await Self.rows(postgres, database)
+                    return (rows["van-a"]?.count ?? 0) >= 20 && (rows["van-b"]?.count ?? 0) >= 20 && rows["late-1"] != nil
+                }
+                for agent in agents { agent.send(SIGTERM) }
+                for agent in agents { #expect(try await agent.waitForExit(timeout: .seconds(20)) == 0) }
+                recorder.send(SIGTERM)
+                #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
+                #expect(recorder.standardError.contains("Recorder stopped; everything received is written"), "\(recorder.standardError)")
+                #expect(recorder.standardError.contains("A message cannot be recorded"), "the seq-less fix is named in the log")
+
+                let rows = try await Self.rows(postgres, database)
+                for vehicle in ["van-a", "van-b"] {
+                    let r = try #require(rows[vehicle])
+                    #expect(r.count == r.last - r.first + 1, "\(vehicle): seq \(r.first)…\(r.last) but \(r.count) rows")
+                    // Nothing lost at the end either: the last row is the last message the agent sent.
+                    #expect(r.last == (try await Self.lastPublishedSeq(vehicle, broker: broker)), "\(vehicle)")
+                }
+                #expect(rows["late-1"].map { [$0.first, $0.last, $0.count] } == [1, 3, 3], "the backlog, once")
+                #expect(rows["stray"] == nil)
+                #expect(
+                    try await postgres.psql("SELECT bool_and(backlog) FROM fleetcast_fixes WHERE vehicle = 'late-1'", database: database)
+                        == "t")
+                // Live fixes are marked live (an agent may also send a backlog of what it read before
+                // its first connection).
+                #expect(
+                    try await postgres.psql("SELECT bool_or(NOT backlog) FROM fleetcast_fixes WHERE vehicle = 'van-a'", database: database)
+                        == "t")
+
+                // What `history` reads back is that track, from the same database.
+                let history = try TestProcess(
+                    builtProduct("fleet-watch"),
+                    [
+                        "history", "--postgres", "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable",
+                        "--vehicle", "late-1", "--since", "2026-11-18T00:00:00Z", "--until", "2026-11-19T00:00:00Z", "--format", "csv",
+                    ],
+                    directory: directory.path, name: "history", environment: ["PGPASSWORD": postgres.password ?? ""])
+                #expect(try await history.waitForExit(timeout: .seconds(30)) == 0, "\(history.standardError)")
+                let lines = history.standardOutput.split(separator: "\r\n")
+                #expect(lines.count == 4, "\(history.standardOutput)")
+                #expect(lines.dropFirst().map { $0.split(separator: ",")[1] } == ["1", "2", "3"])
             }
         }
-        let database = try await postgres.createDatabase()
+    }
 
-        let recorder = try Self.startRecorder("recorder", broker: broker, postgres: postgres, database: database, directory: directory)
-        try await Self.waitForLog(recorder, "Recording the fleet into PostgreSQL")
-        try await Self.waitForLog(recorder, "Subscribed to the fleet")
-        let agents = try ["van-a", "van-b"].map { try Self.startAgent($0, broker: broker, directory: directory) }
+    @Test func anUnreachableDatabaseOrBrokerIsNamedOnceAndSIGTERMStillEndsTheRecorderAtOnce() async throws {
+        try await withBroker { broker in
+            try await withPostgres { postgres in
+                let directory = try TemporaryDirectory(prefix: "fleetcast-record-down")
+                defer { directory.remove() }
+                let closedPort = try FreePort.next()
+                // PostgreSQL unreachable: one warning, then SIGTERM ends the wait.
+                let noDatabase = try TestProcess(
+                    builtProduct("fleet-watch"),
+                    ["record", "--broker", broker.url, "--postgres", "postgres://nobody@127.0.0.1:\(closedPort)/fleet?sslmode=disable"],
+                    directory: directory.path, name: "no-database")
+                try await Self.waitForLog(noDatabase, "PostgreSQL cannot be written to")
+                noDatabase.send(SIGTERM)
+                let clock = ContinuousClock()
+                let stopping = clock.now
+                #expect(try await noDatabase.waitForExit(timeout: .seconds(20)) == 0, "\(noDatabase.standardError)")
+                #expect(clock.now - stopping < .seconds(10), "not the 25 s graceful-shutdown limit")
+                #expect(noDatabase.standardError.components(separatedBy: "PostgreSQL cannot be written to").count == 2, "named once")
+                #expect(noDatabase.standardError.contains("\(closedPort)"), "the log names where it tried")
 
-        // A backlog batch, as an agent sends history it could not deliver live, twice (an
-        // at-least-once redelivery), and a fix from some other publisher with no seq.
-        func event(_ seq: Int, _ second: Int) -> String {
-            String(
-                decoding: FleetPayload.encode(
-                    Fix(
-                        time: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000 + Int64(second) * 1000), latitude: 47.1, longitude: 8.2,
-                        mode: .threeD),
-                    vehicle: "late-1", seq: UInt64(seq), includeKind: true), as: UTF8.self)
+                // The broker unreachable: the same.
+                let database = try await postgres.createDatabase()
+                let noBroker = try TestProcess(
+                    builtProduct("fleet-watch"),
+                    [
+                        "record", "--broker", "mqtt://127.0.0.1:\(closedPort)", "--postgres",
+                        "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable",
+                    ], directory: directory.path, name: "no-broker", environment: ["PGPASSWORD": postgres.password ?? ""])
+                try await Self.waitForLog(noBroker, "Recording the fleet into PostgreSQL")
+                try await Self.waitForLog(noBroker, "MQTT broker unreachable, retrying")
+                #expect(noBroker.standardError.contains("mqtt://127.0.0.1:\(closedPort)"))
+                noBroker.send(SIGTERM)
+                let stoppingAgain = clock.now
+                #expect(try await noBroker.waitForExit(timeout: .seconds(20)) == 0, "\(noBroker.standardError)")
+                #expect(clock.now - stoppingAgain < .seconds(10), "not the 25 s graceful-shutdown limit")
+            }
         }
-        let batch = #"{"v":1,"vehicle":"late-1","events":["# + (1...3).map { event($0, $0) }.joined(separator: ",") + "]}"
-        for _ in 0..<2 { try await MosquittoCLI.publish(broker: broker, topic: "fleet/late-1/backlog", message: batch) }
-        try await MosquittoCLI.publish(
-            broker: broker, topic: "fleet/stray/fix", message: #"{"v":1,"time":"2026-11-24T00:00:00.000Z","lat":1,"lon":2,"mode":3}"#)
-
-        try await waitUntil("both vehicles and the backlog in PostgreSQL", timeout: .seconds(30), interval: .milliseconds(200)) {
-            let rows = try await Self.rows(postgres, database)
-            return (rows["van-a"]?.count ?? 0) >= 20 && (rows["van-b"]?.count ?? 0) >= 20 && rows["late-1"] != nil
-        }
-        for agent in agents { agent.send(SIGTERM) }
-        for agent in agents { #expect(try await agent.waitForExit(timeout: .seconds(20)) == 0) }
-        recorder.send(SIGTERM)
-        #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
-        #expect(recorder.standardError.contains("Recorder stopped; everything received is written"), "\(recorder.standardError)")
-        #expect(recorder.standardError.contains("A message cannot be recorded"), "the seq-less fix is named in the log")
-
-        let rows = try await Self.rows(postgres, database)
-        for vehicle in ["van-a", "van-b"] {
-            let r = try #require(rows[vehicle])
-            #expect(r.count == r.last - r.first + 1, "\(vehicle): seq \(r.first)…\(r.last) but \(r.count) rows")
-        }
-        #expect(rows["late-1"].map { [$0.first, $0.last, $0.count] } == [1, 3, 3], "the backlog, once")
-        #expect(rows["stray"] == nil)
-        #expect(
-            try await postgres.psql("SELECT bool_and(backlog) FROM fleetcast_fixes WHERE vehicle = 'late-1'", database: database) == "t")
-        // Live fixes are marked live (an agent may also send a backlog of what it read before
-        // its first connection).
-        #expect(
-            try await postgres.psql("SELECT bool_or(NOT backlog) FROM fleetcast_fixes WHERE vehicle = 'van-a'", database: database) == "t")
-
-        // What `history` reads back is that track, from the same database.
-        let history = try TestProcess(
-            builtProduct("fleet-watch"),
-            [
-                "history", "--postgres", "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable",
-                "--vehicle", "late-1", "--since", "2026-11-18T00:00:00Z", "--until", "2026-11-19T00:00:00Z", "--format", "csv",
-            ],
-            directory: directory.path, name: "history", environment: ["PGPASSWORD": postgres.password ?? ""])
-        #expect(try await history.waitForExit(timeout: .seconds(30)) == 0, "\(history.standardError)")
-        let lines = history.standardOutput.split(separator: "\r\n")
-        #expect(lines.count == 4, "\(history.standardOutput)")
-        #expect(lines.dropFirst().map { $0.split(separator: ",")[1] } == ["1", "2", "3"])
     }
 
     @Test func aShareGroupLosesAndDoublesNothingWhenOneRecorderRestarts() async throws {
@@ -140,69 +196,69 @@ import Testing
         // As the README advises for a broker serving recorders: mosquitto drops QoS 1
         // messages for a client with more than `max_queued_messages` (default 1,000) waiting,
         // which the burst below reaches while one recorder takes the whole group's share.
-        let broker = try await TestBroker.start(.init(extraConfiguration: ["max_queued_messages 100000"]))
-        let postgres = try await TestPostgres.start()
-        defer {
-            Task {
-                await postgres.shutdown(); await broker.shutdown()
+        try await withBroker(.init(extraConfiguration: ["max_queued_messages 100000"])) { broker in
+            try await withPostgres { postgres in
+                let database = try await postgres.createDatabase()
+
+                let group = ["--share-group", "recorders"]
+                let first = try Self.startRecorder(
+                    "recorder-1", broker: broker, postgres: postgres, database: database, directory: directory, extra: group)
+                var second = try Self.startRecorder(
+                    "recorder-2", broker: broker, postgres: postgres, database: database, directory: directory, extra: group)
+                for recorder in [first, second] { try await Self.waitForLog(recorder, "Subscribed to the fleet") }
+                let vehicles = ["van-1", "van-2", "van-3"]
+                let agents = try vehicles.map { try Self.startAgent($0, broker: broker, directory: directory) }
+
+                func total() async throws -> Int { try await Self.rows(postgres, database).values.reduce(0) { $0 + $1.count } }
+                try await waitUntil("rows from the group", timeout: .seconds(30), interval: .milliseconds(200)) { try await total() >= 60 }
+                // A burst as fast as mosquitto_pub sends at QoS 1 (a backlog-heavy reconnect of many
+                // vehicles), so that messages are in flight to the recorder that stops: they must reach
+                // a recorder, not vanish with its session.
+                let burst = 20_000
+                let lines = (1...burst).map { seq in
+                    #"{"v":1,"vehicle":"burst","seq":\#(seq),"time":"2026-11-24T00:00:00.000Z","lat":1,"lon":2,"mode":3}"#
+                }
+                let burstFile = directory.createFile("burst.jsonl", lines.joined(separator: "\n") + "\n")
+                let publisher = try TestProcess(
+                    "/bin/sh",
+                    ["-c", "exec /usr/bin/mosquitto_pub -h 127.0.0.1 -p \(broker.port) -q 1 -t fleet/burst/fix -l < \(burstFile)"],
+                    directory: directory.path, name: "burst")
+                try await waitUntil("the burst to reach PostgreSQL", timeout: .seconds(30), interval: .milliseconds(20)) {
+                    try await Self.rows(postgres, database)["burst"] != nil
+                }
+                // A restart (systemctl restart: SIGTERM, then a new process) while the fleet drives.
+                second.send(SIGTERM)
+                #expect(try await second.waitForExit(timeout: .seconds(30)) == 0, "\(second.standardError)")
+                let before = try await total()
+                try await waitUntil("rows while one recorder is down", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    try await total() >= before + 30
+                }
+                second = try Self.startRecorder(
+                    "recorder-2b", broker: broker, postgres: postgres, database: database, directory: directory, extra: group)
+                try await Self.waitForLog(second, "Subscribed to the fleet")
+                let after = try await total()
+                try await waitUntil("rows after the restart", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    try await total() >= after + 60
+                }
+
+                #expect(try await publisher.waitForExit(timeout: .seconds(60)) == 0, "\(publisher.standardError)")
+                for agent in agents { agent.send(SIGTERM) }
+                for agent in agents { #expect(try await agent.waitForExit(timeout: .seconds(20)) == 0) }
+                for recorder in [first, second] { recorder.send(SIGTERM) }
+                for recorder in [first, second] {
+                    #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
+                }
+
+                let rows = try await Self.rows(postgres, database)
+                #expect(Set(rows.keys) == Set(vehicles + ["burst"]))
+                #expect(rows["burst"].map { [$0.first, $0.last, $0.count] } == [1, burst, burst], "every message of the burst, once")
+                for vehicle in vehicles {
+                    let r = try #require(rows[vehicle])
+                    #expect(r.count == r.last - r.first + 1, "\(vehicle): seq \(r.first)…\(r.last) but \(r.count) rows")
+                    // Nothing lost at the end either: the last row is the last message the agent sent.
+                    #expect(r.last == (try await Self.lastPublishedSeq(vehicle, broker: broker)), "\(vehicle)")
+                }
             }
-        }
-        let database = try await postgres.createDatabase()
-
-        let group = ["--share-group", "recorders"]
-        let first = try Self.startRecorder(
-            "recorder-1", broker: broker, postgres: postgres, database: database, directory: directory, extra: group)
-        var second = try Self.startRecorder(
-            "recorder-2", broker: broker, postgres: postgres, database: database, directory: directory, extra: group)
-        for recorder in [first, second] { try await Self.waitForLog(recorder, "Subscribed to the fleet") }
-        let vehicles = ["van-1", "van-2", "van-3"]
-        let agents = try vehicles.map { try Self.startAgent($0, broker: broker, directory: directory) }
-
-        func total() async throws -> Int { try await Self.rows(postgres, database).values.reduce(0) { $0 + $1.count } }
-        try await waitUntil("rows from the group", timeout: .seconds(30), interval: .milliseconds(200)) { try await total() >= 60 }
-        // A burst as fast as mosquitto_pub sends at QoS 1 (a backlog-heavy reconnect of many
-        // vehicles), so that messages are in flight to the recorder that stops: they must reach
-        // a recorder, not vanish with its session.
-        let burst = 20_000
-        let lines = (1...burst).map { seq in
-            #"{"v":1,"vehicle":"burst","seq":\#(seq),"time":"2026-11-24T00:00:00.000Z","lat":1,"lon":2,"mode":3}"#
-        }
-        let burstFile = directory.createFile("burst.jsonl", lines.joined(separator: "\n") + "\n")
-        let publisher = try TestProcess(
-            "/bin/sh", ["-c", "exec /usr/bin/mosquitto_pub -h 127.0.0.1 -p \(broker.port) -q 1 -t fleet/burst/fix -l < \(burstFile)"],
-            directory: directory.path, name: "burst")
-        try await waitUntil("the burst to reach PostgreSQL", timeout: .seconds(30), interval: .milliseconds(20)) {
-            try await Self.rows(postgres, database)["burst"] != nil
-        }
-        // A restart (systemctl restart: SIGTERM, then a new process) while the fleet drives.
-        second.send(SIGTERM)
-        #expect(try await second.waitForExit(timeout: .seconds(30)) == 0, "\(second.standardError)")
-        let before = try await total()
-        try await waitUntil("rows while one recorder is down", timeout: .seconds(30), interval: .milliseconds(200)) {
-            try await total() >= before + 30
-        }
-        second = try Self.startRecorder(
-            "recorder-2b", broker: broker, postgres: postgres, database: database, directory: directory, extra: group)
-        try await Self.waitForLog(second, "Subscribed to the fleet")
-        let after = try await total()
-        try await waitUntil("rows after the restart", timeout: .seconds(30), interval: .milliseconds(200)) {
-            try await total() >= after + 60
-        }
-
-        #expect(try await publisher.waitForExit(timeout: .seconds(60)) == 0, "\(publisher.standardError)")
-        for agent in agents { agent.send(SIGTERM) }
-        for agent in agents { #expect(try await agent.waitForExit(timeout: .seconds(20)) == 0) }
-        for recorder in [first, second] { recorder.send(SIGTERM) }
-        for recorder in [first, second] {
-            #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
-        }
-
-        let rows = try await Self.rows(postgres, database)
-        #expect(Set(rows.keys) == Set(vehicles + ["burst"]))
-        #expect(rows["burst"].map { [$0.first, $0.last, $0.count] } == [1, burst, burst], "every message of the burst, once")
-        for vehicle in vehicles {
-            let r = try #require(rows[vehicle])
-            #expect(r.count == r.last - r.first + 1, "\(vehicle): seq \(r.first)…\(r.last) but \(r.count) rows")
         }
     }
 }
