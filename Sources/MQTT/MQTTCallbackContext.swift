@@ -122,10 +122,7 @@ final class MQTTCallbackContext: Sendable {
     }
 
     func onMessage(_ message: MQTTMessage, identifiers: [UInt32]) {
-        let targets = state.withLock { state in
-            state.messagesReceived &+= 1
-            return state.route(topic: message.topic, identifiers: identifiers)
-        }
+        let targets = state.withLock { $0.received(topic: message.topic, identifiers: identifiers) }
         if targets.isEmpty {
             logger.trace("MQTT message matched no subscription", metadata: ["mqtt.topic": "\(message.topic)"])
         }

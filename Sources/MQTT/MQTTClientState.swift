@@ -126,9 +126,10 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     private var phase: Phase = .idle
     /// The state observers see; it follows `phase`, with the detail they need.
     private(set) var connectionState: MQTTConnectionState = .idle
-    /// Messages received from the broker, counted so that a shutdown handing over can wait
-    /// until they stop coming (wraps around; only its changes matter).
-    var messagesReceived: UInt64 = 0
+    /// Messages received from the broker (``received(topic:identifiers:)``), counted so that
+    /// a shutdown handing over can wait until they stop coming (wraps around; only its
+    /// changes matter).
+    private(set) var messagesReceived: UInt64 = 0
     /// Bumped at every connection loss: a QoS 0 publish taken before a loss is never reported,
     /// and an UNSUBSCRIBE sent on an earlier connection is never answered.
     private var epoch: UInt64 = 0
@@ -760,6 +761,13 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
 
     private mutating func completeUnsubacksIfIdle(_ actions: inout Actions) {
         if pendingUnsubscribes.isEmpty { resumeAll(\.unsubackWaiters, &actions) }
+    }
+
+    /// A message arrived on `topic`: counts it and returns the streams it goes to
+    /// (``route(topic:identifiers:)``).
+    mutating func received(topic: String, identifiers: [UInt32] = []) -> [Sink] {
+        messagesReceived &+= 1
+        return route(topic: topic, identifiers: identifiers)
     }
 
     /// The streams a message on `topic` goes to. Without subscription identifiers (MQTT

@@ -195,6 +195,26 @@ import Testing
         #expect(state.route(topic: "fleet/v-1/fix", identifiers: [identifiers[1]]) == ["s1"])
     }
 
+    @Test func aShutdownHandingOverUnsubscribesEveryOpenFilterOnceAndKeepsRouting() throws {
+        var state = connected()
+        #expect(state.filtersToHandOver().filters.isEmpty, "not shutting down: nothing to hand over")
+        let epoch1 = try state.addSubscription(id: 1, filters: ["a", "b"], qos: .atLeastOnce, sink: "s1").get().epoch
+        _ = state.subscribeSent(id: 1, [(40, ["a", "b"])], epoch: epoch1, ack: "sub1")
+        _ = state.subscribeAcknowledged(mid: 40, codes: [1, 1])
+        let epoch2 = try state.addSubscription(id: 2, filters: ["b", "c"], qos: .atLeastOnce, sink: "s2").get().epoch
+        _ = state.subscribeSent(id: 2, [(41, ["b", "c"])], epoch: epoch2, ack: "sub2")
+        _ = state.subscribeAcknowledged(mid: 41, codes: [1, 1])
+        _ = state.beginShutdown()
+        let (filters, epoch) = state.filtersToHandOver()
+        #expect(filters.sorted() == ["a", "b", "c"], "each filter once")
+        #expect(epoch == epoch2)
+        // Until the loop ends, what arrives still goes to the streams, and is counted.
+        let before = state.messagesReceived
+        #expect(state.received(topic: "a") == ["s1"])
+        #expect(state.received(topic: "c") == ["s2"])
+        #expect(state.messagesReceived == before &+ 2)
+    }
+
     @Test func aRefusedFilterFailsTheCallAndEndsItsStream() throws {
         var state = connected()
         let epoch1 = try state.addSubscription(id: 1, filters: ["a", "b"], qos: .atLeastOnce, sink: "s1").get().epoch
