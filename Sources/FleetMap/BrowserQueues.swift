@@ -96,7 +96,7 @@ struct BrowserQueues<Key: Hashable, Waiter> {
 
     /// Adds a browser with an empty queue; `nil` once finished.
     mutating func add() -> Int? {
-        guard !isFinished else { return nil }
+        guard !isFinished, browsers.count < limits.maximumBrowsers else { return nil }
         nextID += 1
         browsers[nextID] = Browser()
         return nextID
@@ -178,9 +178,13 @@ struct BrowserQueueLimits: Sendable, Equatable {
     var maximumPending: Int
     /// How many flushes in a row a browser with a non-empty queue may miss.
     var maximumStalledFlushes: Int
+    /// The most browsers connected at once; one more is refused (each holds a snapshot of
+    /// the fleet while it is written, and its own queue).
+    var maximumBrowsers: Int
 
-    init(maximumPending: Int = 10_000, maximumStalledFlushes: Int = 40) {
+    init(maximumPending: Int = 10_000, maximumStalledFlushes: Int = 40, maximumBrowsers: Int = 1_000) {
         self.maximumPending = max(1, maximumPending)
         self.maximumStalledFlushes = max(1, maximumStalledFlushes)
+        self.maximumBrowsers = max(1, maximumBrowsers)
     }
 }

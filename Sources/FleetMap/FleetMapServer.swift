@@ -21,7 +21,7 @@ import Logging
 /// replaying), it is plain HTTP that every proxy passes, and it needs no second package: a
 /// streaming Hummingbird response body is the whole transport.
 ///
-/// A slow browser is dropped (and logged at warning) instead of being buffered: see
+/// A slow browser is dropped (and logged at info, the default level) instead of being buffered: see
 /// ``Options/maximumPending`` and ``Options/maximumStalledFlushes``.
 public struct FleetMapServer: Sendable {
     /// OpenStreetMap's standard tile layer.
@@ -57,15 +57,19 @@ public struct FleetMapServer: Sendable {
         public var maximumStalledFlushes: Int
         /// The most vehicles kept (the one heard from least recently is forgotten beyond it).
         public var maximumVehicles: Int
+        /// The most browsers connected at once; the next gets 503 (and its `EventSource`
+        /// retries) until one leaves.
+        public var maximumBrowsers: Int
 
         /// Options for `127.0.0.1:8080`, OpenStreetMap tiles, Debian's Leaflet, vehicles stale
         /// after 30 s, 5-minute trails, updates every 250 ms, a slow browser dropped after
-        /// 10,000 queued vehicles or 40 missed flushes (10 s).
+        /// 10,000 queued vehicles or 40 missed flushes (10 s), at most 1,000 browsers at once.
         public init(
             host: String = "127.0.0.1", port: Int = 8080, leafletDirectory: String = FleetMapServer.debianLeafletDirectory,
             tiles: String? = FleetMapServer.openStreetMapTiles, attribution: String? = FleetMapServer.openStreetMapAttribution,
             staleAfter: Duration = .seconds(30), trailWindow: Duration = .seconds(300), flushInterval: Duration = .milliseconds(250),
-            maximumPending: Int = 10_000, maximumStalledFlushes: Int = 40, maximumVehicles: Int = FleetState.defaultMaximumVehicles
+            maximumPending: Int = 10_000, maximumStalledFlushes: Int = 40, maximumVehicles: Int = FleetState.defaultMaximumVehicles,
+            maximumBrowsers: Int = 1_000
         ) {
             self.host = host
             self.port = port
@@ -78,6 +82,7 @@ public struct FleetMapServer: Sendable {
             self.maximumPending = maximumPending
             self.maximumStalledFlushes = maximumStalledFlushes
             self.maximumVehicles = maximumVehicles
+            self.maximumBrowsers = maximumBrowsers
         }
     }
 
@@ -121,7 +126,9 @@ public struct FleetMapServer: Sendable {
     public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
         let feed = MapFeed(
             topics: subscriber.options.topics, maximumVehicles: options.maximumVehicles, trailWindow: options.trailWindow,
-            limits: BrowserQueueLimits(maximumPending: options.maximumPending, maximumStalledFlushes: options.maximumStalledFlushes),
+            limits: BrowserQueueLimits(
+                maximumPending: options.maximumPending, maximumStalledFlushes: options.maximumStalledFlushes,
+                maximumBrowsers: options.maximumBrowsers),
             logger: logger)
         defer { feed.finish() }
         let logger = self.logger

@@ -163,12 +163,3 @@ final class MapFeed: Sendable {
         Batch(vehicles: keys.compactMap { fleet[$0] }, now: .wallClockNow)
     }
 }
-
-extension UTCTimestamp {
-    /// The local wall clock, UTC, to the millisecond.
-    static var wallClockNow: UTCTimestamp {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return UTCTimestamp(millisecondsSince1970: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
-    }
-}

@@ -68,6 +68,15 @@ struct BrowserQueuesTests {
         guard case .wait = queues.next(id, waiter: 2) else { Issue.record("expected to wait"); return }
     }
 
+    @Test func browsersBeyondTheLimitAreRefusedUntilOneLeaves() {
+        var queues = Queues(limits: BrowserQueueLimits(maximumBrowsers: 2))
+        let first = queues.add()
+        #expect(first != nil && queues.add() != nil)
+        #expect(queues.add() == nil, "a third browser is refused")
+        _ = queues.remove(first!)
+        #expect(queues.add() != nil, "room again once one has left")
+    }
+
     @Test func aBrowserOverItsBoundAtAFlushItCannotTakeIsDropped() throws {
         var queues = Queues(limits: BrowserQueueLimits(maximumPending: 3, maximumStalledFlushes: 100))
         let slow = try add(&queues)

@@ -59,7 +59,7 @@ import Glibc
             let server = try FleetMapServer(
                 subscriber: try FleetSubscriber(configuration: mqtt, logger: logger),
                 options: FleetMapServer.Options(
-                    port: 0, tiles: nil, flushInterval: .milliseconds(100), maximumPending: 1_000_000, maximumStalledFlushes: 10),
+                    port: 0, tiles: nil, flushInterval: .milliseconds(100), maximumPending: 1_000_000, maximumStalledFlushes: 30),
                 logger: logger)
             let listening = Locked<Int?>(nil)
             let serving = Task { try await server.run { port in listening.withLock { $0 = port } } }
@@ -100,16 +100,18 @@ import Glibc
                 try await waitUntil("the stalled browser dropped", timeout: .seconds(60), interval: .milliseconds(50)) {
                     memory.entries.contains { $0.message.description == "Dropped a slow browser" }
                 }
+                // The stalled browser, named by its address, for being stalled (3 s without
+                // taking an update: headroom for curl on a busy machine, which must never be dropped).
                 let drops = memory.entries.filter { $0.message.description == "Dropped a slow browser" }
-                #expect(drops.count == 1)
-                #expect(drops.first?.metadata["http.peer"]?.description == "127.0.0.1:\(slow.localPort)")
+                #expect(drops.allSatisfy { $0.metadata["http.peer"]?.description == "127.0.0.1:\(slow.localPort)" }, "\(drops)")
                 #expect(drops.first?.metadata["map.reason"]?.description == "stalled")
                 // The reader goes on receiving updates after the drop.
                 let updatesAtDrop = fast.standardOutput.components(separatedBy: "event: update").count
                 try await waitUntil("more updates for the reading browser", timeout: .seconds(30), interval: .milliseconds(50)) {
                     fast.standardOutput.components(separatedBy: "event: update").count >= updatesAtDrop + 3
                 }
-                #expect(memory.entries.filter { $0.message.description == "Dropped a slow browser" }.count == 1)
+                let dropsAfter = memory.entries.filter { $0.message.description == "Dropped a slow browser" }
+                #expect(dropsAfter.count == 1, "only the stalled browser, once: \(dropsAfter)")
             } catch {
                 publishing.cancel()
                 stalled?.close()
