@@ -26,7 +26,7 @@ struct LiveTable {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 for try await event in events {
-                    let now = UTCTimestamp.now
+                    let now = UTCTimestamp.wallClockNow
                     shared.value.withLock {
                         $0.state.apply(event, at: now)
                         $0.changed = true
@@ -43,7 +43,7 @@ struct LiveTable {
                     let frame: String? = shared.value.withLock { v in
                         guard v.changed || now - lastDraw >= .seconds(1) else { return nil }
                         v.changed = false
-                        return table.renderANSI(v.state, now: .now, maxRows: rows)
+                        return table.renderANSI(v.state, now: .wallClockNow, maxRows: rows)
                     }
                     if let frame {
                         output.write(frame)

@@ -43,12 +43,3 @@ struct StandardOutput: Sendable {
         write(text + "\n")
     }
 }
-
-extension UTCTimestamp {
-    /// The local wall clock, UTC, to the millisecond.
-    static var now: UTCTimestamp {
-        var ts = timespec()
-        clock_gettime(CLOCK_REALTIME, &ts)
-        return UTCTimestamp(millisecondsSince1970: Int64(ts.tv_sec) * 1000 + Int64(ts.tv_nsec) / 1_000_000)
-    }
-}

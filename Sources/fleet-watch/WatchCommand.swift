@@ -54,7 +54,7 @@ struct WatchCommand: AsyncParsableCommand {
                 for event in events { output.writeLine(formatter.jsonLine(event)) }
             } else {
                 var state = FleetState(topics: topics)
-                let now = UTCTimestamp.now
+                let now = UTCTimestamp.wallClockNow
                 for event in events { state.apply(event, at: now) }
                 output.write(table.render(state, now: now))
             }
