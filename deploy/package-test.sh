@@ -7,6 +7,7 @@
 # receiver, a serial port (a pseudo-terminal), gpsd (gpsfake) and a TLS broker, speaking
 # sd_notify to a socket standing in for systemd — runs lintian, rates the unit with
 # systemd-analyze, and purges the package again.
+# FLEET_WATCH: a built fleet-watch, which reads what the installed agents publish.
 # Needs what deploy/test.sh installs: mosquitto, mosquitto-clients, socat, gpsd-clients,
 # openssl, lintian, dpkg-dev, libseccomp-dev, systemd (for systemd-analyze), gcc.
 set -euo pipefail
@@ -246,8 +247,8 @@ setpriv --reuid=fleetcast --regid=fleetcast --init-groups /usr/bin/fleetcast-age
 sed 's/^/    /' "$work/check.log"
 
 step "fleet-watch (the fleet side, from this repository's build) reads what the installed agents publish"
-fleet_watch=$(swift build --show-bin-path 2>/dev/null)/fleet-watch
-[ -x "$fleet_watch" ] || fail "no $fleet_watch: run swift build first (deploy/test.sh does)"
+fleet_watch=${FLEET_WATCH:-}
+[ -x "$fleet_watch" ] || fail "FLEET_WATCH='$fleet_watch' is not a built fleet-watch (deploy/test.sh sets it)"
 "$fleet_watch" --broker "mqtt://127.0.0.1:$port" --once >"$work/watch.log" 2>&1 || fail "fleet-watch --once"
 for vehicle in sim-1 serial-1 gpsd-1; do
   grep -q "$vehicle" "$work/watch.log" || fail "fleet-watch --once does not list $vehicle"

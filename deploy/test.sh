@@ -40,4 +40,7 @@ echo "==> fuzzing the decoders of untrusted input, 20 s per target"
 bash deploy/fuzz.sh 20
 
 echo "==> the Debian package: build, install, run the installed binaries, purge"
-as_root env "PATH=$PATH" bash deploy/package-test.sh
+# fleet-watch is not in the vehicle's package: the package test reads the installed agents with
+# this build's (resolved here, as the building user, not as root).
+fleet_watch="$(swift build --show-bin-path)/fleet-watch"
+as_root env "PATH=$PATH" "FLEET_WATCH=$fleet_watch" bash deploy/package-test.sh
