@@ -46,12 +46,9 @@ enum MapJSON {
             bytes.append(contentsOf: #","trail":["#.utf8)
             for (i, point) in trail.enumerated() {
                 if i > 0 { bytes.append(UInt8(ascii: ",")) }
-                JSONWriter.appendNumber(point.latitude, decimals: 5, to: &bytes)
-                bytes.append(UInt8(ascii: ","))
-                JSONWriter.appendNumber(point.longitude, decimals: 5, to: &bytes)
-                bytes.append(UInt8(ascii: ","))
-                let seconds = (point.millisecondsSince1970 - now.millisecondsSince1970) / 1000
-                bytes.append(contentsOf: String(seconds).utf8)
+                appendTriplet(
+                    point.latitude, point.longitude, (point.millisecondsSince1970 - now.millisecondsSince1970) / 1000, decimals: 5,
+                    to: &bytes)
             }
             bytes.append(contentsOf: "]}".utf8)
         }
@@ -99,6 +96,15 @@ enum MapJSON {
         w.bool("history", history)
         let bytes = w.finish().flatMap { $0 == UInt8(ascii: "<") ? Array(#"\u003c"#.utf8) : [$0] }
         return String(decoding: bytes, as: UTF8.self)
+    }
+
+    /// `lat,lon,t` — a point of a trail or a track as the page reads them, flat.
+    static func appendTriplet(_ latitude: Double, _ longitude: Double, _ time: Int64, decimals: Int, to bytes: inout [UInt8]) {
+        JSONWriter.appendNumber(latitude, decimals: decimals, to: &bytes)
+        bytes.append(UInt8(ascii: ","))
+        JSONWriter.appendNumber(longitude, decimals: decimals, to: &bytes)
+        bytes.append(UInt8(ascii: ","))
+        bytes.append(contentsOf: String(time).utf8)
     }
 
     static func milliseconds(_ d: Duration) -> Int64 {

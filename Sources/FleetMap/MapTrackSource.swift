@@ -75,11 +75,7 @@ struct MapTrackRequest: Equatable {
         flat.reserveCapacity(kept.count * 40)
         for (index, point) in kept.enumerated() {
             if index > 0 { flat.append(UInt8(ascii: ",")) }
-            JSONWriter.appendNumber(point.latitude, decimals: 6, to: &flat)
-            flat.append(UInt8(ascii: ","))
-            JSONWriter.appendNumber(point.longitude, decimals: 6, to: &flat)
-            flat.append(UInt8(ascii: ","))
-            flat += Array(String(point.time.millisecondsSince1970).utf8)
+            MapJSON.appendTriplet(point.latitude, point.longitude, point.time.millisecondsSince1970, decimals: 6, to: &flat)
         }
         flat.append(UInt8(ascii: "]"))
         var w = JSONWriter(capacity: flat.count + 80)
