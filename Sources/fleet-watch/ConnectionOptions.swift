@@ -35,8 +35,7 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "The MQTT client id (default: fleet-watch-<host>-<pid>).")
     var clientID: String?
 
-    @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = "info"
+    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         do { _ = try BrokerURL(parsing: broker) } catch { throw ValidationError(error.description) }
@@ -47,21 +46,10 @@ struct ConnectionOptions: ParsableArguments {
         if (certFile == nil) != (keyFile == nil) {
             throw ValidationError("--cert-file and --key-file go together")
         }
-        guard Logger.Level(rawValue: logLevel) != nil else {
-            throw ValidationError("unknown --log-level \(logLevel)")
-        }
     }
 
     /// Bootstraps logging to stderr at `--log-level` and returns the executable's logger.
-    func makeLogger() -> Logger {
-        let level = Logger.Level(rawValue: logLevel) ?? .info
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        return Logger(label: "fleet-watch")
-    }
+    func makeLogger() -> Logger { logging.makeLogger() }
 
     /// The topic layout of `--prefix`.
     func topics() throws -> FleetTopics { try FleetTopics(prefix: prefix) }

@@ -37,15 +37,13 @@ struct HistoryCommand: AsyncParsableCommand {
     @Option(name: .shortAndLong, help: "Write to this file instead of standard output.")
     var output: String?
 
-    @Option(help: "Log level on stderr: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String = "warning"
+    @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
         do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
         let (from, to) = try range()
         guard from < to else { throw ValidationError("--since must be before --until") }
-        guard Logger.Level(rawValue: logLevel) != nil else { throw ValidationError("unknown --log-level \(logLevel)") }
     }
 
     private func range() throws -> (UTCTimestamp, UTCTimestamp) {
@@ -63,13 +61,7 @@ struct HistoryCommand: AsyncParsableCommand {
     }
 
     func run() async throws {
-        let level = Logger.Level(rawValue: logLevel) ?? .warning
-        LoggingSystem.bootstrap { label in
-            var handler = StreamLogHandler.standardError(label: label)
-            handler.logLevel = level
-            return handler
-        }
-        let logger = Logger(label: "fleet-watch")
+        let logger = logging.makeLogger()
         let location = try PostgresLocation(parsing: postgres, environment: ProcessInfo.processInfo.environment)
         let vehicle = try VehicleID(validating: vehicle)
         let (from, to) = try range()
