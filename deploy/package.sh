@@ -15,8 +15,14 @@ cd "$(dirname "$0")/.."
 
 scratch=${FLEETCAST_DEB_SCRATCH:-.build-deb}
 arch=$(dpkg --print-architecture)
-build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch"
-       -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now)
+# Linked by lld (the toolchain's own) for two things that keep the binary's pages out of memory:
+# relative relocations packed (DT_RELR, glibc >= 2.36: Debian 12, Raspberry Pi OS 12), so the
+# loader reads 20 KB of them instead of 2.4 MB; and no symbol exported (--no-export-dynamic
+# after the static standard library's -export-dynamic), so 22,000 Swift symbols are not
+# looked up by the loader. Together 3.7 MB less resident at 10 Hz (fleetcast-bench footprint).
+build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch" -Xswiftc -use-ld=lld
+       -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
+       -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
 
 # fleet-watch is the fleet side (a map server, a PostgreSQL recorder), not vehicle software: it
 # is built and run from this repository on the machines that watch the fleet, not packaged here.
@@ -94,6 +100,15 @@ mkdir -p "$work/src/debian"
 printf 'Source: fleetcast\n\nPackage: fleetcast\nArchitecture: any\n' >"$work/src/debian/control"
 shlibs=$(cd "$work/src" && dpkg-shlibdeps -O -e"$root/usr/bin/fleetcast-agent")
 shlibs=${shlibs#shlibs:Depends=}
+# Packed relocations need glibc 2.36's loader (the binary asks for GLIBC_ABI_DT_RELR, a version
+# without symbols, which dpkg-shlibdeps does not see): say so, or an older glibc's apt would
+# install a binary its loader refuses.
+if readelf -V "$root/usr/bin/fleetcast-agent" | grep -q GLIBC_ABI_DT_RELR; then
+  libc=$(sed -nE 's/.*libc6 \(>= ([^)]*)\).*/\1/p' <<<"$shlibs")
+  if dpkg --compare-versions "${libc:-0}" lt 2.36; then
+    shlibs=$(sed -E 's/libc6 \(>= [^)]*\)/libc6 (>= 2.36)/' <<<"$shlibs")
+  fi
+fi
 depends="adduser, $shlibs"
 
 cd "$root"
