@@ -28,7 +28,8 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
         .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: ["YAML"]),
-        .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
+        // The outbox's SQLite (vendored, built in): no Foundation, which a vehicle's memory cannot spare.
+        .package(url: "https://github.com/vapor/sqlite-nio", from: "1.12.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
         // fleet-watch serve: the live map's HTTP server (static files, JSON, Server-Sent Events).
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
@@ -82,7 +83,7 @@ let package = Package(
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
                 .product(name: "Configuration", package: "swift-configuration"),
-                .product(name: "GRDB", package: "GRDB.swift"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
             ]
         ),
         // The subscriber library: MQTT messages back into an AsyncStream of fleet events.

@@ -31,6 +31,8 @@ public final class AgentService: Service {
     private let finiteSource: AnyGNSSSource?
     /// The outbox store's path (`memory` when degraded), for the start-up line.
     private let outboxPath: String
+    /// The outbox store, closed once the publisher has made its last commit.
+    private let store: OutboxStore
     /// systemd's notification socket, when run by systemd with `Type=notify`.
     private let notifier: SystemdNotifier?
 
@@ -66,6 +68,7 @@ public final class AgentService: Service {
         }
 
         let store = OutboxStore.open(directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
+        self.store = store
         outboxPath =
             store.degradedReason == nil
             ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
@@ -168,6 +171,9 @@ public final class AgentService: Service {
         if await !link.shutdown(flushTimeout: .seconds(1), timeout: drainTimeout) {
             logger.info("MQTT disconnect not finished in time")
         }
+        // The publisher's last commit is made: the store's files are closed (a clean stop
+        // leaves one database file, its write-ahead log checkpointed into it).
+        await store.close()
         let counters = publisher.counters
         logger.info(
             "agent stopped",

@@ -17,6 +17,15 @@ protocol OutboxStorage: Sendable {
     /// Up to `limit` stored records with `seq > after`, oldest first, whose payloads add up to
     /// at most `maximumBytes` (at least one record when any is there), skipping `excluding`.
     func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord]
+
+    /// Releases the store's files after the last commit (the SQLite store checkpoints its WAL
+    /// into the database file). A store dropped without it is closed in the background.
+    func close() async
+}
+
+extension OutboxStorage {
+    /// Nothing to release (memory).
+    func close() async {}
 }
 
 /// What an outbox found in its store when it opened it.

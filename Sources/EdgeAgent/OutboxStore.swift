@@ -1,7 +1,7 @@
 import FleetProtocol
 import GNSS
-import GRDB
 import Logging
+import SQLiteNIO
 
 #if canImport(Glibc)
 import Glibc
@@ -40,6 +40,12 @@ public struct OutboxStore: Sendable {
     public var nextSeq: UInt64 { opening.nextSeq }
     /// Numbers skipped because the last run did not stop cleanly.
     public var uncleanSkipped: UInt64 { opening.uncleanSkipped }
+
+    /// Closes the store after its last commit: the database file then holds everything (its
+    /// write-ahead log checkpointed into it), as after a clean stop.
+    public func close() async {
+        await storage.close()
+    }
 
     /// A memory-only store (tests, and the fallback), starting at `nextSeq`.
     public static func memory(nextSeq: UInt64 = 1, reason: String? = nil) -> OutboxStore {
@@ -120,8 +126,8 @@ public struct OutboxStore: Sendable {
     }
 
     private static func describe(_ error: any Error) -> String {
-        if let error = error as? DatabaseError {
-            return "\(error.message ?? "\(error.resultCode)") (\(error.resultCode))"
+        if let error = error as? SQLiteError {
+            return "\(error.message) (\(error.reason))"
         }
         return "\(error)"
     }

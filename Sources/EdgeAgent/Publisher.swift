@@ -650,7 +650,7 @@ public final class Publisher: Sendable {
         else { return }
         do {
             // Not cancelled with the sync loop at shutdown: a transaction begun is finished
-            // (GRDB would interrupt it and throw, which would look like a storage failure).
+            // (an interrupted one would throw, which would look like a storage failure).
             let storage = outbox.storage
             let result = try await Task { try await storage.commit(batch) }.value
             let recovered = outbox.transition { $0.committed(batch, result) }

@@ -1,12 +1,24 @@
 import FleetcastCore
-import Foundation
-import GRDB
+import Logging
+import NIOCore
+import SQLiteNIO
 
-/// The durable outbox: a SQLite database (GRDB) in the state directory, `{stateDir}/{vehicle}.outbox`.
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// The durable outbox: a SQLite database (sqlite-nio) in the state directory,
+/// `{stateDir}/{vehicle}.outbox`.
 ///
-/// **Schema** (version 1, created by a `DatabaseMigrator`): `event(seq INTEGER PRIMARY KEY,
-/// kind INTEGER, storedAt INTEGER, payload BLOB)` with an index on `(kind, seq)`, and
-/// `meta(key, value)` holding `nextSeq`, `reservedSeq` and `clean`.
+/// **Schema** (version 1): `event(seq INTEGER PRIMARY KEY, kind INTEGER, storedAt INTEGER,
+/// payload BLOB)` with an index on `(kind, seq)`, and `meta(key, value)` holding `nextSeq`,
+/// `reservedSeq` and `clean`. The applied version is a row of `grdb_migrations`, the table
+/// GRDB's migrator kept when the outbox was written with GRDB: stores of earlier agents open
+/// as they are, and a store written now opens in them.
 ///
 /// **Durability.** WAL journal with `synchronous = FULL`: a commit returns once its WAL frames
 /// are `fsync`ed, so a process crash (`kill -9`) or a power cut loses nothing committed. The
@@ -16,89 +28,153 @@ import GRDB
 /// out no number at or above the reservation before the next commit. After an unclean stop the
 /// next run starts at the reservation: numbers are skipped (and counted), never reused.
 ///
-/// All database work runs on GRDB's serial writer queue (`async` calls), never on the caller's
-/// thread.
+/// Two connections: the writer, used by the commits only (one at a time: the outbox's sync
+/// loop), and the reader for the backlog, which sees committed transactions only. Both do
+/// their work on NIO's thread pool, never on the caller's thread.
 final class SQLiteOutboxStorage: OutboxStorage {
     let location: String
-    private let database: DatabaseQueue
-    /// Stored count and bytes, kept by the commits (which run one at a time on the writer queue).
+    private let writer: SQLiteConnection
+    private let reader: SQLiteConnection
+    /// Stored count and bytes, kept by the commits (which run one at a time).
     private let totals: SanitizerVisibleMutex<(count: Int, bytes: Int)>
+    /// Set by the first ``close()``; later calls and `deinit` do nothing.
+    private let closed = SanitizerVisibleMutex(false)
 
     /// Why a file cannot be used as the outbox, so it is moved aside.
     struct Unusable: Error, CustomStringConvertible {
         let description: String
     }
 
-    private init(location: String, database: DatabaseQueue, count: Int, bytes: Int) {
+    /// The schema versions this agent knows (rows of `grdb_migrations`).
+    private static let knownVersions: Set<String> = ["v1"]
+
+    /// The rows of a store this agent can write, in the order of `insert`'s columns.
+    private static let schema = [
+        "CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY)",
+        """
+        CREATE TABLE event (
+            seq INTEGER PRIMARY KEY NOT NULL,
+            kind INTEGER NOT NULL,
+            storedAt INTEGER NOT NULL,
+            payload BLOB NOT NULL
+        )
+        """,
+        "CREATE INDEX event_kind_seq ON event(kind, seq)",
+        "CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID",
+        "INSERT INTO grdb_migrations(identifier) VALUES ('v1')",
+    ]
+
+    /// Rows per multi-row `INSERT` or `DELETE … IN` (four or one bound values each).
+    private static let chunk = 256
+
+    private init(location: String, writer: SQLiteConnection, reader: SQLiteConnection, count: Int, bytes: Int) {
         self.location = location
-        self.database = database
+        self.writer = writer
+        self.reader = reader
         self.totals = SanitizerVisibleMutex((count, bytes))
     }
 
-    /// The current schema's migrations.
-    private static var migrator: DatabaseMigrator {
-        var migrator = DatabaseMigrator()
-        migrator.registerMigration("v1") { db in
-            try db.execute(
-                sql: """
-                    CREATE TABLE event (
-                        seq INTEGER PRIMARY KEY NOT NULL,
-                        kind INTEGER NOT NULL,
-                        storedAt INTEGER NOT NULL,
-                        payload BLOB NOT NULL
-                    );
-                    CREATE INDEX event_kind_seq ON event(kind, seq);
-                    CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;
-                    """)
+    deinit {
+        // A store dropped without close(): the connections close on the thread pool (each
+        // close holds its connection until it has run).
+        if !closed.withLock({ $0 }) {
+            _ = writer.close()
+            _ = reader.close()
         }
-        return migrator
+    }
+
+    /// Closes both connections; the last close checkpoints the WAL into the database file.
+    func close() async {
+        let first = closed.withLock { closed -> Bool in
+            defer { closed = true }
+            return !closed
+        }
+        guard first else { return }
+        try? await reader.close()
+        try? await writer.close()
     }
 
     /// Opens (or creates) the store at `path`, checks it, and reserves the first numbers.
+    ///
+    /// Blocks the calling thread while SQLite opens and checks the file on NIO's thread pool
+    /// (once, at start-up, as a synchronous open would).
     ///
     /// - Parameters:
     ///   - minimumNextSeq: numbers below this are never handed out (a legacy `{vehicle}.seq`
     ///     counter's value).
     ///   - reserve: how many numbers to reserve ahead of the first one.
     /// - Throws: ``Unusable`` when the file is not a database, is corrupt or has another
-    ///   schema (the caller moves it aside); GRDB's `DatabaseError` for I/O failures (read-only
+    ///   schema (the caller moves it aside); `SQLiteError` for I/O failures (read-only
     ///   directory, full disk).
     static func open(path: String, minimumNextSeq: UInt64, reserve: UInt64) throws -> (SQLiteOutboxStorage, OutboxOpening) {
-        var configuration = Configuration()
-        configuration.label = "fleetcast.outbox"
-        configuration.busyMode = .timeout(5)
-        configuration.prepareDatabase { db in
-            _ = try String.fetchOne(db, sql: "PRAGMA journal_mode = WAL")
-            try db.execute(sql: "PRAGMA synchronous = FULL")
-        }
-        let database: DatabaseQueue
+        let writer = try connect(path)
         do {
-            database = try DatabaseQueue(path: path, configuration: configuration)
-        } catch let error as DatabaseError where Self.meansUnusable(error) {
-            throw Unusable(description: "\(error.message ?? "not a database") (\(error.resultCode))")
-        }
-        do {
-            try database.write { db in
-                let check = try String.fetchAll(db, sql: "PRAGMA quick_check")
-                guard check == ["ok"] else {
-                    throw Unusable(description: "integrity check failed: \(check.prefix(3).joined(separator: "; "))")
-                }
-                let migrator = Self.migrator
-                if try migrator.hasBeenSuperseded(db) {
-                    throw Unusable(description: "written by a newer agent (schema \(try migrator.appliedIdentifiers(db).sorted()))")
-                }
-                if try migrator.appliedIdentifiers(db).isEmpty, try db.tableExists("event") || db.tableExists("meta") {
-                    throw Unusable(description: "has tables of another schema")
-                }
+            try writer.run("PRAGMA busy_timeout = 5000")
+            _ = try writer.rows("PRAGMA journal_mode = WAL")
+            try writer.run("PRAGMA synchronous = FULL")
+            let check = try writer.rows("PRAGMA quick_check").compactMap { $0.text(0) }
+            guard check == ["ok"] else {
+                throw Unusable(description: "integrity check failed: \(check.prefix(3).joined(separator: "; "))")
             }
-            try Self.migrator.migrate(database)
-            let opening = try database.write { db in
-                try Self.openInTransaction(db, minimumNextSeq: minimumNextSeq, reserve: reserve)
+            try writer.run("BEGIN IMMEDIATE")
+            let opening: OutboxOpening
+            do {
+                try migrate(writer)
+                opening = try openInTransaction(writer, minimumNextSeq: minimumNextSeq, reserve: reserve)
+                try writer.run("COMMIT")
+            } catch {
+                try? writer.run("ROLLBACK")
+                throw error
             }
-            let storage = SQLiteOutboxStorage(location: path, database: database, count: opening.count, bytes: opening.bytes)
+            let reader = try connect(path)
+            do {
+                try reader.run("PRAGMA busy_timeout = 5000")
+                try reader.run("PRAGMA query_only = 1")
+            } catch {
+                _ = try? reader.close().wait()
+                throw error
+            }
+            let storage = SQLiteOutboxStorage(
+                location: path, writer: writer, reader: reader, count: opening.count, bytes: opening.bytes)
             return (storage, opening)
-        } catch let error as DatabaseError where Self.meansUnusable(error) {
-            throw Unusable(description: "\(error.message ?? "corrupt") (\(error.resultCode))")
+        } catch {
+            _ = try? writer.close().wait()
+            if let error = error as? SQLiteError, meansUnusable(error) {
+                throw Unusable(description: "\(error.message) (\(error.reason))")
+            }
+            throw error
+        }
+    }
+
+    private static func connect(_ location: String) throws -> SQLiteConnection {
+        do {
+            return try SQLiteConnection.open(
+                storage: .file(path: location), threadPool: .singleton, logger: quiet,
+                on: MultiThreadedEventLoopGroup.singleton.any()
+            ).wait()
+        } catch let error as SQLiteError where meansUnusable(error) {
+            throw Unusable(description: "\(error.message) (\(error.reason))")
+        }
+    }
+
+    /// sqlite-nio logs each statement at debug; the agent's own log says what matters.
+    private static let quiet = Logger(label: "fleetcast.outbox.sqlite") { _ in SwiftLogNoOpLogHandler() }
+
+    /// Creates the schema in a new store; refuses a store of a newer agent or of another
+    /// program. Runs inside the opening transaction.
+    private static func migrate(_ db: SQLiteConnection) throws {
+        let tables = Set(try db.rows("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.text(0) })
+        let applied =
+            tables.contains("grdb_migrations")
+            ? Set(try db.rows("SELECT identifier FROM grdb_migrations").compactMap { $0.text(0) }) : []
+        if !applied.isSubset(of: knownVersions) {
+            throw Unusable(description: "written by a newer agent (schema \(applied.sorted()))")
+        }
+        if applied.isEmpty {
+            if tables.contains("event") || tables.contains("meta") {
+                throw Unusable(description: "has tables of another schema")
+            }
+            for statement in schema { try db.run(statement) }
         }
     }
 
@@ -112,37 +188,47 @@ final class SQLiteOutboxStorage: OutboxStorage {
     /// read as `immutable` (after a clean stop everything is in the database file itself).
     static func readOnlyNumbering(path: String) -> (nextSeq: UInt64, stored: Int)? {
         guard access(path, R_OK) == 0 else { return nil }
-        var configuration = Configuration()
-        configuration.readonly = true
-        configuration.label = "fleetcast.outbox.readonly"
-        for location in [path, "file:\(path)?immutable=1"] {
-            guard let database = try? DatabaseQueue(path: location, configuration: configuration) else { continue }
-            defer { try? database.close() }
-            let numbering = try? database.read { db -> (nextSeq: UInt64, stored: Int) in
-                let meta =
-                    try Int64.fetchOne(
-                        db, sql: "SELECT max(value) FROM meta WHERE key IN ('nextSeq', 'reservedSeq')") ?? 0
-                let row = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(max(seq), 0) FROM event")
-                let maxStored: Int64 = row?[1] ?? 0
-                return (nextSeq: UInt64(clamping: max(meta, maxStored + 1, 1)), stored: row?[0] ?? 0)
-            }
-            if let numbering { return numbering }
+        let file = "file:" + uriEscaped(path)
+        for location in [file + "?mode=ro", file + "?mode=ro&immutable=1"] {
+            guard let db = try? connect(location) else { continue }
+            defer { _ = try? db.close().wait() }
+            guard
+                let meta = try? db.rows("SELECT coalesce(max(value), 0) FROM meta WHERE key IN ('nextSeq', 'reservedSeq')")
+                    .first?.integer(0),
+                let row = try? db.rows("SELECT count(*), coalesce(max(seq), 0) FROM event").first,
+                let stored = row.integer(0), let maxStored = row.integer(1)
+            else { continue }
+            return (nextSeq: UInt64(clamping: max(meta, maxStored + 1, 1)), stored: Int(stored))
         }
         return nil
     }
 
-    private static func openInTransaction(_ db: Database, minimumNextSeq: UInt64, reserve: UInt64) throws -> OutboxOpening {
-        let columns = try db.columns(in: "event").map(\.name)
+    /// `path` as the path of a `file:` URI: `%`, `?` and `#` escaped.
+    private static func uriEscaped(_ path: String) -> String {
+        var escaped = ""
+        for character in path {
+            switch character {
+            case "%": escaped += "%25"
+            case "?": escaped += "%3f"
+            case "#": escaped += "%23"
+            default: escaped.append(character)
+            }
+        }
+        return escaped
+    }
+
+    private static func openInTransaction(_ db: SQLiteConnection, minimumNextSeq: UInt64, reserve: UInt64) throws -> OutboxOpening {
+        let columns = try db.rows("PRAGMA table_info(event)").compactMap { $0.text(1) }
         guard columns == ["seq", "kind", "storedAt", "payload"] else {
             throw Unusable(description: "table event has columns \(columns), expected seq, kind, storedAt, payload")
         }
         func meta(_ key: String) throws -> UInt64? {
-            try Int64.fetchOne(db, sql: "SELECT value FROM meta WHERE key = ?", arguments: [key]).map { UInt64(clamping: $0) }
+            try db.rows("SELECT value FROM meta WHERE key = ?", [.text(key)]).first?.integer(0).map { UInt64(clamping: $0) }
         }
-        let row = try Row.fetchOne(db, sql: "SELECT count(*), coalesce(sum(length(payload)), 0), coalesce(max(seq), 0) FROM event")
-        let count: Int = row?[0] ?? 0
-        let payloadBytes: Int = row?[1] ?? 0
-        let maxStored = UInt64(clamping: (row?[2] as Int64?) ?? 0)
+        let row = try db.rows("SELECT count(*), coalesce(sum(length(payload)), 0), coalesce(max(seq), 0) FROM event").first
+        let count = Int(row?.integer(0) ?? 0)
+        let payloadBytes = Int(row?.integer(1) ?? 0)
+        let maxStored = UInt64(clamping: row?.integer(2) ?? 0)
         let clean = try meta("clean") ?? 1
         let recordedNext = try meta("nextSeq") ?? 1
         let reserved = try meta("reservedSeq") ?? recordedNext
@@ -155,112 +241,187 @@ final class SQLiteOutboxStorage: OutboxStorage {
             skipped = resume > max(next, recordedNext) ? resume - max(next, recordedNext) : 0
             next = resume
         }
-        try Self.writeMeta(db, nextSeq: next, reservedSeq: next + reserve, clean: false)
+        try db.run(writeMeta, metaBinds(nextSeq: next, reservedSeq: next + reserve, clean: false))
         return OutboxOpening(
             count: count, bytes: payloadBytes + count * OutboxRecord.overheadBytes, nextSeq: next, uncleanSkipped: skipped,
             reservedSeq: next + reserve)
     }
 
-    private static func writeMeta(_ db: Database, nextSeq: UInt64, reservedSeq: UInt64, clean: Bool) throws {
-        let statement = try db.cachedStatement(sql: "INSERT OR REPLACE INTO meta(key, value) VALUES (?, ?)")
-        try statement.execute(arguments: ["nextSeq", Int64(clamping: nextSeq)])
-        try statement.execute(arguments: ["reservedSeq", Int64(clamping: reservedSeq)])
-        try statement.execute(arguments: ["clean", clean ? 1 : 0])
+    private static let writeMeta = "INSERT OR REPLACE INTO meta(key, value) VALUES ('nextSeq', ?), ('reservedSeq', ?), ('clean', ?)"
+
+    private static func metaBinds(nextSeq: UInt64, reservedSeq: UInt64, clean: Bool) -> [SQLiteData] {
+        [.integer(SQLiteInt64(clamping: nextSeq)), .integer(SQLiteInt64(clamping: reservedSeq)), .integer(clean ? 1 : 0)]
     }
 
     /// SQLite's answers that mean the file itself is bad, not the disk or the permissions.
-    private static func meansUnusable(_ error: DatabaseError) -> Bool {
-        switch error.resultCode {
-        case .SQLITE_CORRUPT, .SQLITE_NOTADB, .SQLITE_FORMAT, .SQLITE_SCHEMA, .SQLITE_MISMATCH: true
+    private static func meansUnusable(_ error: SQLiteError) -> Bool {
+        switch error.reason {
+        case .corrupt, .corruptIndex, .corruptSequenceSchema, .corruptVirtualTable, .notADatabase, .format, .schema, .mismatch:
+            true
         default: false
         }
     }
 
     func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult {
         let (count, bytes) = totals.withLock { $0 }
-        let result = try await database.write { db -> OutboxCommitResult in
-            var count = count
-            var bytes = bytes
-            let insert = try db.cachedStatement(
-                sql: "INSERT OR IGNORE INTO event(seq, kind, storedAt, payload) VALUES (?, ?, ?, ?)")
-            for record in batch.inserts {
-                try insert.execute(arguments: [
-                    Int64(clamping: record.seq), Self.code(record.kind), record.storedAtMilliseconds, Data(record.payload),
-                ])
-                if db.changesCount > 0 {
-                    count += 1
-                    bytes += record.accountedBytes
-                }
-            }
-            if !batch.deletes.isEmpty {
-                let delete = try db.cachedStatement(sql: "DELETE FROM event WHERE seq = ? RETURNING length(payload)")
-                for seq in batch.deletes {
-                    if let length = try Int.fetchOne(delete, arguments: [Int64(clamping: seq)]) {
-                        count -= 1
-                        bytes -= length + OutboxRecord.overheadBytes
-                    }
-                }
-            }
-            var result = OutboxCommitResult(count: count, bytes: bytes)
-            // Age limit: everything accepted before the cut-off.
-            let expired = try Row.fetchOne(
-                db, sql: "SELECT count(*), coalesce(sum(length(payload)), 0) FROM event WHERE storedAt < ?",
-                arguments: [batch.expiresBeforeMilliseconds])
-            if let n: Int = expired?[0], n > 0 {
-                try db.execute(sql: "DELETE FROM event WHERE storedAt < ?", arguments: [batch.expiresBeforeMilliseconds])
-                result.expired = UInt64(n)
-                result.count -= n
-                result.bytes -= (expired?[1] ?? 0) + n * OutboxRecord.overheadBytes
-            }
-            // Size limit: the oldest headings first, then the oldest fixes.
-            for kind in [OutboundMessage.Kind.heading, .fix] where result.bytes > batch.maximumBytes {
-                let victims = try Row.fetchCursor(
-                    db, sql: "SELECT seq, length(payload) FROM event WHERE kind = ? ORDER BY seq", arguments: [Self.code(kind)])
-                var doomed: [Int64] = []
-                while result.bytes > batch.maximumBytes, let row = try victims.next() {
-                    let seq: Int64 = row[0]
-                    guard !batch.protected.contains(UInt64(clamping: seq)) else { continue }
-                    doomed.append(seq)
-                    result.bytes -= (row[1] as Int) + OutboxRecord.overheadBytes
-                    result.count -= 1
-                    result.full += 1
-                }
-                let delete = try db.cachedStatement(sql: "DELETE FROM event WHERE seq = ?")
-                for seq in doomed { try delete.execute(arguments: [seq]) }
-            }
-            try Self.writeMeta(db, nextSeq: batch.nextSeq, reservedSeq: batch.reservedSeq, clean: batch.clean)
-            return result
+        let db = writer
+        _ = try await db.query("BEGIN IMMEDIATE")
+        let result: OutboxCommitResult
+        do {
+            result = try await Self.apply(batch, to: db, count: count, bytes: bytes)
+            _ = try await db.query("COMMIT")
+        } catch {
+            _ = try? await db.query("ROLLBACK")
+            throw error
         }
         totals.withLock { $0 = (result.count, result.bytes) }
         return result
     }
 
-    func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] {
-        try await database.read { db in
-            let rows = try Row.fetchCursor(
-                db, sql: "SELECT seq, kind, storedAt, payload FROM event WHERE seq > ? ORDER BY seq LIMIT ?",
-                arguments: [Int64(clamping: after), limit + excluding.count])
-            var records: [OutboxRecord] = []
-            var total = 0
-            while records.count < limit, let row = try rows.next() {
-                let seq = UInt64(clamping: row[0] as Int64)
-                if excluding.contains(seq) { continue }
-                let payload = [UInt8](row[3] as Data)
-                if !records.isEmpty, total + payload.count > maximumBytes { break }
-                total += payload.count
-                records.append(
-                    OutboxRecord(
-                        seq: seq, kind: Self.kind(row[1]), storedAtMilliseconds: row[2], payload: payload))
+    /// The statements of one commit, inside its transaction.
+    private static func apply(
+        _ batch: OutboxCommit, to db: SQLiteConnection, count: Int, bytes: Int
+    ) async throws
+        -> OutboxCommitResult
+    {
+        var result = OutboxCommitResult(count: count, bytes: bytes)
+        // Inserts: the rows SQLite really inserted come back (a seq already stored is ignored).
+        for start in stride(from: 0, to: batch.inserts.count, by: chunk) {
+            let records = batch.inserts[start..<min(start + chunk, batch.inserts.count)]
+            var binds: [SQLiteData] = []
+            binds.reserveCapacity(records.count * 4)
+            var accounted: [Int64: Int] = [:]
+            for record in records {
+                let seq = Int64(clamping: record.seq)
+                binds += [
+                    .integer(SQLiteInt64(seq)), .integer(code(record.kind)), .integer(SQLiteInt64(record.storedAtMilliseconds)),
+                    .blob(ByteBuffer(bytes: record.payload)),
+                ]
+                accounted[seq] = record.accountedBytes
             }
-            return records
+            let values = Array(repeating: "(?, ?, ?, ?)", count: records.count).joined(separator: ", ")
+            let inserted = try await db.query(
+                "INSERT OR IGNORE INTO event(seq, kind, storedAt, payload) VALUES \(values) RETURNING seq", binds)
+            for row in inserted {
+                result.count += 1
+                result.bytes += row.integer(0).flatMap { accounted[$0] } ?? 0
+            }
         }
+        // Acknowledged: gone, with what they accounted for.
+        for start in stride(from: 0, to: batch.deletes.count, by: chunk) {
+            let seqs = batch.deletes[start..<min(start + chunk, batch.deletes.count)]
+            for length in try await delete(seqs.map { Int64(clamping: $0) }, from: db) {
+                result.count -= 1
+                result.bytes -= length + OutboxRecord.overheadBytes
+            }
+        }
+        // Age limit: everything accepted before the cut-off.
+        let expired = try await db.query(
+            "SELECT count(*), coalesce(sum(length(payload)), 0) FROM event WHERE storedAt < ?",
+            [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))]
+        ).first
+        if let n = expired?.integer(0), n > 0 {
+            _ = try await db.query("DELETE FROM event WHERE storedAt < ?", [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))])
+            result.expired = UInt64(n)
+            result.count -= Int(n)
+            result.bytes -= Int(expired?.integer(1) ?? 0) + Int(n) * OutboxRecord.overheadBytes
+        }
+        // Size limit: the oldest headings first, then the oldest fixes.
+        for kind in [OutboundMessage.Kind.heading, .fix] where result.bytes > batch.maximumBytes {
+            var after: Int64 = 0
+            var doomed: [Int64] = []
+            page: while result.bytes > batch.maximumBytes {
+                let rows = try await db.query(
+                    "SELECT seq, length(payload) FROM event WHERE kind = ? AND seq > ? ORDER BY seq LIMIT \(chunk)",
+                    [.integer(code(kind)), .integer(SQLiteInt64(after))])
+                guard !rows.isEmpty else { break }
+                for row in rows {
+                    guard result.bytes > batch.maximumBytes else { break page }
+                    guard let seq = row.integer(0) else { continue }
+                    after = seq
+                    guard !batch.protected.contains(UInt64(clamping: seq)) else { continue }
+                    doomed.append(seq)
+                    result.bytes -= Int(row.integer(1) ?? 0) + OutboxRecord.overheadBytes
+                    result.count -= 1
+                    result.full += 1
+                }
+            }
+            for start in stride(from: 0, to: doomed.count, by: chunk) {
+                _ = try await delete(Array(doomed[start..<min(start + chunk, doomed.count)]), from: db)
+            }
+        }
+        _ = try await db.query(writeMeta, metaBinds(nextSeq: batch.nextSeq, reservedSeq: batch.reservedSeq, clean: batch.clean))
+        return result
     }
 
-    private static func code(_ kind: OutboundMessage.Kind) -> Int {
+    /// Deletes `seqs`; returns the payload lengths of the rows that were there.
+    private static func delete(_ seqs: [Int64], from db: SQLiteConnection) async throws -> [Int] {
+        guard !seqs.isEmpty else { return [] }
+        let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
+        return try await db.query(
+            "DELETE FROM event WHERE seq IN (\(marks)) RETURNING length(payload)", seqs.map { .integer(SQLiteInt64($0)) }
+        ).map { Int($0.integer(0) ?? 0) }
+    }
+
+    func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] {
+        let rows = try await reader.query(
+            "SELECT seq, kind, storedAt, payload FROM event WHERE seq > ? ORDER BY seq LIMIT ?",
+            [.integer(SQLiteInt64(clamping: after)), .integer(SQLiteInt64(limit + excluding.count))])
+        var records: [OutboxRecord] = []
+        var total = 0
+        for row in rows where records.count < limit {
+            guard let stored = row.integer(0) else { continue }
+            let seq = UInt64(clamping: stored)
+            if excluding.contains(seq) { continue }
+            let payload = row.bytes(3)
+            if !records.isEmpty, total + payload.count > maximumBytes { break }
+            total += payload.count
+            records.append(
+                OutboxRecord(seq: seq, kind: Self.kind(row.integer(1) ?? 1), storedAtMilliseconds: row.integer(2) ?? 0, payload: payload))
+        }
+        return records
+    }
+
+    private static func code(_ kind: OutboundMessage.Kind) -> SQLiteInt64 {
         kind == .heading ? 2 : 1
     }
 
-    private static func kind(_ code: Int) -> OutboundMessage.Kind {
+    private static func kind(_ code: Int64) -> OutboundMessage.Kind {
         code == 2 ? .heading : .fix
+    }
+}
+
+extension SQLiteConnection {
+    /// Runs one statement to completion, blocking the calling thread (the opening only).
+    fileprivate func run(_ sql: String, _ binds: [SQLiteData] = []) throws {
+        _ = try rows(sql, binds)
+    }
+
+    /// One statement's rows, blocking the calling thread (the opening only).
+    fileprivate func rows(_ sql: String, _ binds: [SQLiteData] = []) throws -> [SQLiteRow] {
+        try query(sql, binds).wait()
+    }
+}
+
+extension SQLiteRow {
+    /// Column `index` as an integer (`nil` for NULL, text or a blob).
+    fileprivate func integer(_ index: Int) -> Int64? {
+        let column = columns
+        guard index < column.count, case .integer(let value) = column[index].data else { return nil }
+        return Int64(value)
+    }
+
+    /// Column `index` as text (`nil` unless it is text).
+    fileprivate func text(_ index: Int) -> String? {
+        let column = columns
+        guard index < column.count, case .text(let value) = column[index].data else { return nil }
+        return value
+    }
+
+    /// Column `index` as bytes (empty unless it is a blob).
+    fileprivate func bytes(_ index: Int) -> [UInt8] {
+        let column = columns
+        guard index < column.count, case .blob(let buffer) = column[index].data else { return [] }
+        return Array(buffer.readableBytesView)
     }
 }

@@ -198,6 +198,11 @@ struct AgentShutdownTests {
             #expect(elapsed < .seconds(5), "nothing to drain: the stop is prompt")
             let last = try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status")
             #expect(last?.contains(#""state":"offline""#) == true, "retained status after SIGTERM: \(last ?? "none")")
+            // A clean stop closes the outbox: one database file, its write-ahead log
+            // checkpointed into it and removed.
+            let store = "\(directory)/state/v1.outbox"
+            #expect(FileManager.default.fileExists(atPath: store))
+            #expect(!FileManager.default.fileExists(atPath: store + "-wal"), "the WAL is checkpointed at a clean stop")
         }
     }
 }

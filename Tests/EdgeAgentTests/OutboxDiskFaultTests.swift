@@ -133,6 +133,8 @@ struct OutboxDiskFaultTests {
                 // As a crash leaves it: the WAL and its index beside the database.
                 #expect(FileManager.default.fileExists(atPath: OutboxStore.path(directory: state, vehicle: vehicle) + "-wal"))
                 try copyToCard()
+            } else {
+                await store.close()  // a clean stop: one database file, its WAL checkpointed
             }
         }
         if !uncleanStop { try copyToCard() }

@@ -107,6 +107,7 @@ struct OutboxStoreTests {
     private func fill(dir: TemporaryDirectory) async throws {
         let good = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         _ = try await commit(good, inserts: (1...400).map { record($0, bytes: 300) }, next: 401, reserved: 500, clean: true)
+        await good.close()
     }
 
     static let brokenStores: [(String, [UInt8])] = [
@@ -161,6 +162,65 @@ struct OutboxStoreTests {
         }
         _ = try await commit(store, inserts: [record(store.nextSeq)], next: store.nextSeq + 1, reserved: store.nextSeq + 64)
         #expect(store.storage.location == path, "the new store is usable at the same path")
+    }
+
+    /// Runs `sql` on the database at `path` with the sqlite3 command-line shell (another
+    /// program than the agent, as an earlier agent's file or a user's edit would be).
+    private func sqlite3(_ path: String, _ sql: String) throws {
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        process.arguments = [path, sql]
+        try process.run()
+        process.waitUntilExit()
+        #expect(process.terminationStatus == 0, "sqlite3 \(sql)")
+    }
+
+    /// The tables an earlier agent made with GRDB's migrator (schema v1 and GRDB's own table of
+    /// applied migrations).
+    private static let earlierAgentSchema = """
+        CREATE TABLE grdb_migrations (identifier TEXT NOT NULL PRIMARY KEY);
+        CREATE TABLE event (seq INTEGER PRIMARY KEY NOT NULL, kind INTEGER NOT NULL, storedAt INTEGER NOT NULL, payload BLOB NOT NULL);
+        CREATE INDEX event_kind_seq ON event(kind, seq);
+        CREATE TABLE meta (key TEXT PRIMARY KEY NOT NULL, value INTEGER NOT NULL) WITHOUT ROWID;
+        """
+
+    @Test("a store an earlier agent wrote (GRDB's migration table) opens as it is: its backlog is sent, numbering continues")
+    func earlierAgentsStore() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = OutboxStore.path(directory: dir.path, vehicle: vehicle)
+        try sqlite3(
+            path,
+            Self.earlierAgentSchema + """
+                INSERT INTO grdb_migrations VALUES ('v1');
+                INSERT INTO event VALUES (7, 1, 1000, CAST('{"seq":7}' AS BLOB)), (8, 2, 1000, CAST('{"seq":8}' AS BLOB));
+                INSERT INTO meta VALUES ('nextSeq', 9), ('reservedSeq', 40), ('clean', 1);
+                """)
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        #expect(store.degradedReason == nil)
+        #expect(store.movedAsidePath == nil, "nothing moved aside")
+        #expect(store.storedCount == 2)
+        #expect(store.nextSeq == 9, "a clean stop: no gap")
+        let backlog = try await store.storage.backlog(after: 0, limit: 10, maximumBytes: 1 << 20, excluding: [])
+        #expect(backlog.map(\.seq) == [7, 8])
+        #expect(backlog.map(\.kind) == [.fix, .heading])
+        #expect(backlog.map { String(decoding: $0.payload, as: UTF8.self) } == [#"{"seq":7}"#, #"{"seq":8}"#])
+        await store.close()
+    }
+
+    @Test("a store a newer agent wrote (an unknown schema version) is moved aside, not written")
+    func newerAgentsStore() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let path = OutboxStore.path(directory: dir.path, vehicle: vehicle)
+        try sqlite3(path, Self.earlierAgentSchema + "INSERT INTO grdb_migrations VALUES ('v1'), ('v2');")
+        let capture = InMemoryLogHandler()
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
+        let aside = try #require(store.movedAsidePath)
+        #expect(FileManager.default.fileExists(atPath: aside))
+        let error = capture.entries.first { $0.level == .error }
+        #expect(error?.metadata["error"]?.description.contains("newer agent") == true, "\(String(describing: error))")
+        await store.close()
     }
 
     @Test("a state directory that cannot hold a store gives a memory store, marked degraded with the path")
