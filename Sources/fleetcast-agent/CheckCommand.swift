@@ -1,6 +1,10 @@
 import ArgumentParser
 import EdgeAgent
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // ProcessInfo; full Foundation (ICU) would cost a vehicle megabytes
+#else
 import Foundation
+#endif
 import Logging
 
 /// `fleetcast-agent check`: validates the configuration, then tries the source and the broker

@@ -1,8 +1,20 @@
 import ArgumentParser
 import EdgeAgent
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // ProcessInfo; full Foundation (ICU) would cost a vehicle megabytes
+#else
 import Foundation
+#endif
 import Logging
 import ServiceLifecycle
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
 
 /// `fleetcast-agent run`: reads the receiver and publishes to MQTT until SIGTERM/SIGINT, or
 /// until a `replay:` source ends (a batch upload).
@@ -68,7 +80,8 @@ struct RunCommand: AsyncParsableCommand {
             configuration = try await AgentConfiguration.load(
                 filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
         } catch {
-            FileHandle.standardError.write(Data("fleetcast-agent: \(error)\n".utf8))
+            let message = "fleetcast-agent: \(error)\n"
+            _ = message.utf8CString.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
             throw ExitCode(78)  // EX_CONFIG
         }
 
