@@ -27,7 +27,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: ["YAML"]),
+        // No traits: the agent's YAML file is read by our own snapshot over libyaml (CYAML), not
+        // Yams, whose full Foundation (ICU) the agent would otherwise carry.
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: []),
         .package(url: "https://github.com/groue/GRDB.swift", from: "7.0.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
         // fleet-watch serve: the live map's HTTP server (static files, JSON, Server-Sent Events).
@@ -65,6 +67,12 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
+        // libyaml, Debian's YAML 1.1 parser, as a system library: the agent's configuration file.
+        .systemLibrary(
+            name: "CYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
+        ),
         // An async MQTT 5 / 3.1.1 client over libmosquitto.
         .target(
             name: "MQTT",
@@ -77,7 +85,7 @@ let package = Package(
         .target(
             name: "EdgeAgent",
             dependencies: [
-                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore",
+                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore", "CYAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
