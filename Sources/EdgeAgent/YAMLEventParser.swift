@@ -30,6 +30,7 @@ struct YAMLEvent: Sendable, Equatable {
 /// that produced `input`.
 struct YAMLEventParser: ~Copyable {
     private let parser: UnsafeMutablePointer<yaml_parser_t>
+    private let input: UnsafeRawBufferPointer
 
     /// A parser over `input`, which must not be empty (libyaml asserts on a null buffer) and
     /// must outlive the parser.
@@ -44,6 +45,7 @@ struct YAMLEventParser: ~Copyable {
         }
         yaml_parser_set_input_string(parser, base.assumingMemoryBound(to: UInt8.self), input.count)
         self.parser = parser
+        self.input = input
     }
 
     deinit {
@@ -95,10 +97,11 @@ struct YAMLEventParser: ~Copyable {
         case YAML_MEMORY_ERROR:
             return LibYAMLSnapshot.Failure("libyaml ran out of memory")
         case YAML_READER_ERROR:
-            // The reader (encoding) errors set an offset, not a mark.
-            var message = "not valid UTF-8 or UTF-16 at byte \(state.problem_offset): \(problem ?? "unreadable text")"
+            // The reader (invalid UTF-8, control characters) sets a byte offset, not a mark.
+            var message = "unreadable text at byte \(state.problem_offset): \(problem ?? "unknown problem")"
             if state.problem_value != -1 { message += " (0x\(String(state.problem_value, radix: 16, uppercase: true)))" }
-            return LibYAMLSnapshot.Failure(message)
+            let place = Self.lineAndColumn(of: Int(state.problem_offset), in: input)
+            return LibYAMLSnapshot.Failure(message, line: place?.line, column: place?.column)
         default:
             var message = "YAML syntax error: \(problem ?? "unknown problem")"
             if let context = state.context.map({ String(cString: $0) }) {
@@ -108,6 +111,23 @@ struct YAMLEventParser: ~Copyable {
             return LibYAMLSnapshot.Failure(
                 message, line: Int(state.problem_mark.line) + 1, column: Int(state.problem_mark.column) + 1)
         }
+    }
+
+    /// The 1-based line and column (in characters) of the byte at `offset` of UTF-8 text;
+    /// `nil` for UTF-16 text (a byte order mark first), which libyaml also reads.
+    private static func lineAndColumn(of offset: Int, in text: UnsafeRawBufferPointer) -> (line: Int, column: Int)? {
+        guard offset <= text.count, !(text.starts(with: [0xFE, 0xFF]) || text.starts(with: [0xFF, 0xFE])) else { return nil }
+        var line = 1
+        var column = 1
+        for byte in text[..<offset] {
+            if byte == UInt8(ascii: "\n") {
+                line += 1
+                column = 1
+            } else if byte & 0xC0 != 0x80 {  // not a UTF-8 continuation byte
+                column += 1
+            }
+        }
+        return (line, column)
     }
 
     private static func string(_ pointer: UnsafeMutablePointer<yaml_char_t>?) -> String? {
