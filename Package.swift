@@ -27,7 +27,9 @@ let package = Package(
         .package(url: "https://github.com/apple/swift-async-algorithms", from: "1.1.0"),
         .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
         .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
-        .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: ["YAML"]),
+        // No traits: the agent's YAML file is read by our own snapshot over libyaml (CYAML), not
+        // Yams, whose full Foundation (ICU) the agent would otherwise carry.
+        .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: []),
         // The outbox's SQLite (vendored, built in): no Foundation, which a vehicle's memory cannot spare.
         .package(url: "https://github.com/vapor/sqlite-nio", from: "1.12.0"),
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
@@ -66,6 +68,12 @@ let package = Package(
             pkgConfig: "libmosquitto",
             providers: [.apt(["libmosquitto-dev"])]
         ),
+        // libyaml, Debian's YAML 1.1 parser, as a system library: the agent's configuration file.
+        .systemLibrary(
+            name: "CYAML",
+            pkgConfig: "yaml-0.1",
+            providers: [.apt(["libyaml-dev"])]
+        ),
         // An async MQTT 5 / 3.1.1 client over libmosquitto.
         .target(
             name: "MQTT",
@@ -78,7 +86,7 @@ let package = Package(
         .target(
             name: "EdgeAgent",
             dependencies: [
-                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore",
+                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore", "CYAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

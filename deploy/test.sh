@@ -13,6 +13,7 @@ packages=(
   gpsd gpsd-clients          # gpsd and gpsfake/gpsdecode: the real daemon the sources talk to
   socat                      # pseudo-terminal pairs standing in for a serial receiver
   mosquitto mosquitto-clients libmosquitto-dev pkg-config openssl   # broker, CLI clients, C client library
+  libyaml-dev                # libyaml: the agent's configuration file (CYAML)
   libsqlite3-dev sqlite3     # the outbox store (GRDB links the system SQLite); sqlite3 for the store tests
   dpkg-dev lintian           # the Debian package: dpkg-shlibdeps for Depends:, lintian to check it
   systemd libseccomp-dev gcc # systemd-analyze (the unit's rating, its system-call filter); the sandbox that applies it

@@ -40,7 +40,8 @@ extension AgentConfiguration {
     /// passes them in.
     ///
     /// - Parameters:
-    ///   - filePath: the YAML file (see `config/agent.yaml`); `nil`: no file.
+    ///   - filePath: the YAML file (see `config/agent.yaml`), read with libyaml
+    ///     (``LibYAMLSnapshot``); `nil`: no file.
     ///   - environment: the process environment; only `FLEETCAST_…` variables are read
     ///     (`FLEETCAST_VEHICLE`, `FLEETCAST_BROKER_URL`, `FLEETCAST_BROKER_PASSWORD`…).
     ///   - flags: values given on the command line, keyed by configuration key (`"qos.fix"`),
@@ -79,11 +80,11 @@ extension AgentConfiguration {
         ).prefixKeys(with: ConfigKey(environmentPrefix.lowercased()))
 
         // The file: its keys are collected while it is parsed, to report unknown ones.
-        var fileProvider: FileProvider<YAMLSnapshot>?
+        var fileProvider: FileProvider<LibYAMLSnapshot>?
         if let filePath {
             let collector = KeyCollector()
             do {
-                fileProvider = try await FileProvider<YAMLSnapshot>(
+                fileProvider = try await FileProvider<LibYAMLSnapshot>(
                     parsingOptions: .init(
                         secretsSpecifier: .dynamic { key, _ in
                             collector.add(key)
@@ -170,8 +171,8 @@ extension AgentConfiguration {
     }
 }
 
-/// Collects the keys a YAML file defines while swift-configuration parses it (through the
-/// secrets specifier, which is asked about every key).
+/// Collects the keys a YAML file defines while ``LibYAMLSnapshot`` parses it (through the
+/// secrets specifier, which it asks about every key).
 private final class KeyCollector: Sendable {
     private let storage = SanitizerVisibleMutex<[String]>([])
     func add(_ key: String) { storage.withLock { $0.append(key) } }
@@ -186,7 +187,7 @@ struct ConfigurationSources {
     var problems: [ConfigurationError.Problem] = []
     var origins: [String: ConfigurationOrigin] = [:]
 
-    init(flags: InMemoryProvider, environment: some ConfigProvider, file: FileProvider<YAMLSnapshot>?, filePath: String?) {
+    init(flags: InMemoryProvider, environment: some ConfigProvider, file: FileProvider<LibYAMLSnapshot>?, filePath: String?) {
         var providers: [any ConfigProvider] = [flags, environment]
         var layers: [(provider: any ConfigProvider, origin: (String) -> ConfigurationOrigin)] = [
             (flags, { .flag(AgentConfiguration.flagName($0)) }),
