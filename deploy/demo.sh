@@ -12,7 +12,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 
 if [ "${DEMO_SKIP_INSTALL:-0}" != 1 ]; then
   need=()
-  for p in mosquitto mosquitto-clients libmosquitto-dev pkg-config libsqlite3-dev libyaml-dev; do
+  for p in mosquitto mosquitto-clients libmosquitto-dev pkg-config libyaml-dev; do
     dpkg -s "$p" >/dev/null 2>&1 || need+=("$p")
   done
   if [ ${#need[@]} -gt 0 ]; then

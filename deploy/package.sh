@@ -8,7 +8,7 @@
 # Pi, Jetson) with this same script: the Swift toolchain is needed on the build machine only.
 #
 # Needs the Swift toolchain, dpkg-dev (dpkg-shlibdeps) and the -dev packages the build needs
-# (libmosquitto-dev, libsqlite3-dev, libyaml-dev, pkg-config). Prints the package's path last.
+# (libmosquitto-dev, libyaml-dev, pkg-config). Prints the package's path last.
 # FLEETCAST_DEB_SCRATCH: the build folder (default .build-deb; kept, so a rebuild is quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."

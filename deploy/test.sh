@@ -14,7 +14,7 @@ packages=(
   socat                      # pseudo-terminal pairs standing in for a serial receiver
   mosquitto mosquitto-clients libmosquitto-dev pkg-config openssl   # broker, CLI clients, C client library
   libyaml-dev                # libyaml: the agent's configuration file (CYAML)
-  libsqlite3-dev sqlite3     # the outbox store (GRDB links the system SQLite); sqlite3 for the store tests
+  sqlite3                    # the outbox store tests: a store written by another program (sqlite-nio builds its own SQLite in)
   dpkg-dev lintian           # the Debian package: dpkg-shlibdeps for Depends:, lintian to check it
   systemd libseccomp-dev gcc # systemd-analyze (the unit's rating, its system-call filter); the sandbox that applies it
   postgresql libxml2-utils   # fleet-watch record/history: a real PostgreSQL server per test; xmllint validates GPX

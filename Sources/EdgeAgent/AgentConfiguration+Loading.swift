@@ -307,20 +307,7 @@ struct ConfigurationSources {
                 "source",
                 expected:
                     "a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password)"
-            ) { text -> String? in
-                guard let colon = text.firstIndex(of: ":"), colon != text.startIndex,
-                    text[..<colon].allSatisfy({ $0.isLetter || $0.isNumber || $0 == "+" || $0 == "-" || $0 == "." }),
-                    text.first?.isLetter == true,
-                    !text.unicodeScalars.contains(where: { $0.value < 0x20 || $0 == " " })
-                else { return nil }
-                // A user:password@ part would end up in the status: refuse it.
-                if let authority = text.range(of: "://"), let at = text[authority.upperBound...].firstIndex(of: "@"),
-                    text[authority.upperBound..<at].contains(":")
-                {
-                    return nil
-                }
-                return text
-            } ?? "sim:"
+            ) { text -> String? in Self.sourceURI(text) } ?? "sim:"
 
         let url: BrokerURL? =
             value("broker.url", expected: AgentConfiguration.brokerURLForm) { try? BrokerURL(parsing: $0) }
@@ -447,5 +434,25 @@ extension StringProtocol {
         while let first = slice.first, first.isWhitespace { slice.removeFirst() }
         while let last = slice.last, last.isWhitespace { slice.removeLast() }
         return String(slice)
+    }
+}
+
+extension ConfigurationSources {
+    /// `text` when it is a source URI: a scheme (a letter, then letters, digits, `+`, `-`,
+    /// `.`), a colon, no control characters or spaces, and no `user:password@` (which would end
+    /// up in the status); `nil` otherwise.
+    static func sourceURI(_ text: String) -> String? {
+        guard let colon = text.firstIndex(of: ":"), colon != text.startIndex, text.first?.isLetter == true else { return nil }
+        let schemeOK = text[..<colon].allSatisfy { (c: Character) -> Bool in
+            c.isLetter || c.isNumber || c == "+" || c == "-" || c == "."
+        }
+        let printable = !text.unicodeScalars.contains { (u: Unicode.Scalar) -> Bool in u.value < 0x20 || u == " " }
+        guard schemeOK, printable else { return nil }
+        // A user:password@ part would end up in the status: refuse it.
+        if let authority = text.firstRange(of: "://") {
+            let rest = text[authority.upperBound...]
+            if let at = rest.firstIndex(of: "@"), rest[..<at].contains(":") { return nil }
+        }
+        return text
     }
 }

@@ -48,7 +48,7 @@ struct CheckCommand: AsyncParsableCommand {
         flags["vehicle"] = vehicle
         flags["broker.passwordFile"] = passwordFile
         @Sendable func line(_ passed: Bool, _ name: String, _ detail: String) {
-            print("\(passed ? "ok  " : "FAIL") \(name.padding(toLength: 8, withPad: " ", startingAt: 0)) \(detail)")
+            print("\(passed ? "ok  " : "FAIL") \(name + String(repeating: " ", count: max(0, 8 - name.count))) \(detail)")
         }
         let configuration: AgentConfiguration
         do {
