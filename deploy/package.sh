@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Builds the Debian package dist/fleetcast_<version>_<arch>.deb for this machine's architecture
 # (dpkg --print-architecture): fleetcast-agent, the vehicle's software, a release build with the Swift
-# standard library and Foundation linked statically and stripped, the hardened systemd unit,
+# standard library and FoundationEssentials linked statically (no full Foundation, no ICU) and stripped, the hardened systemd unit,
 # /etc/fleetcast/agent.yaml as a conffile, the udev rule and the maintainer scripts that make
 # the user fleetcast. The package needs only Debian's own libraries, named in Depends: from the
 # binaries' real needs (dpkg-shlibdeps). Build the arm64 package on an arm64 machine (Raspberry
@@ -26,9 +26,16 @@ build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch" -X
 
 # fleet-watch is the fleet side (a map server, a PostgreSQL recorder), not vehicle software: it
 # is built and run from this repository on the machines that watch the fleet, not packaged here.
-echo "==> building fleetcast-agent (release, static Swift stdlib and Foundation)" >&2
+echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationEssentials)" >&2
 "${build[@]}" --product fleetcast-agent >&2
 bin=$("${build[@]}" --show-bin-path)
+
+# Full Foundation (and ICU, its tens of MB) must stay out of the vehicle's binary: the agent
+# and its dependencies use FoundationEssentials only. A new `import Foundation` brings it back.
+if nm "$bin/fleetcast-agent" | grep -q -m1 -e '\$s10Foundation' -e ' ucol_open'; then
+  echo "package.sh: fleetcast-agent links full Foundation or ICU; import FoundationEssentials instead" >&2
+  exit 1
+fi
 
 # The one version: the agent's own (FleetcastAgent.version, what `--version` and the status say).
 version=$("$bin/fleetcast-agent" --version)

@@ -53,10 +53,11 @@ public struct SimulatorSource: GNSSSource {
             var epochs = 0
             while !Task.isCancelled {
                 let p = vehicle.position
+                // Each epoch is stamped on the schedule, as a receiver stamps its epochs, not
+                // when the task woke: a late wake-up (a loaded machine) delays the sentences but
+                // keeps time and position consistent (the vehicle moves one period per epoch).
                 let epoch = NMEASentenceGenerator.Epoch(
-                    time: scale == 1
-                        ? Self.utcNow()
-                        : UTCTimestamp(millisecondsSince1970: start.millisecondsSince1970 + Int64(epochs) * 1000 / Int64(rate)),
+                    time: UTCTimestamp(millisecondsSince1970: start.millisecondsSince1970 + Int64(epochs) * 1000 / Int64(rate)),
                     latitude: p.latitude, longitude: p.longitude,
                     speed: vehicle.speed, track: vehicle.heading, heading: vehicle.heading)
                 let bytes = NMEASentenceGenerator.bytes(for: epoch)
