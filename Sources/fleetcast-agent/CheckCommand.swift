@@ -1,11 +1,12 @@
 import ArgumentParser
 import EdgeAgent
+import Logging
+
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // ProcessInfo; full Foundation (ICU) would cost a vehicle megabytes
 #else
 import Foundation
 #endif
-import Logging
 
 /// `fleetcast-agent check`: validates the configuration, then tries the source and the broker
 /// as the service would, one line per step. Exits 0 when every step passes.

@@ -1,10 +1,5 @@
 import ArgumentParser
 import EdgeAgent
-#if canImport(FoundationEssentials)
-import FoundationEssentials  // ProcessInfo; full Foundation (ICU) would cost a vehicle megabytes
-#else
-import Foundation
-#endif
 import Logging
 import ServiceLifecycle
 
@@ -14,6 +9,12 @@ import Glibc
 import Musl
 #elseif canImport(Darwin)
 import Darwin
+#endif
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // ProcessInfo; full Foundation (ICU) would cost a vehicle megabytes
+#else
+import Foundation
 #endif
 
 /// `fleetcast-agent run`: reads the receiver and publishes to MQTT until SIGTERM/SIGINT, or
