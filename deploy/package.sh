@@ -2,10 +2,11 @@
 # Builds the Debian package dist/fleetcast_<version>_<arch>.deb for this machine's architecture
 # (dpkg --print-architecture): fleetcast-agent, the vehicle's software, a release build with the
 # Swift standard library and FoundationEssentials linked statically (no full Foundation, no ICU)
-# and stripped, the hardened systemd unit, /etc/fleetcast/agent.yaml as a conffile, the udev rule and the maintainer scripts that make
-# the user fleetcast. The package needs only Debian's own libraries, named in Depends: from the
-# binaries' real needs (dpkg-shlibdeps). Build the arm64 package on an arm64 machine (Raspberry
-# Pi, Jetson) with this same script: the Swift toolchain is needed on the build machine only.
+# and stripped, the hardened systemd unit, /etc/fleetcast/agent.yaml as a conffile, the udev
+# rule and the maintainer scripts that make the user fleetcast. The package needs only Debian's
+# own libraries, named in Depends: from the binary's real needs (dpkg-shlibdeps). Build the
+# arm64 package on an arm64 machine (Raspberry Pi, Jetson) with this same script: the Swift
+# toolchain is needed on the build machine only.
 #
 # Needs the Swift toolchain, dpkg-dev (dpkg-shlibdeps) and the -dev packages the build needs
 # (libmosquitto-dev, libyaml-dev, pkg-config). Prints the package's path last.
