@@ -67,7 +67,7 @@ for binary in /usr/bin/fleetcast-agent; do
   echo "    $binary: $(awk '{print $1}' "$work/ldd.txt" | tr '\n' ' ')"
   # Packed relocations (DT_RELR) need glibc 2.36's loader: Depends must say so, or apt installs
   # the package where the agent cannot start.
-  if readelf -V "$binary" | grep -q GLIBC_ABI_DT_RELR; then
+  if grep -q GLIBC_ABI_DT_RELR <<<"$(readelf -V "$binary")"; then
     dpkg-query -W -f='${Depends}' fleetcast | grep -Eq 'libc6 \(>= 2\.(3[6-9]|[4-9][0-9])' \
       || fail "$binary needs glibc >= 2.36 (GLIBC_ABI_DT_RELR) but Depends does not say so"
   fi

@@ -33,7 +33,9 @@ bin=$("${build[@]}" --show-bin-path)
 
 # Full Foundation (and ICU, its tens of MB) must stay out of the vehicle's binary: the agent
 # and its dependencies use FoundationEssentials only. A new `import Foundation` brings it back.
-if nm "$bin/fleetcast-agent" | grep -q -m1 -e '\$s10Foundation' -e ' ucol_open'; then
+# (nm's whole output read first: `nm | grep -q` under pipefail would fail on grep's early exit.)
+symbols=$(nm "$bin/fleetcast-agent")
+if grep -q -e '\$s10Foundation' -e ' ucol_open' <<<"$symbols"; then
   echo "package.sh: fleetcast-agent links full Foundation or ICU; import FoundationEssentials instead" >&2
   exit 1
 fi
@@ -111,7 +113,7 @@ shlibs=${shlibs#shlibs:Depends=}
 # Packed relocations need glibc 2.36's loader (the binary asks for GLIBC_ABI_DT_RELR, a version
 # without symbols, which dpkg-shlibdeps does not see): say so, or an older glibc's apt would
 # install a binary its loader refuses.
-if readelf -V "$root/usr/bin/fleetcast-agent" | grep -q GLIBC_ABI_DT_RELR; then
+if grep -q GLIBC_ABI_DT_RELR <<<"$(readelf -V "$root/usr/bin/fleetcast-agent")"; then
   libc=$(sed -nE 's/.*libc6 \(>= ([^)]*)\).*/\1/p' <<<"$shlibs")
   if dpkg --compare-versions "${libc:-0}" lt 2.36; then
     shlibs=$(sed -E 's/libc6 \(>= [^)]*\)/libc6 (>= 2.36)/' <<<"$shlibs")

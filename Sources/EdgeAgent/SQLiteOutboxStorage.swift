@@ -37,12 +37,30 @@ final class SQLiteOutboxStorage: OutboxStorage {
     private let reader: SQLiteConnection
     /// Stored count and bytes, kept by the commits (which run one at a time).
     private let totals: SanitizerVisibleMutex<(count: Int, bytes: Int)>
-    /// Set by the first ``close()``; later calls and `deinit` do nothing.
-    private let closed = SanitizerVisibleMutex(false)
+    /// Whether the store is open, and the work under way on it.
+    private let lifecycle = SanitizerVisibleMutex(Lifecycle())
+
+    /// The store's life: open (counting the commits and reads under way), closing (waiting for
+    /// them to end), closed.
+    private struct Lifecycle {
+        var inFlight = 0
+        var closing = false
+        var closed = false
+        /// The first ``close()``, waiting for the work under way to end.
+        var drained: CheckedContinuation<Void, Never>?
+        /// Later ``close()`` calls, waiting for the first one to finish.
+        var closedWaiters: [CheckedContinuation<Void, Never>] = []
+    }
 
     /// Why a file cannot be used as the outbox, so it is moved aside.
     struct Unusable: Error, CustomStringConvertible {
         let description: String
+    }
+
+    /// A commit or read asked of a store that is closing or closed.
+    struct Closed: Error, CustomStringConvertible {
+        let location: String
+        var description: String { "\(location): the outbox store is closed" }
     }
 
     /// The schema versions this agent knows (rows of `grdb_migrations`).
@@ -77,27 +95,80 @@ final class SQLiteOutboxStorage: OutboxStorage {
     deinit {
         // A store dropped without close(): the connections close on the thread pool (each
         // close holds its connection until it has run).
-        if !closed.withLock({ $0 }) {
+        if !lifecycle.withLock({ $0.closing }) {
             _ = writer.close()
             _ = reader.close()
         }
     }
 
-    /// Closes both connections; the last close checkpoints the WAL into the database file.
+    /// Closes both connections once the commits and reads under way have ended (later ones
+    /// throw ``Closed``); the last close checkpoints the WAL into the database file. A second
+    /// call waits for the first.
     func close() async {
-        let first = closed.withLock { closed -> Bool in
-            defer { closed = true }
-            return !closed
+        enum Role { case closer(waitForWork: Bool), follower, done }
+        let role = lifecycle.withLock { state -> Role in
+            if state.closed { return .done }
+            if state.closing { return .follower }
+            state.closing = true
+            return .closer(waitForWork: state.inFlight > 0)
         }
-        guard first else { return }
-        try? await reader.close()
-        try? await writer.close()
+        switch role {
+        case .done:
+            return
+        case .follower:
+            await withCheckedContinuation { continuation in
+                let closed = lifecycle.withLock { state -> Bool in
+                    if !state.closed { state.closedWaiters.append(continuation) }
+                    return state.closed
+                }
+                if closed { continuation.resume() }
+            }
+        case .closer(let waitForWork):
+            if waitForWork {
+                await withCheckedContinuation { continuation in
+                    let idle = lifecycle.withLock { state -> Bool in
+                        if state.inFlight > 0 { state.drained = continuation }
+                        return state.inFlight == 0
+                    }
+                    if idle { continuation.resume() }
+                }
+            }
+            try? await reader.close()
+            try? await writer.close()
+            let waiters = lifecycle.withLock { state -> [CheckedContinuation<Void, Never>] in
+                state.closed = true
+                defer { state.closedWaiters = [] }
+                return state.closedWaiters
+            }
+            for waiter in waiters { waiter.resume() }
+        }
+    }
+
+    /// Counts a commit or read as under way; throws ``Closed`` once ``close()`` has begun.
+    private func enter() throws {
+        let open = lifecycle.withLock { state -> Bool in
+            if !state.closing { state.inFlight += 1 }
+            return !state.closing
+        }
+        guard open else { throw Closed(location: location) }
+    }
+
+    /// Ends what ``enter()`` began; the last one lets a waiting ``close()`` go on.
+    private func leave() {
+        let closer = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
+            state.inFlight -= 1
+            guard state.inFlight == 0 else { return nil }
+            defer { state.drained = nil }
+            return state.drained
+        }
+        closer?.resume()
     }
 
     /// Opens (or creates) the store at `path`, checks it, and reserves the first numbers.
     ///
     /// Blocks the calling thread while SQLite opens and checks the file on NIO's thread pool
-    /// (once, at start-up, as a synchronous open would).
+    /// (once, at start-up, as a synchronous open would). Never call it on a SwiftNIO event
+    /// loop, where waiting for a future traps.
     ///
     /// - Parameters:
     ///   - minimumNextSeq: numbers below this are never handed out (a legacy `{vehicle}.seq`
@@ -109,7 +180,6 @@ final class SQLiteOutboxStorage: OutboxStorage {
     static func open(path: String, minimumNextSeq: UInt64, reserve: UInt64) throws -> (SQLiteOutboxStorage, OutboxOpening) {
         let writer = try connect(path)
         do {
-            try writer.run("PRAGMA busy_timeout = 5000")
             _ = try writer.rows("PRAGMA journal_mode = WAL")
             try writer.run("PRAGMA synchronous = FULL")
             // sqlite-nio builds SQLite with SECURE_DELETE (deleted rows overwritten with zeros):
@@ -131,8 +201,10 @@ final class SQLiteOutboxStorage: OutboxStorage {
             }
             let reader = try connect(path)
             do {
-                try reader.run("PRAGMA busy_timeout = 5000")
                 try reader.run("PRAGMA query_only = 1")
+                // The backlog is read oldest first, once: a small page cache (256 KiB, not
+                // SQLite's 2 MiB default) is enough, and a vehicle's memory is short.
+                try reader.run("PRAGMA cache_size = -256")
             } catch {
                 _ = try? reader.close().wait()
                 throw error
@@ -151,10 +223,19 @@ final class SQLiteOutboxStorage: OutboxStorage {
 
     private static func connect(_ location: String) throws -> SQLiteConnection {
         do {
-            return try SQLiteConnection.open(
+            let connection = try SQLiteConnection.open(
                 storage: .file(path: location), threadPool: .singleton, logger: quiet,
                 on: MultiThreadedEventLoopGroup.singleton.any()
             ).wait()
+            // sqlite-nio's own busy handler retries for ever, at full speed: wait at most 5 s
+            // for a lock instead (another process's WAL recovery), then fail with SQLITE_BUSY.
+            do {
+                try connection.run("PRAGMA busy_timeout = 5000")
+            } catch {
+                _ = try? connection.close().wait()
+                throw error
+            }
+            return connection
         } catch let error as SQLiteError where meansUnusable(error) {
             throw Unusable(description: "\(error.message) (\(error.reason))")
         }
@@ -266,11 +347,15 @@ final class SQLiteOutboxStorage: OutboxStorage {
     }
 
     func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult {
+        try enter()
+        defer { leave() }
         let (count, bytes) = totals.withLock { $0 }
         let db = writer
-        _ = try await db.query("BEGIN IMMEDIATE")
         let result: OutboxCommitResult
         do {
+            // Inside the `do`: should a transaction ever be left open, the ROLLBACK ends it
+            // and the next commit can begin again.
+            _ = try await db.query("BEGIN IMMEDIATE")
             result = try await Self.apply(batch, to: db, count: count, bytes: bytes)
             _ = try await db.query("COMMIT")
         } catch {
@@ -367,6 +452,8 @@ final class SQLiteOutboxStorage: OutboxStorage {
     }
 
     func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] {
+        try enter()
+        defer { leave() }
         let rows = try await reader.query(
             "SELECT seq, kind, storedAt, payload FROM event WHERE seq > ? ORDER BY seq LIMIT ?",
             [.integer(SQLiteInt64(clamping: after)), .integer(SQLiteInt64(limit + excluding.count))])

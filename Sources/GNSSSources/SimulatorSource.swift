@@ -43,7 +43,7 @@ public struct SimulatorSource: GNSSSource {
             let rate = Swift.max(1, Swift.min(options.rateHz, 10))
             let scale = Swift.max(1, Swift.min(options.timeScale, 100))
             let period = Duration.seconds(1) / (rate * scale)
-            let start = Self.utcNow()
+            var start = Self.utcNow()
             var vehicle = SimulatedVehicle(
                 cruiseSpeed: options.cruiseSpeed, originLatitude: options.latitude, originLongitude: options.longitude)
             var decoder = NMEADecoder()
@@ -56,8 +56,18 @@ public struct SimulatorSource: GNSSSource {
                 // Each epoch is stamped on the schedule, as a receiver stamps its epochs, not
                 // when the task woke: a late wake-up (a loaded machine) delays the sentences but
                 // keeps time and position consistent (the vehicle moves one period per epoch).
+                var time = UTCTimestamp(millisecondsSince1970: start.millisecondsSince1970 + Int64(epochs) * 1000 / Int64(rate))
+                if scale == 1 {
+                    // A step of the system clock (NTP setting a Pi's time after boot) moves
+                    // the schedule with it.
+                    let now = Self.utcNow()
+                    if abs(now.millisecondsSince1970 - time.millisecondsSince1970) > 1000 {
+                        start = UTCTimestamp(millisecondsSince1970: now.millisecondsSince1970 - Int64(epochs) * 1000 / Int64(rate))
+                        time = now
+                    }
+                }
                 let epoch = NMEASentenceGenerator.Epoch(
-                    time: UTCTimestamp(millisecondsSince1970: start.millisecondsSince1970 + Int64(epochs) * 1000 / Int64(rate)),
+                    time: time,
                     latitude: p.latitude, longitude: p.longitude,
                     speed: vehicle.speed, track: vehicle.heading, heading: vehicle.heading)
                 let bytes = NMEASentenceGenerator.bytes(for: epoch)

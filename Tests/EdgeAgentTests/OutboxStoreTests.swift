@@ -91,6 +91,76 @@ struct OutboxStoreTests {
         #expect(after == [9])
     }
 
+    @Test("a record stored again (the same seq) is not counted twice")
+    func reinsertCountsOnce() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let records = (1...300).map { record($0) }
+        let first = try await commit(store, inserts: records, next: 301, reserved: 400)
+        #expect(first.count == 300)
+        #expect(first.bytes == records.reduce(0) { $0 + $1.accountedBytes })
+        let again = try await commit(store, inserts: Array(records[250...]) + [record(301)], next: 302, reserved: 400)
+        #expect(again.count == 301, "only seq 301 is new")
+        #expect(again.bytes == first.bytes + record(301).accountedBytes)
+        await store.close()
+        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        #expect(reopened.storedCount == 301)
+        #expect(reopened.opening.bytes == again.bytes, "what the commits counted is what the store holds")
+        await reopened.close()
+    }
+
+    @Test("the byte limit over many pages of one kind keeps the records being sent, on both sides of a page boundary")
+    func limitAcrossPages() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let records = (1...1000).map { record(UInt64($0)) }
+        let perRecord = records[0].accountedBytes
+        // Room for 100: 900 go, the oldest first, except the protected ones.
+        let protected: Set<UInt64> = [1, 256, 257, 513, 899]
+        let result = try await store.storage.commit(
+            OutboxCommit(
+                inserts: records, deletes: [], nextSeq: 1001, reservedSeq: 1100, expiresBeforeMilliseconds: 0,
+                maximumBytes: perRecord * 100, protected: protected))
+        #expect(result.full == 900)
+        #expect(result.count == 100)
+        #expect(result.bytes == perRecord * 100)
+        let left = try await store.storage.backlog(after: 0, limit: 2000, maximumBytes: 1 << 30, excluding: []).map(\.seq)
+        #expect(left == protected.sorted() + Array(906...1000), "the protected five, then the newest 95")
+        await store.close()
+    }
+
+    @Test("close(): work under way finishes, later commits and reads throw, a second close waits for the first")
+    func closeWhileWorking() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let records = (1...5000).map { record($0) }
+        let committing = Task { try await commit(store, inserts: records, next: 5001, reserved: 6000) }
+        async let firstClose: Void = store.close()
+        async let secondClose: Void = store.close()
+        _ = await (firstClose, secondClose)
+        let outcome = await committing.result
+        await #expect(throws: SQLiteOutboxStorage.Closed.self) {
+            try await store.storage.backlog(after: 0, limit: 1, maximumBytes: 1 << 20, excluding: [])
+        }
+        await #expect(throws: SQLiteOutboxStorage.Closed.self) {
+            try await commit(store, next: 5001, reserved: 6000)
+        }
+        // The commit either ran whole (it began before the close) or not at all.
+        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        switch outcome {
+        case .success(let result):
+            #expect(result.count == 5000)
+            #expect(reopened.storedCount == 5000)
+        case .failure(let error):
+            #expect(error is SQLiteOutboxStorage.Closed, "\(error)")
+            #expect(reopened.storedCount == 0)
+        }
+        await reopened.close()
+    }
+
     @Test("backlog reads are oldest first, bounded by count and bytes, and skip excluded records")
     func backlogReads() async throws {
         let dir = try TemporaryDirectory()
@@ -206,6 +276,31 @@ struct OutboxStoreTests {
         #expect(backlog.map(\.kind) == [.fix, .heading])
         #expect(backlog.map { String(decoding: $0.payload, as: UTF8.self) } == [#"{"seq":7}"#, #"{"seq":8}"#])
         await store.close()
+    }
+
+    @Test("a store written now has exactly the tables and index an earlier agent's GRDB migration made, so it opens there too")
+    func schemaIsEarlierAgents() throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        #expect(store.degradedReason == nil)
+        let earlier = dir.path + "/earlier.db"
+        try sqlite3(earlier, Self.earlierAgentSchema)
+        func schema(_ path: String) throws -> [String] {
+            let process = Process()
+            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+            process.arguments = [path, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name"]
+            let pipe = Pipe()
+            process.standardOutput = pipe
+            try process.run()
+            let output = pipe.fileHandleForReading.readDataToEndOfFile()
+            process.waitUntilExit()
+            // One statement per entry, without its whitespace (line breaks and indentation differ).
+            return String(decoding: output, as: UTF8.self).split(separator: "CREATE").map { $0.filter { !$0.isWhitespace } }
+        }
+        let written = try schema(OutboxStore.path(directory: dir.path, vehicle: vehicle))
+        #expect(written.count == 4)
+        #expect(written == (try schema(earlier)))
     }
 
     @Test("a store a newer agent wrote (an unknown schema version) is moved aside, not written")
