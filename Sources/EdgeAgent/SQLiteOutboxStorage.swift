@@ -355,11 +355,11 @@ final class SQLiteOutboxStorage: OutboxStorage {
         do {
             // Inside the `do`: should a transaction ever be left open, the ROLLBACK ends it
             // and the next commit can begin again.
-            _ = try await db.query("BEGIN IMMEDIATE")
+            _ = try await db.fetch("BEGIN IMMEDIATE")
             result = try await Self.apply(batch, to: db, count: count, bytes: bytes)
-            _ = try await db.query("COMMIT")
+            _ = try await db.fetch("COMMIT")
         } catch {
-            _ = try? await db.query("ROLLBACK")
+            _ = try? await db.fetch("ROLLBACK")
             throw error
         }
         totals.withLock { $0 = (result.count, result.bytes) }
@@ -388,7 +388,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
                 accounted[seq] = record.accountedBytes
             }
             let values = Array(repeating: "(?, ?, ?, ?)", count: records.count).joined(separator: ", ")
-            let inserted = try await db.query(
+            let inserted = try await db.fetch(
                 "INSERT OR IGNORE INTO event(seq, kind, storedAt, payload) VALUES \(values) RETURNING seq", binds)
             for row in inserted {
                 result.count += 1
@@ -404,12 +404,12 @@ final class SQLiteOutboxStorage: OutboxStorage {
             }
         }
         // Age limit: everything accepted before the cut-off.
-        let expired = try await db.query(
+        let expired = try await db.fetch(
             "SELECT count(*), coalesce(sum(length(payload)), 0) FROM event WHERE storedAt < ?",
             [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))]
         ).first
         if let n = expired?.integer(0), n > 0 {
-            _ = try await db.query("DELETE FROM event WHERE storedAt < ?", [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))])
+            _ = try await db.fetch("DELETE FROM event WHERE storedAt < ?", [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))])
             result.expired = UInt64(n)
             result.count -= Int(n)
             result.bytes -= Int(expired?.integer(1) ?? 0) + Int(n) * OutboxRecord.overheadBytes
@@ -419,7 +419,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
             var after: Int64 = 0
             var doomed: [Int64] = []
             page: while result.bytes > batch.maximumBytes {
-                let rows = try await db.query(
+                let rows = try await db.fetch(
                     "SELECT seq, length(payload) FROM event WHERE kind = ? AND seq > ? ORDER BY seq LIMIT \(chunk)",
                     [.integer(code(kind)), .integer(SQLiteInt64(after))])
                 guard !rows.isEmpty else { break }
@@ -438,7 +438,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
                 _ = try await delete(Array(doomed[start..<min(start + chunk, doomed.count)]), from: db)
             }
         }
-        _ = try await db.query(writeMeta, metaBinds(nextSeq: batch.nextSeq, reservedSeq: batch.reservedSeq, clean: batch.clean))
+        _ = try await db.fetch(writeMeta, metaBinds(nextSeq: batch.nextSeq, reservedSeq: batch.reservedSeq, clean: batch.clean))
         return result
     }
 
@@ -446,7 +446,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
     private static func delete(_ seqs: [Int64], from db: SQLiteConnection) async throws -> [Int] {
         guard !seqs.isEmpty else { return [] }
         let marks = Array(repeating: "?", count: seqs.count).joined(separator: ", ")
-        return try await db.query(
+        return try await db.fetch(
             "DELETE FROM event WHERE seq IN (\(marks)) RETURNING length(payload)", seqs.map { .integer(SQLiteInt64($0)) }
         ).map { Int($0.integer(0) ?? 0) }
     }
@@ -454,7 +454,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
     func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] {
         try enter()
         defer { leave() }
-        let rows = try await reader.query(
+        let rows = try await reader.fetch(
             "SELECT seq, kind, storedAt, payload FROM event WHERE seq > ? ORDER BY seq LIMIT ?",
             [.integer(SQLiteInt64(clamping: after)), .integer(SQLiteInt64(limit + excluding.count))])
         var records: [OutboxRecord] = []
@@ -491,6 +491,25 @@ extension SQLiteConnection {
     fileprivate func rows(_ sql: String, _ binds: [SQLiteData] = []) throws -> [SQLiteRow] {
         try query(sql, binds).wait()
     }
+}
+
+extension SQLiteConnection {
+    /// One statement's rows, on the thread pool.
+    ///
+    /// Not sqlite-nio's own `query(_:_:) async -> [SQLiteRow]`: it gathers the rows in a
+    /// `nonisolated(unsafe)` variable on the pool's thread and reads it on the task's after the
+    /// continuation resumes, an ordering ThreadSanitizer cannot see (the concurrency runtime
+    /// is not instrumented). Gathered under our mutex, the hand-over is visible to it.
+    fileprivate func fetch(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+        let collected = RowCollector()
+        try await query(sql, binds) { row in collected.rows.withLock { $0.append(row) } }
+        return collected.rows.withLock { $0 }
+    }
+}
+
+/// Rows gathered on sqlite-nio's thread for the task that asked for them.
+private final class RowCollector: Sendable {
+    let rows = SanitizerVisibleMutex<[SQLiteRow]>([])
 }
 
 extension SQLiteRow {
