@@ -488,8 +488,8 @@ extension SQLiteConnection {
     }
 
     /// One statement's rows, blocking the calling thread (the opening only).
-    fileprivate func rows(_ sql: String, _ binds: [SQLiteData] = []) throws -> [SQLiteRow] {
-        try query(sql, binds).wait()
+    fileprivate func rows(_ sql: String, _ binds: [SQLiteData] = []) throws -> [Row] {
+        try query(sql, binds).wait().map { $0.columns.map(\.data) }
     }
 }
 
@@ -500,37 +500,41 @@ extension SQLiteConnection {
     /// `nonisolated(unsafe)` variable on the pool's thread and reads it on the task's after the
     /// continuation resumes, an ordering ThreadSanitizer cannot see (the concurrency runtime
     /// is not instrumented). Gathered under our mutex, the hand-over is visible to it.
-    fileprivate func fetch(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [SQLiteRow] {
+    fileprivate func fetch(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [Row] {
         let collected = RowCollector()
-        try await query(sql, binds) { row in collected.rows.withLock { $0.append(row) } }
+        try await query(sql, binds) { row in
+            let values = row.columns.map(\.data)
+            collected.rows.withLock { $0.append(values) }
+        }
         return collected.rows.withLock { $0 }
     }
 }
 
+/// One result row: its columns' values in the statement's order (taken out of `SQLiteRow`
+/// once, which builds its column list anew on every access).
+private typealias Row = [SQLiteData]
+
 /// Rows gathered on sqlite-nio's thread for the task that asked for them.
 private final class RowCollector: Sendable {
-    let rows = SanitizerVisibleMutex<[SQLiteRow]>([])
+    let rows = SanitizerVisibleMutex<[Row]>([])
 }
 
-extension SQLiteRow {
+extension Array where Element == SQLiteData {
     /// Column `index` as an integer (`nil` for NULL, text or a blob).
     fileprivate func integer(_ index: Int) -> Int64? {
-        let column = columns
-        guard index < column.count, case .integer(let value) = column[index].data else { return nil }
+        guard index < count, case .integer(let value) = self[index] else { return nil }
         return Int64(value)
     }
 
     /// Column `index` as text (`nil` unless it is text).
     fileprivate func text(_ index: Int) -> String? {
-        let column = columns
-        guard index < column.count, case .text(let value) = column[index].data else { return nil }
+        guard index < count, case .text(let value) = self[index] else { return nil }
         return value
     }
 
     /// Column `index` as bytes (empty unless it is a blob).
     fileprivate func bytes(_ index: Int) -> [UInt8] {
-        let column = columns
-        guard index < column.count, case .blob(let buffer) = column[index].data else { return [] }
-        return Array(buffer.readableBytesView)
+        guard index < count, case .blob(let buffer) = self[index] else { return [] }
+        return [UInt8](buffer.readableBytesView)
     }
 }

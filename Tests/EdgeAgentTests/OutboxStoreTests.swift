@@ -208,11 +208,7 @@ struct OutboxStoreTests {
             try? FileManager.default.removeItem(atPath: path + "-shm")
             try bytes.prefix(bytes.count / 3).write(to: URL(fileURLWithPath: path))
         default:
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-            process.arguments = [path, "CREATE TABLE event(id TEXT, body TEXT); INSERT INTO event VALUES ('a', 'b');"]
-            try process.run()
-            process.waitUntilExit()
+            try sqlite3(path, "CREATE TABLE event(id TEXT, body TEXT); INSERT INTO event VALUES ('a', 'b');")
         }
         let capture = InMemoryLogHandler()
         let logger = Logger(label: "test") { _ in capture }
@@ -236,13 +232,19 @@ struct OutboxStoreTests {
 
     /// Runs `sql` on the database at `path` with the sqlite3 command-line shell (another
     /// program than the agent, as an earlier agent's file or a user's edit would be).
-    private func sqlite3(_ path: String, _ sql: String) throws {
+    /// Returns what it printed.
+    @discardableResult
+    private func sqlite3(_ path: String, _ sql: String) throws -> String {
         let process = Process()
         process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
         process.arguments = [path, sql]
+        let output = Pipe()
+        process.standardOutput = output
         try process.run()
+        let printed = output.fileHandleForReading.readDataToEndOfFile()
         process.waitUntilExit()
         #expect(process.terminationStatus == 0, "sqlite3 \(sql)")
+        return String(decoding: printed, as: UTF8.self)
     }
 
     /// The tables an earlier agent made with GRDB's migrator (schema v1 and GRDB's own table of
@@ -287,16 +289,9 @@ struct OutboxStoreTests {
         let earlier = dir.path + "/earlier.db"
         try sqlite3(earlier, Self.earlierAgentSchema)
         func schema(_ path: String) throws -> [String] {
-            let process = Process()
-            process.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
-            process.arguments = [path, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name"]
-            let pipe = Pipe()
-            process.standardOutput = pipe
-            try process.run()
-            let output = pipe.fileHandleForReading.readDataToEndOfFile()
-            process.waitUntilExit()
+            let output = try sqlite3(path, "SELECT sql FROM sqlite_master WHERE sql IS NOT NULL ORDER BY name")
             // One statement per entry, without its whitespace (line breaks and indentation differ).
-            return String(decoding: output, as: UTF8.self).split(separator: "CREATE").map { $0.filter { !$0.isWhitespace } }
+            return output.split(separator: "CREATE").map { $0.filter { !$0.isWhitespace } }
         }
         let written = try schema(OutboxStore.path(directory: dir.path, vehicle: vehicle))
         #expect(written.count == 4)
