@@ -41,6 +41,11 @@ struct OutboxOpening: Sendable, Equatable {
     /// The reservation stored at opening: no number at or above it may be sent before the
     /// next commit.
     var reservedSeq: UInt64 = .max
+    /// The numbering run this run's messages belong to (`FleetProtocol.MessageNumber.run`):
+    /// kept from the last run after a clean stop, a new one (the opening time, milliseconds
+    /// since 1970) for a new store, after an unclean stop (numbers were skipped) and for memory
+    /// only; 0 for a store of an earlier agent that never recorded one.
+    var run: UInt64 = 0
 }
 
 /// One transaction's worth of changes to the store.

@@ -40,6 +40,9 @@ public struct OutboxStore: Sendable {
     public var nextSeq: UInt64 { opening.nextSeq }
     /// Numbers skipped because the last run did not stop cleanly.
     public var uncleanSkipped: UInt64 { opening.uncleanSkipped }
+    /// The numbering run of this run's messages (the contract's `"run"`; 0 for a store of an
+    /// earlier agent, whose messages then carry none).
+    public var run: UInt64 { opening.run }
 
     /// Closes the store after its last commit: the database file then holds everything (its
     /// write-ahead log checkpointed into it), as after a clean stop.
@@ -47,10 +50,12 @@ public struct OutboxStore: Sendable {
         await storage.close()
     }
 
-    /// A memory-only store (tests, and the fallback), starting at `nextSeq`.
-    public static func memory(nextSeq: UInt64 = 1, reason: String? = nil) -> OutboxStore {
+    /// A memory-only store (tests, and the fallback), starting at `nextSeq` in numbering run
+    /// `run` (0: messages carry no run).
+    public static func memory(nextSeq: UInt64 = 1, run: UInt64 = 0, reason: String? = nil) -> OutboxStore {
         OutboxStore(
-            storage: MemoryOutboxStorage(), opening: OutboxOpening(count: 0, bytes: 0, nextSeq: nextSeq, uncleanSkipped: 0),
+            storage: MemoryOutboxStorage(),
+            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: nextSeq, uncleanSkipped: 0, run: run),
             degradedReason: reason, movedAsidePath: nil)
     }
 
@@ -65,28 +70,31 @@ public struct OutboxStore: Sendable {
     /// Opens (or creates) `vehicle`'s store in `directory`; never throws (see the type).
     ///
     /// - Parameters:
-    ///   - now: names a moved-aside file.
+    ///   - now: names a moved-aside file, and a numbering run begun now.
     ///   - logger: one error for a store moved aside, one for a store that cannot be used.
     public static func open(
         directory: String, vehicle: VehicleID, logger: Logger, now: UTCTimestampSource = SystemUTCClock.now
     ) -> OutboxStore {
         let path = path(directory: directory, vehicle: vehicle)
         let legacy = legacySequence(directory: directory, vehicle: vehicle)
+        let newRun = UInt64(clamping: now().millisecondsSince1970)
         do {
             try AtomicFile.ensureDirectory(directory)
         } catch {
-            return degraded(path: path, reason: "\(error)", nextSeq: legacy, logger: logger)
+            return degraded(path: path, reason: "\(error)", nextSeq: legacy, run: newRun, logger: logger)
         }
         var movedAside: String?
         for attempt in 0..<2 {
             do {
-                let (storage, opening) = try SQLiteOutboxStorage.open(path: path, minimumNextSeq: legacy, reserve: 128)
+                let (storage, opening) = try SQLiteOutboxStorage.open(
+                    path: path, minimumNextSeq: legacy, reserve: 128, newRun: newRun)
                 if opening.count > 0 || opening.uncleanSkipped > 0 {
                     logger.notice(
                         "outbox opened with a backlog",
                         metadata: [
                             "outbox.path": "\(path)", "outbox.backlog": "\(opening.count)",
                             "outbox.uncleanSkipped": "\(opening.uncleanSkipped)", "seq.next": "\(opening.nextSeq)",
+                            "seq.run": "\(opening.run)",
                         ])
                 }
                 return OutboxStore(storage: storage, opening: opening, degradedReason: nil, movedAsidePath: movedAside)
@@ -94,7 +102,8 @@ public struct OutboxStore: Sendable {
                 let aside = "\(path).corrupt-\(compactTime(now()))"
                 if let failure = moveAside(path, to: aside) {
                     return degraded(
-                        path: path, reason: "unusable (\(unusable)) and cannot be moved aside: \(failure)", nextSeq: legacy, logger: logger)
+                        path: path, reason: "unusable (\(unusable)) and cannot be moved aside: \(failure)", nextSeq: legacy, run: newRun,
+                        logger: logger)
                 }
                 movedAside = aside
                 logger.error(
@@ -103,16 +112,17 @@ public struct OutboxStore: Sendable {
                         "outbox.path": "\(path)", "outbox.movedTo": "\(aside)", "error": "\(unusable)",
                     ])
             } catch {
-                return degraded(path: path, reason: describe(error), nextSeq: legacy, logger: logger)
+                return degraded(path: path, reason: describe(error), nextSeq: legacy, run: newRun, logger: logger)
             }
         }
-        return degraded(path: path, reason: "cannot be recreated", nextSeq: legacy, logger: logger)
+        return degraded(path: path, reason: "cannot be recreated", nextSeq: legacy, run: newRun, logger: logger)
     }
 
     /// The memory fallback. An existing store that can still be read gives the numbering a
     /// floor (no number it stored or reserved is handed out again); its records stay in it
-    /// for a run that can write it.
-    private static func degraded(path: String, reason: String, nextSeq: UInt64, logger: Logger) -> OutboxStore {
+    /// for a run that can write it. Nothing of the numbering lasts beyond this run, so it is a
+    /// numbering run of its own (`run`).
+    private static func degraded(path: String, reason: String, nextSeq: UInt64, run: UInt64, logger: Logger) -> OutboxStore {
         let text = "\(path): \(reason)"
         var metadata: Logger.Metadata = ["outbox.path": "\(path)", "error": "\(reason)"]
         var next = nextSeq
@@ -122,7 +132,7 @@ public struct OutboxStore: Sendable {
             metadata["seq.next"] = "\(next)"
         }
         logger.error("outbox store cannot be used; keeping messages in memory only (lost on restart)", metadata: metadata)
-        return .memory(nextSeq: next, reason: text)
+        return .memory(nextSeq: next, run: max(1, run), reason: text)
     }
 
     private static func describe(_ error: any Error) -> String {

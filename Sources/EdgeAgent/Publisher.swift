@@ -161,6 +161,8 @@ public final class Publisher: Sendable {
     private let onlineSince: UTCTimestamp
     private let state: SanitizerVisibleMutex<State>
     private let degradedAtOpen: String?
+    /// The numbering run written into every fix and heading (0: none written).
+    private let run: UInt64
 
     /// A publisher over an opened store; it queues the `online` status at once.
     ///
@@ -182,6 +184,7 @@ public final class Publisher: Sendable {
         self.now = now
         self.onlineSince = now()
         self.degradedAtOpen = store.degradedReason
+        self.run = store.run
         let maxAge = settings.maxAge.components
         self.outbox = Outbox(
             settings: .init(
@@ -295,8 +298,8 @@ public final class Publisher: Sendable {
         let vehicle = settings.vehicle.rawValue
         let payload =
             decision.kind == .fix
-            ? FleetPayload.encode(decision.fix!, vehicle: vehicle, seq: seq)
-            : FleetPayload.encode(decision.heading!, vehicle: vehicle, seq: seq)
+            ? FleetPayload.encode(decision.fix!, vehicle: vehicle, seq: seq, run: run)
+            : FleetPayload.encode(decision.heading!, vehicle: vehicle, seq: seq, run: run)
         let record = OutboxRecord(
             seq: seq, kind: decision.kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
         let accepted = outbox.transition { $0.accept(record) }

@@ -26,7 +26,9 @@ import Darwin
 ///
 /// **Numbers.** Each commit records the next `seq` and a reservation above it; the outbox hands
 /// out no number at or above the reservation before the next commit. After an unclean stop the
-/// next run starts at the reservation: numbers are skipped (and counted), never reused.
+/// next run starts at the reservation: numbers are skipped (and counted), never reused, and
+/// a new numbering run begins (`meta` key `run`), so that subscribers never take the skipped
+/// numbers for lost messages. A clean stop keeps the run.
 ///
 /// Two connections: the writer, used by the commits only (one at a time: the outbox's sync
 /// loop), and the reader for the backlog, which sees committed transactions only. Both do
@@ -174,10 +176,14 @@ final class SQLiteOutboxStorage: OutboxStorage {
     ///   - minimumNextSeq: numbers below this are never handed out (a legacy `{vehicle}.seq`
     ///     counter's value).
     ///   - reserve: how many numbers to reserve ahead of the first one.
+    ///   - newRun: the identity of a numbering run begun now (the wall clock in milliseconds
+    ///     since 1970), taken for a new store or after an unclean stop.
     /// - Throws: ``Unusable`` when the file is not a database, is corrupt or has another
     ///   schema (the caller moves it aside); `SQLiteError` for I/O failures (read-only
     ///   directory, full disk).
-    static func open(path: String, minimumNextSeq: UInt64, reserve: UInt64) throws -> (SQLiteOutboxStorage, OutboxOpening) {
+    static func open(
+        path: String, minimumNextSeq: UInt64, reserve: UInt64, newRun: UInt64
+    ) throws -> (SQLiteOutboxStorage, OutboxOpening) {
         let writer = try connect(path)
         do {
             _ = try writer.rows("PRAGMA journal_mode = WAL")
@@ -193,7 +199,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
             let opening: OutboxOpening
             do {
                 try migrate(writer)
-                opening = try openInTransaction(writer, minimumNextSeq: minimumNextSeq, reserve: reserve)
+                opening = try openInTransaction(writer, minimumNextSeq: minimumNextSeq, reserve: reserve, newRun: newRun)
                 try writer.run("COMMIT")
             } catch {
                 try? writer.run("ROLLBACK")
@@ -301,7 +307,9 @@ final class SQLiteOutboxStorage: OutboxStorage {
         return escaped
     }
 
-    private static func openInTransaction(_ db: SQLiteConnection, minimumNextSeq: UInt64, reserve: UInt64) throws -> OutboxOpening {
+    private static func openInTransaction(
+        _ db: SQLiteConnection, minimumNextSeq: UInt64, reserve: UInt64, newRun: UInt64
+    ) throws -> OutboxOpening {
         let columns = try db.rows("PRAGMA table_info(event)").compactMap { $0.text(1) }
         guard columns == ["seq", "kind", "storedAt", "payload"] else {
             throw Unusable(description: "table event has columns \(columns), expected seq, kind, storedAt, payload")
@@ -314,6 +322,8 @@ final class SQLiteOutboxStorage: OutboxStorage {
         let payloadBytes = Int(row?.integer(1) ?? 0)
         let maxStored = UInt64(clamping: row?.integer(2) ?? 0)
         let clean = try meta("clean") ?? 1
+        let isNew = try meta("nextSeq") == nil && count == 0
+        let recordedRun = try meta("run")
         let recordedNext = try meta("nextSeq") ?? 1
         let reserved = try meta("reservedSeq") ?? recordedNext
         var next = max(1, minimumNextSeq, maxStored + 1)
@@ -325,10 +335,23 @@ final class SQLiteOutboxStorage: OutboxStorage {
             skipped = resume > max(next, recordedNext) ? resume - max(next, recordedNext) : 0
             next = resume
         }
+        // A new store begins a run; so does an unclean stop (numbers were skipped), never going
+        // below the last run even if the clock went back. An earlier agent's store keeps run 0.
+        let run: UInt64
+        if isNew {
+            run = max(1, newRun)
+        } else if clean == 1 {
+            run = recordedRun ?? 0
+        } else {
+            run = max(1, newRun, (recordedRun ?? 0) &+ 1)
+        }
         try db.run(writeMeta, metaBinds(nextSeq: next, reservedSeq: next + reserve, clean: false))
+        if run != recordedRun {
+            try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('run', ?)", [.integer(SQLiteInt64(clamping: run))])
+        }
         return OutboxOpening(
             count: count, bytes: payloadBytes + count * OutboxRecord.overheadBytes, nextSeq: next, uncleanSkipped: skipped,
-            reservedSeq: next + reserve)
+            reservedSeq: next + reserve, run: run)
     }
 
     private static let writeMeta = "INSERT OR REPLACE INTO meta(key, value) VALUES ('nextSeq', ?), ('reservedSeq', ?), ('clean', ?)"

@@ -8,7 +8,8 @@ import PostgresNIO
 /// The fleet's track history in PostgreSQL: the schema (created and migrated in place,
 /// versioned), batched idempotent inserts, and a vehicle's track between two times.
 ///
-/// Two tables, one row per message, keyed by `(vehicle, seq)`:
+/// Two tables, one row per message, keyed by `(vehicle, run, seq)` (the contract's message
+/// number: numbering run and sequence number, see `MessageNumber`):
 /// - `fleetcast_fixes`: `time` (timestamptz), `lat`, `lon` (degrees), `alt_hae`, `alt_msl`
 ///   (m), `speed` (m/s), `track` (degrees true), `climb` (m/s), `mode` (1–3), `sats`,
 ///   `hdop`, `eph`, `epv` (m), `backlog` (it came late, in a `backlog` batch) and
@@ -16,10 +17,13 @@ import PostgresNIO
 /// - `fleetcast_headings`: `time`, `heading`, `mag_heading` (degrees), `source`, `backlog`,
 ///   `received_at`.
 ///
-/// `seq` is per vehicle and never reused (the agent keeps it across restarts), so a message
-/// delivered twice (MQTT's at-least-once, a backlog resent after a lost acknowledgement, two
-/// recorders) is the same key and the second insert does nothing. Each table has an index on
-/// `(vehicle, time)` for "vehicle V between T1 and T2".
+/// A message number is never reused (the agent keeps `seq` across restarts, and begins a new
+/// run when its store is lost), so a message delivered twice (MQTT's at-least-once, a backlog
+/// resent after a lost acknowledgement, two recorders) is the same key and the second insert
+/// does nothing, while a new fix after any restart of the vehicle's numbering is a new key.
+/// Rows of version 1 of the schema (keyed by `(vehicle, seq)`) are run 0, which is also the
+/// run of agents that send no `"run"`. Each table has an index on `(vehicle, time)` for
+/// "vehicle V between T1 and T2".
 ///
 /// The store does not own the client: run `client.run()` (or put it in a ServiceGroup)
 /// beside it.
@@ -95,7 +99,17 @@ public struct TrackStore: Sendable {
             )
             """,
             "CREATE INDEX fleetcast_headings_vehicle_time ON fleetcast_headings (vehicle, time)",
-        ]
+        ],
+        // Version 2: the numbering run in the key. Existing rows are run 0 (adding a column with
+        // a constant default rewrites nothing); the primary key's index is built anew.
+        [
+            "ALTER TABLE fleetcast_fixes ADD COLUMN run bigint NOT NULL DEFAULT 0",
+            "ALTER TABLE fleetcast_fixes DROP CONSTRAINT fleetcast_fixes_pkey",
+            "ALTER TABLE fleetcast_fixes ADD CONSTRAINT fleetcast_fixes_pkey PRIMARY KEY (vehicle, run, seq)",
+            "ALTER TABLE fleetcast_headings ADD COLUMN run bigint NOT NULL DEFAULT 0",
+            "ALTER TABLE fleetcast_headings DROP CONSTRAINT fleetcast_headings_pkey",
+            "ALTER TABLE fleetcast_headings ADD CONSTRAINT fleetcast_headings_pkey PRIMARY KEY (vehicle, run, seq)",
+        ],
     ]
 
     /// A constant key for `pg_advisory_xact_lock`: recorders started together migrate one
@@ -149,10 +163,15 @@ public struct TrackStore: Sendable {
         }
     }
 
+    /// Asks the server for nothing (`SELECT 1`): it is reachable and answers.
+    public func ping() async throws {
+        for try await _ in try await client.query("SELECT 1", logger: logger).decode(Int32.self) {}
+    }
+
     // MARK: Writing
 
     /// Writes `records`, in statements of at most ``maximumRowsPerStatement`` rows; a record
-    /// whose `(vehicle, seq)` is already stored is skipped. Returns how many rows were new.
+    /// whose `(vehicle, run, seq)` is already stored is skipped. Returns how many rows were new.
     /// Each statement is atomic; a failure throws and the caller retries the whole batch
     /// (the rows already written are then duplicates, which cost nothing).
     @discardableResult
@@ -186,13 +205,14 @@ public struct TrackStore: Sendable {
         // batch size, where a VALUES list needs 16 a row (and PostgreSQL parses each). Arrays
         // carry no NULLs here: NaN stands for an unknown number and −1 for unknown
         // satellites, turned back into NULL by NULLIF (neither is a value a fix can have).
-        var vehicles: [String] = [], seqs: [Int64] = [], times: [Date] = [], lats: [Double] = [], lons: [Double] = []
-        var altHAE: [Double] = [], altMSL: [Double] = [], speeds: [Double] = [], tracks: [Double] = [], climbs: [Double] = []
+        var vehicles: [String] = [], runs: [Int64] = [], seqs: [Int64] = [], times: [Date] = [], lats: [Double] = []
+        var lons: [Double] = [], altHAE: [Double] = [], altMSL: [Double] = [], speeds: [Double] = [], tracks: [Double] = [], climbs: [Double] = []
         var modes: [Int16] = [], sats: [Int16] = [], hdops: [Double] = [], ephs: [Double] = [], epvs: [Double] = []
         var backlogs: [Bool] = []
         for record in rows {
             guard case .fix(let fix) = record.payload else { continue }
             vehicles.append(record.vehicle.rawValue)
+            runs.append(Int64(record.run))
             seqs.append(Int64(record.seq))
             times.append(Date(fix.time))
             lats.append(fix.latitude)
@@ -210,14 +230,14 @@ public struct TrackStore: Sendable {
             backlogs.append(record.backlog)
         }
         let query: PostgresQuery = """
-            WITH inserted AS (INSERT INTO fleetcast_fixes (vehicle, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
-            SELECT vehicle, seq, time, lat, lon, NULLIF(alt_hae, 'NaN'), NULLIF(alt_msl, 'NaN'), NULLIF(speed, 'NaN'),
+            WITH inserted AS (INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
+            SELECT vehicle, run, seq, time, lat, lon, NULLIF(alt_hae, 'NaN'), NULLIF(alt_msl, 'NaN'), NULLIF(speed, 'NaN'),
                 NULLIF(track, 'NaN'), NULLIF(climb, 'NaN'), mode, NULLIF(sats, -1), NULLIF(hdop, 'NaN'), NULLIF(eph, 'NaN'),
                 NULLIF(epv, 'NaN'), backlog
-            FROM unnest(\(vehicles), \(seqs), \(times), \(lats), \(lons), \(altHAE), \(altMSL), \(speeds), \(tracks),
-                \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(backlogs))
-                AS batch (vehicle, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
-            ON CONFLICT (vehicle, seq) DO NOTHING RETURNING 1)
+            FROM unnest(\(vehicles), \(runs), \(seqs), \(times), \(lats), \(lons), \(altHAE), \(altMSL), \(speeds),
+                \(tracks), \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(backlogs))
+                AS batch (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
+            ON CONFLICT (vehicle, run, seq) DO NOTHING RETURNING 1)
             SELECT count(*) FROM inserted
             """
         return try await countRows(query)
@@ -226,11 +246,13 @@ public struct TrackStore: Sendable {
     private func insertHeadings(_ rows: ArraySlice<TrackRecord>) async throws -> Int {
         // As for fixes; a heading's time and source may be unknown: the epoch's first
         // instant and "" stand for them (no heading is from 1970, no source is empty).
-        var vehicles: [String] = [], seqs: [Int64] = [], times: [Date] = [], headings: [Double] = [], magnetic: [Double] = []
+        var vehicles: [String] = [], runs: [Int64] = [], seqs: [Int64] = [], times: [Date] = [], headings: [Double] = []
+        var magnetic: [Double] = []
         var sources: [String] = [], backlogs: [Bool] = []
         for record in rows {
             guard case .heading(let heading) = record.payload else { continue }
             vehicles.append(record.vehicle.rawValue)
+            runs.append(Int64(record.run))
             seqs.append(Int64(record.seq))
             times.append(heading.time.map(Date.init) ?? Date(timeIntervalSince1970: 0))
             headings.append(heading.trueHeading ?? .nan)
@@ -239,11 +261,12 @@ public struct TrackStore: Sendable {
             backlogs.append(record.backlog)
         }
         let query: PostgresQuery = """
-            WITH inserted AS (INSERT INTO fleetcast_headings (vehicle, seq, time, heading, mag_heading, source, backlog)
-            SELECT vehicle, seq, NULLIF(time, 'epoch'), NULLIF(heading, 'NaN'), NULLIF(mag_heading, 'NaN'), NULLIF(source, ''), backlog
-            FROM unnest(\(vehicles), \(seqs), \(times), \(headings), \(magnetic), \(sources), \(backlogs))
-                AS batch (vehicle, seq, time, heading, mag_heading, source, backlog)
-            ON CONFLICT (vehicle, seq) DO NOTHING RETURNING 1)
+            WITH inserted AS (INSERT INTO fleetcast_headings (vehicle, run, seq, time, heading, mag_heading, source, backlog)
+            SELECT vehicle, run, seq, NULLIF(time, 'epoch'), NULLIF(heading, 'NaN'), NULLIF(mag_heading, 'NaN'), NULLIF(source, ''),
+                backlog
+            FROM unnest(\(vehicles), \(runs), \(seqs), \(times), \(headings), \(magnetic), \(sources), \(backlogs))
+                AS batch (vehicle, run, seq, time, heading, mag_heading, source, backlog)
+            ON CONFLICT (vehicle, run, seq) DO NOTHING RETURNING 1)
             SELECT count(*) FROM inserted
             """
         return try await countRows(query)
@@ -305,17 +328,20 @@ public struct TrackRecord: Sendable, Equatable {
 
     /// The vehicle.
     public var vehicle: VehicleID
-    /// The per-vehicle sequence number, the row's key with the vehicle.
+    /// The per-vehicle sequence number, the row's key with the vehicle and the run.
     public var seq: UInt64
+    /// The numbering run `seq` belongs to (0: the publisher sent none).
+    public var run: UInt64
     /// The fix or heading.
     public var payload: Payload
     /// Whether it came in a `backlog` batch.
     public var backlog: Bool
 
     /// A record.
-    public init(vehicle: VehicleID, seq: UInt64, payload: Payload, backlog: Bool = false) {
+    public init(vehicle: VehicleID, seq: UInt64, run: UInt64 = 0, payload: Payload, backlog: Bool = false) {
         self.vehicle = vehicle
         self.seq = seq
+        self.run = run
         self.payload = payload
         self.backlog = backlog
     }
@@ -327,23 +353,23 @@ public struct TrackRecord: Sendable, Equatable {
         /// A fix or heading without `seq` (not from a Fleetcast agent): it has no key, so a
         /// redelivery could not be told from a new message.
         case noSequenceNumber
-        /// A `seq` above 2⁶³−1, which PostgreSQL's `bigint` cannot hold.
+        /// A `seq` or `run` above 2⁶³−1, which PostgreSQL's `bigint` cannot hold.
         case sequenceNumberTooLarge
     }
 
     /// The record of a fleet event, or why there is none.
     public static func from(_ event: FleetEvent) -> Result<TrackRecord, Skip> {
-        let made: (VehicleID, UInt64?, Payload, Bool)
+        let made: (VehicleID, MessageNumber?, Payload, Bool)
         switch event {
         case .fix(let vehicle, let seq, let fix): made = (vehicle, seq, .fix(fix), false)
         case .heading(let vehicle, let seq, let heading): made = (vehicle, seq, .heading(heading), false)
-        case .backlog(.fix(let f)): made = (f.vehicle, f.seq, .fix(f.fix), true)
-        case .backlog(.heading(let h)): made = (h.vehicle, h.seq, .heading(h.heading), true)
+        case .backlog(.fix(let f)): made = (f.vehicle, f.number, .fix(f.fix), true)
+        case .backlog(.heading(let h)): made = (h.vehicle, h.number, .heading(h.heading), true)
         case .status, .malformed: return .failure(.notAPosition)
         }
-        guard let seq = made.1 else { return .failure(.noSequenceNumber) }
-        guard seq <= UInt64(Int64.max) else { return .failure(.sequenceNumberTooLarge) }
-        return .success(TrackRecord(vehicle: made.0, seq: seq, payload: made.2, backlog: made.3))
+        guard let number = made.1 else { return .failure(.noSequenceNumber) }
+        guard number.seq <= UInt64(Int64.max), number.run <= UInt64(Int64.max) else { return .failure(.sequenceNumberTooLarge) }
+        return .success(TrackRecord(vehicle: made.0, seq: number.seq, run: number.run, payload: made.2, backlog: made.3))
     }
 }
 

@@ -7,13 +7,20 @@ public struct DecodedFix: Sendable, Equatable {
     public let vehicle: VehicleID
     /// The per-vehicle message sequence number, for gap and duplicate detection.
     public let seq: UInt64?
+    /// The numbering run `seq` belongs to (``MessageNumber/run``); 0 when the payload had no
+    /// `"run"`.
+    public let run: UInt64
     /// The position solution.
     public let fix: Fix
 
     /// Wraps a decoded fix.
-    public init(vehicle: VehicleID, seq: UInt64?, fix: Fix) {
+    public init(vehicle: VehicleID, seq: UInt64?, run: UInt64 = 0, fix: Fix) {
         self.vehicle = vehicle
         self.seq = seq
+        self.run = run
         self.fix = fix
     }
+
+    /// The message's number (run and `seq`), `nil` when it carried no `seq`.
+    public var number: MessageNumber? { seq.map { MessageNumber(run: run, seq: $0) } }
 }

@@ -74,6 +74,14 @@ extension FleetPayload {
             case .heading(let h): h.seq
             }
         }
+
+        /// The event's number (run and `seq`), if it carried a `seq`.
+        public var number: MessageNumber? {
+            switch self {
+            case .fix(let f): f.number
+            case .heading(let h): h.number
+            }
+        }
     }
 
     /// A received backlog batch: the events that decoded, in the batch's order, and why the

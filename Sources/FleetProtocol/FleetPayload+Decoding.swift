@@ -28,6 +28,7 @@ extension FleetPayload {
         try o.requireVersion()
         let id = try o.vehicle(topic: vehicle)
         let seq = try o.unsigned("seq")
+        let run = try o.unsigned("run") ?? 0
         guard let time = try o.time("time") else { throw .missingKey("time") }
         let lat = try o.requiredNumber("lat", in: Bounds.latitude)
         let lon = try o.requiredNumber("lon", in: Bounds.longitude)
@@ -47,7 +48,7 @@ extension FleetPayload {
             pdop: try o.number("pdop", in: Bounds.dilution),
             eph: try o.number("eph", in: Bounds.errorEstimate), epv: try o.number("epv", in: Bounds.errorEstimate)
         )
-        return DecodedFix(vehicle: id, seq: seq, fix: fix)
+        return DecodedFix(vehicle: id, seq: seq, run: run, fix: fix)
     }
 
     /// Decodes a `heading` payload.
@@ -60,6 +61,7 @@ extension FleetPayload {
         try o.requireVersion()
         let id = try o.vehicle(topic: vehicle)
         let seq = try o.unsigned("seq")
+        let run = try o.unsigned("run") ?? 0
         guard let sourceText = try o.string("source", maxBytes: 16) else { throw .missingKey("source") }
         guard let source = HeadingSource(rawValue: sourceText) else {
             throw .invalidValue(key: "source", detail: "is not one of HDT, THS, HDG, HDM, gpsd")
@@ -72,7 +74,7 @@ extension FleetPayload {
             magneticDeviation: try o.number("deviation", in: Bounds.signedDegrees),
             magneticVariation: try o.number("magvar", in: Bounds.signedDegrees), source: source
         )
-        return DecodedHeading(vehicle: id, seq: seq, heading: heading)
+        return DecodedHeading(vehicle: id, seq: seq, run: run, heading: heading)
     }
 
     /// Decodes a `status` payload.

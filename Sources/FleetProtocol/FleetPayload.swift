@@ -23,13 +23,17 @@ public enum FleetPayload {
     /// - Parameters:
     ///   - vehicle: the vehicle id; left out when `nil` (the `decode` command).
     ///   - seq: the per-vehicle message sequence number; left out when `nil`.
+    ///   - run: the numbering run `seq` belongs to (``MessageNumber/run``); left out when 0.
     ///   - includeKind: adds `"kind":"fix"` (JSON-lines output of `decode` and fleet-watch).
-    public static func encode(_ fix: Fix, vehicle: String? = nil, seq: UInt64? = nil, includeKind: Bool = false) -> [UInt8] {
+    public static func encode(
+        _ fix: Fix, vehicle: String? = nil, seq: UInt64? = nil, run: UInt64 = 0, includeKind: Bool = false
+    ) -> [UInt8] {
         var w = JSONWriter()
         if includeKind { w.raw("kind", "fix") }
         w.int("v", version)
         w.string("vehicle", vehicle)
         w.int("seq", seq)
+        if run != 0 { w.int("run", run) }
         w.time("time", fix.time)
         w.number("lat", fix.latitude, decimals: 9)
         w.number("lon", fix.longitude, decimals: 9)
@@ -53,12 +57,15 @@ public enum FleetPayload {
 
     /// Encodes a heading as contract JSON: `heading` (true), `magHeading`, `deviation`,
     /// `magvar` (degrees) and `source`, each only where known.
-    public static func encode(_ heading: Heading, vehicle: String? = nil, seq: UInt64? = nil, includeKind: Bool = false) -> [UInt8] {
+    public static func encode(
+        _ heading: Heading, vehicle: String? = nil, seq: UInt64? = nil, run: UInt64 = 0, includeKind: Bool = false
+    ) -> [UInt8] {
         var w = JSONWriter(capacity: 160)
         if includeKind { w.raw("kind", "heading") }
         w.int("v", version)
         w.string("vehicle", vehicle)
         w.int("seq", seq)
+        if run != 0 { w.int("run", run) }
         w.time("time", heading.time)
         w.number("heading", heading.trueHeading.within(Bounds.degrees), decimals: 4)
         w.number("magHeading", heading.magneticHeading.within(Bounds.degrees), decimals: 4)

@@ -6,10 +6,11 @@ import GNSS
 /// Bad messages are values of the stream (``malformed(topic:reason:)``), counted and shown,
 /// never thrown: only a transport failure ends a ``FleetSubscriber`` stream.
 public enum FleetEvent: Sendable, Equatable {
-    /// A position from `{prefix}/{vehicle}/fix`, with its per-vehicle sequence number.
-    case fix(VehicleID, seq: UInt64?, Fix)
-    /// A heading from `{prefix}/{vehicle}/heading`, with its per-vehicle sequence number.
-    case heading(VehicleID, seq: UInt64?, Heading)
+    /// A position from `{prefix}/{vehicle}/fix`, with its message number (numbering run and
+    /// `seq`; `nil` when the publisher sent no `seq`).
+    case fix(VehicleID, seq: MessageNumber?, Fix)
+    /// A heading from `{prefix}/{vehicle}/heading`, with its message number.
+    case heading(VehicleID, seq: MessageNumber?, Heading)
     /// A vehicle's `status`: online or offline (the last will).
     case status(VehicleStatus)
     /// A fix or heading from a `{prefix}/{vehicle}/backlog` batch: history the vehicle could not
@@ -22,11 +23,12 @@ public enum FleetEvent: Sendable, Equatable {
     /// The payload itself is never kept.
     case malformed(topic: String, reason: String)
 
-    /// The per-vehicle sequence number of a fix or heading (live or backlog), if it carried one.
-    public var seq: UInt64? {
+    /// The message number (numbering run and `seq`) of a fix or heading (live or backlog), if
+    /// it carried a `seq`.
+    public var seq: MessageNumber? {
         switch self {
         case .fix(_, let seq, _), .heading(_, let seq, _): seq
-        case .backlog(let event): event.seq
+        case .backlog(let event): event.number
         case .status, .malformed: nil
         }
     }

@@ -22,16 +22,16 @@ public struct FleetEventFormatter: Sendable {
         let bytes: [UInt8]
         switch event {
         case .fix(let vehicle, let seq, let fix):
-            bytes = FleetPayload.encode(fix, vehicle: vehicle.rawValue, seq: seq, includeKind: true)
+            bytes = FleetPayload.encode(fix, vehicle: vehicle.rawValue, seq: seq?.seq, run: seq?.run ?? 0, includeKind: true)
         case .heading(let vehicle, let seq, let heading):
-            bytes = FleetPayload.encode(heading, vehicle: vehicle.rawValue, seq: seq, includeKind: true)
+            bytes = FleetPayload.encode(heading, vehicle: vehicle.rawValue, seq: seq?.seq, run: seq?.run ?? 0, includeKind: true)
         case .status(let status):
             bytes = FleetPayload.encode(status, includeKind: true)
         case .backlog(let entry):
             let payload: [UInt8]
             switch entry {
-            case .fix(let d): payload = FleetPayload.encode(d.fix, vehicle: d.vehicle.rawValue, seq: d.seq)
-            case .heading(let d): payload = FleetPayload.encode(d.heading, vehicle: d.vehicle.rawValue, seq: d.seq)
+            case .fix(let d): payload = FleetPayload.encode(d.fix, vehicle: d.vehicle.rawValue, seq: d.seq, run: d.run)
+            case .heading(let d): payload = FleetPayload.encode(d.heading, vehicle: d.vehicle.rawValue, seq: d.seq, run: d.run)
             }
             // `{"v":1,…}` → `{"kind":"fix","backlog":true,"v":1,…}`
             var spliced = Array(#"{"kind":""#.utf8)
@@ -57,12 +57,12 @@ public struct FleetEventFormatter: Sendable {
     public func plainLine(_ event: FleetEvent) -> String {
         switch event {
         case .backlog(.fix(let d)):
-            return "backlog " + plainLine(.fix(d.vehicle, seq: d.seq, d.fix))
+            return "backlog " + plainLine(.fix(d.vehicle, seq: d.number, d.fix))
         case .backlog(.heading(let d)):
-            return "backlog " + plainLine(.heading(d.vehicle, seq: d.seq, d.heading))
+            return "backlog " + plainLine(.heading(d.vehicle, seq: d.number, d.heading))
         case .fix(let vehicle, let seq, let fix):
             var parts = ["fix", vehicle.rawValue]
-            if let seq { parts.append("seq=\(seq)") }
+            if let seq { parts.append(contentsOf: Self.numberParts(seq)) }
             parts.append(fix.time.iso8601)
             parts.append("lat=\(FleetTable.fixed(fix.latitude, 6))")
             parts.append("lon=\(FleetTable.fixed(fix.longitude, 6))")
@@ -73,7 +73,7 @@ public struct FleetEventFormatter: Sendable {
             return parts.joined(separator: " ")
         case .heading(let vehicle, let seq, let heading):
             var parts = ["heading", vehicle.rawValue]
-            if let seq { parts.append("seq=\(seq)") }
+            if let seq { parts.append(contentsOf: Self.numberParts(seq)) }
             if let time = heading.time { parts.append(time.iso8601) }
             if let t = heading.trueHeading { parts.append("heading=\(FleetTable.fixed(t, 1))") }
             if let m = heading.magneticHeading { parts.append("magHeading=\(FleetTable.fixed(m, 1))") }
@@ -87,5 +87,10 @@ public struct FleetEventFormatter: Sendable {
         case .malformed(let topic, let reason):
             return "malformed \(JSONString.quoted(topic)) \(reason)"
         }
+    }
+
+    /// `seq=42`, and `run=…` after it when the number is not of run 0.
+    private static func numberParts(_ number: MessageNumber) -> [String] {
+        number.run == 0 ? ["seq=\(number.seq)"] : ["seq=\(number.seq)", "run=\(number.run)"]
     }
 }

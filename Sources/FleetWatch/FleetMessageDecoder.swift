@@ -51,10 +51,10 @@ public struct FleetMessageDecoder: Sendable {
             switch channel {
             case .fix:
                 let d = try FleetPayload.decodeFix(payload, vehicle: vehicle)
-                return .fix(d.vehicle, seq: d.seq, d.fix)
+                return .fix(d.vehicle, seq: d.number, d.fix)
             case .heading:
                 let d = try FleetPayload.decodeHeading(payload, vehicle: vehicle)
-                return .heading(d.vehicle, seq: d.seq, d.heading)
+                return .heading(d.vehicle, seq: d.number, d.heading)
             case .status:
                 return .status(try FleetPayload.decodeStatus(payload, vehicle: vehicle))
             case .backlog:

@@ -4,10 +4,11 @@ import GNSS
 /// The fleet as the events so far describe it: one ``VehicleSnapshot`` per vehicle.
 ///
 /// A plain value: fold events in with ``apply(_:at:)``. The shown fix and heading of a vehicle
-/// (its live row) never move back: a fix replaces the shown one only if its `seq` is higher
-/// (when both have one) and its time is not older; a ``FleetEvent/backlog(_:)`` entry never
-/// replaces it, and only fills the vehicle's `seq` gaps (``VehicleSnapshot/gaps`` counts what
-/// is still missing). Memory stays bounded: at most
+/// (its live row) never move back: a fix replaces the shown one only if its number is higher
+/// (its `seq` in the same numbering run, or a later run; see ``MessageNumber``), or, from a
+/// publisher that sends no `seq`, if its time is not older; a ``FleetEvent/backlog(_:)`` entry
+/// never replaces it, and only fills the vehicle's `seq` gaps (``VehicleSnapshot/gaps`` counts
+/// what is still missing in the current run). Memory stays bounded: at most
 /// ``maximumVehicles`` vehicles are kept (a new vehicle beyond that evicts the one heard from
 /// least recently, in O(1)), and bad messages are only counted, their payloads never kept.
 public struct FleetState: Sendable {
@@ -68,10 +69,7 @@ public struct FleetState: Sendable {
         case .fix(let vehicle, let seq, let fix):
             update(vehicle, now: now) { s in
                 s.messages &+= 1
-                // Shown only if newer by seq (when both have one) and not older by fix time.
-                guard Self.isNewer(seq: seq, than: s.lastFixSeq, in: &s.sequence) ?? true,
-                    s.fix.map({ fix.time >= $0.time }) ?? true
-                else { return false }
+                guard Self.isNewer(seq, time: fix.time, than: s.lastFixSeq, shownTime: s.fix?.time, snapshot: &s) else { return false }
                 s.fix = fix
                 s.lastFixSeq = seq ?? s.lastFixSeq
                 return true
@@ -79,11 +77,8 @@ public struct FleetState: Sendable {
         case .heading(let vehicle, let seq, let heading):
             update(vehicle, now: now) { s in
                 s.messages &+= 1
-                let notOlder: Bool = {
-                    guard let old = s.heading?.time, let new = heading.time else { return true }
-                    return new >= old
-                }()
-                guard Self.isNewer(seq: seq, than: s.lastHeadingSeq, in: &s.sequence) ?? true, notOlder else { return false }
+                guard Self.isNewer(seq, time: heading.time, than: s.lastHeadingSeq, shownTime: s.heading?.time, snapshot: &s)
+                else { return false }
                 s.heading = heading
                 s.lastHeadingSeq = seq ?? s.lastHeadingSeq
                 return true
@@ -95,21 +90,13 @@ public struct FleetState: Sendable {
                 // like any late message, does not refresh lastSeen.
                 s.messages &+= 1
                 s.backlog &+= 1
-                if let seq = entry.seq { s.sequence.record(seq) }
+                if let number = entry.number { s.record(number) }
                 return false
             }
         case .status(let status):
             update(status.vehicle, now: now) { s in
                 s.messages &+= 1
                 guard s.status != status else { return false }
-                // A new run of the agent (online with another `since`): its numbering starts
-                // where its store says, which after a run without a working store may be below
-                // what was seen. Judge its messages afresh (fix times still guard the map).
-                if status.state == .online, let since = status.since, let old = s.status?.since, since != old {
-                    s.lastFixSeq = nil
-                    s.lastHeadingSeq = nil
-                    s.sequence = SequenceTracker()
-                }
                 s.status = status
                 return true
             }
@@ -122,14 +109,27 @@ public struct FleetState: Sendable {
         }
     }
 
-    /// Records `seq` (when present) and says whether the message is newer than the last one
-    /// applied on its channel; `nil` when there is no `seq` to judge by.
-    private static func isNewer(seq: UInt64?, than last: UInt64?, in tracker: inout SequenceTracker) -> Bool? {
-        guard let seq else { return nil }
-        let outcome = tracker.record(seq)
-        if case .duplicate = outcome { return false }
+    /// Records `number` (when present) and says whether the message is newer than the last one
+    /// shown on its channel, by the contract's numbering (``MessageNumber``):
+    /// - in the shown message's run, by `seq` alone (a receiver clock that jumps ahead cannot
+    ///   freeze the vehicle); a duplicate is never newer;
+    /// - a later run is newer;
+    /// - an earlier run only when its time is later than the shown one's: a run that began
+    ///   while the vehicle's clock was wrong, not a redelivery of the past;
+    /// - without a number (not a Fleetcast publisher), by time alone.
+    private static func isNewer(
+        _ number: MessageNumber?, time: UTCTimestamp?, than last: MessageNumber?, shownTime: UTCTimestamp?,
+        snapshot: inout VehicleSnapshot
+    ) -> Bool {
+        let laterInTime: Bool = {
+            guard let time, let shownTime else { return true }
+            return time >= shownTime
+        }()
+        guard let number else { return laterInTime }
+        if case .duplicate = snapshot.record(number) { return false }
         guard let last else { return true }
-        return seq > last
+        if number.run == last.run { return number.seq > last.seq }
+        return number.run > last.run || laterInTime
     }
 
     /// Applies `change` to the vehicle's snapshot, creating it (and evicting the least recently

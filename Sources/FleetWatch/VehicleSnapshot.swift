@@ -6,8 +6,8 @@ import GNSS
 public struct VehicleSnapshot: Sendable, Equatable {
     /// The vehicle.
     public let vehicle: VehicleID
-    /// The newest live fix received: by `seq`, and never older by fix time than the one it
-    /// replaces (by fix time alone when the publisher sends no `seq`); backlog fixes never.
+    /// The newest live fix received, by its number (numbering run, then `seq`; by fix time
+    /// alone when the publisher sends no `seq`); backlog fixes never.
     public internal(set) var fix: Fix?
     /// The newest live heading received (as ``fix``).
     public internal(set) var heading: Heading?
@@ -17,9 +17,15 @@ public struct VehicleSnapshot: Sendable, Equatable {
     /// and repeats of the same status do not count, so a retained message redelivered on
     /// reconnect does not make a silent vehicle look alive.
     public internal(set) var lastSeen: UTCTimestamp
-    /// Gap and duplicate detection over the vehicle's `seq` numbers (fix and heading share one
-    /// counter, per the contract).
+    /// Gap and duplicate detection over the `seq` numbers of the vehicle's current numbering
+    /// run (fix and heading share one counter, per the contract).
     public internal(set) var sequence = SequenceTracker()
+    /// The numbering run ``sequence`` counts (``MessageNumber/run``); `nil` before the first
+    /// numbered message.
+    public internal(set) var run: UInt64?
+    /// Numbering runs the vehicle started since fleet-watch first heard from it: its outbox
+    /// was lost (found corrupt, purged, a new card) and its numbering began again.
+    public internal(set) var runsStarted: UInt64 = 0
     /// Messages on this vehicle's topics that were not contract messages.
     public internal(set) var malformed: UInt64 = 0
     /// Fix, heading and status messages received (duplicates and backlog entries included).
@@ -27,8 +33,8 @@ public struct VehicleSnapshot: Sendable, Equatable {
     /// Fixes and headings received in `backlog` batches (duplicates included).
     public internal(set) var backlog: UInt64 = 0
 
-    var lastFixSeq: UInt64?
-    var lastHeadingSeq: UInt64?
+    var lastFixSeq: MessageNumber?
+    var lastHeadingSeq: MessageNumber?
 
     init(vehicle: VehicleID, lastSeen: UTCTimestamp) {
         self.vehicle = vehicle
@@ -50,5 +56,20 @@ public struct VehicleSnapshot: Sendable, Equatable {
     /// Whether nothing new has arrived for longer than `staleAfter` at `now`.
     public func isStale(now: UTCTimestamp, after staleAfter: Duration) -> Bool {
         age(now: now) > staleAfter
+    }
+
+    /// Records a message number in the gap count: a message of the current run goes to
+    /// ``sequence``; one of a later run starts the count afresh for that run; one of an earlier
+    /// run (a late redelivery of history from before the vehicle's store was lost) is not
+    /// counted, and is reported late.
+    @discardableResult
+    mutating func record(_ number: MessageNumber) -> SequenceTracker.Outcome {
+        if let run, number.run < run { return .late(filledGap: false) }
+        if let run, number.run > run {
+            sequence = SequenceTracker()
+            runsStarted &+= 1
+        }
+        run = number.run
+        return sequence.record(number.seq)
     }
 }

@@ -64,6 +64,37 @@ struct OutboxStoreTests {
         #expect(second.storedCount == 2, "nothing committed is lost")
     }
 
+    @Test("a numbering run: a new store begins one, a clean stop keeps it, an unclean stop or a lost store begins another")
+    func numberingRuns() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        func open(at ms: Int64) -> OutboxStore {
+            OutboxStore.open(
+                directory: dir.path, vehicle: vehicle, logger: Self.quiet, now: { UTCTimestamp(millisecondsSince1970: ms) })
+        }
+        let first = open(at: 1_000)
+        #expect(first.run == 1_000, "a new store: the run is its opening time")
+        _ = try await commit(first, inserts: [record(1), record(2)], next: 3, reserved: 3, clean: true)
+        await first.close()
+        let second = open(at: 2_000)
+        #expect(second.run == 1_000, "after a clean stop the numbering goes on in the same run")
+        #expect(second.nextSeq == 3)
+        await second.close()
+        // No clean commit after the second opening: numbers were skipped, so a new run.
+        let third = open(at: 500)
+        #expect(third.run == 1_001, "never below the last run, even with the clock set back")
+        #expect(third.nextSeq > 3)
+        await third.close()
+        // The store lost (unreadable): moved aside, a new store and a new run from 1.
+        let path = OutboxStore.path(directory: dir.path, vehicle: vehicle)
+        try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: path))
+        let fourth = open(at: 9_000)
+        #expect(fourth.movedAsidePath != nil)
+        #expect(fourth.run == 9_000)
+        #expect(fourth.nextSeq == 1)
+        await fourth.close()
+    }
+
     @Test("an older agent's seq counter is honoured")
     func legacyCounter() throws {
         let dir = try TemporaryDirectory()
@@ -273,6 +304,7 @@ struct OutboxStoreTests {
         #expect(store.movedAsidePath == nil, "nothing moved aside")
         #expect(store.storedCount == 2)
         #expect(store.nextSeq == 9, "a clean stop: no gap")
+        #expect(store.run == 0, "its numbering goes on as before, without a run in the messages")
         let backlog = try await store.storage.backlog(after: 0, limit: 10, maximumBytes: 1 << 20, excluding: [])
         #expect(backlog.map(\.seq) == [7, 8])
         #expect(backlog.map(\.kind) == [.fix, .heading])

@@ -68,7 +68,7 @@ struct MapJSONTests {
             let id = VehicleID(vehicle)!
             for second in [0, 30, 59] as [Int64] {
                 let f = fix(lat: lat + Double(second) / 1000, at: later(second))
-                fleet.apply(.fix(id, seq: UInt64(second + 1), f), at: later(second))
+                fleet.apply(.fix(id, seq: MessageNumber(seq: UInt64(second + 1)), f), at: later(second))
                 trails.record(f, of: id)
             }
         }
@@ -181,7 +181,7 @@ struct MapFeedTests {
 
     func fixEvent(_ vehicle: String, seq: UInt64, lat: Double) -> FleetEvent {
         .fix(
-            VehicleID(vehicle)!, seq: seq,
+            VehicleID(vehicle)!, seq: MessageNumber(seq: seq),
             Fix(
                 time: UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 + Int64(seq) * 1000),
                 latitude: lat, longitude: 2, mode: .threeD))

@@ -19,6 +19,23 @@ import Testing
         #expect(decoded == DecodedFix(vehicle: van, seq: 42, fix: fix))
     }
 
+    @Test func theNumberingRunTravelsWithSeqAndIsLeftOutInRunZero() throws {
+        let fix = Fix(time: time, latitude: 1, longitude: 2, mode: .threeD)
+        let bytes = FleetPayload.encode(fix, vehicle: "van-7", seq: 3, run: 1_764_072_000_123)
+        #expect(String(decoding: bytes, as: UTF8.self).contains(#""seq":3,"run":1764072000123,"#))
+        let decoded = try FleetPayload.decodeFix(bytes, vehicle: van)
+        #expect(decoded.number == MessageNumber(run: 1_764_072_000_123, seq: 3))
+        let legacy = FleetPayload.encode(fix, vehicle: "van-7", seq: 3)
+        #expect(!String(decoding: legacy, as: UTF8.self).contains("run"))
+        #expect(try FleetPayload.decodeFix(legacy, vehicle: van).number == MessageNumber(run: 0, seq: 3))
+        let heading = FleetPayload.encode(Heading(trueHeading: 4, source: .hdt), vehicle: "van-7", seq: 4, run: 9)
+        #expect(try FleetPayload.decodeHeading(heading, vehicle: van).number == MessageNumber(run: 9, seq: 4))
+        #expect(throws: FleetPayload.DecodingError.self) {
+            try FleetPayload.decodeFix(Array(#"{"v":1,"seq":1,"run":-1,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2,"mode":3}"#.utf8), vehicle: van)
+        }
+        #expect(MessageNumber(run: 1, seq: 900) < MessageNumber(run: 2, seq: 1))
+    }
+
     @Test func headingAndStatusRoundTrip() throws {
         let h = Heading(
             time: time, trueHeading: 274.07, magneticHeading: 270.5, magneticDeviation: -1,

@@ -53,19 +53,36 @@ import Testing
         #expect(v?.messages == 5)
     }
 
-    @Test func aNewRunOfTheAgentIsJudgedAfreshEvenIfItsNumbersStartLower() {
+    @Test func aNewNumberingRunIsNewerEvenIfItsNumbersStartLower() {
         var state = FleetState()
-        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(0))), at: at(0))
-        state.apply(.fix(van, seq: 500, fix(1, second: 1)), at: at(1))
-        // Restarted after a run whose store could not be written: numbering resumes lower.
-        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(60))), at: at(60))
-        state.apply(.fix(van, seq: 130, fix(2, second: 61)), at: at(61))
-        #expect(state[van]?.fix?.latitude == 2, "the new run's fix is shown")
-        #expect(state[van]?.gaps == 0)
-        // Same run, same since: an older number is still not shown.
-        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(60), backlog: 3)), at: at(62))
-        state.apply(.fix(van, seq: 120, fix(3, second: 62)), at: at(62))
+        state.apply(.fix(van, seq: MessageNumber(run: 1_000, seq: 500), fix(1, second: 1)), at: at(1))
+        state.apply(.fix(van, seq: MessageNumber(run: 1_000, seq: 502), fix(2, second: 2)), at: at(2))
+        #expect(state[van]?.gaps == 1)
+        // The store was lost: numbering begins again in a later run.
+        state.apply(.fix(van, seq: MessageNumber(run: 2_000, seq: 1), fix(3, second: 61)), at: at(61))
+        #expect(state[van]?.fix?.latitude == 3, "the new run's fix is shown")
+        #expect(state[van]?.run == 2_000)
+        #expect(state[van]?.runsStarted == 1)
+        #expect(state[van]?.gaps == 0, "gaps count in the current run")
+        // A late redelivery of the earlier run is neither shown nor counted.
+        state.apply(.fix(van, seq: MessageNumber(run: 1_000, seq: 503), fix(4, second: 3)), at: at(62))
+        #expect(state[van]?.fix?.latitude == 3)
+        #expect(state[van]?.sequence.highest == 1)
+        // A redelivery of the current run is a duplicate.
+        state.apply(.fix(van, seq: MessageNumber(run: 2_000, seq: 1), fix(3, second: 61)), at: at(63))
+        #expect(state[van]?.sequence.duplicates == 1)
+        #expect(state[van]?.lastSeen == at(61))
+    }
+
+    @Test func anEarlierRunWithALaterTimeIsARunBegunWhileTheClockWasWrong() {
+        var state = FleetState()
+        state.apply(.fix(van, seq: MessageNumber(run: 5_000, seq: 9), fix(1, second: 10)), at: at(10))
+        // The vehicle's clock stood in 1970 when its new store was made: its run id is lower,
+        // its fixes (GNSS time) are not.
+        state.apply(.fix(van, seq: MessageNumber(run: 3, seq: 1), fix(2, second: 20)), at: at(20))
         #expect(state[van]?.fix?.latitude == 2)
+        state.apply(.fix(van, seq: MessageNumber(run: 3, seq: 2), fix(3, second: 21)), at: at(21))
+        #expect(state[van]?.fix?.latitude == 3, "and its run is followed from then on")
     }
 
     @Test func withoutSeqTheNewestFixTimeWins() {
@@ -156,18 +173,22 @@ import Testing
         #expect(state[bus]?.backlog == 1)
     }
 
-    @Test func aLiveFixOlderThanTheShownOneIsNotShown() {
+    @Test func withinARunTheNumberingDecidesNotTheClock() {
         var state = FleetState()
         state.apply(.fix(van, seq: 10, fix(10, second: 10)), at: at(0))
         state.apply(.fix(van, seq: 9, fix(9, second: 9)), at: at(1))  // lower seq
         #expect(state[van]?.fix?.latitude == 10)
-        state.apply(.fix(van, seq: 11, fix(11, second: 5)), at: at(2))  // higher seq, older time
-        #expect(state[van]?.fix?.latitude == 10)
+        // A fix dated far ahead (a week rollover, spoofed serial data) does not freeze the
+        // vehicle: the next numbers are shown although their times are earlier.
+        state.apply(.fix(van, seq: 11, fix(11, second: 86_400 * 365)), at: at(2))
+        #expect(state[van]?.fix?.latitude == 11)
         state.apply(.fix(van, seq: 12, fix(12, second: 12)), at: at(3))
         #expect(state[van]?.fix?.latitude == 12)
         #expect(state[van]?.gaps == 0)
         state.apply(.heading(van, seq: 13, Heading(time: at(13), trueHeading: 1, source: .hdt)), at: at(4))
         state.apply(.heading(van, seq: 14, Heading(time: at(3), trueHeading: 2, source: .hdt)), at: at(5))
-        #expect(state[van]?.heading?.trueHeading == 1)
+        #expect(state[van]?.heading?.trueHeading == 2)
+        state.apply(.heading(van, seq: 12, Heading(time: at(20), trueHeading: 3, source: .hdt)), at: at(6))
+        #expect(state[van]?.heading?.trueHeading == 2, "a lower number is not shown")
     }
 }

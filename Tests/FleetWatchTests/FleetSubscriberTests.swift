@@ -143,7 +143,7 @@ import Testing
             for event in collector.snapshot.dropFirst(2) { state.apply(event, at: time) }
             let v = try #require(state[van])
             #expect(collector.snapshot.count == 11)
-            #expect(collector.snapshot.compactMap(\.seq) == [10, 20] + Array(11...19))
+            #expect(collector.snapshot.compactMap(\.seq?.seq) == [10, 20] + Array(11...19))
             #expect(v.gaps == 0)
             #expect(v.fix?.latitude == 20)
             #expect(v.backlog == 9)

@@ -124,7 +124,7 @@ import Testing
         var t = try translator()
         let ids = ["a1", "b2", "c3"].map { VehicleID($0)! }
         for round in 0..<1000 {
-            for id in ids { _ = t.messages(for: .fix(id, seq: UInt64(round), fix())) }
+            for id in ids { _ = t.messages(for: .fix(id, seq: MessageNumber(seq: UInt64(round)), fix())) }
         }
         #expect(t.vehicleCount == 3)
     }
