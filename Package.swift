@@ -138,6 +138,7 @@ let package = Package(
             name: "fleet-watch",
             dependencies: [
                 "FleetWatch", "FleetHistory", "FleetMap", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+                .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
             ]

@@ -15,20 +15,26 @@ import ServiceLifecycle
 /// try await ServiceGroup(services: [client, recorder], gracefulShutdownSignals: [.sigterm], logger: logger).run()
 /// ```
 ///
-/// It first creates or migrates the schema, then subscribes and writes a batch every
-/// ``Options/batchSize`` events or ``Options/flushInterval``, whichever comes first. While
-/// PostgreSQL cannot be written to, events wait in the subscriber's bounded buffer
-/// (``FleetSubscriber/Options/bufferLimit``) and the batch is retried with backoff; the first
-/// failure and the recovery are logged once each, at warning and notice.
+/// It first creates or migrates the schema, then subscribes (``FleetSubscriber/deliveries()``)
+/// and writes a batch every ``Options/batchSize`` messages or ``Options/flushInterval``,
+/// whichever comes first, and only once a batch is committed tells the broker it has the
+/// messages. With a configuration that acknowledges after handling and a persistent
+/// session (what `fleet-watch record` uses), a recorder killed at any moment loses nothing:
+/// the broker sends again what it had not acknowledged, and keeps what arrives while it is
+/// away. While PostgreSQL cannot be written to, the batch is retried with backoff and
+/// nothing more is taken from the broker (beyond the receive maximum already sent), which
+/// holds the rest in the session; the first failure and the recovery are logged once each,
+/// at warning and notice.
 ///
-/// A graceful shutdown (SIGTERM or SIGINT through the ServiceGroup) disconnects from the
-/// broker first — in a share group the broker then sends the vehicles' messages to the other
-/// recorders — and writes every event already received before it returns. Rows are keyed
-/// by `(vehicle, seq)`, so what two recorders both wrote is stored once.
+/// A graceful shutdown (SIGTERM or SIGINT through the ServiceGroup) stops taking messages —
+/// in a share group it unsubscribes first, so the broker sends the vehicles' messages to the
+/// other recorders — and writes every message already received before it returns. Rows are
+/// keyed by `(vehicle, run, seq)`, so what two recorders both wrote, or what the broker
+/// delivered twice, is stored once.
 public struct FleetRecorder: Service {
     /// Batching and retrying.
     public struct Options: Sendable {
-        /// The most events written in one batch.
+        /// The most messages written in one batch.
         public var batchSize: Int
         /// The longest an event waits before its batch is written.
         public var flushInterval: Duration
@@ -38,11 +44,12 @@ public struct FleetRecorder: Service {
         /// connection pool waits for a connection without end while the server is unreachable).
         public var attemptTimeout: Duration
 
-        /// Batches of up to 1,000 events, written at least every 200 ms; retries from 250 ms
-        /// doubling up to 10 s.
+        /// Batches of up to 1,000 messages, written at least every 200 ms; an attempt given 5 s
+        /// (a batch takes milliseconds: longer means the server is away, and the outage is
+        /// named); retries from 250 ms doubling up to 10 s.
         public init(
             batchSize: Int = 1_000, flushInterval: Duration = .milliseconds(200),
-            backoff: Backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(10)), attemptTimeout: Duration = .seconds(15)
+            backoff: Backoff = Backoff(initial: .milliseconds(250), maximum: .seconds(10)), attemptTimeout: Duration = .seconds(5)
         ) {
             self.batchSize = max(1, batchSize)
             self.flushInterval = max(flushInterval, .milliseconds(1))
@@ -75,7 +82,10 @@ public struct FleetRecorder: Service {
         do {
             // A stop while PostgreSQL is still unreachable ends the wait: nothing was received.
             try await cancelWhenGracefulShutdown { [self] in
-                try await retrying("migrate the track schema") { try await store.migrate() }
+                // Reached first within the attempt limit (an outage is named once); the migration
+                // itself may rebuild a big table's key, and gets an hour.
+                try await retrying("reach PostgreSQL") { try await store.ping() }
+                try await retrying("migrate the track schema", limit: .seconds(3600)) { try await store.migrate() }
             }
         } catch is CancellationError where Task.isShuttingDownGracefully {
             logger.info("Recorder stopped before PostgreSQL could be reached; nothing was received")
@@ -88,11 +98,11 @@ public struct FleetRecorder: Service {
         var received = 0
         var skipped: [TrackRecord.Skip: Int] = [:]
         var malformed = 0
-        let batches = subscriber.events().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
-        for try await events in batches {
+        let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
+        for try await deliveries in batches {
             var records: [TrackRecord] = []
-            records.reserveCapacity(events.count)
-            for event in events {
+            records.reserveCapacity(deliveries.count)
+            for event in deliveries.lazy.flatMap(\.events) {
                 switch TrackRecord.from(event) {
                 case .success(let record): records.append(record)
                 case .failure(.notAPosition):
@@ -113,16 +123,19 @@ public struct FleetRecorder: Service {
                     }
                 }
             }
-            guard !records.isEmpty else { continue }
-            received += records.count
-            do {
-                written += try await retrying("write \(records.count) rows") { [records] in try await store.insert(records) }
-            } catch {
-                // The failure itself is the caller's to report (the task was cancelled).
-                logger.warning("Rows received but not written", metadata: ["rows": "\(records.count)"])
-                throw error
+            if !records.isEmpty {
+                received += records.count
+                do {
+                    written += try await retrying("write \(records.count) rows") { [records] in try await store.insert(records) }
+                } catch {
+                    // Not acknowledged: the broker sends them again to the next recorder of the session.
+                    logger.warning("Rows received but not written; the broker keeps them", metadata: ["rows": "\(records.count)"])
+                    throw error
+                }
+                logger.trace("Batch written", metadata: ["rows": "\(records.count)"])
             }
-            logger.trace("Batch written", metadata: ["rows": "\(records.count)"])
+            // Committed (or nothing to keep): the broker may forget these messages now.
+            deliveries.last?.acknowledge()
         }
         logger.info(
             "Recorder stopped; everything received is written",
@@ -136,13 +149,16 @@ public struct FleetRecorder: Service {
     /// logs the first failure (warning) and the recovery (notice), each once. Throws
     /// `CancellationError` when the task is cancelled, and ``TrackStore/NewerSchema`` at once
     /// (retrying cannot mend it).
-    private func retrying<T: Sendable>(_ what: String, _ operation: @escaping @Sendable () async throws -> T) async throws -> T {
+    private func retrying<T: Sendable>(
+        _ what: String, limit: Duration? = nil, _ operation: @escaping @Sendable () async throws -> T
+    ) async throws -> T {
+        let limit = limit ?? options.attemptTimeout
         var backoff = options.backoff
         var failures = 0
         while true {
             do {
-                guard let value = try await withTimeLimit(options.attemptTimeout, operation) else {
-                    throw NoAnswer(limit: options.attemptTimeout)
+                guard let value = try await withTimeLimit(limit, operation) else {
+                    throw NoAnswer(limit: limit)
                 }
                 if failures > 0 {
                     logger.notice("PostgreSQL is back", metadata: ["attempts": "\(failures + 1)", "postgres.task": "\(what)"])

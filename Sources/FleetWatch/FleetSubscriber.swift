@@ -99,41 +99,11 @@ public struct FleetSubscriber: Sendable {
     public func events() -> AsyncThrowingStream<FleetEvent, any Error> {
         let (stream, continuation) = AsyncThrowingStream.makeStream(
             of: FleetEvent.self, bufferingPolicy: .bufferingNewest(options.bufferLimit))
-        let task = Task { [self] in
-            do {
-                try await run(continuation)
-                continuation.finish()
-            } catch is CancellationError {
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: error)
-            }
-        }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
-    }
-
-    private func run(_ continuation: AsyncThrowingStream<FleetEvent, any Error>.Continuation) async throws {
-        // A graceful stop while the broker is still unreachable ends the wait (the stream then
-        // finishes, empty), instead of waiting for the group's time limit.
-        let client = try await cancelWhenGracefulShutdown { [configuration, logger] in
-            try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
-        }
         let decoder = FleetMessageDecoder(topics: options.topics)
-        var dropped: UInt64 = 0
-        do {
-            let subscription = try await client.subscribe(filters, qos: options.qos, bufferingPolicy: .bufferingNewest(options.bufferLimit))
-            logger.info("Subscribed to the fleet", metadata: ["mqtt.broker": "\(configuration.broker)", "mqtt.filters": "\(filters)"])
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await logConnectionChanges(client) }
-                group.addTask {
-                    // Not a cancellation of the loop below, which would drop what the
-                    // subscription holds: the client's shutdown finishes its stream after them.
-                    guard (try? await gracefulShutdown()) != nil else { return }
-                    logger.debug("Graceful shutdown: disconnecting, then passing on what was received")
-                    await client.shutdown(flushTimeout: .zero, handingOver: true)
-                }
-                for try await message in subscription {
+        let task = Task { [self, options, logger] in
+            var dropped: UInt64 = 0
+            do {
+                try await run(bufferingPolicy: .bufferingNewest(options.bufferLimit)) { message, _ in
                     decoder.decode(topic: message.topic, payload: message.payload) { event in
                         if case .dropped = continuation.yield(event) {
                             dropped &+= 1
@@ -145,6 +115,79 @@ public struct FleetSubscriber: Sendable {
                         }
                     }
                 }
+                continuation.finish()
+            } catch is CancellationError {
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    /// The fleet's messages, each with its events and a receipt to acknowledge once they
+    /// are kept: for a consumer that must lose nothing, not even when it is killed.
+    ///
+    /// With a configuration that acknowledges after handling
+    /// (`MQTTAcknowledgement.afterHandling`) and a persistent session, the broker learns
+    /// that a message arrived only from ``FleetDelivery/acknowledge()`` (of it or a later
+    /// one): what the consumer had not acknowledged when it died is sent again when it
+    /// connects next. Nothing is dropped here: the broker sends at most the configuration's
+    /// `receiveMaximum` messages ahead of the acknowledgements, which bounds the memory; a
+    /// consumer that cannot go on (its database is down) stops the flow instead.
+    ///
+    /// A graceful shutdown ends the stream as for ``events()``, after everything received;
+    /// the connection closes once those deliveries are acknowledged. In a persistent session
+    /// without a share group the subscription is kept, so the broker keeps what arrives
+    /// while the consumer is away.
+    public func deliveries() -> AsyncThrowingStream<FleetDelivery, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: FleetDelivery.self, bufferingPolicy: .unbounded)
+        let decoder = FleetMessageDecoder(topics: options.topics)
+        let task = Task { [self] in
+            do {
+                try await run(bufferingPolicy: .unbounded) { message, client in
+                    var events: [FleetEvent] = []
+                    decoder.decode(topic: message.topic, payload: message.payload) { events.append($0) }
+                    continuation.yield(FleetDelivery(events: events, client: client, tag: message.deliveryTag))
+                }
+                continuation.finish()
+            } catch is CancellationError {
+                continuation.finish()
+            } catch {
+                continuation.finish(throwing: error)
+            }
+        }
+        continuation.onTermination = { _ in task.cancel() }
+        return stream
+    }
+
+    private func run(
+        bufferingPolicy: AsyncThrowingStream<MQTTMessage, any Error>.Continuation.BufferingPolicy,
+        _ emit: (MQTTMessage, MQTTClient) -> Void
+    ) async throws {
+        // A graceful stop while the broker is still unreachable ends the wait (the stream then
+        // finishes, empty), instead of waiting for the group's time limit.
+        let client = try await cancelWhenGracefulShutdown { [configuration, logger] in
+            try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
+        }
+        // A share group hands the next messages to its other members; a clean session has
+        // nothing to keep. A persistent session of its own keeps its subscription, so the
+        // broker holds what arrives until the consumer is back.
+        let handingOver = options.shareGroup != nil || configuration.session == .clean
+        do {
+            let subscription = try await client.subscribe(filters, qos: options.qos, bufferingPolicy: bufferingPolicy)
+            logger.info("Subscribed to the fleet", metadata: ["mqtt.broker": "\(configuration.broker)", "mqtt.filters": "\(filters)"])
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await logConnectionChanges(client) }
+                group.addTask { [logger] in
+                    // Not a cancellation of the loop below, which would drop what the
+                    // subscription holds: the client's shutdown finishes its stream after them.
+                    guard (try? await gracefulShutdown()) != nil else { return }
+                    logger.debug("Graceful shutdown: disconnecting, then passing on what was received")
+                    await client.shutdown(flushTimeout: .zero, handingOver: handingOver)
+                }
+                for try await message in subscription { emit(message, client) }
                 group.cancelAll()
             }
         } catch {
@@ -174,5 +217,22 @@ public struct FleetSubscriber: Sendable {
             }
             if Task.isCancelled { return }
         }
+    }
+}
+
+/// One message of the fleet as ``FleetSubscriber/deliveries()`` gives it: its events (a
+/// backlog batch has many, a fix or heading one, a malformed message one ``FleetEvent/malformed(topic:reason:)``)
+/// and the receipt that tells the broker it is kept.
+public struct FleetDelivery: Sendable {
+    /// The message's events, in order.
+    public let events: [FleetEvent]
+    let client: MQTTClient
+    let tag: UInt64
+
+    /// Tells the broker that this message and every earlier one are handled (written
+    /// durably): it then forgets them, and sends more. Call it in order; calling it for a
+    /// later delivery covers the earlier ones.
+    public func acknowledge() {
+        client.acknowledge(through: tag)
     }
 }

@@ -19,15 +19,22 @@ public final class TestPostgres: Sendable {
     public let directory: String
     /// With `tls`: the CA that signed the server's certificate (for `localhost` and 127.0.0.1).
     public let caFile: String?
-    private let process: TestProcess
+    /// The running server (a new one after ``stop()`` and ``start()``), and how to start it.
+    private let server: Locked<TestProcess>
+    private let command: (executable: String, arguments: [String])
+    private var process: TestProcess { server.withLock { $0 } }
 
-    private init(port: Int, user: String, password: String?, directory: String, caFile: String?, process: TestProcess) {
+    private init(
+        port: Int, user: String, password: String?, directory: String, caFile: String?, process: TestProcess,
+        command: (String, [String])
+    ) {
         self.port = port
         self.user = user
         self.password = password
         self.directory = directory
         self.caFile = caFile
-        self.process = process
+        self.server = Locked(process)
+        self.command = command
     }
 
     deinit {
@@ -127,17 +134,9 @@ public final class TestPostgres: Sendable {
             let (serverExecutable, serverArguments) = command("\(bin)/postgres", settings)
             let server = try TestProcess(serverExecutable, serverArguments, directory: directory, name: "postgres")
             let postgres = TestPostgres(
-                port: port, user: user, password: password, directory: directory, caFile: caFile, process: server)
-            try await waitUntil("PostgreSQL to accept connections on port \(port)", timeout: .seconds(30)) {
-                guard server.isRunning else {
-                    throw TestSupportError.processFailed(server.commandLine, status: -1, output: server.standardError)
-                }
-                // The port opens before the server has finished starting up: `pg_isready` asks it.
-                guard FreePort.isAccepting(port) else { return false }
-                let ready = try TestProcess(
-                    "/usr/bin/pg_isready", ["-q", "-h", "127.0.0.1", "-p", "\(port)"], directory: directory, name: "pg_isready")
-                return try await ready.waitForExit(timeout: .seconds(10)) == 0
-            }
+                port: port, user: user, password: password, directory: directory, caFile: caFile, process: server,
+                command: (serverExecutable, serverArguments))
+            try await postgres.waitUntilReady(server)
             return postgres
         } catch {
             try? FileManager.default.removeItem(atPath: directory)
@@ -176,6 +175,34 @@ public final class TestPostgres: Sendable {
     public func kill() async {
         process.send(SIGKILL, toGroup: true)
         _ = try? await process.waitForExit(timeout: .seconds(10))
+    }
+
+    /// Stops the server (fast shutdown), keeping its data: an outage, until ``start()``.
+    public func stop() async {
+        process.send(SIGINT, toGroup: true)
+        if (try? await process.waitForExit(timeout: .seconds(10))) == nil { process.send(SIGKILL, toGroup: true) }
+    }
+
+    /// Starts the stopped server again, on the same port with the same data; returns once it
+    /// accepts connections.
+    public func start() async throws {
+        let restarted = try TestProcess(command.executable, command.arguments, directory: directory, name: "postgres")
+        server.withLock { $0 = restarted }
+        try await waitUntilReady(restarted)
+    }
+
+    private func waitUntilReady(_ server: TestProcess) async throws {
+        let (port, directory) = (self.port, self.directory)
+        try await waitUntil("PostgreSQL to accept connections on port \(port)", timeout: .seconds(30)) {
+            guard server.isRunning else {
+                throw TestSupportError.processFailed(server.commandLine, status: -1, output: server.standardError)
+            }
+            // The port opens before the server has finished starting up: `pg_isready` asks it.
+            guard FreePort.isAccepting(port) else { return false }
+            let ready = try TestProcess(
+                "/usr/bin/pg_isready", ["-q", "-h", "127.0.0.1", "-p", "\(port)"], directory: directory, name: "pg_isready")
+            return try await ready.waitForExit(timeout: .seconds(10)) == 0
+        }
     }
 
     /// Stops the server (SIGINT: PostgreSQL's fast shutdown) and removes its directory.

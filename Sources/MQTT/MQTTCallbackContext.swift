@@ -43,8 +43,16 @@ final class MQTTCallbackContext: Sendable {
     let state: SanitizerVisibleMutex<MQTTClientLiveState>
     let logger: Logger
     let configuration: MQTTConfiguration
+    /// Whether the client acknowledges after handling (``MQTTAcknowledgement/afterHandling``).
+    let acknowledgesAfterHandling: Bool
+    /// What the consumer has handled, in a client that acknowledges after handling (unused
+    /// in one that acknowledges on receipt).
+    let deliveries = SanitizerVisibleMutex(MQTTDeliveryLedger())
+    /// Wakes the network loop of a client that acknowledges after handling when the consumer
+    /// acknowledges (its loop polls the socket and this pipe).
+    let wakeup: LoopWakeup?
 
-    init(configuration: MQTTConfiguration, logger: Logger) {
+    init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
         self.configuration = configuration
         self.logger = logger
         self.state = SanitizerVisibleMutex(
@@ -52,6 +60,8 @@ final class MQTTCallbackContext: Sendable {
                 protocolVersion: configuration.protocolVersion,
                 sentCredentials: configuration.effectiveUsername != nil
             ))
+        acknowledgesAfterHandling = configuration.acknowledgement == .afterHandling
+        wakeup = acknowledgesAfterHandling ? try LoopWakeup() : nil
     }
 
     /// Recovers the context from libmosquitto's `obj` pointer without changing its retain count.
@@ -125,6 +135,11 @@ final class MQTTCallbackContext: Sendable {
         let targets = state.withLock { $0.received(topic: message.topic, identifiers: identifiers) }
         if targets.isEmpty {
             logger.trace("MQTT message matched no subscription", metadata: ["mqtt.topic": "\(message.topic)"])
+        }
+        var message = message
+        if acknowledgesAfterHandling {
+            // Only this thread delivers: tags follow the order of the streams' elements.
+            message.deliveryTag = self.deliveries.withLock { $0.deliver(handedOver: !targets.isEmpty) }
         }
         for target in targets { target.yield(message) }
     }

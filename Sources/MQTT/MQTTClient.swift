@@ -419,3 +419,16 @@ extension MosquittoHandle {
         context.logger.debug("MQTT unsubscribed", metadata: ["mqtt.topic": "\(filters)", "mqtt.rc": "\(rc)"])
     }
 }
+
+extension MQTTClient {
+    /// Says that every message up to the one with `tag` (its ``MQTTMessage/deliveryTag``) is
+    /// handled, in a client that acknowledges after handling
+    /// (``MQTTAcknowledgement/afterHandling``): their acknowledgements may now go to the
+    /// broker, which then sends more. Tags rise in delivery order; acknowledging a tag
+    /// acknowledges every earlier one. Does nothing in a client that acknowledges on receipt.
+    public func acknowledge(through tag: UInt64) {
+        let context = self.context
+        guard context.acknowledgesAfterHandling else { return }
+        if context.deliveries.withLock({ $0.acknowledge(through: tag) }) { context.wakeup?.wake() }
+    }
+}

@@ -175,6 +175,14 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     }
 
     /// Whether the loop thread must stop: no reconnect, and a DISCONNECT at its next turn.
+    /// Whether a client that acknowledges after handling may read from the broker: before
+    /// the CONNACK, and after it only while a stream is open to take what arrives (a
+    /// persistent session's messages come right after the CONNACK, before `subscribe()`).
+    var readsForHandling: Bool {
+        guard case .connected = phase else { return true }
+        return subscriptions.values.contains { !$0.ended }
+    }
+
     var mustStop: Bool {
         switch phase {
         case .shuttingDown(let shutdown): shutdown.stopRequested

@@ -41,6 +41,17 @@ public struct MQTTConfiguration: Sendable {
     public var maxInflightMessages: Int
     /// The backoff between reconnection attempts after a connection is lost.
     public var reconnect: MQTTReconnectPolicy
+    /// The session: a clean one at every connect (the default), or one the broker keeps
+    /// while the client is away, with its subscriptions and the QoS ≥ 1 messages it has not
+    /// acknowledged, so that a client killed and restarted misses nothing.
+    public var session: MQTTSession
+    /// How many QoS ≥ 1 messages the broker may send before the client acknowledges them
+    /// (MQTT 5 Receive Maximum, 1...65,535); `nil` leaves libmosquitto's default (20). Under
+    /// MQTT 3.1.1 the broker's own limit applies.
+    public var receiveMaximum: Int?
+    /// When received QoS ≥ 1 messages are acknowledged to the broker: as they arrive (the
+    /// default), or once the consumer says it has handled them (``MQTTClient/acknowledge(through:)``).
+    public var acknowledgement: MQTTAcknowledgement
 
     /// Creates a configuration.
     public init(
@@ -53,7 +64,10 @@ public struct MQTTConfiguration: Sendable {
         tls: MQTTTLSConfiguration? = nil,
         will: MQTTWill? = nil,
         maxInflightMessages: Int = 20,
-        reconnect: MQTTReconnectPolicy = MQTTReconnectPolicy()
+        reconnect: MQTTReconnectPolicy = MQTTReconnectPolicy(),
+        session: MQTTSession = .clean,
+        receiveMaximum: Int? = nil,
+        acknowledgement: MQTTAcknowledgement = .onReceipt
     ) {
         self.broker = broker
         self.clientID = clientID
@@ -65,6 +79,9 @@ public struct MQTTConfiguration: Sendable {
         self.will = will
         self.maxInflightMessages = maxInflightMessages
         self.reconnect = reconnect
+        self.session = session
+        self.receiveMaximum = receiveMaximum
+        self.acknowledgement = acknowledgement
     }
 
     /// The user name actually sent: the explicit one, else the URL's.
@@ -76,8 +93,10 @@ extension MQTTConfiguration: CustomStringConvertible, CustomDebugStringConvertib
     public var description: String {
         var parts = [
             "broker: \(broker)", "clientID: \(clientID)", "protocol: \(protocolVersion)",
-            "keepAlive: \(keepAlive)", "maxInflightMessages: \(maxInflightMessages)",
+            "keepAlive: \(keepAlive)", "maxInflightMessages: \(maxInflightMessages)", "session: \(session)",
         ]
+        if let receiveMaximum { parts.append("receiveMaximum: \(receiveMaximum)") }
+        if acknowledgement != .onReceipt { parts.append("acknowledgement: \(acknowledgement)") }
         if let username = effectiveUsername { parts.append("username: \(username)") }
         if password != nil { parts.append("password: <redacted>") }
         if let tls { parts.append("tls: \(tls)") }
@@ -91,5 +110,50 @@ extension MQTTConfiguration: CustomStringConvertible, CustomDebugStringConvertib
     /// A mirror without the password, so `dump` and reflection don't print it either.
     public var customMirror: Mirror {
         Mirror(self, children: ["description": description], displayStyle: .struct)
+    }
+}
+
+/// The MQTT session a client asks the broker for.
+public enum MQTTSession: Sendable, Hashable, CustomStringConvertible {
+    /// A new session at every connect (Clean Start); nothing is kept while the client is away.
+    case clean
+    /// The broker keeps the session while the client is away, for `expiry` (MQTT 5 Session
+    /// Expiry Interval, whole seconds up to 2³²−2; under MQTT 3.1.1 until the broker's own
+    /// `persistent_client_expiration`): its subscriptions, and the QoS ≥ 1 messages that
+    /// arrive meanwhile or were not acknowledged, which it sends on the next connect. Needs a
+    /// client id that stays the same across restarts.
+    case persistent(expiry: Duration)
+
+    public var description: String {
+        switch self {
+        case .clean: "clean"
+        case .persistent(let expiry): "persistent(expiry: \(expiry.components.seconds) s)"
+        }
+    }
+
+    /// The Session Expiry Interval sent in CONNECT, in seconds (nil: none sent).
+    var expirySeconds: UInt32? {
+        guard case .persistent(let expiry) = self else { return nil }
+        return UInt32(clamping: max(1, min(expiry.components.seconds, Int64(UInt32.max - 1))))
+    }
+}
+
+/// When a client acknowledges the QoS ≥ 1 messages it receives.
+public enum MQTTAcknowledgement: Sendable, Hashable, CustomStringConvertible {
+    /// When they arrive, before the consumer has seen them (libmosquitto's way).
+    case onReceipt
+    /// Once the consumer has handled them and called ``MQTTClient/acknowledge(through:)``
+    /// with their ``MQTTMessage/deliveryTag``: until then nothing is written to the broker
+    /// (no acknowledgement, no new request), so a client killed before it acknowledges gets
+    /// the messages again from its persistent session. The broker sends at most
+    /// ``MQTTConfiguration/receiveMaximum`` messages ahead of the acknowledgements, which bounds
+    /// what the client holds. For one consumer, which handles the messages in order.
+    case afterHandling
+
+    public var description: String {
+        switch self {
+        case .onReceipt: "on receipt"
+        case .afterHandling: "after handling"
+        }
     }
 }

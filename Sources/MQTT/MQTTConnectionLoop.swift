@@ -30,7 +30,7 @@ enum MQTTConnectionLoop {
         let keepAlive = Int32(clamping: max(5, Int(context.configuration.keepAlive.components.seconds)))
 
         context.state.withLock { $0.connectAttemptStarts() }
-        var rc = mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, nil)
+        var rc = connect(mosq, context.configuration, keepAlive: keepAlive)
         var savedErrno = errno
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             let error = context.connectError(code: rc, errnoValue: savedErrno)
@@ -41,8 +41,20 @@ enum MQTTConnectionLoop {
             return
         }
         var disconnectSent = false
+        var stopDeadline: ContinuousClock.Instant?
         while true {
-            rc = mosquitto_loop(mosq, selectTimeoutMilliseconds, 1)
+            if context.acknowledgesAfterHandling {
+                guard let turn = turnAfterHandling(handle, stopDeadline: &stopDeadline) else {
+                    // Stopping with messages not handled: no acknowledgement, no DISCONNECT.
+                    // The broker keeps them in the session and sends them again next time.
+                    context.logger.debug("MQTT loop stopped before the consumer acknowledged everything")
+                    context.state.withLock { $0.connectionLost(.shutdown) }.actions.run()
+                    break
+                }
+                rc = turn
+            } else {
+                rc = mosquitto_loop(mosq, selectTimeoutMilliseconds, 1)
+            }
             savedErrno = errno
             if rc == MOSQ_ERR_SUCCESS.rawValue {
                 if !disconnectSent && context.state.withLock({ $0.mustStop }) {
@@ -58,10 +70,117 @@ enum MQTTConnectionLoop {
             guard reconnect else { break }
             // The close that follows a refused CONNACK is the refusal, logged already.
             if isNews { context.logger.info("MQTT connection lost", metadata: ["mqtt.error": "\(error)"]) }
-            guard reconnectWithBackoff(handle) else { break }
+            // Acknowledging after handling: reconnect once everything received is handled,
+            // or the broker's redeliveries would pile up behind a consumer that cannot go on.
+            guard waitUntilHandled(context), reconnectWithBackoff(handle) else { break }
         }
         context.state.withLock { $0.loopEnded() }.run()
         context.logger.debug("MQTT loop ended")
+    }
+
+    /// The first CONNECT: with the session expiry of a persistent session (MQTT 5), which
+    /// libmosquitto keeps for every reconnect.
+    private static func connect(_ mosq: OpaquePointer, _ configuration: MQTTConfiguration, keepAlive: Int32) -> Int32 {
+        let broker = configuration.broker
+        guard configuration.protocolVersion == .v5, let expiry = configuration.session.expirySeconds else {
+            return mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, nil)
+        }
+        var properties: OpaquePointer?
+        defer { mosquitto_property_free_all(&properties) }
+        let rc = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry)
+        guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+        return mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, properties)
+    }
+
+    /// How long a turn of ``turnAfterHandling(_:)`` waits for input: new API requests
+    /// (subscribe, unsubscribe, disconnect) are written within it.
+    static let handlingPollMilliseconds: Int32 = 50
+    /// The most packets one turn reads before it lets the consumer catch up.
+    static let maximumBurst = 65_536
+
+    /// One turn of the loop of a client that acknowledges after handling. libmosquitto
+    /// queues the acknowledgement of a message before its callback runs, and writes its
+    /// queue all at once; so this loop writes only when the consumer has handled everything
+    /// it was given (``MQTTDeliveryLedger/isSettled``). It goes on reading meanwhile (the
+    /// broker sends at most the receive maximum ahead, and a SUBACK may be behind what a
+    /// persistent session redelivers), then does libmosquitto's housekeeping (keep-alive:
+    /// a consumer stuck for longer than it loses the connection, and the loop waits for it
+    /// before reconnecting). Returns libmosquitto's code, or `nil` when a shutdown came and
+    /// the consumer did not catch up within ``handlingGraceAtStop``.
+    private static func turnAfterHandling(_ handle: MosquittoHandle, stopDeadline: inout ContinuousClock.Instant?) -> Int32? {
+        let context = handle.context
+        let mosq = handle.pointer
+        let settled = context.deliveries.withLock { $0.isSettled }
+        if !settled, context.state.withLock({ $0.mustStop }) {
+            let clock = ContinuousClock()
+            let deadline = stopDeadline ?? clock.now.advanced(by: handlingGraceAtStop)
+            if clock.now >= deadline { return nil }
+            stopDeadline = deadline
+        }
+        if settled && mosquitto_want_write(mosq) {
+            let rc = mosquitto_loop_write(mosq, 1)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+        }
+        let socket = mosquitto_socket(mosq)
+        guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
+        // Nothing read while no stream could take it: it would have to be acknowledged unseen.
+        let reading = context.state.withLock { $0.readsForHandling }
+        let writing = settled && mosquitto_want_write(mosq)
+        if waitForInput(reading || writing ? socket : -1, wakeup: context.wakeup, reading: reading, writing: writing,
+            timeout: handlingPollMilliseconds)
+        {
+            var packets = 0
+            repeat {
+                let rc = mosquitto_loop_read(mosq, 1)
+                guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+                packets += 1
+            } while packets < maximumBurst && mosquitto_socket(mosq) >= 0 && context.state.withLock({ $0.readsForHandling })
+                && waitForInput(mosquitto_socket(mosq), wakeup: nil, reading: true, writing: false, timeout: 0)
+        }
+        if context.deliveries.withLock({ $0.takeOrphaned() }) {
+            // A message nobody took (TLS had it buffered with the CONNACK; a stream ended):
+            // its acknowledgement is queued. Drop the connection unwritten; the broker sends
+            // the message again after the reconnect.
+            context.logger.debug("MQTT message with no stream to take it; reconnecting so that it is not acknowledged")
+            _ = shutdown(socket, Int32(SHUT_RDWR))
+            return MOSQ_ERR_CONN_LOST.rawValue
+        }
+        return mosquitto_loop_misc(mosq)
+    }
+
+    /// Polls `socket` (for reading when `reading`, writing when `writing`) and the wake-up
+    /// pipe; returns whether the socket is readable (or closed: the read then says how).
+    /// A negative `socket` is not polled (poll(2) ignores it): only the pipe and the time.
+    private static func waitForInput(_ socket: Int32, wakeup: LoopWakeup?, reading: Bool, writing: Bool, timeout: Int32) -> Bool {
+        var fds = [pollfd(fd: socket, events: (reading ? Int16(POLLIN) : 0) | (writing ? Int16(POLLOUT) : 0), revents: 0)]
+        if let wakeup { fds.append(pollfd(fd: wakeup.readEnd, events: Int16(POLLIN), revents: 0)) }
+        guard poll(&fds, nfds_t(fds.count), timeout) > 0 else { return false }
+        if fds.count > 1, fds[1].revents != 0 { wakeup?.drain() }
+        return reading && fds[0].revents & (Int16(POLLIN) | Int16(POLLERR) | Int16(POLLHUP)) != 0
+    }
+
+    /// How long, once a shutdown is requested, the loop still waits for the consumer to
+    /// handle what it was given (it writes its last batch), before it closes without
+    /// acknowledging the rest.
+    static let handlingGraceAtStop: Duration = .seconds(5)
+
+    /// Waits until the consumer has handled everything it was given (true), or a shutdown is
+    /// requested and the consumer has not caught up within ``handlingGraceAtStop`` (false).
+    /// Returns at once in a client that acknowledges on receipt.
+    private static func waitUntilHandled(_ context: MQTTCallbackContext) -> Bool {
+        guard context.acknowledgesAfterHandling, let wakeup = context.wakeup else { return true }
+        let clock = ContinuousClock()
+        var stopDeadline: ContinuousClock.Instant?
+        while !context.deliveries.withLock({ $0.isSettled }) {
+            if context.state.withLock({ $0.mustStop }) {
+                let deadline = stopDeadline ?? clock.now.advanced(by: handlingGraceAtStop)
+                if clock.now >= deadline { return false }
+                stopDeadline = deadline
+            }
+            var fd = pollfd(fd: wakeup.readEnd, events: Int16(POLLIN), revents: 0)
+            if poll(&fd, 1, 100) > 0 { wakeup.drain() }
+        }
+        return true
     }
 
     /// Waits and reconnects until a TCP/TLS connection is made (true) or a shutdown is

@@ -22,9 +22,10 @@ final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment
 
     init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
         MosquittoLibrary.ensureInitialised()
-        let context = MQTTCallbackContext(configuration: configuration, logger: logger)
+        let context = try MQTTCallbackContext(configuration: configuration, logger: logger)
         let unmanaged = Unmanaged.passRetained(context)
-        guard let pointer = mosquitto_new(configuration.clientID, true, unmanaged.toOpaque()) else {
+        let cleanStart = configuration.session == .clean
+        guard let pointer = mosquitto_new(configuration.clientID, cleanStart, unmanaged.toOpaque()) else {
             unmanaged.release()
             throw .invalidConfiguration("libmosquitto refused client id '\(configuration.clientID)' (\(String(cString: strerror(errno))))")
         }
@@ -57,6 +58,11 @@ final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment
         try check(
             mosquitto_int_option(mosq, MOSQ_OPT_SEND_MAXIMUM, Int32(clamping: max(1, configuration.maxInflightMessages))),
             "max in-flight messages")
+        if let receiveMaximum = configuration.receiveMaximum {
+            try check(
+                mosquitto_int_option(mosq, MOSQ_OPT_RECEIVE_MAXIMUM, Int32(clamping: min(max(1, receiveMaximum), 65_535))),
+                "receive maximum")
+        }
         if let username = configuration.effectiveUsername {
             try check(mosquitto_username_pw_set(mosq, username, configuration.password), "user name and password")
         }

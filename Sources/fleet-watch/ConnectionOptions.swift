@@ -32,7 +32,7 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "File whose first line is the MQTT password.")
     var passwordFile: String?
 
-    @Option(help: "The MQTT client id (default: fleet-watch-<host>-<pid>).")
+    @Option(help: "The MQTT client id (default: fleet-watch-<host>-<pid>; record: fleet-watch-record-<host>[-<share group>], the same at every start).")
     var clientID: String?
 
     @OptionGroup var logging: LoggingOptions
@@ -54,21 +54,44 @@ struct ConnectionOptions: ParsableArguments {
     /// The topic layout of `--prefix`.
     func topics() throws -> FleetTopics { try FleetTopics(prefix: prefix) }
 
+    /// What a consumer that must lose nothing asks of the broker: a persistent session under
+    /// a client id that stays the same across restarts, and acknowledgements only of what it
+    /// has kept.
+    struct Durability {
+        /// The client id when `--client-id` is not given: the same at every start.
+        var defaultClientID: String
+        /// How long the broker keeps the session while the consumer is away.
+        var sessionExpiry: Duration
+        /// Messages the broker may send ahead of the acknowledgements (MQTT 5 Receive Maximum).
+        var inFlight: Int
+    }
+
     /// The subscriber of `--vehicle`s and `--share-group` with these connection settings;
-    /// `bufferLimit` and `dropLogLevel` as in ``FleetSubscriber/Options``.
-    func makeSubscriber(logger: Logger, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug) throws -> FleetSubscriber {
+    /// `bufferLimit` and `dropLogLevel` as in ``FleetSubscriber/Options``; with `durability`,
+    /// a persistent session that acknowledges after handling (``FleetSubscriber/deliveries()``).
+    func makeSubscriber(
+        logger: Logger, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug, durability: Durability? = nil
+    ) throws -> FleetSubscriber {
         let url = try BrokerURL(parsing: broker)
-        let mqtt = MQTTConfiguration(
+        var mqtt = MQTTConfiguration(
             broker: url,
-            clientID: clientID ?? "fleet-watch-\(ProcessInfo.processInfo.hostName.prefix(32))-\(getpid())",
+            clientID: clientID ?? durability?.defaultClientID ?? "fleet-watch-\(Self.hostName)-\(getpid())",
             password: try readPassword(),
             tls: url.usesTLS ? MQTTTLSConfiguration(caFile: caFile, certificateFile: certFile, keyFile: keyFile) : nil
         )
+        if let durability {
+            mqtt.session = .persistent(expiry: durability.sessionExpiry)
+            mqtt.receiveMaximum = durability.inFlight
+            mqtt.acknowledgement = .afterHandling
+        }
         let options = FleetSubscriber.Options(
             topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup, bufferLimit: bufferLimit,
             dropLogLevel: dropLogLevel)
         return try FleetSubscriber(configuration: mqtt, options: options, logger: logger)
     }
+
+    /// This machine's name, as far as it can go into a client id (at most 32 characters).
+    static var hostName: String { String(ProcessInfo.processInfo.hostName.prefix(32)) }
 
     /// The password from `--password-file` (its first line) or `FLEETCAST_PASSWORD`; never
     /// from the command line, never logged.

@@ -15,7 +15,9 @@ struct FleetWatchCommand: AsyncParsableCommand {
             FLEETCAST_PASSWORD, never from the command line; the user name goes in the URL \
             (mqtts://user@host:8883).
             """,
-        subcommands: [WatchCommand.self, ServeCommand.self, BridgeCommand.self, RecordCommand.self, HistoryCommand.self],
+        subcommands: [
+            WatchCommand.self, ServeCommand.self, BridgeCommand.self, RecordCommand.self, HistoryCommand.self, GapsCommand.self,
+        ],
         defaultSubcommand: WatchCommand.self
     )
 }

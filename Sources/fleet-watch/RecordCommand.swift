@@ -15,10 +15,17 @@ struct RecordCommand: AsyncParsableCommand {
         abstract: "Writes the fleet's fixes and headings, live and backlog, into PostgreSQL.",
         discussion: """
             Creates or migrates its tables (fleetcast_fixes, fleetcast_headings) at start. Rows \
-            are keyed by (vehicle, seq): a message delivered twice is stored once. With \
-            --share-group, several recorders split the fleet; SIGTERM or SIGINT disconnects \
-            from the broker first, writes what was received, then exits. The PostgreSQL \
-            password goes in the URL or, better, in the environment variable PGPASSWORD.
+            are keyed by (vehicle, run, seq): a message delivered twice is stored once, a new \
+            fix after a vehicle's numbering began again (its store lost) is always stored. It \
+            keeps a persistent MQTT session under a client id that stays the same (give each \
+            recorder its own --client-id when several run on one machine) and acknowledges \
+            a message to the broker only once its row is committed: killed, it misses nothing \
+            the broker kept for it (within --session-expiry and the broker's \
+            max_queued_messages). While PostgreSQL is away, at most --buffer messages wait in \
+            memory and the broker holds the rest. With --share-group, several recorders split \
+            the fleet; SIGTERM or SIGINT unsubscribes from the group first, writes what was \
+            received, then exits. The PostgreSQL password goes in the URL or, better, in the \
+            environment variable PGPASSWORD. `fleet-watch gaps` checks what was recorded.
             """
     )
 
@@ -27,21 +34,32 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require|verify-full].")
     var postgres: String
 
-    @Option(help: "The most rows written in one batch.")
+    @Option(help: "The most messages written in one batch.")
     var batchSize: Int = 1_000
 
-    @Option(help: "Events kept in memory while PostgreSQL cannot be written to; past it the oldest are dropped, with a warning.")
-    var buffer: Int = 500_000
+    @Option(help: "Messages received and not yet written (1 to 65535): the broker sends no more until they are, and keeps the rest in the session.")
+    var buffer: Int = 10_000
+
+    @Option(help: "Seconds the broker keeps the session (and the messages that arrive) while the recorder is away.")
+    var sessionExpiry: Int = 86_400
 
     func validate() throws {
         do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
-        guard batchSize > 0, buffer > 0 else { throw ValidationError("--batch-size and --buffer must be positive") }
+        guard batchSize > 0, (1...65_535).contains(buffer) else {
+            throw ValidationError("--batch-size must be positive and --buffer 1 to 65535")
+        }
+        guard sessionExpiry > 0 else { throw ValidationError("--session-expiry must be positive") }
     }
 
     func run() async throws {
         let logger = connection.makeLogger()
         let location = try PostgresLocation(parsing: postgres, environment: ProcessInfo.processInfo.environment)
-        let subscriber = try connection.makeSubscriber(logger: logger, bufferLimit: buffer, dropLogLevel: .warning)
+        let shareSuffix = connection.shareGroup.map { "-\($0.prefix(32))" } ?? ""
+        let subscriber = try connection.makeSubscriber(
+            logger: logger, dropLogLevel: .warning,
+            durability: .init(
+                defaultClientID: "fleet-watch-record-\(ConnectionOptions.hostName)\(shareSuffix)", sessionExpiry: .seconds(sessionExpiry),
+                inFlight: buffer))
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
         let recorder = FleetRecorder(
             subscriber: subscriber, store: TrackStore(client: client, logger: logger),

@@ -25,9 +25,9 @@ func withStore<T: Sendable>(
     }
 }
 
-func fix(_ vehicle: String, seq: UInt64, second: Int64, latitude: Double = 52.5, backlog: Bool = false) -> TrackRecord {
+func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitude: Double = 52.5, backlog: Bool = false) -> TrackRecord {
     TrackRecord(
-        vehicle: VehicleID(vehicle)!, seq: seq,
+        vehicle: VehicleID(vehicle)!, seq: seq, run: run,
         payload: .fix(
             Fix(
                 time: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000 + second * 1000), latitude: latitude, longitude: 13.4,
@@ -45,7 +45,7 @@ func fix(_ vehicle: String, seq: UInt64, second: Int64, latitude: Double = 52.5,
             async let second = withStore(postgres, database: database) { store, _ in try await store.migrate() }
             let found = try await [first, second].sorted()
             #expect(found == [0, TrackStore.schemaVersion], "one migrated from an empty database, the other found it done")
-            #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1")
+            #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1\n2")
             let tables = try await postgres.psql(
                 "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fleetcast_%' ORDER BY tablename", database: database)
             #expect(tables == "fleetcast_fixes\nfleetcast_headings\nfleetcast_schema")
@@ -106,6 +106,84 @@ func fix(_ vehicle: String, seq: UInt64, second: Int64, latitude: Double = 52.5,
                 try await postgres.psql("SELECT count(*) FROM fleetcast_fixes", database: database)
                     == "\(4 + TrackStore.maximumRowsPerStatement + 7)")
             #expect(try await postgres.psql("SELECT heading, source FROM fleetcast_headings", database: database) == "90.5|HDT")
+        }
+    }
+
+    @Test func aVersionOneDatabaseMigratesInPlaceItsRowsBecomeRunZeroAndANewRunIsANewKey() async throws {
+        try await withPostgres { postgres in
+            let database = try await postgres.createDatabase()
+            // The schema and rows of the first version, as an earlier fleet-watch left them.
+            _ = try await postgres.psql(
+                """
+                CREATE TABLE fleetcast_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+                INSERT INTO fleetcast_schema (version) VALUES (1);
+                CREATE TABLE fleetcast_fixes (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz NOT NULL,
+                    lat double precision NOT NULL, lon double precision NOT NULL, alt_hae double precision, alt_msl double precision,
+                    speed double precision, track double precision, climb double precision, mode smallint NOT NULL, sats smallint,
+                    hdop double precision, eph double precision, epv double precision, backlog boolean NOT NULL,
+                    received_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (vehicle, seq));
+                CREATE INDEX fleetcast_fixes_vehicle_time ON fleetcast_fixes (vehicle, time);
+                CREATE TABLE fleetcast_headings (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz,
+                    heading double precision, mag_heading double precision, source text, backlog boolean NOT NULL,
+                    received_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (vehicle, seq));
+                CREATE INDEX fleetcast_headings_vehicle_time ON fleetcast_headings (vehicle, time);
+                INSERT INTO fleetcast_fixes (vehicle, seq, time, lat, lon, mode, backlog)
+                    SELECT 'van-1', s, to_timestamp(1795000000 + s), 52.5, 13.4, 3, false FROM generate_series(1, 40) s;
+                """, database: database)
+            try await withStore(postgres, database: database) { store, _ in
+                let found = try await store.migrate()
+                #expect(found == 1)
+                // The old numbering again: duplicates. The same numbers in a new run: new rows.
+                let again = try await store.insert([fix("van-1", seq: 40, second: 40)])
+                #expect(again == 0)
+                let newRun = try await store.insert((1...3).map { fix("van-1", seq: $0, run: 1_795_000_100_000, second: 100 + Int64($0)) })
+                #expect(newRun == 3)
+            }
+            #expect(
+                try await postgres.psql("SELECT run, count(*) FROM fleetcast_fixes GROUP BY run ORDER BY run", database: database)
+                    == "0|40\n1795000100000|3", "nothing lost, the old rows in run 0")
+            #expect(
+                try await postgres.psql(
+                    "SELECT indexdef FROM pg_indexes WHERE indexname = 'fleetcast_fixes_pkey'", database: database
+                ).contains("(vehicle, run, seq)"))
+        }
+    }
+
+    @Test func completenessNamesEachRunsHolesAndCountsFixesAndHeadingsTogether() async throws {
+        try await withPostgres { postgres in
+            try await withStore(postgres) { store, _ in
+                try await store.migrate()
+                let empty = try await store.completeness()
+                #expect(empty.isComplete, "an empty history lacks nothing")
+                func heading(_ seq: UInt64, run: UInt64) -> TrackRecord {
+                    TrackRecord(vehicle: VehicleID("van-1")!, seq: seq, run: run, payload: .heading(Heading(trueHeading: 1, source: .hdt)))
+                }
+                // Run 7: 1…10 with 4 a heading and 6…7 missing; run 9 (the store lost): 1…3, whole.
+                var records = [1, 2, 3, 5, 8, 9, 10].map { fix("van-1", seq: UInt64($0), run: 7, second: Int64($0)) }
+                records.append(heading(4, run: 7))
+                records += (1...3).map { fix("van-1", seq: UInt64($0), run: 9, second: 100 + Int64($0)) }
+                records += (3...6).map { fix("van-2", seq: UInt64($0), second: Int64($0)) }
+                try await store.insert(records)
+                let report = try await store.completeness()
+                #expect(report.gaps == [SequenceGap(vehicle: "van-1", run: 7, first: 6, last: 7)])
+                #expect(report.missing == 2)
+                #expect(
+                    report.runs.map { "\($0.vehicle) \($0.run) \($0.first)-\($0.last) \($0.held)" } == [
+                        "van-1 7 1-10 8", "van-1 9 1-3 3", "van-2 0 3-6 4",
+                    ])
+                let second = try await store.completeness(vehicle: VehicleID("van-2")!)
+                #expect(second.isComplete)
+                // A time window: run 7's fixes from second 8 on hold 8…10, whole.
+                let late = try await store.completeness(
+                    vehicle: VehicleID("van-1")!, since: UTCTimestamp(millisecondsSince1970: 1_795_000_008_000),
+                    until: UTCTimestamp(millisecondsSince1970: 1_795_000_050_000))
+                #expect(late.isComplete)
+                #expect(late.runs.map(\.run) == [7])
+                let early = try await store.completeness(
+                    vehicle: VehicleID("van-1")!, since: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000),
+                    until: UTCTimestamp(millisecondsSince1970: 1_795_000_050_000))
+                #expect(early.missing == 2)
+            }
         }
     }
 

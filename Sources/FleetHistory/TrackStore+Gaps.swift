@@ -1,0 +1,152 @@
+import FleetProtocol
+import Foundation
+import GNSS
+import Logging
+import PostgresNIO
+
+/// A run of consecutive message numbers of one vehicle that the database does not hold.
+public struct SequenceGap: Sendable, Equatable {
+    /// The vehicle.
+    public var vehicle: String
+    /// The numbering run (``MessageNumber/run``).
+    public var run: UInt64
+    /// The first missing `seq`.
+    public var first: UInt64
+    /// The last missing `seq` (inclusive).
+    public var last: UInt64
+
+    /// A gap.
+    public init(vehicle: String, run: UInt64, first: UInt64, last: UInt64) {
+        self.vehicle = vehicle
+        self.run = run
+        self.first = first
+        self.last = last
+    }
+
+    /// How many messages the gap is.
+    public var count: UInt64 { last - first + 1 }
+}
+
+/// What the database holds of one vehicle's numbering run, within the range checked.
+public struct SequenceRunSummary: Sendable, Equatable {
+    /// The vehicle.
+    public var vehicle: String
+    /// The numbering run.
+    public var run: UInt64
+    /// The lowest and highest `seq` held (fixes and headings together).
+    public var first: UInt64
+    public var last: UInt64
+    /// Messages held between them.
+    public var held: UInt64
+
+    /// A summary.
+    public init(vehicle: String, run: UInt64, first: UInt64, last: UInt64, held: UInt64) {
+        self.vehicle = vehicle
+        self.run = run
+        self.first = first
+        self.last = last
+        self.held = held
+    }
+
+    /// Messages missing between ``first`` and ``last``.
+    public var missing: UInt64 { (last - first + 1) - min(held, last - first + 1) }
+}
+
+/// The completeness check of ``TrackStore/completeness(vehicle:since:until:)``.
+public struct CompletenessReport: Sendable, Equatable {
+    /// Each vehicle's runs, by vehicle then run.
+    public var runs: [SequenceRunSummary]
+    /// The holes, by vehicle, run and `seq`.
+    public var gaps: [SequenceGap]
+
+    /// Whether nothing is missing.
+    public var isComplete: Bool { gaps.isEmpty }
+    /// Messages missing in all.
+    public var missing: UInt64 { gaps.reduce(0) { $0 + $1.count } }
+}
+
+extension TrackStore {
+    /// Which message numbers the database does not hold: per vehicle and numbering run, the
+    /// `seq` ranges missing between the lowest and the highest number it holds.
+    ///
+    /// A vehicle numbers fixes and headings with one counter, so both tables count. With
+    /// `since`/`until`, a run is checked between the lowest and highest `seq` of its fixes
+    /// with `since ≤ time < until` (headings carry no time of their own where the receiver
+    /// gave none). What is lost at the very end of a run, before the vehicle began a new one,
+    /// cannot be told from the run's end: the vehicle's status reports its own drops.
+    ///
+    /// Two statements, each one pass over the primary keys `(vehicle, run, seq)` of both
+    /// tables merged in key order (no sort), linear in the rows checked.
+    public func completeness(vehicle: VehicleID? = nil, since: UTCTimestamp? = nil, until: UTCTimestamp? = nil) async throws
+        -> CompletenessReport
+    {
+        let name = vehicle?.rawValue
+        let from = since.map(Date.init) ?? Date.distantPast
+        let to = until.map(Date.init) ?? Date.distantFuture
+        let windowed = since != nil || until != nil
+        var runs: [SequenceRunSummary] = []
+        let summaryRows = try await client.query(
+            Self.completenessQuery(
+                "SELECT vehicle, run, min(seq), max(seq), count(*) FROM numbered GROUP BY vehicle, run ORDER BY vehicle, run",
+                name, windowed, from, to),
+            logger: logger)
+        for try await (vehicle, run, first, last, held) in summaryRows.decode((String, Int64, Int64, Int64, Int64).self) {
+            runs.append(
+                SequenceRunSummary(
+                    vehicle: vehicle, run: UInt64(clamping: run), first: UInt64(clamping: first), last: UInt64(clamping: last),
+                    held: UInt64(clamping: held)))
+        }
+        var gaps: [SequenceGap] = []
+        guard runs.contains(where: { $0.missing > 0 }) else { return CompletenessReport(runs: runs, gaps: gaps) }
+        let gapRows = try await client.query(
+            Self.completenessQuery(
+                """
+                SELECT vehicle, run, previous + 1, seq - 1 FROM (
+                    SELECT vehicle, run, seq, lag(seq) OVER (PARTITION BY vehicle, run ORDER BY seq) AS previous FROM numbered
+                ) ordered
+                WHERE seq > previous + 1
+                ORDER BY vehicle, run, seq
+                """, name, windowed, from, to),
+            logger: logger)
+        for try await (vehicle, run, first, last) in gapRows.decode((String, Int64, Int64, Int64).self) {
+            gaps.append(SequenceGap(vehicle: vehicle, run: UInt64(clamping: run), first: UInt64(clamping: first), last: UInt64(clamping: last)))
+        }
+        return CompletenessReport(runs: runs, gaps: gaps)
+    }
+
+    /// `numbered (vehicle, run, seq)`: every message number held, of fixes and headings, for
+    /// `$1` (a vehicle, or NULL for all); with `$2`, only within each run's range of `seq` of
+    /// fixes timed in `[$3, $4)`.
+    fileprivate static let numberedCTE = """
+        bounds AS (
+            SELECT vehicle, run, min(seq) AS low, max(seq) AS high FROM fleetcast_fixes
+            WHERE $2 AND ($1::text IS NULL OR vehicle = $1) AND time >= $3 AND time < $4
+            GROUP BY vehicle, run
+        ),
+        numbered AS (
+            SELECT vehicle, run, seq FROM fleetcast_fixes
+            WHERE NOT $2 AND ($1::text IS NULL OR vehicle = $1)
+            UNION ALL
+            SELECT vehicle, run, seq FROM fleetcast_headings
+            WHERE NOT $2 AND ($1::text IS NULL OR vehicle = $1)
+            UNION ALL
+            SELECT f.vehicle, f.run, f.seq FROM fleetcast_fixes f JOIN bounds b USING (vehicle, run)
+            WHERE $2 AND f.seq BETWEEN b.low AND b.high
+            UNION ALL
+            SELECT h.vehicle, h.run, h.seq FROM fleetcast_headings h JOIN bounds b USING (vehicle, run)
+            WHERE $2 AND h.seq BETWEEN b.low AND b.high
+        )
+        """
+
+    /// `WITH numbered … ` + `select`, with `$1`…`$4` bound: a constant text, values bound.
+    fileprivate static func completenessQuery(
+        _ select: String, _ vehicle: String?, _ windowed: Bool, _ from: Date, _ to: Date
+    ) -> PostgresQuery {
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(vehicle)
+        bindings.append(windowed)
+        bindings.append(from)
+        bindings.append(to)
+        return PostgresQuery(unsafeSQL: "WITH " + numberedCTE + "\n" + select, binds: bindings)
+    }
+}

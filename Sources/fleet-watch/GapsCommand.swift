@@ -1,0 +1,133 @@
+import ArgumentParser
+import FleetHistory
+import FleetProtocol
+import FleetcastCore
+import Foundation
+import GNSS
+import Logging
+import PostgresNIO
+
+/// `fleet-watch gaps --postgres …`: proves the recorded history complete, or names what it
+/// lacks. Exits 0 when nothing is missing, 1 when something is (as `diff` does, so monitoring
+/// can alert on it), 2 when it cannot tell.
+struct GapsCommand: AsyncParsableCommand {
+    static let configuration = CommandConfiguration(
+        commandName: "gaps",
+        abstract: "Lists the message numbers the recorded history lacks; exits 1 when any is missing.",
+        discussion: """
+            For each vehicle and numbering run, the seq ranges that `fleet-watch record` did \
+            not store between the lowest and highest it did (fixes and headings share one \
+            numbering). With --since/--until (ISO 8601 UTC; --since included, --until \
+            excluded), each run is checked between its first and last fix of that time. Exit \
+            status: 0 complete, 1 something missing, 2 trouble (the database cannot be read).
+            """
+    )
+
+    /// How the report is written.
+    enum Format: String, ExpressibleByArgument, CaseIterable {
+        case text, json
+    }
+
+    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require|verify-full].")
+    var postgres: String
+
+    @Option(help: "Only this vehicle.")
+    var vehicle: String?
+
+    @Option(help: "Only fixes from this time on.")
+    var since: String?
+
+    @Option(help: "Only fixes before this time.")
+    var until: String?
+
+    @Option(help: "text or json.")
+    var format: Format = .text
+
+    @OptionGroup var logging: LoggingOptions
+
+    func validate() throws {
+        do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
+        if let vehicle {
+            do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
+        }
+        let (from, to) = try range()
+        if let from, let to, from >= to { throw ValidationError("--since must be before --until") }
+    }
+
+    private func range() throws -> (UTCTimestamp?, UTCTimestamp?) {
+        func parse(_ text: String?, _ option: String) throws -> UTCTimestamp? {
+            guard let text else { return nil }
+            guard let time = UTCTimestamp(iso8601: text) else {
+                throw ValidationError("\(option) \(text.prefix(40)): expected an ISO 8601 UTC time such as 2026-11-24T08:00:00Z")
+            }
+            return time
+        }
+        return (try parse(since, "--since"), try parse(until, "--until"))
+    }
+
+    func run() async throws {
+        let logger = logging.makeLogger()
+        let location = try PostgresLocation(parsing: postgres, environment: ProcessInfo.processInfo.environment)
+        let (from, to) = try range()
+        let vehicle = try vehicle.map { try VehicleID(validating: $0) }
+        let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
+        let store = TrackStore(client: client, logger: logger)
+        let report: CompletenessReport
+        do {
+            report = try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask { await client.run() }
+                defer { group.cancelAll() }
+                return try await store.completeness(vehicle: vehicle, since: from, until: to)
+            }
+        } catch {
+            logger.error("cannot read the track history", metadata: ["postgres": "\(location)", "error": "\(describePostgresError(error))"])
+            throw ExitCode(2)
+        }
+        let output = StandardOutput()
+        switch format {
+        case .text: output.write(Self.text(report))
+        case .json: output.writeLine(Self.json(report))
+        }
+        if !report.isComplete { throw ExitCode(1) }
+    }
+
+    /// One line per gap (`van-7 run 1764072000123 seq 41-57: 17 missing`), then a summary line.
+    static func text(_ report: CompletenessReport) -> String {
+        var lines = report.gaps.map { gap in
+            let range = gap.first == gap.last ? "\(gap.first)" : "\(gap.first)-\(gap.last)"
+            return "\(gap.vehicle) run \(gap.run) seq \(range): \(gap.count) missing"
+        }
+        let vehicles = Set(report.runs.map(\.vehicle)).count
+        let held = report.runs.reduce(UInt64(0)) { $0 + $1.held }
+        lines.append(
+            report.isComplete
+                ? "complete: \(held) messages of \(vehicles) vehicles in \(report.runs.count) numbering runs, none missing"
+                : "incomplete: \(report.missing) messages missing in \(report.gaps.count) gaps; \(held) held of \(vehicles) vehicles in \(report.runs.count) numbering runs"
+        )
+        return lines.joined(separator: "\n") + "\n"
+    }
+
+    /// `{"complete":…,"missing":…,"held":…,"runs":[{"vehicle","run","first","last","held","missing"}],"gaps":[{"vehicle","run","first","last","missing"}]}`.
+    static func json(_ report: CompletenessReport) -> String {
+        func object(_ fields: [(String, String)]) -> String {
+            "{" + fields.map { "\(JSONString.quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
+        }
+        let runs = report.runs.map { r in
+            object([
+                ("vehicle", JSONString.quoted(r.vehicle)), ("run", "\(r.run)"), ("first", "\(r.first)"), ("last", "\(r.last)"),
+                ("held", "\(r.held)"), ("missing", "\(r.missing)"),
+            ])
+        }
+        let gaps = report.gaps.map { g in
+            object([
+                ("vehicle", JSONString.quoted(g.vehicle)), ("run", "\(g.run)"), ("first", "\(g.first)"), ("last", "\(g.last)"),
+                ("missing", "\(g.count)"),
+            ])
+        }
+        return object([
+            ("complete", report.isComplete ? "true" : "false"), ("missing", "\(report.missing)"),
+            ("held", "\(report.runs.reduce(UInt64(0)) { $0 + $1.held })"),
+            ("runs", "[" + runs.joined(separator: ",") + "]"), ("gaps", "[" + gaps.joined(separator: ",") + "]"),
+        ])
+    }
+}
