@@ -98,21 +98,35 @@ extension TrackStore {
         }
         var gaps: [SequenceGap] = []
         guard runs.contains(where: { $0.missing > 0 }) else { return CompletenessReport(runs: runs, gaps: gaps) }
-        let gapRows = try await client.query(
-            Self.completenessQuery(
-                """
-                SELECT vehicle, run, previous + 1, seq - 1 FROM (
-                    SELECT vehicle, run, seq, lag(seq) OVER (PARTITION BY vehicle, run ORDER BY seq) AS previous FROM numbered
-                ) ordered
-                WHERE seq > previous + 1
-                ORDER BY vehicle, run, seq
-                """, name, windowed, from, to),
-            logger: logger)
+        let gapRows = try await client.query(Self.completenessQuery(Self.gapsSelect, name, windowed, from, to), logger: logger)
         for try await (vehicle, run, first, last) in gapRows.decode((String, Int64, Int64, Int64).self) {
             gaps.append(SequenceGap(vehicle: vehicle, run: UInt64(clamping: run), first: UInt64(clamping: first), last: UInt64(clamping: last)))
         }
         return CompletenessReport(runs: runs, gaps: gaps)
     }
+
+    /// PostgreSQL's plan of the gap search, as run (`EXPLAIN (ANALYZE, BUFFERS)`): what an
+    /// operator checks on a big history (and `fleetcast-bench record` prints).
+    public func completenessPlan(vehicle: VehicleID? = nil, since: UTCTimestamp? = nil, until: UTCTimestamp? = nil) async throws
+        -> String
+    {
+        let windowed = since != nil || until != nil
+        let query = Self.completenessQuery(
+            Self.gapsSelect, vehicle?.rawValue, windowed, since.map(Date.init) ?? .distantPast, until.map(Date.init) ?? .distantFuture,
+            explain: true)
+        var lines: [String] = []
+        for try await line in try await client.query(query, logger: logger).decode(String.self) { lines.append(line) }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The holes: each number held whose predecessor in its run is not held.
+    fileprivate static let gapsSelect = """
+        SELECT vehicle, run, previous + 1, seq - 1 FROM (
+            SELECT vehicle, run, seq, lag(seq) OVER (PARTITION BY vehicle, run ORDER BY seq) AS previous FROM numbered
+        ) ordered
+        WHERE seq > previous + 1
+        ORDER BY vehicle, run, seq
+        """
 
     /// `numbered (vehicle, run, seq)`: every message number held, of fixes and headings, for
     /// `$1` (a vehicle, or NULL for all); with `$2`, only within each run's range of `seq` of
@@ -140,13 +154,14 @@ extension TrackStore {
 
     /// `WITH numbered … ` + `select`, with `$1`…`$4` bound: a constant text, values bound.
     fileprivate static func completenessQuery(
-        _ select: String, _ vehicle: String?, _ windowed: Bool, _ from: Date, _ to: Date
+        _ select: String, _ vehicle: String?, _ windowed: Bool, _ from: Date, _ to: Date, explain: Bool = false
     ) -> PostgresQuery {
         var bindings = PostgresBindings(capacity: 4)
         bindings.append(vehicle)
         bindings.append(windowed)
         bindings.append(from)
         bindings.append(to)
-        return PostgresQuery(unsafeSQL: "WITH " + numberedCTE + "\n" + select, binds: bindings)
+        return PostgresQuery(
+            unsafeSQL: (explain ? "EXPLAIN (ANALYZE, BUFFERS) " : "") + "WITH " + numberedCTE + "\n" + select, binds: bindings)
     }
 }

@@ -339,6 +339,10 @@ public final class MQTTClient: Sendable {
     /// Waits until no message has arrived for ``handOverQuiet``, at most ``handOverLimit``,
     /// or until the task is cancelled. A poll of a counter: libmosquitto gives no event for
     /// "nothing more is coming".
+    ///
+    /// In a client that acknowledges after handling, a pause while the consumer has not yet
+    /// handled what it was given is not quiet: the broker is only waiting for the
+    /// acknowledgements (its in-flight window is full), and has more queued for this session.
     private static func waitForQuiet(_ context: MQTTCallbackContext) async {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: handOverLimit)
@@ -346,7 +350,7 @@ public final class MQTTClient: Sendable {
         while clock.now < deadline {
             do { try await Task.sleep(for: handOverQuiet) } catch { return }
             let now = context.state.withLock { $0.messagesReceived }
-            if now == seen { return }
+            if now == seen && context.deliveries.withLock({ $0.isSettled }) { return }
             seen = now
         }
     }

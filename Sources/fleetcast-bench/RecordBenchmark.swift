@@ -25,6 +25,7 @@ func runRecordBenchmark(arguments: [String]) async {
     do {
         try await withPostgres(durable: true) { postgres in
             try await measureStore(postgres, fixes: fixes, vehicles: vehicles, batch: batch)
+            try await measureGaps(postgres, rows: intOption(arguments, "--gaps-rows", 1_000_000))
             try await withBroker(.init(extraConfiguration: ["max_queued_messages 1000000"])) { broker in
                 try await measureRecorder(postgres, broker: broker, fixes: fixes, vehicles: vehicles)
             }
@@ -84,6 +85,52 @@ private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, b
                     "  store: %d new rows in %.2f s = %.0f fixes/s (batches of %d); the same again as duplicates: %.0f fixes/s; %.0f bytes a fix on disk with its indexes",
                 written, elapsed, Double(written) / elapsed, batch, Double(fixes) / duplicates,
                 (Double(size) ?? 0) / Double(max(written, 1))))
+    }
+}
+
+/// `fleet-watch gaps` on a big history: `rows` messages (fixes, every tenth number a heading)
+/// of 100 vehicles in two numbering runs each, made by the server itself; the check timed
+/// complete, then with holes cut in, and its plan printed.
+private func measureGaps(_ postgres: TestPostgres, rows: Int) async throws {
+    let database = try await postgres.createDatabase()
+    let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
+    let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: quietLogger)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await client.run() }
+        defer { group.cancelAll() }
+        let store = TrackStore(client: client, logger: quietLogger)
+        try await store.migrate()
+        let perRun = max(1, rows / 200)
+        _ = try await postgres.psql(
+            """
+            INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, mode, backlog)
+                SELECT 'bench-' || v, r, s, to_timestamp(1795000000 + r * 100000 + s), 52.37, 4.89, 3, false
+                FROM generate_series(1, 100) v, generate_series(1, 2) r, generate_series(1, \(perRun)) s WHERE s % 10 <> 0;
+            INSERT INTO fleetcast_headings (vehicle, run, seq, time, heading, source, backlog)
+                SELECT 'bench-' || v, r, s, to_timestamp(1795000000 + r * 100000 + s), 90, 'HDT', false
+                FROM generate_series(1, 100) v, generate_series(1, 2) r, generate_series(1, \(perRun)) s WHERE s % 10 = 0;
+            """, database: database)
+        // Outside the transaction psql puts one -c in.
+        _ = try await postgres.psql("VACUUM ANALYZE fleetcast_fixes", database: database)
+        _ = try await postgres.psql("VACUUM ANALYZE fleetcast_headings", database: database)
+        let clock = ContinuousClock()
+        func timed(_ label: String, vehicle: VehicleID? = nil) async throws {
+            let start = clock.now
+            let report = try await store.completeness(vehicle: vehicle)
+            let elapsed = (clock.now - start).seconds
+            print(
+                String(
+                    format: "  gaps (%@): %d messages in %d runs checked in %.3f s, %d missing in %d gaps", label,
+                    Int(report.runs.reduce(0) { $0 + $1.held }), report.runs.count, elapsed, Int(report.missing), report.gaps.count))
+        }
+        try await timed("complete, whole fleet")
+        _ = try await postgres.psql(
+            "DELETE FROM fleetcast_fixes WHERE seq IN (17, 4242, 4243) OR (vehicle = 'bench-7' AND seq BETWEEN 100 AND 199)",
+            database: database)
+        try await timed("holes cut in, whole fleet")
+        try await timed("holes cut in, one vehicle", vehicle: VehicleID("bench-7"))
+        print("  gaps: the plan of the hole search, whole fleet:")
+        for line in try await store.completenessPlan().split(separator: "\n") { print("    \(line)") }
     }
 }
 
