@@ -54,9 +54,31 @@ func checkBacklog(_ batch: FleetPayload.DecodedBacklog, payloadCount: Int) {
     }
 }
 
+/// The most key comparisons a payload may cost: each of the 64 members allowed against those
+/// before it, short keys (at most 16 bytes) compared byte for byte, long ones by hash and by
+/// bytes only for a real duplicate (which ends the parse). A superlinear check (thousands of
+/// keys compared pairwise) fails it.
+func checkLinearDuplicateCheck(_ payload: [UInt8]) {
+    let comparisons = FleetPayload.duplicateKeyCheckComparisons(payload)
+    check(
+        comparisons <= 64 * 63 / 2 * 17 + payload.count,
+        "the duplicate-key check made \(comparisons) comparisons for \(payload.count) bytes")
+    _ = wideChecked
+}
+
+/// Once per run: 2,001 distinct keys are refused at the cap, never compared pairwise.
+let wideChecked: Void = {
+    var wide = Array("{".utf8)
+    for i in 0..<2_000 { wide += Array("\"k\(i)\":1,".utf8) }
+    wide += Array("\"z\":1}".utf8)
+    let comparisons = FleetPayload.duplicateKeyCheckComparisons(wide)
+    check(comparisons <= 64 * 63 / 2 * 17, "a payload of 2,001 keys made \(comparisons) comparisons")
+}()
+
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFleetPayload(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
     let payload = Array(UnsafeBufferPointer(start: data, count: size))
+    checkLinearDuplicateCheck(payload)
     for vehicle in [nil, fuzzVehicle] {
         if let d = try? FleetPayload.decodeFix(payload, vehicle: vehicle) {
             checkSaneFix(d.fix)

@@ -126,3 +126,11 @@ extension FleetPayload {
         return o
     }
 }
+
+extension FleetPayload {
+    /// The comparisons the duplicate-key check of the top-level object of `payload` makes:
+    /// bounded by the member cap whatever the payload (the fuzzer checks it).
+    package static func duplicateKeyCheckComparisons(_ payload: [UInt8]) -> Int {
+        PayloadObject.duplicateCheckComparisons(payload)
+    }
+}

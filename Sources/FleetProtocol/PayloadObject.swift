@@ -3,8 +3,15 @@
 /// A small strict byte-level parser (RFC 8259): the top level must be an object; string,
 /// number, `true`, `false` and `null` values are kept; nested objects and arrays (unknown
 /// keys of a later contract version) are validated and skipped, to a depth of
-/// ``maximumDepth``. Duplicate keys, invalid UTF-8, raw control characters in strings and
-/// trailing bytes are refused. It never traps on any input: every index is checked.
+/// ``maximumDepth``. Duplicate keys, more than ``maximumMembers`` members, invalid UTF-8, raw
+/// control characters in strings and trailing bytes are refused. It never traps on any input:
+/// every index is checked.
+///
+/// Linear time: every byte is looked at a bounded number of times, and the duplicate-key check
+/// compares each new key with at most ``maximumMembers`` before it: short keys (every contract
+/// key) byte for byte, long ones by hash first (SipHash, seeded per process, so no payload can
+/// be made to collide) and by bytes only when hashes agree. A payload of thousands of distinct
+/// keys is refused at the first one past the cap instead of costing a quadratic check.
 struct PayloadObject {
     /// One value of the object. Numbers keep their text, so integers are read exactly.
     enum Value {
@@ -20,6 +27,10 @@ struct PayloadObject {
 
     /// Deepest nesting of skipped objects/arrays accepted.
     static let maximumDepth = 16
+
+    /// The most members of the top-level object (a contract payload has at most 27; the rest
+    /// is room for later contract versions).
+    static let maximumMembers = 64
 
     /// The keys' UTF-8 bytes (unescaped), one after the other; `members` point into it.
     private var keyBytes: [UInt8] = []
@@ -49,11 +60,24 @@ struct PayloadObject {
         members = parser.members
     }
 
+    /// The work of parsing `bytes`, counted: key comparisons (hashes and bytes) of the
+    /// duplicate check. The fuzzer checks that it stays within a constant of the cap, whatever
+    /// the payload.
+    package static func duplicateCheckComparisons(_ bytes: [UInt8]) -> Int {
+        var parser = Parser(bytes: bytes)
+        _ = try? parser.parseTopLevelObject()
+        return parser.comparisons
+    }
+
     private struct Parser {
         let bytes: [UInt8]
         var index = 0
         var keyBytes: [UInt8] = []
         var members: [(key: Range<Int>, value: Value)] = []
+        /// Each member's key hash, for the duplicate check.
+        var keyHashes: [Int] = []
+        /// Comparisons the duplicate check made (``duplicateCheckComparisons(_:)``).
+        var comparisons = 0
 
         init(bytes: [UInt8]) { self.bytes = bytes }
 
@@ -82,6 +106,7 @@ struct PayloadObject {
             guard current == UInt8(ascii: "{") else { throw fail("expected an object") }
             index += 1
             members.reserveCapacity(24)
+            keyHashes.reserveCapacity(24)
             keyBytes.reserveCapacity(160)
             skipWhitespace()
             if current == UInt8(ascii: "}") {
@@ -89,10 +114,11 @@ struct PayloadObject {
             } else {
                 while true {
                     skipWhitespace()
-                    let key = try parseKey()
-                    if members.contains(where: { keyBytes[$0.key] == keyBytes[key] }) {
-                        throw .invalidJSON("duplicate key \"\(String(decoding: keyBytes[key].prefix(32), as: UTF8.self))\"")
+                    guard members.count < PayloadObject.maximumMembers else {
+                        throw .invalidJSON("more than \(PayloadObject.maximumMembers) members")
                     }
+                    let key = try parseKey()
+                    try checkUnique(key)
                     skipWhitespace()
                     try expect(UInt8(ascii: ":"), "':'")
                     skipWhitespace()
@@ -106,6 +132,32 @@ struct PayloadObject {
             }
             skipWhitespace()
             guard index == bytes.count else { throw fail("unexpected trailing data") }
+        }
+
+        /// Keys up to this long (every contract key) are compared byte for byte; longer ones by
+        /// hash first.
+        static let shortKeyBytes = 16
+
+        /// Refuses a key that is already a member. A short key is compared with the short keys
+        /// of its length (at most ``shortKeyBytes`` bytes each); a long one by hash, and by
+        /// bytes only when the hashes agree.
+        mutating func checkUnique(_ key: Range<Int>) throws(FleetPayload.DecodingError) {
+            var hash = 0
+            if key.count > Self.shortKeyBytes {
+                var hasher = Hasher()
+                keyBytes.withUnsafeBytes { hasher.combine(bytes: UnsafeRawBufferPointer(rebasing: $0[key])) }
+                hash = hasher.finalize()
+            }
+            for (i, other) in keyHashes.enumerated() {
+                comparisons += 1
+                let existing = members[i].key
+                guard existing.count == key.count, other == hash else { continue }
+                comparisons += key.count
+                if keyBytes[existing] == keyBytes[key] {
+                    throw .invalidJSON("duplicate key \"\(String(decoding: keyBytes[key].prefix(32), as: UTF8.self))\"")
+                }
+            }
+            keyHashes.append(hash)
         }
 
         /// Parses a member name into `keyBytes` and returns its range there.

@@ -88,6 +88,43 @@ func runFleetWatchBenchmark(arguments: [String]) async {
     print(
         "watch: resident set: start \(rssStart) KiB, with corpus \(rssCorpus) KiB, after ingest \(rssAfter) KiB (state of \(state.count) vehicles ≈ \(rssAfter - rssCorpus) KiB, \((rssAfter - rssCorpus) * 1024 / max(1, state.count)) bytes/vehicle)"
     )
+    measureWidePayloads(decoder)
+}
+
+/// A hostile vehicle's payloads: 200 of nearly 64 KiB made of thousands of distinct keys,
+/// against 200 ordinary ones of the same size (a fix with one long unknown string); the CPU
+/// each set costs fleet-watch's decoder, and the ratio.
+private func measureWidePayloads(_ decoder: FleetMessageDecoder) {
+    let size = FleetPayload.maximumPayloadBytes - 64
+    var wide = Array(#"{"v":1,"time":"2026-01-02T08:00:00.000Z","lat":48.8,"lon":2.3,"mode":3"#.utf8)
+    var key = 0
+    while wide.count < size - 16 {
+        wide += Array(",\"k\(key)\":1".utf8)
+        key += 1
+    }
+    wide += Array("}".utf8)
+    var ordinary = Array(#"{"v":1,"time":"2026-01-02T08:00:00.000Z","lat":48.8,"lon":2.3,"mode":3,"note":""#.utf8)
+    ordinary += Array(repeating: UInt8(ascii: "x"), count: max(0, wide.count - ordinary.count - 2))
+    ordinary += Array("\"}".utf8)
+    func cpu(_ payload: [UInt8]) -> Double {
+        var events = 0
+        let before = processCPUSeconds()
+        for _ in 0..<200 { decoder.decode(topic: "fleet/van-1/fix", payload: payload) { _ in events += 1 } }
+        return processCPUSeconds() - before
+    }
+    _ = cpu(ordinary)
+    let ordinarySeconds = cpu(ordinary)
+    let wideSeconds = cpu(wide)
+    print(
+        "watch: 200 wide payloads (\(wide.count) bytes, \(key + 5) keys) cost \(format(wideSeconds * 1000, 2)) ms of CPU, 200 ordinary ones of \(ordinary.count) bytes \(format(ordinarySeconds * 1000, 2)) ms: \(format(wideSeconds / max(ordinarySeconds, 1e-9), 2))x"
+    )
+}
+
+/// The CPU time this process has used (user and system), in seconds.
+private func processCPUSeconds() -> Double {
+    var time = timespec()
+    clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &time)
+    return Double(time.tv_sec) + Double(time.tv_nsec) * 1e-9
 }
 
 private func format(_ value: Double, _ decimals: Int) -> String {

@@ -36,6 +36,26 @@ import Testing
         #expect(MessageNumber(run: 1, seq: 900) < MessageNumber(run: 2, seq: 1))
     }
 
+    @Test func aPayloadOfThousandsOfKeysIsRefusedAtTheMemberCapAndLongDuplicateKeysAreFound() throws {
+        var wide = #"{"v":1,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2,"mode":3"#
+        for i in 0..<5_000 { wide += #","k\#(i)":1"# }
+        wide += "}"
+        #expect(throws: FleetPayload.DecodingError.invalidJSON("more than 64 members")) {
+            try FleetPayload.decodeFix(Array(wide.utf8), vehicle: van)
+        }
+        #expect(FleetPayload.duplicateKeyCheckComparisons(Array(wide.utf8)) <= 64 * 63 / 2 * 17, "pairs of the 64 members, keys of at most 16 bytes compared bytewise")
+        // 59 members of unknown keys besides the 5 required: accepted (room for later versions).
+        var roomy = #"{"v":1,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2,"mode":3"#
+        for i in 0..<59 { roomy += #","later\#(i)":true"# }
+        _ = try FleetPayload.decodeFix(Array((roomy + "}").utf8), vehicle: van)
+        // A duplicate long key is found through its hash.
+        let long = String(repeating: "x", count: 300)
+        let twice = #"{"v":1,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2,"mode":3,"\#(long)":1,"\#(long)":2}"#
+        #expect(throws: FleetPayload.DecodingError.self) { try FleetPayload.decodeFix(Array(twice.utf8), vehicle: van) }
+        let differ = #"{"v":1,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2,"mode":3,"\#(long)a":1,"\#(long)b":2}"#
+        _ = try FleetPayload.decodeFix(Array(differ.utf8), vehicle: van)
+    }
+
     @Test func headingAndStatusRoundTrip() throws {
         let h = Heading(
             time: time, trueHeading: 274.07, magneticHeading: 270.5, magneticDeviation: -1,
