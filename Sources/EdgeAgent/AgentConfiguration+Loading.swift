@@ -227,10 +227,14 @@ struct ConfigurationSources {
     }
 
     /// A value parsed by `parse`; a problem naming `expected` when it returns `nil`.
-    mutating func value<T>(_ key: String, expected: String, _ parse: (String) -> T?) -> T? {
+    /// The value of `key`, parsed; a problem naming what was expected when it does not parse.
+    /// `shown` is what the problem quotes of the text (a URL's password redacted).
+    mutating func value<T>(
+        _ key: String, expected: String, shown: (String) -> String = { $0 }, _ parse: (String) -> T?
+    ) -> T? {
         guard let (text, origin) = text(key) else { return nil }
         guard let value = parse(text) else {
-            problems.append(.invalid(key, origin, expected: expected, got: text))
+            problems.append(.invalid(key, origin, expected: expected, got: shown(text)))
             return nil
         }
         return value
@@ -310,7 +314,9 @@ struct ConfigurationSources {
             ) { text -> String? in Self.sourceURI(text) } ?? "sim:"
 
         let url: BrokerURL? =
-            value("broker.url", expected: AgentConfiguration.brokerURLForm) { try? BrokerURL(parsing: $0) }
+            value("broker.url", expected: AgentConfiguration.brokerURLForm, shown: BrokerURL.redactingPassword) {
+                try? BrokerURL(parsing: $0)
+            }
             ?? BrokerURL(host: "localhost")
         let username = text("broker.username")?.0 ?? url?.username
         var password: Secret?

@@ -24,7 +24,7 @@ public struct BrokerURL: Sendable, Hashable, CustomStringConvertible {
     /// Parses `mqtt[s]://[user@]host[:port]`; throws ``MQTTError/invalidBrokerURL(_:reason:)``
     /// saying what is wrong.
     public init(parsing text: String) throws(MQTTError) {
-        func fail(_ reason: String) -> MQTTError { .invalidBrokerURL(text, reason: reason) }
+        func fail(_ reason: String) -> MQTTError { .invalidBrokerURL(Self.redactingPassword(text), reason: reason) }
         let parts = text.split(separator: "://", maxSplits: 1, omittingEmptySubsequences: false)
         guard parts.count == 2 else {
             throw fail("expected mqtt://host[:port] or mqtts://host[:port]")
@@ -74,6 +74,20 @@ public struct BrokerURL: Sendable, Hashable, CustomStringConvertible {
         } else {
             port = usesTLS ? 8883 : 1883
         }
+    }
+
+    /// `text` (a URL, maybe not a valid one) fit to be shown: a password written into its user
+    /// information (`scheme://user:password@host`) replaced by `<redacted>`, and any control
+    /// character escaped. For error messages and logs, which must never carry a secret.
+    public static func redactingPassword(_ text: String) -> String {
+        var shown = text
+        if let scheme = shown.firstRange(of: "://"), let at = shown[scheme.upperBound...].lastIndex(of: "@"),
+            let colon = shown[scheme.upperBound..<at].firstIndex(of: ":")
+        {
+            shown.replaceSubrange(shown.index(after: colon)..<at, with: "<redacted>")
+        }
+        return shown.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "\\u{\(String($0.value, radix: 16))}" : String($0) }
+            .joined()
     }
 
     /// `mqtt[s]://[user@]host:port`.

@@ -58,7 +58,15 @@ import Testing
             _ = try BrokerURL(parsing: text)
         } throws: { error in
             guard let error = error as? MQTTError, error.code == .invalidBrokerURL else { return false }
-            return error.topic == text && "\(error)".contains(expected) && !error.detail.isEmpty
+            return error.topic == BrokerURL.redactingPassword(text) && "\(error)".contains(expected) && !error.detail.isEmpty
+                && !"\(error)".contains("secret")
         }
+    }
+
+    @Test func aPasswordIsRedactedWhereverAURLIsShownAndControlCharactersEscaped() {
+        #expect(BrokerURL.redactingPassword("mqtts://van-7:hunter2@broker:8883") == "mqtts://van-7:<redacted>@broker:8883")
+        #expect(BrokerURL.redactingPassword("mqtt://a:b:c@d@host") == "mqtt://a:<redacted>@host")
+        #expect(BrokerURL.redactingPassword("mqtt://van-7@host") == "mqtt://van-7@host")
+        #expect(BrokerURL.redactingPassword("mqtt://host\u{1B}]0;x\u{07}") == "mqtt://host\\u{1b}]0;x\\u{7}")
     }
 }
