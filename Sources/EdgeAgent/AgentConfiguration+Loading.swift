@@ -320,6 +320,7 @@ struct ConfigurationSources {
             ?? BrokerURL(host: "localhost")
         let username = text("broker.username")?.0 ?? url?.username
         var password: Secret?
+        var passwordFile: String?
         let passwordFromEnvironment = text("broker.password", secret: true)
         if let (path, origin) = text("broker.passwordFile") {
             if passwordFromEnvironment != nil {
@@ -341,6 +342,7 @@ struct ConfigurationSources {
                         .invalid("broker.passwordFile", origin, expected: "a file holding the password (it is empty)", got: path))
                 }
                 password = Secret(secret)
+                passwordFile = path
             } catch {
                 problems.append(
                     .invalid("broker.passwordFile", origin, expected: "a readable file holding the password (\(error))", got: path))
@@ -415,12 +417,14 @@ struct ConfigurationSources {
             } ?? .info
 
         guard problems.isEmpty, let vehicle, let url else { return nil }
+        var broker = AgentConfiguration.Broker(
+            url: url, username: username, password: password, caFile: caFile, certFile: certFile, keyFile: keyFile,
+            protocolVersion: protocolVersion, keepAliveSeconds: keepAlive, maxInflight: maxInflight
+        )
+        broker.passwordFile = passwordFile
         return AgentConfiguration(
             vehicle: vehicle, source: source,
-            broker: .init(
-                url: url, username: username, password: password, caFile: caFile, certFile: certFile, keyFile: keyFile,
-                protocolVersion: protocolVersion, keepAliveSeconds: keepAlive, maxInflight: maxInflight
-            ),
+            broker: broker,
             topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, messageExpirySeconds: expiry,
             policy: ReportingPolicy(
                 minInterval: minInterval, maxInterval: maxInterval, minDistance: minDistance,

@@ -38,6 +38,9 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         public var keepAliveSeconds: Int
         /// Most QoS 1/2 messages in flight at once (default 20).
         public var maxInflight: Int
+        /// The file the password was read from (`broker.passwordFile`), to check who else can
+        /// read it.
+        public var passwordFile: String?
 
         /// Broker settings; defaults: MQTT 5, keep-alive 30 s, 20 in flight.
         public init(

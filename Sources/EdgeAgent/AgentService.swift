@@ -67,6 +67,11 @@ public final class AgentService: Service {
             hub = Hub(source: source)
         }
 
+        if let file = configuration.broker.passwordFile, FilePermissions.isReadableByOthers(file) {
+            logger.warning(
+                "The broker password file can be read by every user of this machine; make it readable by the agent only (chmod 0640, group fleetcast, or 0600)",
+                metadata: ["file": "\(file)"])
+        }
         let store = OutboxStore.open(directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
         self.store = store
         outboxPath =

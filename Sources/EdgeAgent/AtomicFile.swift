@@ -1,3 +1,4 @@
+import FleetcastCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -83,10 +84,14 @@ enum AtomicFile {
     static func ensureDirectory(_ path: String) throws(Failure) {
         var info = stat()
         if stat(path, &info) == 0 {
-            if info.st_mode & S_IFMT == S_IFDIR { return }
-            throw Failure(operation: "use as a directory", path: path, errno: ENOTDIR)
+            guard info.st_mode & S_IFMT == S_IFDIR else {
+                throw Failure(operation: "use as a directory", path: path, errno: ENOTDIR)
+            }
+            // The vehicle's whereabouts: its user's alone (an older agent made it 0755).
+            FilePermissions.makePrivate(path)
+            return
         }
-        if mkdir(path, 0o755) != 0, errno != EEXIST {
+        if mkdir(path, 0o700) != 0, errno != EEXIST {
             throw Failure(operation: "create directory", path: path, errno: errno)
         }
     }

@@ -205,6 +205,8 @@ final class SQLiteOutboxStorage: OutboxStorage {
                 try? writer.run("ROLLBACK")
                 throw error
             }
+            // The database, its write-ahead log and index: the user's alone, whatever the umask.
+            for file in [path, path + "-wal", path + "-shm"] { FilePermissions.makePrivate(file) }
             let reader = try connect(path)
             do {
                 try reader.run("PRAGMA query_only = 1")

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetProtocol
 import FleetWatch
+import FleetcastCore
 import Foundation
 import Logging
 import MQTT
@@ -76,7 +77,7 @@ struct ConnectionOptions: ParsableArguments {
         var mqtt = MQTTConfiguration(
             broker: url,
             clientID: clientID ?? durability?.defaultClientID ?? "fleet-watch-\(Self.hostName)-\(getpid())",
-            password: try readPassword(),
+            password: try readPassword(logger: logger),
             tls: url.usesTLS ? MQTTTLSConfiguration(caFile: caFile, certificateFile: certFile, keyFile: keyFile) : nil
         )
         if let durability {
@@ -95,8 +96,13 @@ struct ConnectionOptions: ParsableArguments {
 
     /// The password from `--password-file` (its first line) or `FLEETCAST_PASSWORD`; never
     /// from the command line, never logged.
-    private func readPassword() throws -> String? {
+    private func readPassword(logger: Logger) throws -> String? {
         if let passwordFile {
+            if FilePermissions.isReadableByOthers(passwordFile) {
+                logger.warning(
+                    "The MQTT password file can be read by every user of this machine; make it readable by fleet-watch's user only (chmod 0600)",
+                    metadata: ["file": "\(passwordFile)"])
+            }
             let text: String
             do { text = try String(contentsOfFile: passwordFile, encoding: .utf8) } catch {
                 throw ValidationError("cannot read --password-file \(passwordFile): \(error.localizedDescription)")

@@ -68,7 +68,7 @@ struct HistoryCommand: AsyncParsableCommand {
 
         let handle: FileHandle
         if let output {
-            guard FileManager.default.createFile(atPath: output, contents: nil) else {
+            guard FileManager.default.createFile(atPath: output, contents: nil, attributes: [.posixPermissions: 0o600]) else {
                 throw ValidationError("cannot create --output \(output)")
             }
             handle = try FileHandle(forWritingTo: URL(fileURLWithPath: output))

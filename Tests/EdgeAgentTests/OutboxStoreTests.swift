@@ -6,6 +6,10 @@ import InMemoryLogging
 import Logging
 import Testing
 
+#if canImport(Glibc)
+import Glibc
+#endif
+
 @testable import EdgeAgent
 
 /// The outbox store on real SQLite files: what survives a restart, how `seq` continues, and
@@ -93,6 +97,31 @@ struct OutboxStoreTests {
         #expect(fourth.run == 9_000)
         #expect(fourth.nextSeq == 1)
         await fourth.close()
+    }
+
+    @Test("the state directory and the store are the agent user's alone, whatever the umask; an older 0755 directory is tightened")
+    func privateFiles() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let state = dir.path + "/state"
+        let old = umask(0o022)
+        defer { umask(old) }
+        func mode(_ path: String) -> mode_t {
+            var info = stat()
+            return stat(path, &info) == 0 ? info.st_mode & 0o777 : 0
+        }
+        let store = OutboxStore.open(directory: state, vehicle: vehicle, logger: Self.quiet)
+        _ = try await commit(store, inserts: [record(1)], next: 2, reserved: 2)
+        #expect(mode(state) == 0o700)
+        let path = OutboxStore.path(directory: state, vehicle: vehicle)
+        for file in [path, path + "-wal", path + "-shm"] where access(file, F_OK) == 0 {
+            #expect(mode(file) & 0o077 == 0, "\(file): \(String(mode(file), radix: 8))")
+        }
+        await store.close()
+        chmod(state, 0o755)
+        let again = OutboxStore.open(directory: state, vehicle: vehicle, logger: Self.quiet)
+        #expect(mode(state) == 0o700)
+        await again.close()
     }
 
     @Test("an older agent's seq counter is honoured")

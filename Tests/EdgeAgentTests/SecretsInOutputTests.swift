@@ -33,4 +33,25 @@ struct SecretsInOutputTests {
             #expect(!output.contains(Self.password), "\(command) from the \(origin) printed the password: \(output)")
         }
     }
+
+    @Test("a password file every user can read is named in a warning; the password itself is not")
+    func readablePasswordFile() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        let work = try makeTemporaryDirectory(prefix: "agent-password-file")
+        let file = "\(work)/broker.password"
+        try "\(Self.password)\n".write(toFile: file, atomically: true, encoding: .utf8)
+        chmod(file, 0o644)
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "sim:?rate=10", "--vehicle", "van-7", "--broker", "mqtt://van-7@127.0.0.1:\(broker.port)",
+                "--password-file", file, "--state-dir", "\(work)/state",
+            ], directory: work, name: "agent")
+        try await waitUntil("the warning", timeout: .seconds(20)) { agent.standardError.contains("password file can be read by every user") }
+        agent.send(SIGTERM)
+        _ = try await agent.waitForExit(timeout: .seconds(20))
+        #expect(agent.standardError.contains(file))
+        #expect(!agent.standardError.contains(Self.password))
+    }
 }
