@@ -18,12 +18,17 @@ extension MQTTError {
     }
 
     /// Whether a failed connect may succeed later without a change of configuration: the
-    /// broker is down, unreachable, busy or not yet resolvable. TLS, credential and
-    /// authorisation failures are not retried: they need the user.
+    /// broker is down, unreachable, busy or not yet resolvable, or the TLS handshake was cut
+    /// short (a proxy, a load balancer or a captive portal that takes the connection and
+    /// closes it, a reset: the network's doing). A certificate that fails verification (the
+    /// broker's, or ours refused by it), credentials and authorisation are not retried: they
+    /// need the user.
     public var isWorthRetrying: Bool {
         switch failure {
         case .connectionRefused, .hostNotFound, .network, .connectionLost, .notConnected, .library:
             true
+        case .tls(_, let detail):
+            !detail.lowercased().contains("certificate") && !detail.lowercased().contains("unknown ca")
         case .connectionRejected(let code, _):
             // MQTT 5: server unavailable, server busy, connection rate exceeded; 3.1.1: 3.
             code == 0x88 || code == 0x89 || code == 0x9F || code == 3
