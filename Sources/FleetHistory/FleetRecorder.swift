@@ -112,7 +112,7 @@ public struct FleetRecorder: Service {
                     if malformed == 1 {
                         logger.warning(
                             "A malformed message cannot be recorded; such messages are counted and skipped",
-                            metadata: ["mqtt.topic": "\(topic)", "reason": "\(reason)"])
+                            metadata: ["mqtt.topic": "\(JSONString.escaped(topic))", "reason": "\(JSONString.escaped(reason))"])
                     }
                 case .failure(let skip):
                     skipped[skip, default: 0] += 1

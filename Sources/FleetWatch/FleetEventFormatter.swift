@@ -85,7 +85,7 @@ public struct FleetEventFormatter: Sendable {
             if let reason = status.reason { parts.append("reason=\(JSONString.quoted(reason))") }
             return parts.joined(separator: " ")
         case .malformed(let topic, let reason):
-            return "malformed \(JSONString.quoted(topic)) \(reason)"
+            return "malformed \(JSONString.quoted(topic)) \(JSONString.escaped(reason))"
         }
     }
 

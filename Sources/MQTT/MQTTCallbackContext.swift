@@ -134,7 +134,7 @@ final class MQTTCallbackContext: Sendable {
     func onMessage(_ message: MQTTMessage, identifiers: [UInt32]) {
         let targets = state.withLock { $0.received(topic: message.topic, identifiers: identifiers) }
         if targets.isEmpty {
-            logger.trace("MQTT message matched no subscription", metadata: ["mqtt.topic": "\(message.topic)"])
+            logger.trace("MQTT message matched no subscription", metadata: ["mqtt.topic": "\(JSONString.escaped(message.topic))"])
         }
         var message = message
         if acknowledgesAfterHandling {
@@ -145,6 +145,8 @@ final class MQTTCallbackContext: Sendable {
     }
 
     func onLog(level: Int32, line: String) {
+        // libmosquitto's lines quote topics from the wire.
+        let line = JSONString.escaped(line)
         if level & Int32(MOSQ_LOG_ERR) != 0 || level & Int32(MOSQ_LOG_WARNING) != 0 {
             state.withLock { $0.recordError(line) }
             logger.debug("libmosquitto error", metadata: ["mqtt.log": "\(line)"])

@@ -24,10 +24,17 @@ import Testing
     }
 
     @Test func nonASCIIPassesThroughByteForByte() {
-        let text = "é — 日本 🚗 \u{80}\u{FFFF}"
+        let text = "é — 日本 🚗 \u{A0}\u{FFFF}"
         var bytes: [UInt8] = []
         JSONString.appendQuoted(text, to: &bytes)
         #expect(bytes == [UInt8(ascii: "\"")] + Array(text.utf8) + [UInt8(ascii: "\"")])
+    }
+
+    @Test func c1ControlsAreEscapedForTerminalsAndEscapedHasNoQuotes() {
+        // U+009B is CSI, U+0085 NEL: a terminal acts on them as on ESC [ and a newline.
+        #expect(JSONString.quoted("a\u{9B}31mb\u{85}\u{80}\u{9F}\u{A0}") == #""a\u009b31mb\u0085\u0080\u009f\#u{A0}""#)
+        #expect(JSONString.escaped("x\u{1B}]0;t\u{07}\"") == #"x\u001b]0;t\u0007\""#)
+        #expect(JSONString.escaped("\u{C2}") == "\u{C2}", "Â (C3 82 in UTF-8) is no control")
     }
 
     @Test func appendsAfterWhatTheBufferHolds() {
