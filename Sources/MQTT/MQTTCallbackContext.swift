@@ -48,6 +48,8 @@ final class MQTTCallbackContext: Sendable {
     /// What the consumer has handled, in a client that acknowledges after handling (unused
     /// in one that acknowledges on receipt).
     let deliveries = SanitizerVisibleMutex(MQTTDeliveryLedger())
+    /// Messages dropped for their size (``onOversizeMessage(bytes:)``).
+    let oversizeDropped = SanitizerVisibleMutex(0)
     /// Wakes the network loop of a client that acknowledges after handling when the consumer
     /// acknowledges (its loop polls the socket and this pipe).
     let wakeup: LoopWakeup?
@@ -142,6 +144,18 @@ final class MQTTCallbackContext: Sendable {
             message.deliveryTag = self.deliveries.withLock { $0.deliver(handedOver: !targets.isEmpty) }
         }
         for target in targets { target.yield(message) }
+    }
+
+    /// A message over ``MQTTConfiguration/maximumPacketSize`` arrived (a broker that could
+    /// not be told the limit, MQTT 3.1.1): dropped unread; named once, then counted at debug.
+    func onOversizeMessage(bytes: Int) {
+        let count = oversizeDropped.withLock { count -> Int in
+            count += 1
+            return count
+        }
+        logger.log(
+            level: count == 1 ? .warning : .debug, "A message larger than the maximum packet size was dropped unread",
+            metadata: ["mqtt.bytes": "\(bytes)", "mqtt.maximumPacketSize": "\(configuration.maximumPacketSize ?? 0)", "mqtt.dropped": "\(count)"])
     }
 
     func onLog(level: Int32, line: String) {

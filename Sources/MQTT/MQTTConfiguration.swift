@@ -52,6 +52,12 @@ public struct MQTTConfiguration: Sendable {
     /// When received QoS ≥ 1 messages are acknowledged to the broker: as they arrive (the
     /// default), or once the consumer says it has handled them (``MQTTClient/acknowledge(through:)``).
     public var acknowledgement: MQTTAcknowledgement
+    /// The largest packet the client takes, in bytes (topic, properties and payload). Under
+    /// MQTT 5 it is announced in CONNECT (Maximum Packet Size), so the broker never sends a
+    /// larger one: a hostile or mistaken 60 MB retained message costs the client nothing.
+    /// Under MQTT 3.1.1, which cannot announce it, a larger message is dropped before its
+    /// payload is copied, and counted. `nil`: no limit (libmosquitto's 256 MB).
+    public var maximumPacketSize: Int?
 
     /// Creates a configuration.
     public init(
@@ -67,7 +73,8 @@ public struct MQTTConfiguration: Sendable {
         reconnect: MQTTReconnectPolicy = MQTTReconnectPolicy(),
         session: MQTTSession = .clean,
         receiveMaximum: Int? = nil,
-        acknowledgement: MQTTAcknowledgement = .onReceipt
+        acknowledgement: MQTTAcknowledgement = .onReceipt,
+        maximumPacketSize: Int? = nil
     ) {
         self.broker = broker
         self.clientID = clientID
@@ -82,6 +89,7 @@ public struct MQTTConfiguration: Sendable {
         self.session = session
         self.receiveMaximum = receiveMaximum
         self.acknowledgement = acknowledgement
+        self.maximumPacketSize = maximumPacketSize
     }
 
     /// The user name actually sent: the explicit one, else the URL's.
@@ -97,6 +105,7 @@ extension MQTTConfiguration: CustomStringConvertible, CustomDebugStringConvertib
         ]
         if let receiveMaximum { parts.append("receiveMaximum: \(receiveMaximum)") }
         if acknowledgement != .onReceipt { parts.append("acknowledgement: \(acknowledgement)") }
+        if let maximumPacketSize { parts.append("maximumPacketSize: \(maximumPacketSize)") }
         if let username = effectiveUsername { parts.append("username: \(username)") }
         if password != nil { parts.append("password: <redacted>") }
         if let tls { parts.append("tls: \(tls)") }

@@ -78,17 +78,23 @@ enum MQTTConnectionLoop {
         context.logger.debug("MQTT loop ended")
     }
 
-    /// The first CONNECT: with the session expiry of a persistent session (MQTT 5), which
-    /// libmosquitto keeps for every reconnect.
+    /// The first CONNECT, with its MQTT 5 properties (libmosquitto keeps them for every
+    /// reconnect): the session expiry of a persistent session, the maximum packet size.
     private static func connect(_ mosq: OpaquePointer, _ configuration: MQTTConfiguration, keepAlive: Int32) -> Int32 {
         let broker = configuration.broker
-        guard configuration.protocolVersion == .v5, let expiry = configuration.session.expirySeconds else {
-            return mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, nil)
-        }
         var properties: OpaquePointer?
         defer { mosquitto_property_free_all(&properties) }
-        let rc = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry)
-        guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+        if configuration.protocolVersion == .v5 {
+            if let expiry = configuration.session.expirySeconds {
+                let rc = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry)
+                guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+            }
+            if let size = configuration.maximumPacketSize {
+                let rc = mosquitto_property_add_int32(
+                    &properties, Int32(MQTT_PROP_MAXIMUM_PACKET_SIZE.rawValue), UInt32(clamping: max(64, size)))
+                guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+            }
+        }
         return mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, properties)
     }
 

@@ -110,9 +110,14 @@ final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment
         }
         mosquitto_message_v5_callback_set(mosq) { _, obj, message, properties in
             guard let context = MQTTCallbackContext.from(obj), let message, let topicPointer = message.pointee.topic else { return }
+            let length = Int(max(message.pointee.payloadlen, 0))
+            if let limit = context.configuration.maximumPacketSize, length > limit {
+                // MQTT 3.1.1 cannot announce the limit: drop it before copying a byte of it.
+                context.onOversizeMessage(bytes: length)
+                return
+            }
             // Copy topic and payload now: libmosquitto frees them when the callback returns.
             let topic = String(cString: topicPointer)
-            let length = Int(max(message.pointee.payloadlen, 0))
             let payload: [UInt8] = message.pointee.payload.map { Array(UnsafeRawBufferPointer(start: $0, count: length)) } ?? []
             let qos = MQTTQoS(rawValue: Int(message.pointee.qos)) ?? .atMostOnce
             let identifiers = MQTTCallbackContext.subscriptionIdentifiers(properties)
