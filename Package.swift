@@ -122,6 +122,7 @@ let package = Package(
                 "FleetWatch", "FleetProtocol", "FleetcastCore", "GNSS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
 
@@ -140,6 +141,7 @@ let package = Package(
                 "FleetWatch", "FleetHistory", "FleetMap", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(

@@ -55,8 +55,10 @@ struct ConnectionOptions: ParsableArguments {
     func topics() throws -> FleetTopics { try FleetTopics(prefix: prefix) }
 
     /// The subscriber of `--vehicle`s and `--share-group` with these connection settings;
-    /// `bufferLimit` and `dropLogLevel` as in ``FleetSubscriber/Options``.
-    func makeSubscriber(logger: Logger, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug) throws -> FleetSubscriber {
+    /// `bufferLimit`, `dropLogLevel` and `onSubscribed` as in ``FleetSubscriber/Options``.
+    func makeSubscriber(
+        logger: Logger, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug, onSubscribed: (@Sendable () -> Void)? = nil
+    ) throws -> FleetSubscriber {
         let url = try BrokerURL(parsing: broker)
         let mqtt = MQTTConfiguration(
             broker: url,
@@ -66,7 +68,7 @@ struct ConnectionOptions: ParsableArguments {
         )
         let options = FleetSubscriber.Options(
             topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup, bufferLimit: bufferLimit,
-            dropLogLevel: dropLogLevel)
+            dropLogLevel: dropLogLevel, onSubscribed: onSubscribed)
         return try FleetSubscriber(configuration: mqtt, options: options, logger: logger)
     }
 
