@@ -61,7 +61,7 @@ struct SystemdNotifyService: Service {
                 }
             }
             group.addTask {
-                let ready = (try? await cancelWhenGracefulShutdown { await readiness.waitUntilReady() }) ?? false
+                let ready = await cancelWhenGracefulShutdown { await readiness.waitUntilReady() }
                 guard ready else { return }
                 notifier.notify("READY=1\nSTATUS=\(status)")
                 logger.debug("Told systemd READY=1", metadata: ["systemd.status": "\(status)"])
