@@ -40,7 +40,7 @@ let package = Package(
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
         .target(name: "GNSS"),
         // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff,
-        // the time limit, the JSON string escaper.
+        // the time limit, the JSON string escaper, systemd's notification protocol.
         .target(name: "FleetcastCore"),
         // NMEA 0183: framing, checksum, sentence parsers, epoch assembly. Pure, no I/O.
         .target(name: "NMEA", dependencies: ["GNSS"]),
@@ -122,13 +122,14 @@ let package = Package(
                 "FleetWatch", "FleetProtocol", "FleetcastCore", "GNSS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
 
         .executableTarget(
             name: "fleetcast-agent",
             dependencies: [
-                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "EdgeAgent", "MQTT",
+                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "EdgeAgent", "MQTT", "FleetcastCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -141,6 +142,7 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
         .executableTarget(

@@ -1,12 +1,15 @@
 #!/usr/bin/env bash
-# The package, tested as a vehicle would get it (called by deploy/test.sh; root, on a throwaway
+# The packages, tested as a vehicle and a fleet-side machine would get them (called by deploy/test.sh; root, on a throwaway
 # Debian machine where systemd need not run): builds dist/fleetcast_<version>_<arch>.deb with
 # deploy/package.sh, installs it with apt, checks what it put in place, runs the installed
 # binaries for real — the agent as the user fleetcast, under the unit's system-call filter,
 # MemoryDenyWriteExecute and address families (deploy/deb/sandbox.c), on the simulated
 # receiver, a serial port (a pseudo-terminal), gpsd (gpsfake) and a TLS broker, speaking
 # sd_notify to a socket standing in for systemd — runs lintian, rates the unit with
-# systemd-analyze, and purges the package again.
+# systemd-analyze, and purges the package again. Then the fleet side's package, fleetcast-fleet:
+# installed beside it, its three units rated, fleet-watch run as each unit would run it (its
+# settings from the installed conffiles, as the user fleet-watch under the same sandbox) against
+# an installed agent on sim:, a broker and a PostgreSQL started here, stopped with SIGTERM, purged.
 # FLEET_WATCH: a built fleet-watch, which reads what the installed agents publish.
 # Needs what deploy/test.sh installs: mosquitto, mosquitto-clients, socat, gpsd-clients,
 # openssl, lintian, dpkg-dev, libseccomp-dev, systemd (for systemd-analyze), gcc.
@@ -21,8 +24,10 @@ fi
 work=$(mktemp -d)
 chmod 0755 "$work"   # the agent runs as fleetcast and reaches its sockets and files in here
 pids=() groups=()
+pg_started=
 cleanup() {
   for pid in "${pids[@]}"; do kill "$pid" 2>/dev/null || true; done
+  if [ -n "$pg_started" ]; then runuser -u postgres -- "$pgbin/pg_ctl" -D "$pgdata" -m immediate stop >/dev/null 2>&1 || true; fi
   for group in "${groups[@]}"; do kill -- "-$group" 2>/dev/null || true; done
   wait 2>/dev/null || true
   rm -rf "$work"
@@ -40,16 +45,25 @@ step() { echo "==> package: $*"; }
 
 step "building (deploy/package.sh)"
 started=$SECONDS
-deb=$(bash deploy/package.sh)
-echo "    built $deb ($(du -k "$deb" | cut -f1) KiB) in $((SECONDS - started)) s"
+built=$(bash deploy/package.sh)
+deb=$(sed -n 1p <<<"$built")
+fleet_deb=$(sed -n 2p <<<"$built")
+[[ $deb == */fleetcast_*.deb && $fleet_deb == */fleetcast-fleet_*.deb ]] || fail "deploy/package.sh printed '$built'"
+echo "    built $deb ($(du -k "$deb" | cut -f1) KiB) and $fleet_deb ($(du -k "$fleet_deb" | cut -f1) KiB) in $((SECONDS - started)) s"
 
 step "lintian"
-lintian --fail-on error "$deb" | tee "$work/lintian.txt" || fail "lintian reports errors"
+for package in "$deb" "$fleet_deb"; do
+  lintian --fail-on error "$package" | tee -a "$work/lintian.txt" || fail "lintian reports errors in $package"
+done
 
 step "installing with apt (no systemd running needed)"
-if dpkg-query -W -f='${Status}' fleetcast 2>/dev/null | grep -q 'install ok'; then
-  DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq fleetcast >/dev/null
-fi
+# What an earlier run left installed goes first (the fleet package too: it holds fleet-watch).
+for package in fleetcast-fleet fleetcast; do
+  if dpkg-query -W -f='${Status}' "$package" 2>/dev/null | grep -q 'install ok'; then
+    DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq "$package" >/dev/null
+  fi
+done
+rm -f /etc/fleetcast/fleet-watch.secrets
 DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "./$deb" >"$work/apt-install.log" 2>&1 \
   || fail "apt-get install ./$deb"
 version=$(dpkg-query -W -f='${Version}' fleetcast)
@@ -120,10 +134,7 @@ grep -q 'ATTRS{idVendor}=="1546", ATTRS{idProduct}=="01a9", SYMLINK+="gnss0", GR
   /lib/udev/rules.d/60-fleetcast-gnss.rules || fail "no u-blox 9 rule"
 
 step "running the installed agent as the unit would"
-# The unit's system-call filter, expanded as systemd expands it.
-for setting in MemoryDenyWriteExecute=yes SystemCallErrorNumber=EPERM 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6'; do
-  grep -qx "$setting" "$unit" || fail "the unit no longer says $setting: update deploy/deb/sandbox.c to match"
-done
+# A unit's system-call filter, expanded as systemd expands it, into the list sandbox.c takes.
 expand() {
   systemd-analyze syscall-filter --no-pager "$1" | while read -r word _; do
     case $word in
@@ -133,16 +144,23 @@ expand() {
     esac
   done
 }
-: >"$work/allow"; : >"$work/deny"
-while IFS= read -r filter; do
-  list=allow
-  [[ $filter == '~'* ]] && { list=deny; filter=${filter#\~}; }
-  for item in $filter; do
-    if [[ $item == @* ]]; then expand "$item"; else echo "$item"; fi >>"$work/$list"
+syscalls_of() {  # UNIT OUTPUT
+  local filter list item
+  for setting in MemoryDenyWriteExecute=yes SystemCallErrorNumber=EPERM 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6'; do
+    grep -qx "$setting" "$1" || fail "$1 no longer says $setting: update deploy/deb/sandbox.c to match"
   done
-done < <(sed -n 's/^SystemCallFilter=//p' "$unit")
-sort -u "$work/allow" -o "$work/allow"; sort -u "$work/deny" -o "$work/deny"
-comm -23 "$work/allow" "$work/deny" >"$work/syscalls"
+  : >"$2.allow"; : >"$2.deny"
+  while IFS= read -r filter; do
+    list=allow
+    [[ $filter == '~'* ]] && { list=deny; filter=${filter#\~}; }
+    for item in $filter; do
+      if [[ $item == @* ]]; then expand "$item"; else echo "$item"; fi >>"$2.$list"
+    done
+  done < <(sed -n 's/^SystemCallFilter=//p' "$1")
+  sort -u "$2.allow" -o "$2.allow"; sort -u "$2.deny" -o "$2.deny"
+  comm -23 "$2.allow" "$2.deny" >"$2"
+}
+syscalls_of "$unit" "$work/syscalls"
 gcc -O2 -Wall -o "$work/sandbox" deploy/deb/sandbox.c -lseccomp || fail "building deploy/deb/sandbox.c"
 echo "    $(wc -l <"$work/syscalls") system calls allowed"
 
@@ -260,7 +278,159 @@ for vehicle in sim-1 serial-1 gpsd-1; do
   grep -q "$vehicle" "$work/watch.log" || fail "fleet-watch --once does not list $vehicle"
 done
 
-step "purging"
+step "the fleet package (fleetcast-fleet): installing with apt beside the vehicle's"
+DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "./$fleet_deb" >"$work/apt-install-fleet.log" 2>&1 \
+  || fail "apt-get install ./$fleet_deb"
+[ "$(dpkg-query -W -f='${Version}' fleetcast-fleet)" = "$version" ] || fail "fleetcast-fleet's version is not $version"
+fleet_depends=$(dpkg-query -W -f='${Depends}' fleetcast-fleet)
+echo "    fleetcast-fleet $version; Depends: $fleet_depends"
+grep -q libjs-leaflet <<<"$fleet_depends" || fail "fleetcast-fleet does not depend on libjs-leaflet"
+ldd /usr/bin/fleet-watch >"$work/ldd-fleet.txt"
+if grep -E 'libswift|libFoundation|lib_Foundation|libicu|libdispatch|libBlocksRuntime|not found' "$work/ldd-fleet.txt"; then
+  fail "/usr/bin/fleet-watch loads the libraries above"
+fi
+echo "    /usr/bin/fleet-watch: $(awk '{print $1}' "$work/ldd-fleet.txt" | tr '\n' ' ')"
+fleet_units=(fleet-watch-record.service fleet-watch-serve.service fleet-watch-bridge@.service)
+for unit_file in "${fleet_units[@]}"; do
+  [ -f "/lib/systemd/system/$unit_file" ] || fail "no /lib/systemd/system/$unit_file"
+  [ -z "$(find /etc/systemd/system -name "$unit_file")" ] || fail "$unit_file was enabled on installation"
+done
+for conf in fleet-watch-record.conf fleet-watch-serve.conf fleet-watch-bridge-homeassistant.conf fleet-watch-bridge-owntracks.conf; do
+  dpkg-query -W -f='${Conffiles}\n' fleetcast-fleet | grep -q "^ /etc/fleetcast/$conf " || fail "/etc/fleetcast/$conf is not a conffile"
+done
+getent passwd fleet-watch >/dev/null || fail "no user fleet-watch"
+
+step "the fleet units: systemd-analyze verify and security (exposure <= 2.0 each)"
+for name in fleet-watch-record.service fleet-watch-serve.service fleet-watch-bridge@owntracks.service fleet-watch-bridge@homeassistant.service; do
+  systemd-analyze verify "$name" || fail "systemd-analyze verify $name"
+  # Offline, a unit is rated from its file; an instance's file is its template's under its own name.
+  cp "/lib/systemd/system/${name/@*./@.}" "$work/$name"
+  rating=$(systemd-analyze security --offline=true "$work/$name" 2>&1 | sed -n 's/.*Overall exposure level for .*: \([0-9.]*\) .*/\1/p')
+  echo "    $name: exposure $rating"
+  awk -v r="$rating" 'BEGIN { exit !(r != "" && r <= 2.0) }' || fail "systemd-analyze security rates $name '$rating' (want <= 2.0)"
+done
+
+step "running the installed fleet-watch as each unit would, while an installed agent publishes"
+start_agent fleet-1 'sim:?rate=10' "mqtt://127.0.0.1:$port"
+fleet_agent=$agent
+# A PostgreSQL for the recorder, with a password (scram-sha-256), which the unit takes from
+# /etc/fleetcast/fleet-watch.secrets.
+pgbin=$(find /usr/lib/postgresql -maxdepth 2 -name bin -type d | sort -V | tail -n 1)
+[ -x "$pgbin/initdb" ] || fail "no PostgreSQL server (postgresql)"
+pgdata=$work/pg/data
+install -d -o postgres -g postgres -m 0700 "$work/pg"
+printf 'fleet-secret\n' >"$work/pg/password"; chown postgres "$work/pg/password"
+runuser -u postgres -- "$pgbin/initdb" -D "$pgdata" -U fleetcast --pwfile="$work/pg/password" --auth=scram-sha-256 \
+  >"$work/initdb.log" 2>&1 || fail "initdb"
+pg_port=$(free_port)
+runuser -u postgres -- "$pgbin/pg_ctl" -D "$pgdata" -l "$work/pg/postgres.log" -w \
+  -o "-p $pg_port -k $work/pg -c listen_addresses=127.0.0.1" start >/dev/null || fail "pg_ctl start"
+pg_started=1
+PGPASSWORD=fleet-secret createdb -h 127.0.0.1 -p "$pg_port" -U fleetcast fleetcast || fail "createdb"
+
+# What an administrator does: the settings in the conffiles, the password in the secrets file.
+listen_port=$(free_port)
+sed -i -e "s|^BROKER=.*|BROKER=mqtt://127.0.0.1:$port|" \
+  -e "s|^POSTGRES=.*|POSTGRES=postgres://fleetcast@127.0.0.1:$pg_port/fleetcast?sslmode=disable|" \
+  -e "s|^LISTEN=.*|LISTEN=127.0.0.1:$listen_port|" /etc/fleetcast/fleet-watch-*.conf
+install -m 0600 /dev/null /etc/fleetcast/fleet-watch.secrets
+echo 'PGPASSWORD=fleet-secret' >/etc/fleetcast/fleet-watch.secrets
+
+# fleet-watch as UNIT (INSTANCE for a template) starts it: ExecStart with %i and the settings of
+# its EnvironmentFile= lines expanded as systemd does (${VAR}: one argument; $VAR: split at
+# spaces), as fleet-watch, umask 0077, no capabilities, the unit's seccomp sandbox, and a
+# datagram socket standing in for systemd's $NOTIFY_SOCKET. Sets $unit_pid.
+start_unit() {  # NAME UNIT-FILE [INSTANCE]
+  local name=$1 file=/lib/systemd/system/$2 instance=${3:-} exec env_file command
+  local -a environment=() arguments=()
+  exec=$(sed -n 's/^ExecStart=//p' "$file")
+  exec=${exec//%i/$instance}
+  while read -r env_file; do
+    env_file=${env_file//%i/$instance}
+    [[ $env_file == -* ]] && { env_file=${env_file#-}; [ -e "$env_file" ] || continue; }
+    while IFS= read -r line; do
+      [[ $line =~ ^[A-Za-z_][A-Za-z0-9_]*= ]] && environment+=("$line")
+    done <"$env_file"
+  done < <(sed -n 's/^EnvironmentFile=//p' "$file")
+  command=$(sed -E 's/\$\{([A-Za-z_][A-Za-z0-9_]*)\}/"${\1}"/g' <<<"$exec")
+  mapfile -d '' -t arguments < <(env -i "${environment[@]}" bash -fc "printf '%s\\0' $command")
+  syscalls_of "$file" "$work/syscalls-$name"
+  socat -u "UNIX-RECV:$work/notify-$name,perm=0777" "OPEN:$work/notify-$name.log,creat,append" &
+  pids+=($!)
+  for _ in $(seq 50); do [ -S "$work/notify-$name" ] && break; sleep 0.1; done
+  echo "    $name: ${arguments[*]}"
+  (umask 0077; exec env "${environment[@]}" NOTIFY_SOCKET="$work/notify-$name" WATCHDOG_USEC=2000000 \
+    setpriv --reuid=fleet-watch --regid=fleet-watch --init-groups --inh-caps=-all --bounding-set=-all \
+    "$work/sandbox" "$work/syscalls-$name" -- "${arguments[@]}") >"$work/$name.log" 2>&1 &
+  unit_pid=$!
+  pids+=("$unit_pid")
+  for _ in $(seq 300); do grep -q READY=1 "$work/notify-$name.log" 2>/dev/null && return; sleep 0.1; done
+  fail "$name: no READY=1 within 30 s"
+}
+# SIGTERM to the main process, as systemctl stop sends it: exit 0 within 5 s, and the notify
+# protocol spoken.
+stop_unit() {  # NAME PID
+  local name=$1 pid=$2 status=0 started
+  started=$(date +%s%N)
+  kill -TERM "$pid"
+  wait "$pid" || status=$?
+  local elapsed_ms=$((($(date +%s%N) - started) / 1000000))
+  echo "    $name: exit $status ${elapsed_ms} ms after SIGTERM"
+  [ "$status" -eq 0 ] || fail "$name exited $status after SIGTERM"
+  [ "$elapsed_ms" -lt 5000 ] || fail "$name took ${elapsed_ms} ms to exit after SIGTERM"
+  for message in READY=1 WATCHDOG=1 STOPPING=1; do
+    grep -q "$message" "$work/notify-$name.log" || fail "$name: no $message on \$NOTIFY_SOCKET"
+  done
+}
+
+start_unit record fleet-watch-record.service
+record_pid=$unit_pid
+start_unit serve fleet-watch-serve.service
+serve_pid=$unit_pid
+start_unit bridge-owntracks fleet-watch-bridge@.service owntracks
+bridge_pid=$unit_pid
+
+rows=0
+for _ in $(seq 100); do
+  rows=$(PGPASSWORD=fleet-secret psql -h 127.0.0.1 -p "$pg_port" -U fleetcast -d fleetcast -tAc \
+    "SELECT count(*) FROM fleetcast_fixes WHERE vehicle = 'fleet-1'" 2>/dev/null || echo 0)
+  [ "${rows:-0}" -ge 10 ] && break
+  sleep 0.2
+done
+[ "${rows:-0}" -ge 10 ] || fail "record: no rows of fleet-1 in PostgreSQL"
+echo "    record: $rows fixes of fleet-1 in PostgreSQL"
+curl -sf "http://127.0.0.1:$listen_port/api/vehicles" | grep -q '"id":"fleet-1"' || fail "serve: fleet-1 not on the map"
+curl -sS -N "http://127.0.0.1:$listen_port/events" >"$work/events.txt" 2>"$work/curl-events.log" &
+browser=$!
+pids+=("$browser")
+location=$(mosquitto_sub -h 127.0.0.1 -p "$port" -t owntracks/fleet/fleet-1 -C 1 -W 20 2>&1 || true)
+grep -q '"_type":"location"' <<<"$location" || fail "bridge: no OwnTracks location of fleet-1 ($location)"
+echo "    bridge: owntracks/fleet/fleet-1 $(head -c 100 <<<"$location")…"
+sleep 2   # at least one watchdog interval, and updates on the browser's stream
+
+stop_unit serve "$serve_pid"
+status=0; wait "$browser" || status=$?
+[ "$status" -eq 0 ] || fail "serve: the browser's event stream did not end cleanly (curl $status)"
+grep -q '^event: update' "$work/events.txt" || fail "serve: no update on the event stream"
+stop_unit bridge-owntracks "$bridge_pid"
+stop_unit record "$record_pid"
+grep -q 'everything received is written' "$work/record.log" || fail "record: did not write what it received"
+kill -TERM "$fleet_agent"; wait "$fleet_agent" || true
+
+step "purging the fleet package"
+DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq fleetcast-fleet >"$work/apt-purge-fleet.log" 2>&1 \
+  || fail "apt-get purge fleetcast-fleet"
+for path in /usr/bin/fleet-watch /lib/systemd/system/fleet-watch-record.service /lib/systemd/system/fleet-watch-serve.service \
+  /lib/systemd/system/fleet-watch-bridge@.service /etc/fleetcast/fleet-watch-record.conf /etc/fleetcast/fleet-watch-serve.conf \
+  /etc/fleetcast/fleet-watch-bridge-homeassistant.conf /etc/fleetcast/fleet-watch-bridge-owntracks.conf; do
+  [ ! -e "$path" ] || fail "$path is still there after purge"
+done
+# The secrets file is the administrator's, not the package's: it stays, as Debian leaves it.
+[ -e /etc/fleetcast/fleet-watch.secrets ] || fail "purge removed the administrator's /etc/fleetcast/fleet-watch.secrets"
+rm -f /etc/fleetcast/fleet-watch.secrets
+echo "    gone; the user fleet-watch and the administrator's secrets file stay"
+
+step "purging the vehicle package"
 DEBIAN_FRONTEND=noninteractive apt-get purge -y -qq fleetcast >"$work/apt-purge.log" 2>&1 || fail "apt-get purge fleetcast"
 for path in /usr/bin/fleetcast-agent "$unit" /lib/udev/rules.d/60-fleetcast-gnss.rules \
   /etc/fleetcast/agent.yaml /var/lib/fleetcast; do

@@ -1,6 +1,9 @@
 #!/usr/bin/env bash
-# Builds the Debian package dist/fleetcast_<version>_<arch>.deb for this machine's architecture
-# (dpkg --print-architecture): fleetcast-agent, the vehicle's software, a release build with the
+# Builds the two Debian packages for this machine's architecture (dpkg --print-architecture):
+# the vehicle's, dist/fleetcast_<version>_<arch>.deb, and the fleet side's,
+# dist/fleetcast-fleet_<version>_<arch>.deb (below).
+#
+# fleetcast: fleetcast-agent, the vehicle's software, a release build with the
 # Swift standard library and FoundationEssentials linked statically (no full Foundation, no ICU)
 # and stripped, the hardened systemd unit, /etc/fleetcast/agent.yaml as a conffile, the udev
 # rule and the maintainer scripts that make the user fleetcast. The package needs only Debian's
@@ -8,8 +11,17 @@
 # arm64 package on an arm64 machine (Raspberry Pi, Jetson) with this same script: the Swift
 # toolchain is needed on the build machine only.
 #
+# fleetcast-fleet: fleet-watch, the fleet side (watch, the live map, the recorder into PostgreSQL,
+# the Home Assistant and OwnTracks bridges), built in the same scratch folder with the same flags
+# (the dependencies both share are compiled once); it links full Foundation, which the machines
+# that watch the fleet can spare, statically with the Swift standard library. Its systemd units
+# (fleet-watch-record, fleet-watch-serve, fleet-watch-bridge@), their settings in /etc/fleetcast as
+# conffiles, and the maintainer scripts that make the user fleet-watch. Depends: from
+# dpkg-shlibdeps, plus libjs-leaflet (the map's Leaflet).
+#
 # Needs the Swift toolchain, dpkg-dev (dpkg-shlibdeps) and the -dev packages the build needs
-# (libmosquitto-dev, libyaml-dev, pkg-config). Prints the package's path last.
+# (libmosquitto-dev, libyaml-dev, pkg-config). Prints the two packages' paths last, one a line:
+# the vehicle's, then the fleet side's.
 # FLEETCAST_DEB_SCRATCH: the build folder (default .build-deb; kept, so a rebuild is quick).
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -25,10 +37,10 @@ build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch" -X
        -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
        -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
 
-# fleet-watch is the fleet side (a map server, a PostgreSQL recorder), not vehicle software: it
-# is built and run from this repository on the machines that watch the fleet, not packaged here.
 echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationEssentials)" >&2
 "${build[@]}" --product fleetcast-agent >&2
+echo "==> building fleet-watch (release, static Swift stdlib and Foundation)" >&2
+"${build[@]}" --product fleet-watch >&2
 bin=$("${build[@]}" --show-bin-path)
 
 # Full Foundation (and ICU, its tens of MB) must stay out of the vehicle's binary: the agent
@@ -52,14 +64,20 @@ trap 'rm -rf "$work"' EXIT
 root=$work/root
 mkdir -p "$root/DEBIAN"
 
-echo "==> staging fleetcast $version for $arch" >&2
+echo "==> staging fleetcast and fleetcast-fleet $version for $arch" >&2
 install -D -m 0755 "$bin/fleetcast-agent" "$root/usr/bin/fleetcast-agent"
 # As dh_strip does for executables: symbols, .comment and .note go.
 strip --remove-section=.comment --remove-section=.note --strip-unneeded \
   "$root/usr/bin/fleetcast-agent"
 
-# No Swift or Foundation library may be needed at run time: a vehicle has no Swift toolchain.
-for binary in "$root/usr/bin/fleetcast-agent"; do
+fleet=$work/fleet
+mkdir -p "$fleet/DEBIAN"
+install -D -m 0755 "$bin/fleet-watch" "$fleet/usr/bin/fleet-watch"
+strip --remove-section=.comment --remove-section=.note --strip-unneeded "$fleet/usr/bin/fleet-watch"
+
+# No Swift or Foundation library may be needed at run time: neither a vehicle nor the fleet's
+# machines have the Swift toolchain.
+for binary in "$root/usr/bin/fleetcast-agent" "$fleet/usr/bin/fleet-watch"; do
   libs=$(ldd "$binary")
   if grep -E 'libswift|libFoundation|lib_Foundation|libicu|libdispatch|libBlocksRuntime|libXCTest|libTesting' <<<"$libs" >&2; then
     echo "package.sh: ${binary##*/} needs the Swift libraries above at run time (is --static-swift-stdlib in effect?)" >&2
@@ -78,59 +96,77 @@ install -D -m 0644 deploy/60-fleetcast-gnss.rules "$root/lib/udev/rules.d/60-fle
 install -D -m 0644 config/agent.yaml "$root/etc/fleetcast/agent.yaml"
 echo /etc/fleetcast/agent.yaml >"$root/DEBIAN/conffiles"
 
-doc=$root/usr/share/doc/fleetcast
-install -D -m 0644 deploy/deb/copyright "$doc/copyright"
-install -m 0644 README.md "$doc/README.md"
-gzip -9n "$doc/README.md"
-if [ -s deploy/deb/lintian-overrides ]; then
-  install -D -m 0644 deploy/deb/lintian-overrides "$root/usr/share/lintian/overrides/fleetcast"
-fi
-
-# The changelog (changelog.gz: the version has no Debian revision, so this is a native package,
+# The changelog (changelog.gz: the version has no Debian revision, so these are native packages,
 # made by the project itself) is made from the one version and the commit it was built from; its date (and
-# every file's time in the package) is the commit's, so a rebuild of a commit is the same package.
+# every file's time in the packages) is the commit's, so a rebuild of a commit is the same package.
 commit=$(git rev-parse --short=12 HEAD 2>/dev/null || echo unknown)
 export SOURCE_DATE_EPOCH=${SOURCE_DATE_EPOCH:-$(git log -1 --format=%ct 2>/dev/null || date +%s)}
 maintainer="Fleetcast maintainers <maintainers@users.noreply.a-seed-36ca9361.example>"
-{
-  echo "fleetcast ($version) unstable; urgency=medium"
-  echo
-  echo "  * Built by deploy/package.sh from commit $commit."
-  echo "  * The project's history is its git log."
-  echo
-  echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
-} >"$doc/changelog"
-gzip -9n "$doc/changelog"
 
-install -m 0755 deploy/deb/postinst deploy/deb/prerm deploy/deb/postrm "$root/DEBIAN/"
+docs() {  # ROOT PACKAGE: copyright, README, changelog, lintian overrides
+  local doc=$1/usr/share/doc/$2
+  install -D -m 0644 deploy/deb/copyright "$doc/copyright"
+  install -m 0644 README.md "$doc/README.md"
+  gzip -9n "$doc/README.md"
+  if [ -s "deploy/deb/lintian-overrides-$2" ]; then
+    install -D -m 0644 "deploy/deb/lintian-overrides-$2" "$1/usr/share/lintian/overrides/$2"
+  fi
+  {
+    echo "$2 ($version) unstable; urgency=medium"
+    echo
+    echo "  * Built by deploy/package.sh from commit $commit."
+    echo "  * The project's history is its git log."
+    echo
+    echo " -- $maintainer  $(date -u -R -d "@$SOURCE_DATE_EPOCH")"
+  } >"$doc/changelog"
+  gzip -9n "$doc/changelog"
+}
 
-# Depends: from what the binaries really load, as dh_shlibdeps finds it (the shlibs and symbols
-# files of the packages that ship those libraries), plus adduser for postinst.
+# Depends: from what a binary really loads, as dh_shlibdeps finds it (the shlibs and symbols
+# files of the packages that ship those libraries).
 mkdir -p "$work/src/debian"
 printf 'Source: fleetcast\n\nPackage: fleetcast\nArchitecture: any\n' >"$work/src/debian/control"
-shlibs=$(cd "$work/src" && dpkg-shlibdeps -O -e"$root/usr/bin/fleetcast-agent")
-shlibs=${shlibs#shlibs:Depends=}
-# Packed relocations need glibc 2.36's loader (the binary asks for GLIBC_ABI_DT_RELR, a version
-# without symbols, which dpkg-shlibdeps does not see): say so, or an older glibc's apt would
-# install a binary its loader refuses.
-if grep -q GLIBC_ABI_DT_RELR <<<"$(readelf -V "$root/usr/bin/fleetcast-agent")"; then
-  libc=$(sed -nE 's/.*libc6 \(>= ([^)]*)\).*/\1/p' <<<"$shlibs")
-  if dpkg --compare-versions "${libc:-0}" lt 2.36; then
-    shlibs=$(sed -E 's/libc6 \(>= [^)]*\)/libc6 (>= 2.36)/' <<<"$shlibs")
+shlibs_of() {  # BINARY
+  local shlibs libc
+  shlibs=$(cd "$work/src" && dpkg-shlibdeps -O -e"$1")
+  shlibs=${shlibs#shlibs:Depends=}
+  # Packed relocations need glibc 2.36's loader (the binary asks for GLIBC_ABI_DT_RELR, a version
+  # without symbols, which dpkg-shlibdeps does not see): say so, or an older glibc's apt would
+  # install a binary its loader refuses.
+  if grep -q GLIBC_ABI_DT_RELR <<<"$(readelf -V "$1")"; then
+    libc=$(sed -nE 's/.*libc6 \(>= ([^)]*)\).*/\1/p' <<<"$shlibs")
+    if dpkg --compare-versions "${libc:-0}" lt 2.36; then
+      shlibs=$(sed -E 's/libc6 \(>= [^)]*\)/libc6 (>= 2.36)/' <<<"$shlibs")
+    fi
   fi
-fi
-depends="adduser, $shlibs"
+  echo "$shlibs"
+}
 
-cd "$root"
-find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum >DEBIAN/md5sums
-installed_size=$(du -sk --exclude=DEBIAN . | cut -f1)
-cat >DEBIAN/control <<EOF
+# ROOT PACKAGE, the control file on stdin (@INSTALLED_SIZE@ filled in here): md5sums, control,
+# every file's time the commit's, owners root:root (--root-owner-group); prints the .deb's path.
+build_deb() {
+  local root=$1 package=$2 control deb
+  control=$(cat)
+  (cd "$root" && find . -path ./DEBIAN -prune -o -type f -printf '%P\0' | LC_ALL=C sort -z | xargs -0 md5sum >DEBIAN/md5sums)
+  sed "s/@INSTALLED_SIZE@/$(du -sk --exclude=DEBIAN "$root" | cut -f1)/" <<<"$control" >"$root/DEBIAN/control"
+  find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
+  mkdir -p dist
+  deb=dist/${package}_${version}_${arch}.deb
+  dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >&2
+  echo "==> $(du -h "$deb" | cut -f1) $deb" >&2
+  echo "$deb"
+}
+
+docs "$root" fleetcast
+install -m 0755 deploy/deb/postinst deploy/deb/prerm deploy/deb/postrm "$root/DEBIAN/"
+# adduser: for postinst.
+build_deb "$root" fleetcast <<EOF
 Package: fleetcast
 Version: $version
 Architecture: $arch
 Maintainer: $maintainer
-Installed-Size: $installed_size
-Depends: $depends
+Installed-Size: @INSTALLED_SIZE@
+Depends: adduser, $(shlibs_of "$root/usr/bin/fleetcast-agent")
 Suggests: gpsd, mosquitto-clients
 Section: net
 Priority: optional
@@ -142,12 +178,35 @@ Description: GNSS fixes of a vehicle to MQTT
  fleetcast-agent, hardened and supervised by a watchdog; a udev rule names
  common USB receivers /dev/gnss0.
 EOF
-cd - >/dev/null
 
-# Every file's time is the commit's; owners root:root (--root-owner-group).
-find "$root" -exec touch -h -d "@$SOURCE_DATE_EPOCH" {} +
-mkdir -p dist
-deb=dist/fleetcast_${version}_${arch}.deb
-dpkg-deb --root-owner-group -Zxz --build "$root" "$deb" >&2
-echo "==> $(du -h "$deb" | cut -f1) $deb" >&2
-echo "$deb"
+echo "==> staging fleetcast-fleet $version for $arch" >&2
+for unit in fleet-watch-record.service fleet-watch-serve.service fleet-watch-bridge@.service; do
+  install -D -m 0644 "deploy/fleet/$unit" "$fleet/lib/systemd/system/$unit"
+done
+for conf in fleet-watch-record.conf fleet-watch-serve.conf fleet-watch-bridge-homeassistant.conf fleet-watch-bridge-owntracks.conf; do
+  install -D -m 0644 "deploy/fleet/$conf" "$fleet/etc/fleetcast/$conf"
+  echo "/etc/fleetcast/$conf" >>"$fleet/DEBIAN/conffiles"
+done
+docs "$fleet" fleetcast-fleet
+install -m 0755 deploy/fleet/postinst deploy/fleet/prerm deploy/fleet/postrm "$fleet/DEBIAN/"
+# adduser: for postinst; libjs-leaflet: the map page's Leaflet, served from /usr/share/javascript/leaflet.
+build_deb "$fleet" fleetcast-fleet <<EOF
+Package: fleetcast-fleet
+Version: $version
+Architecture: $arch
+Maintainer: $maintainer
+Installed-Size: @INSTALLED_SIZE@
+Depends: adduser, libjs-leaflet, $(shlibs_of "$fleet/usr/bin/fleet-watch")
+Suggests: mosquitto, mosquitto-clients, postgresql
+Section: net
+Priority: optional
+Description: Fleetcast's fleet side: vehicles live, on a map, recorded
+ fleet-watch subscribes to the MQTT topics that Fleetcast agents publish (the
+ fleetcast package, on the vehicles) and shows the fleet live in a terminal,
+ serves it on a live map to web browsers, records its tracks into PostgreSQL
+ and writes them out as GeoJSON, GPX or CSV, and republishes it for Home
+ Assistant and OwnTracks. The map server, the recorder and the bridges run as
+ the systemd services fleet-watch-serve, fleet-watch-record and
+ fleet-watch-bridge@homeassistant or @owntracks, hardened and supervised by a
+ watchdog.
+EOF

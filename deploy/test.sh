@@ -2,7 +2,7 @@
 # The README's test command: on a fresh Debian machine with the Swift toolchain, installs the
 # system packages the tests use, builds, runs every test, then the concurrency tests again
 # under ThreadSanitizer, then each libFuzzer target for 20 s (deploy/fuzz.sh), then builds the
-# Debian package, installs it, runs the installed binaries and purges it (deploy/package-test.sh).
+# Debian packages, installs them, runs the installed binaries and purges them (deploy/package-test.sh).
 # Run as root or as a user with sudo.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -42,7 +42,7 @@ TSAN_OPTIONS="suppressions=$PWD/deploy/tsan.supp" FLEETCAST_CONCURRENCY_TESTS_ON
 echo "==> fuzzing the decoders of untrusted input, 20 s per target"
 bash deploy/fuzz.sh 20
 
-echo "==> the Debian package: build, install, run the installed binaries, purge"
+echo "==> the Debian packages (vehicle and fleet side): build, install, run the installed binaries, purge"
 # fleet-watch is not in the vehicle's package: the package test reads the installed agents with
 # this build's (resolved here, as the building user, not as root).
 fleet_watch="$(swift build --show-bin-path)/fleet-watch"

@@ -3,6 +3,7 @@ import FleetWatch
 import Foundation
 import Hummingbird
 import Logging
+import ServiceLifecycle
 
 /// `fleet-watch serve`: a live map of the fleet in the browser. Subscribes with a
 /// ``FleetSubscriber``, folds the events into the fleet's state, and serves over HTTP (Hummingbird):
@@ -23,7 +24,11 @@ import Logging
 ///
 /// A slow browser is dropped (and logged at info, the default level) instead of being buffered: see
 /// ``Options/maximumPending`` and ``Options/maximumStalledFlushes``.
-public struct FleetMapServer: Sendable {
+///
+/// It is a `Service`: under a ServiceGroup, a graceful shutdown (SIGTERM) ends every browser's
+/// event stream (each `EventSource` sees its response end), stops taking connections, hands the
+/// subscription over (``FleetSubscriber/events()``) and returns once the open responses are done.
+public struct FleetMapServer: Service {
     /// OpenStreetMap's standard tile layer.
     public static let openStreetMapTiles = "https://tile.openstreetmap.org/{z}/{x}/{y}.png"
     /// The attribution OpenStreetMap's tile usage policy asks for.
@@ -121,9 +126,15 @@ public struct FleetMapServer: Sendable {
         self.logger = logger
     }
 
-    /// Subscribes and serves until the task is cancelled, or until the subscription fails
-    /// (thrown). `onListening` is called once with the port listened on.
-    public func run(onListening: @escaping @Sendable (Int) async -> Void = { _ in }) async throws {
+    /// Subscribes and serves until a graceful shutdown (then returns), the task is cancelled,
+    /// or the subscription fails (thrown).
+    public func run() async throws {
+        try await run(onListening: { _ in })
+    }
+
+    /// Subscribes and serves until a graceful shutdown (then returns), the task is cancelled,
+    /// or the subscription fails (thrown). `onListening` is called once with the port listened on.
+    public func run(onListening: @escaping @Sendable (Int) async -> Void) async throws {
         let feed = MapFeed(
             topics: subscriber.options.topics, maximumVehicles: options.maximumVehicles, trailWindow: options.trailWindow,
             limits: BrowserQueueLimits(
@@ -148,20 +159,29 @@ public struct FleetMapServer: Sendable {
             logger: httpLogger)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
+                // Ends after a graceful shutdown's hand-over, or throws when the subscription fails.
                 for try await event in subscriber.events() {
                     feed.apply(event, at: .wallClockNow)
                 }
             }
             group.addTask { [interval = options.flushInterval] in
-                while !Task.isCancelled {
-                    try await Task.sleep(for: interval)
-                    feed.flush(now: .wallClockNow)
+                // Until a graceful shutdown; then every browser's stream ends, because the
+                // server's own graceful shutdown waits for the open responses to finish.
+                try? await cancelWhenGracefulShutdown {
+                    while true {
+                        try await Task.sleep(for: interval)
+                        feed.flush(now: .wallClockNow)
+                    }
                 }
+                feed.finish()
             }
+            // Stops taking connections on a graceful shutdown and returns once the open
+            // responses are done.
             group.addTask { try await app.run() }
-            // The first to end (the subscription failing, or any part on cancellation) ends all.
+            // A failure (the subscription refused) or a cancellation ends all parts at once; a
+            // graceful shutdown lets each finish.
             defer { group.cancelAll() }
-            try await group.next()
+            while try await group.next() != nil {}
         }
     }
 

@@ -1,6 +1,7 @@
 import FleetProtocol
 import Logging
 import MQTT
+import ServiceLifecycle
 
 /// Republishes the fleet's topics in another application's format: subscribes with a
 /// ``FleetSubscriber``, turns each event into messages with a ``FleetBridgeTranslator``
@@ -18,7 +19,12 @@ import MQTT
 /// configuration error). A publish the broker refuses for good (its ACL) is logged and
 /// skipped; the bridge goes on with the next. It ends when the subscription ends with an
 /// error (which it throws), or when its task is cancelled.
-public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
+///
+/// It is a `Service`: under a ServiceGroup, a graceful shutdown (SIGTERM) unsubscribes first
+/// (in a share group the broker then sends the next messages to the other members), takes
+/// what was already on its way, publishes everything received and waits for the broker's
+/// acknowledgements (QoS ≥ 1) before it disconnects and returns.
+public struct FleetBridge<Translator: FleetBridgeTranslator>: Service {
     /// Where the fleet's events come from.
     public let subscriber: FleetSubscriber
     /// The connection the bridge publishes through.
@@ -50,32 +56,47 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
         subscriber.filters.contains { MQTTTopicFilter.matches($0, topic: topic) }
     }
 
-    /// Connects the publishing client (retrying an unreachable broker), then bridges until the
-    /// subscription fails (thrown) or the task is cancelled; the client then shuts down,
+    /// Connects the publishing client (retrying an unreachable broker), then bridges until a
+    /// graceful shutdown (returns once every message received is published and acknowledged),
+    /// the subscription fails (thrown) or the task is cancelled; the client then shuts down,
     /// flushing what is still unacknowledged for up to 2 s.
     public func run() async throws {
-        let client = try await MQTTClient.connectRetrying(configuration: publishing, logger: logger)
+        let client: MQTTClient
+        do {
+            // A stop while the broker is still unreachable ends the wait: nothing was received.
+            client = try await cancelWhenGracefulShutdown { [publishing, logger] in
+                try await MQTTClient.connectRetrying(configuration: publishing, logger: logger)
+            }
+        } catch is CancellationError where Task.isShuttingDownGracefully {
+            logger.info("Bridge stopped before the broker could be reached; nothing was received")
+            return
+        }
         logger.info(
             "Bridging the fleet",
             metadata: [
                 "mqtt.broker": "\(publishing.broker)", "bridge.translator": "\(Translator.self)",
             ])
+        let published: Int
         do {
-            try await bridge(subscriber.events(), through: client)
+            published = try await bridge(subscriber.events(), through: client)
         } catch {
             await client.shutdown(flushTimeout: .seconds(2))
             throw error
         }
         await client.shutdown(flushTimeout: .seconds(2))
+        logger.info("Bridge stopped; everything received is published", metadata: ["bridge.published": "\(published)"])
     }
 
-    private func bridge(_ events: AsyncThrowingStream<FleetEvent, any Error>, through client: MQTTClient) async throws {
+    /// Publishes the messages of `events` until the stream ends, then waits for every
+    /// acknowledgement still awaited; returns how many messages were published.
+    private func bridge(_ events: AsyncThrowingStream<FleetEvent, any Error>, through client: MQTTClient) async throws -> Int {
         var translator = self.translator
         var refusedFeedback = false
         let window = max(1, publishing.maxInflightMessages)
         let logger = self.logger
-        try await withThrowingTaskGroup(of: Void.self) { group in
+        return try await withThrowingTaskGroup(of: Void.self) { group in
             var inFlight = 0
+            var published = 0
             for try await event in events {
                 for message in translator.messages(for: event) {
                     if feedsBack(message.topic) {
@@ -110,9 +131,11 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Sendable {
                         }
                     }
                     inFlight += 1
+                    published += 1
                 }
             }
             try await group.waitForAll()
+            return published
         }
     }
 }

@@ -36,11 +36,16 @@ public struct FleetSubscriber: Sendable {
         /// `debug` for a display, which only shows the newest; `warning` for a consumer that
         /// must keep every event, such as the track recorder.
         public var dropLogLevel: Logger.Level
+        /// Called each time ``FleetSubscriber/events()`` has its subscription acknowledged by
+        /// the broker (the moment a service is really up: an executable says `READY=1` to
+        /// systemd then). Called on the subscriber's task; it must not block.
+        public var onSubscribed: (@Sendable () -> Void)?
 
         /// Options for the whole fleet under `fleet/`, QoS 1, 10,000 buffered events.
         public init(
             topics: FleetTopics = .default, vehicles: [VehicleID] = [], shareGroup: String? = nil,
-            qos: MQTTQoS = .atLeastOnce, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug
+            qos: MQTTQoS = .atLeastOnce, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug,
+            onSubscribed: (@Sendable () -> Void)? = nil
         ) {
             self.topics = topics
             self.vehicles = vehicles
@@ -48,6 +53,7 @@ public struct FleetSubscriber: Sendable {
             self.qos = qos
             self.bufferLimit = max(1, bufferLimit)
             self.dropLogLevel = dropLogLevel
+            self.onSubscribed = onSubscribed
         }
     }
 
@@ -178,6 +184,7 @@ public struct FleetSubscriber: Sendable {
         do {
             let subscription = try await client.subscribe(filters, qos: options.qos, bufferingPolicy: bufferingPolicy)
             logger.info("Subscribed to the fleet", metadata: ["mqtt.broker": "\(configuration.broker)", "mqtt.filters": "\(filters)"])
+            options.onSubscribed?()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await logConnectionChanges(client) }
                 group.addTask { [logger] in

@@ -202,8 +202,12 @@ public final class MQTTClient: Sendable {
         }
         let identifiers: [UInt32]
         let epoch: UInt64
+        // Acknowledging after handling: nothing read from now until the SUBSCRIBE is written
+        // (set before the stream is there to take messages; see MQTTDeliveryLedger).
+        if context.acknowledgesAfterHandling { context.deliveries.withLock { $0.queueSubscribe() } }
         switch context.state.withLock({ $0.addSubscription(id: id, filters: filters, qos: qos, sink: continuation) }) {
         case .failure(let refusal):
+            if context.acknowledgesAfterHandling { context.deliveries.withLock { $0.wroteQueue() } }
             continuation.finish()
             throw refusal
         case .success(let added):

@@ -126,11 +126,13 @@ enum MQTTConnectionLoop {
         if settled && mosquitto_want_write(mosq) {
             let rc = mosquitto_loop_write(mosq, 1)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+            if !mosquitto_want_write(mosq) { context.deliveries.withLock { $0.wroteQueue() } }
         }
         let socket = mosquitto_socket(mosq)
         guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
-        // Nothing read while no stream could take it: it would have to be acknowledged unseen.
-        let reading = context.state.withLock { $0.readsForHandling }
+        // Nothing read while no stream could take it (it would have to be acknowledged unseen),
+        // nor while a SUBSCRIBE waits to be written (``MQTTDeliveryLedger/subscribeQueued``).
+        let reading = context.state.withLock { $0.readsForHandling } && !context.deliveries.withLock { $0.subscribeQueued }
         let writing = settled && mosquitto_want_write(mosq)
         if waitForInput(reading || writing ? socket : -1, wakeup: context.wakeup, reading: reading, writing: writing,
             timeout: handlingPollMilliseconds)
@@ -141,6 +143,7 @@ enum MQTTConnectionLoop {
                 guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
                 packets += 1
             } while packets < maximumBurst && mosquitto_socket(mosq) >= 0 && context.state.withLock({ $0.readsForHandling })
+                && !context.deliveries.withLock({ $0.subscribeQueued })
                 && waitForInput(mosquitto_socket(mosq), wakeup: nil, reading: true, writing: false, timeout: 0)
         }
         if context.deliveries.withLock({ $0.takeOrphaned() }) {

@@ -41,6 +41,18 @@ struct MQTTDeliveryLedger: Sendable, Equatable {
         return !wasSettled && isSettled
     }
 
+    /// A SUBSCRIBE is queued and not yet written: the loop reads nothing until it is. What a
+    /// persistent session redelivers would otherwise be read first, leave the loop unsettled,
+    /// and keep the SUBSCRIBE (behind the acknowledgements) from ever being written, while
+    /// `subscribe()` waits for its SUBACK before the consumer starts.
+    private(set) var subscribeQueued = false
+
+    /// `subscribe()` is about to queue a SUBSCRIBE.
+    mutating func queueSubscribe() { subscribeQueued = true }
+
+    /// The loop wrote everything queued.
+    mutating func wroteQueue() { subscribeQueued = false }
+
     /// Whether every message handed to a consumer is handled: the acknowledgements of all
     /// that was received may go to the broker.
     var isSettled: Bool { handledThrough >= lastHandedOver }

@@ -2,6 +2,7 @@ import ArgumentParser
 import FleetProtocol
 import FleetWatch
 import Logging
+import ServiceLifecycle
 
 /// `fleet-watch bridge --to homeassistant|owntracks`: republishes the fleet's topics in Home
 /// Assistant's (MQTT discovery) or OwnTracks' format on the same broker, so the vehicles send
@@ -50,14 +51,20 @@ struct BridgeCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = connection.makeLogger()
-        let subscriber = try connection.makeSubscriber(logger: logger)
-        switch to {
-        case .homeassistant:
-            let translator = HomeAssistantTranslator(options: try homeAssistantOptions())
-            try await FleetBridge(subscriber: subscriber, translator: translator, logger: logger).run()
-        case .owntracks:
-            let translator = try OwnTracksTranslator(user: owntracksUser)
-            try await FleetBridge(subscriber: subscriber, translator: translator, logger: logger).run()
-        }
+        // Subscribed comes after the publishing connection is up: then both are.
+        let readiness = Readiness(["subscribed"])
+        let subscriber = try connection.makeSubscriber(logger: logger, onSubscribed: { readiness.report("subscribed") })
+        let bridge: any Service =
+            switch to {
+            case .homeassistant:
+                FleetBridge(subscriber: subscriber, translator: HomeAssistantTranslator(options: try homeAssistantOptions()), logger: logger)
+            case .owntracks:
+                FleetBridge(subscriber: subscriber, translator: try OwnTracksTranslator(user: owntracksUser), logger: logger)
+            }
+        // SIGTERM or SIGINT: unsubscribe, publish everything received, wait for the broker's
+        // acknowledgements, exit 0.
+        try await FleetWatchServices.run(
+            [.init(service: bridge, successTerminationBehavior: .gracefullyShutdownGroup)],
+            readiness: readiness, status: "bridging \(subscriber.filters.joined(separator: " ")) to \(to.rawValue)", logger: logger)
     }
 }

@@ -68,10 +68,12 @@ struct ConnectionOptions: ParsableArguments {
     }
 
     /// The subscriber of `--vehicle`s and `--share-group` with these connection settings;
-    /// `bufferLimit` and `dropLogLevel` as in ``FleetSubscriber/Options``; with `durability`,
-    /// a persistent session that acknowledges after handling (``FleetSubscriber/deliveries()``).
+    /// `bufferLimit`, `dropLogLevel` and `onSubscribed` as in ``FleetSubscriber/Options``; with
+    /// `durability`, a persistent session that acknowledges after handling
+    /// (``FleetSubscriber/deliveries()``).
     func makeSubscriber(
-        logger: Logger, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug, durability: Durability? = nil
+        logger: Logger, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug, durability: Durability? = nil,
+        onSubscribed: (@Sendable () -> Void)? = nil
     ) throws -> FleetSubscriber {
         let url = try BrokerURL(parsing: broker)
         var mqtt = MQTTConfiguration(
@@ -87,7 +89,7 @@ struct ConnectionOptions: ParsableArguments {
         }
         let options = FleetSubscriber.Options(
             topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup, bufferLimit: bufferLimit,
-            dropLogLevel: dropLogLevel)
+            dropLogLevel: dropLogLevel, onSubscribed: onSubscribed)
         return try FleetSubscriber(configuration: mqtt, options: options, logger: logger)
     }
 

@@ -6,7 +6,7 @@ import Synchronization
 
 /// The terminal view: folds events into a ``FleetState`` and redraws the table in place once
 /// a second, and soon after a change (at most five times a second).
-struct LiveTable {
+struct LiveTable: Sendable {
     let table: FleetTable
     let topics: FleetTopics
     let output: StandardOutput

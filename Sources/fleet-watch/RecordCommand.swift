@@ -54,29 +54,29 @@ struct RecordCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = connection.makeLogger()
         let location = try PostgresLocation(parsing: postgres, environment: ProcessInfo.processInfo.environment)
+        // The recorder subscribes once its schema is migrated: then it is ready.
+        let readiness = Readiness(["subscribed"])
         let shareSuffix = connection.shareGroup.map { "-\($0.prefix(32))" } ?? ""
         let subscriber = try connection.makeSubscriber(
             logger: logger, dropLogLevel: .warning,
             durability: .init(
                 defaultClientID: "fleet-watch-record-\(ConnectionOptions.hostName)\(shareSuffix)", sessionExpiry: .seconds(sessionExpiry),
-                inFlight: buffer))
+                inFlight: buffer),
+            onSubscribed: { readiness.report("subscribed") })
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
         let recorder = FleetRecorder(
             subscriber: subscriber, store: TrackStore(client: client, logger: logger),
             options: FleetRecorder.Options(batchSize: batchSize), logger: logger)
         logger.info("PostgreSQL", metadata: ["postgres": "\(location)"])
-        var group = ServiceGroupConfiguration(
-            services: [
-                // Shut down last: the recorder writes what it holds through it first.
-                .init(service: client),
-                .init(service: recorder, successTerminationBehavior: .gracefullyShutdownGroup),
-            ],
-            gracefulShutdownSignals: [.sigterm, .sigint],
-            logger: logger
-        )
-        group.maximumGracefulShutdownDuration = .seconds(25)
         do {
-            try await ServiceGroup(configuration: group).run()
+            try await FleetWatchServices.run(
+                [
+                    // Shut down last: the recorder writes what it holds through it first.
+                    .init(service: client),
+                    .init(service: recorder, successTerminationBehavior: .gracefullyShutdownGroup),
+                ],
+                readiness: readiness, status: "recording \(subscriber.filters.joined(separator: " ")) into \(location)",
+                gracePeriod: .seconds(25), logger: logger)
         } catch {
             logger.error("record failed", metadata: ["error": "\(error)"])
             throw ExitCode.failure

@@ -7,6 +7,7 @@ import Foundation
 import GNSS
 import Logging
 import PostgresNIO
+import ServiceLifecycle
 
 /// `fleet-watch serve --listen HOST:PORT`: the fleet on a live map in the browser. All the logic
 /// is in the FleetMap library (``FleetMapServer``).
@@ -83,20 +84,32 @@ struct ServeCommand: AsyncParsableCommand {
                 configuration: try PostgresLocation(parsing: $0, environment: ProcessInfo.processInfo.environment).clientConfiguration,
                 backgroundLogger: logger)
         }
+        let readiness = Readiness(["subscribed", "listening"])
         let server: FleetMapServer
         do {
             server = try FleetMapServer(
-                subscriber: try connection.makeSubscriber(logger: logger), options: options,
-                history: client.map { RecordedTracks(store: TrackStore(client: $0, logger: logger)) }, logger: logger)
+                subscriber: try connection.makeSubscriber(logger: logger, onSubscribed: { readiness.report("subscribed") }),
+                options: options, history: client.map { RecordedTracks(store: TrackStore(client: $0, logger: logger)) }, logger: logger)
         } catch let error as FleetMapServer.LeafletMissing {
             throw ValidationError(error.description)
         }
-        guard let client else { return try await server.run() }
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            try await server.run()
-        }
+        // SIGTERM or SIGINT: every browser's event stream ends, no new connections, the
+        // subscription is handed over, exit 0. The history's client shuts down last.
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = client.map { [.init(service: $0)] } ?? []
+        services.append(
+            .init(service: ListeningMapServer(server: server, readiness: readiness), successTerminationBehavior: .gracefullyShutdownGroup))
+        try await FleetWatchServices.run(
+            services, readiness: readiness, status: "serving the live map on \(listen)", logger: logger)
+    }
+}
+
+/// The map server, reporting `listening` to ``Readiness`` once its socket is bound.
+private struct ListeningMapServer: Service {
+    let server: FleetMapServer
+    let readiness: Readiness
+
+    func run() async throws {
+        try await server.run(onListening: { [readiness] _ in readiness.report("listening") })
     }
 }
 

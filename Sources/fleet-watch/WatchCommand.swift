@@ -42,7 +42,8 @@ struct WatchCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = connection.makeLogger()
         let topics = try connection.topics()
-        let subscriber = try connection.makeSubscriber(logger: logger)
+        let readiness = Readiness(["subscribed"])
+        let subscriber = try connection.makeSubscriber(logger: logger, onSubscribed: { readiness.report("subscribed") })
         let table = FleetTable(staleAfter: .milliseconds(Int64(staleAfter * 1000)))
         let formatter = FleetEventFormatter(topics: topics)
         let output = StandardOutput()
@@ -61,12 +62,13 @@ struct WatchCommand: AsyncParsableCommand {
             return
         }
 
-        if json || !output.isTerminal {
-            for try await event in subscriber.events() {
-                output.writeLine(json ? formatter.jsonLine(event) : formatter.plainLine(event))
-            }
-        } else {
-            try await LiveTable(table: table, topics: topics, output: output).run(subscriber.events())
-        }
+        // SIGTERM or SIGINT: unsubscribe, show what was already received, exit 0.
+        let shown: WatchService.Output =
+            json
+            ? .json(formatter, output)
+            : output.isTerminal ? .table(LiveTable(table: table, topics: topics, output: output)) : .plain(formatter, output)
+        try await FleetWatchServices.run(
+            [.init(service: WatchService(subscriber: subscriber, output: shown), successTerminationBehavior: .gracefullyShutdownGroup)],
+            readiness: readiness, status: "watching \(subscriber.filters.joined(separator: " "))", logger: logger)
     }
 }

@@ -1,5 +1,6 @@
 import ArgumentParser
 import EdgeAgent
+import FleetcastCore
 import Logging
 import ServiceLifecycle
 
