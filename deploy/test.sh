@@ -12,6 +12,7 @@ as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 packages=(
   gpsd gpsd-clients          # gpsd and gpsfake/gpsdecode: the real daemon the sources talk to
   socat                      # pseudo-terminal pairs standing in for a serial receiver
+  time                       # GNU time: the peak memory of a fleet-watch run (a 60 MB message refused)
   mosquitto mosquitto-clients libmosquitto-dev pkg-config openssl   # broker, CLI clients, C client library
   libyaml-dev                # libyaml: the agent's configuration file (CYAML)
   sqlite3                    # the outbox store tests: a store written by another program (sqlite-nio builds its own SQLite in)

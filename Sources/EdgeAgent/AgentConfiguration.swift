@@ -173,6 +173,8 @@ extension AgentConfiguration {
             password: broker.password?.value,
             maxInflightMessages: broker.maxInflight
         )
+        // The agent subscribes to nothing: any packet past the contract's size is hostile.
+        mqtt.maximumPacketSize = FleetPayload.maximumPacketBytes
         if usesTLS {
             mqtt.tls = MQTTTLSConfiguration(caFile: broker.caFile, certificateFile: broker.certFile, keyFile: broker.keyFile)
         }

@@ -12,6 +12,10 @@ extension FleetPayload {
     /// The largest payload the decoders read, in bytes (64 KiB); a contract payload is < 1 KiB.
     public static let maximumPayloadBytes = 65_536
 
+    /// The largest MQTT packet a Fleetcast client takes by default: the largest payload, and
+    /// 1 KiB for the topic, properties and header (announced as MQTT 5 Maximum Packet Size).
+    public static let maximumPacketBytes = maximumPayloadBytes + 1_024
+
     /// Decodes a `fix` payload.
     ///
     /// Required keys: `v`, `time`, `lat`, `lon`, `mode` (2 or 3: a fix is never mode 1), and

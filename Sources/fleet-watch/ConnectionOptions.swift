@@ -36,6 +36,9 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "The MQTT client id (default: fleet-watch-<host>-<pid>; record: fleet-watch-record-<host>[-<share group>], the same at every start).")
     var clientID: String?
 
+    @Option(help: "The largest MQTT packet taken, in bytes (announced to an MQTT 5 broker; larger messages are dropped unread).")
+    var maxPacketSize: Int = FleetPayload.maximumPacketBytes
+
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
@@ -44,6 +47,7 @@ struct ConnectionOptions: ParsableArguments {
         for v in vehicles {
             do { _ = try VehicleID(validating: v) } catch { throw ValidationError(error.description) }
         }
+        guard maxPacketSize >= 1_024 else { throw ValidationError("--max-packet-size must be at least 1024 bytes") }
         if (certFile == nil) != (keyFile == nil) {
             throw ValidationError("--cert-file and --key-file go together")
         }
@@ -82,6 +86,7 @@ struct ConnectionOptions: ParsableArguments {
             password: try readPassword(logger: logger),
             tls: url.usesTLS ? MQTTTLSConfiguration(caFile: caFile, certificateFile: certFile, keyFile: keyFile) : nil
         )
+        mqtt.maximumPacketSize = maxPacketSize
         if let durability {
             mqtt.session = .persistent(expiry: durability.sessionExpiry)
             mqtt.receiveMaximum = durability.inFlight

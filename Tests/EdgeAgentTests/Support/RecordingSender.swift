@@ -107,9 +107,11 @@ final class RecordingSender: MessageSending {
     }
 }
 
-/// FleetcastTestSupport's ``withTimeout(_:_:_:)`` with these tests' default bound, in seconds.
+/// FleetcastTestSupport's ``withTimeout(_:_:_:)`` with these tests' default bound, in seconds:
+/// a bound on a hang, not a speed target, so long enough for two cores that also run the rest
+/// of the suite (agents, brokers, PostgreSQL) at the same moment.
 func withTimeout<T: Sendable>(
-    _ seconds: Double = 10, _ body: @escaping @Sendable () async throws -> T
+    _ seconds: Double = 30, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await withTimeout(.seconds(seconds), "an operation", body)
 }
