@@ -217,6 +217,17 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
                 }
             }
             #expect(String(reflecting: refusal).localizedCaseInsensitiveContains("certificate"), "\(String(reflecting: refusal))")
+            // With the CA that signed it (sslrootcert), verify-full and verify-ca connect.
+            let ca = try #require(postgres.caFile)
+            for mode in ["verify-full", "verify-ca"] {
+                let verified = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=\(mode)&sslrootcert=\(ca)")
+                try await withTimeout(.seconds(30), "a \(mode) connection with the server's CA") {
+                    let connection = try await PostgresConnection.connect(
+                        configuration: try verified.connectionConfiguration(), id: 2,
+                        logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() })
+                    try await connection.close()
+                }
+            }
         }
     }
 
@@ -238,7 +249,13 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
         #expect(fromEnvironment.port == 5432)
         #expect(fromEnvironment.user == "postgres")
         #expect(fromEnvironment.tlsMode == .prefer)
-        for bad in ["mysql://db/x", "postgres://db", "postgres://db/x?sslmode=verify-ca", "postgres:///x", "postgres://db/x?timeout=3"] {
+        let rooted = try PostgresLocation(parsing: "postgres://db/x?sslmode=verify-ca&sslrootcert=/etc/fleetcast/pg-ca.pem")
+        #expect(rooted.tlsMode == .verifyCA)
+        #expect(rooted.rootCertificateFile == "/etc/fleetcast/pg-ca.pem")
+        for bad in [
+            "mysql://db/x", "postgres://db", "postgres://db/x?sslmode=verify-all", "postgres:///x", "postgres://db/x?timeout=3",
+            "postgres://db/x?sslrootcert=",
+        ] {
             #expect(throws: PostgresLocation.InvalidURL.self, "\(bad)") { try PostgresLocation(parsing: bad) }
         }
     }
