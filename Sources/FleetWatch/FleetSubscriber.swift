@@ -103,33 +103,23 @@ public struct FleetSubscriber: Sendable {
     /// event (the track recorder) loses none of them, and in a share group the broker sends
     /// the next messages to the other members.
     public func events() -> AsyncThrowingStream<FleetEvent, any Error> {
-        let (stream, continuation) = AsyncThrowingStream.makeStream(
-            of: FleetEvent.self, bufferingPolicy: .bufferingNewest(options.bufferLimit))
         let decoder = FleetMessageDecoder(topics: options.topics)
-        let task = Task { [self, options, logger] in
+        let policy = AsyncThrowingStream<MQTTMessage, any Error>.Continuation.BufferingPolicy.bufferingNewest(options.bufferLimit)
+        return stream(of: FleetEvent.self, .bufferingNewest(options.bufferLimit), subscription: policy) { [options, logger] continuation in
             var dropped: UInt64 = 0
-            do {
-                try await run(bufferingPolicy: .bufferingNewest(options.bufferLimit)) { message, _ in
-                    decoder.decode(topic: message.topic, payload: message.payload) { event in
-                        if case .dropped = continuation.yield(event) {
-                            dropped &+= 1
-                            if dropped.isMultiple(of: 1000) || dropped == 1 {
-                                logger.log(
-                                    level: options.dropLogLevel, "Events dropped for a slow consumer",
-                                    metadata: ["events.dropped": "\(dropped)"])
-                            }
+            return { message, _ in
+                decoder.decode(topic: message.topic, payload: message.payload) { event in
+                    if case .dropped = continuation.yield(event) {
+                        dropped &+= 1
+                        if dropped.isMultiple(of: 1000) || dropped == 1 {
+                            logger.log(
+                                level: options.dropLogLevel, "Events dropped for a slow consumer",
+                                metadata: ["events.dropped": "\(dropped)"])
                         }
                     }
                 }
-                continuation.finish()
-            } catch is CancellationError {
-                continuation.finish()
-            } catch {
-                continuation.finish(throwing: error)
             }
         }
-        continuation.onTermination = { _ in task.cancel() }
-        return stream
     }
 
     /// The fleet's messages, each with its events and a receipt to acknowledge once they
@@ -148,15 +138,27 @@ public struct FleetSubscriber: Sendable {
     /// without a share group the subscription is kept, so the broker keeps what arrives
     /// while the consumer is away.
     public func deliveries() -> AsyncThrowingStream<FleetDelivery, any Error> {
-        let (stream, continuation) = AsyncThrowingStream.makeStream(of: FleetDelivery.self, bufferingPolicy: .unbounded)
         let decoder = FleetMessageDecoder(topics: options.topics)
+        return stream(of: FleetDelivery.self, .unbounded, subscription: .unbounded) { continuation in
+            { message, client in
+                var events: [FleetEvent] = []
+                decoder.decode(topic: message.topic, payload: message.payload) { events.append($0) }
+                continuation.yield(FleetDelivery(events: events, client: client, tag: message.deliveryTag))
+            }
+        }
+    }
+
+    /// A stream fed by ``run(bufferingPolicy:_:)`` with what `makeEmit` makes of each message;
+    /// finished when the subscription ends (with its error, if one), cancelled with it.
+    private func stream<Element: Sendable>(
+        of: Element.Type, _ policy: AsyncThrowingStream<Element, any Error>.Continuation.BufferingPolicy,
+        subscription: AsyncThrowingStream<MQTTMessage, any Error>.Continuation.BufferingPolicy,
+        _ makeEmit: @escaping @Sendable (AsyncThrowingStream<Element, any Error>.Continuation) -> (MQTTMessage, MQTTClient) -> Void
+    ) -> AsyncThrowingStream<Element, any Error> {
+        let (stream, continuation) = AsyncThrowingStream.makeStream(of: Element.self, bufferingPolicy: policy)
         let task = Task { [self] in
             do {
-                try await run(bufferingPolicy: .unbounded) { message, client in
-                    var events: [FleetEvent] = []
-                    decoder.decode(topic: message.topic, payload: message.payload) { events.append($0) }
-                    continuation.yield(FleetDelivery(events: events, client: client, tag: message.deliveryTag))
-                }
+                try await run(bufferingPolicy: subscription, makeEmit(continuation))
                 continuation.finish()
             } catch is CancellationError {
                 continuation.finish()

@@ -55,14 +55,7 @@ struct GapsCommand: AsyncParsableCommand {
     }
 
     private func range() throws -> (UTCTimestamp?, UTCTimestamp?) {
-        func parse(_ text: String?, _ option: String) throws -> UTCTimestamp? {
-            guard let text else { return nil }
-            guard let time = UTCTimestamp(iso8601: text) else {
-                throw ValidationError("\(option) \(text.prefix(40)): expected an ISO 8601 UTC time such as 2026-11-24T08:00:00Z")
-            }
-            return time
-        }
-        return (try parse(since, "--since"), try parse(until, "--until"))
+        (try since.map { try parseTimeArgument($0, option: "--since") }, try until.map { try parseTimeArgument($0, option: "--until") })
     }
 
     func run() async throws {

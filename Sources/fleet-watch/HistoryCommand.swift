@@ -47,16 +47,10 @@ struct HistoryCommand: AsyncParsableCommand {
     }
 
     private func range() throws -> (UTCTimestamp, UTCTimestamp) {
-        func parse(_ text: String, _ option: String) throws -> UTCTimestamp {
-            guard let time = UTCTimestamp(iso8601: text) else {
-                throw ValidationError("\(option) \(text.prefix(40)): expected an ISO 8601 UTC time such as 2026-11-24T08:00:00Z")
-            }
-            return time
-        }
-        let to =
-            try until.map { try parse($0, "--until") }
-            ?? UTCTimestamp.wallClockNow
-        let from = try since.map { try parse($0, "--since") } ?? UTCTimestamp(millisecondsSince1970: to.millisecondsSince1970 - 86_400_000)
+        let to = try until.map { try parseTimeArgument($0, option: "--until") } ?? UTCTimestamp.wallClockNow
+        let from =
+            try since.map { try parseTimeArgument($0, option: "--since") }
+            ?? UTCTimestamp(millisecondsSince1970: to.millisecondsSince1970 - 86_400_000)
         return (from, to)
     }
 
