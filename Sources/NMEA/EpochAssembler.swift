@@ -21,17 +21,13 @@ import GNSS
 ///   says 1999 or 2033 is reported so). Other sentences use the last date seen; a cycle
 ///   whose time of day falls more than 12 h before the date's time of day is taken to
 ///   be on the next day (midnight passed).
-/// - **Mode** is the receiver's state: each cycle starts from the last cycle's mode, and
-///   only a sentence with mode information changes it. GSA's fix type (1, 2, 3) is taken
-///   as said; GGA: no fix with quality 0, no position or (GP/GN) < 3 satellites, else 3D
-///   with an altitude and ≥ 4 satellites, else 2D (which does not override, within a cycle,
-///   a 3D from GSA or with an altitude); GNS likewise (mode `N` → no fix). RMC/GLL with
-///   status V → no fix; valid, they carry no dimension and keep the receiver's mode (at
-///   least 2D, 3D when the cycle has an altitude or GSA counts ≥ 4 satellites, as gpsd).
-///   A timed cycle with no position is a no-fix. A 3D cycle without an altitude (a
-///   receiver that sends GGA only every other cycle) is reported 3D without one.
+/// - **Mode**, and the **speed and climb derived** where the receiver sends no speed, are
+///   gpsd's: every sentence goes through `GPSDFixModel`, a transcription of gpsd's NMEA
+///   driver and error model (GGA/GNS altitude with ≥ 4 satellites → 3D, GSA's mode, RMC/GLL
+///   keeping the last fix's, the latch on a GGA whose time does not advance, no lowering of
+///   a 3D fix while an altitude is held, the fix cleared when the time of day moves).
 /// - **Values**: speed (knots × 1852/3600 → m/s) and track from RMC/VTG as reported (the
-///   later wins); altMSL and geoid separation from GGA/GNS, altHAE = altMSL + separation
+///   later wins), else gpsd's derived speed; altMSL and geoid separation from GGA/GNS, altHAE = altMSL + separation
 ///   only when the receiver gives the separation; DOPs from GGA/GNS/GSA (0.01…89.99, else
 ///   unknown); eph = √(σlat² + σlon²) and epv = σalt from GST (1 σ, metres); satellites
 ///   used from GSA (all talkers of the cycle, without duplicates), else GGA/GNS.
@@ -43,9 +39,6 @@ struct EpochAssembler {
         var timeOfDay: Int?
         var date: NMEADate?
         var position: NMEAPosition?
-        var mode: FixMode?
-        /// A GSA of this cycle gave the mode: RMC/GLL and a GGA's 2D leave it.
-        var modeFromGSA = false
         var altitudeMSL: Double?
         var geoidSeparation: Double?
         var speed: Double?
@@ -84,16 +77,14 @@ struct EpochAssembler {
     private var kindCounts: (UInt64, UInt64) = (0, 0)
     private var lastKind: NMEASentenceKind?
     private var lastGSATalker: UInt8 = 0
-    private var seenOtherGSA = false
     /// GSA's satellites-used count carries over cycles (gpsd's `satellites_used`).
     private var gsaSatellites = 0
-    /// The receiver's fix mode: the mode of the last cycle, kept until the receiver says
-    /// otherwise (a sentence without mode information does not change it).
-    private var receiverMode = FixMode.noFix
     private var inNoFixState = false
     private var pendingGST: GSTSentence?
     /// The heading sentences of the instant in progress.
     private var headingMerger = HeadingMerger()
+    /// gpsd's fix, sentence by sentence: the mode, speed and climb reported (see `GPSDFixModel`).
+    private var gpsd = GPSDFixModel()
 
     /// Counters kept for the decoder's statistics.
     var fixes = 0, headings = 0
@@ -118,6 +109,7 @@ struct EpochAssembler {
         }
         let contributes = apply(sentence, emit: emit)
         lastKind = kind
+        gpsd.update(sentence, time: gpsdTime(of: sentence), cycleTime: tod, gsaUsed: gsaSatellites)
         guard contributes else { return }
         let ordinal = note(kind)
         if let ender = cycleEnder, ender.kind == kind, ender.ordinal == ordinal {
@@ -143,6 +135,28 @@ struct EpochAssembler {
         return ordinal
     }
 
+    /// A sentence the decoder does not use (proprietary, unknown type): gpsd parses it too,
+    /// and it ends a run of GSA there.
+    mutating func ignored() {
+        gpsd.other()
+    }
+
+    /// The instant gpsd gives a sentence (`TIME_SET`): a time of day once a date is known
+    /// (RMC valid with its date, ZDA with a full date, GGA/GLL/GNS after either).
+    private func gpsdTime(of sentence: NMEASentence) -> Int64? {
+        let tod: Int?
+        switch sentence {
+        case .gga(let s): tod = s.timeOfDay
+        case .gll(let s): tod = s.timeOfDay
+        case .gns(let s): tod = s.timeOfDay
+        case .rmc(let s): tod = s.isValid && s.date != nil ? s.timeOfDay : nil
+        case .zda(let s): tod = s.date != nil ? s.timeOfDay : nil
+        default: tod = nil
+        }
+        guard let tod, epoch.date != nil || date != nil else { return nil }
+        return timestamp(timeOfDay: tod)?.millisecondsSince1970
+    }
+
     /// Emits the cycle in progress, if it has not been emitted.
     mutating func finish(emit: (GNSSEvent) -> Void) {
         close(emit: emit)
@@ -164,11 +178,6 @@ struct EpochAssembler {
     private mutating func close(emit: (GNSSEvent) -> Void) {
         endHeading(emit: emit)
         if epoch.reported == .nothing, epoch.hasContent { report(emit: emit) }
-        if epoch.hasContent {
-            // A timed cycle without a position is a no-fix; an untimed fragment (a GSA
-            // before the first timed sentence) keeps what it said.
-            receiverMode = epoch.position == nil && epoch.timeOfDay != nil ? .noFix : epoch.mode ?? receiverMode
-        }
         epoch = Epoch()
         kindCounts = (0, 0)
         lastFixSentence = nil
@@ -211,41 +220,21 @@ struct EpochAssembler {
 
     private func makeFix() -> Fix? {
         let e = epoch
-        guard let position = e.position, let mode = e.mode, mode != .noFix,
+        guard let position = e.position, let mode = FixMode(rawValue: gpsd.fix.mode), mode != .noFix,
             let tod = e.timeOfDay, let time = timestamp(timeOfDay: tod)
         else { return nil }
+        let derived = gpsd.fix
         var hae: Double?
         if let msl = e.altitudeMSL, let sep = e.geoidSeparation { hae = msl + sep }
         return Fix(
             time: time, latitude: position.latitude, longitude: position.longitude,
             altitudeHAE: hae, altitudeMSL: e.altitudeMSL, geoidSeparation: e.geoidSeparation,
-            speed: e.speed, track: e.track, magneticVariation: e.magneticVariation,
+            speed: e.speed ?? (derived.speed.isFinite ? derived.speed : nil), track: e.track,
+            magneticVariation: e.magneticVariation, climb: derived.climb.isFinite ? derived.climb : nil,
             mode: mode, quality: e.quality,
             satellitesUsed: e.gsaUsed.map(\.count).flatMap { $0 > 0 ? $0 : nil } ?? e.satellites,
             hdop: e.hdop, vdop: e.vdop, pdop: e.pdop, eph: e.eph, epv: e.epv
         )
-    }
-
-    /// Sets the cycle's mode from GGA or GNS: a 2D does not override a 3D that the cycle
-    /// has from GSA or with an altitude (a second talker's GGA with fewer satellites).
-    private mutating func setMode(_ mode: FixMode) {
-        if epoch.mode == .threeD, mode == .twoD, epoch.modeFromGSA || epoch.altitudeMSL != nil {
-            return
-        }
-        epoch.mode = mode
-    }
-
-    /// A valid RMC or GLL has a position but says nothing of the fix dimension: the cycle
-    /// keeps the receiver's mode (at least 2D), and is 3D when it has an altitude or the
-    /// last GSA counts ≥ 4 satellites (gpsd's rules). It never lowers the cycle's mode nor
-    /// changes one that a GSA of this cycle gave; after a no-fix earlier in the cycle (a
-    /// GGA without satellites, an RMC V before the receiver knows the time) it gives 2D,
-    /// as gpsd, not the receiver's earlier 3D.
-    private mutating func keepReceiverMode() {
-        if epoch.modeFromGSA { return }
-        var mode = receiverMode == .threeD && epoch.mode != .noFix ? FixMode.threeD : .twoD
-        if gsaSatellites > 3 || epoch.altitudeMSL != nil { mode = .threeD }
-        if (epoch.mode?.rawValue ?? 0) < mode.rawValue { epoch.mode = mode }
     }
 
     private mutating func setPosition(_ p: NMEAPosition) {
@@ -263,12 +252,8 @@ struct EpochAssembler {
                 dateTimeOfDay = s.timeOfDay ?? 0
                 epoch.date = d
             }
-            guard s.isValid, let p = s.position else {
-                epoch.mode = .noFix
-                return true
-            }
+            guard s.isValid, let p = s.position else { return true }
             setPosition(p)
-            keepReceiverMode()
             if let k = s.speedKnots { epoch.speed = k * 1852 / 3600 }
             if let t = s.trackDegrees { epoch.track = t }
             if let v = s.magneticVariation { epoch.magneticVariation = v }
@@ -277,52 +262,30 @@ struct EpochAssembler {
             if let q = s.quality { epoch.quality = FixQuality(rawValue: q) }
             if s.satellitesUsed > 0 { epoch.satellites = s.satellitesUsed }
             if let h = s.hdop { epoch.hdop = h }
-            guard let p = s.position, s.quality != 0 else {
-                epoch.mode = .noFix
-                return true
-            }
+            guard let p = s.position, s.quality != 0 else { return true }
             setPosition(p)
-            var mode = FixMode.twoD
             if let alt = s.altitudeMSL {
                 epoch.altitudeMSL = alt
                 epoch.geoidSeparation = s.geoidSeparation
-                if s.satellitesUsed >= 4 { mode = .threeD }
             }
-            if s.satellitesUsed < 3, s.talkerFirst == UInt8(ascii: "G"),
-                s.talkerSecond == UInt8(ascii: "P") || s.talkerSecond == UInt8(ascii: "N")
-            {
-                mode = .noFix
-            }
-            if mode == .noFix { epoch.mode = .noFix } else { setMode(mode) }
         case .gns(let s):
             epoch.hasContent = true
-            guard let m = s.mode, m != UInt8(ascii: "N") else {
-                epoch.mode = .noFix
-                return true
-            }
+            guard let m = s.mode, m != UInt8(ascii: "N") else { return true }
             if s.navigationStatus == UInt8(ascii: "U") || s.navigationStatus == UInt8(ascii: "V") { return true }
             if s.satellitesUsed > 0 { epoch.satellites = s.satellitesUsed }
-            guard let p = s.position else {
-                epoch.mode = .noFix
-                return true
-            }
+            guard let p = s.position else { return true }
             setPosition(p)
             if let h = s.hdop { epoch.hdop = h }
-            var mode = FixMode.twoD
             if let alt = s.altitudeMSL {
                 epoch.altitudeMSL = alt
                 if let sep = s.geoidSeparation { epoch.geoidSeparation = sep }
-                if s.satellitesUsed > 3 { mode = .threeD }
             }
-            setMode(mode)
         case .gll(let s):
             epoch.hasContent = true
             guard s.status == UInt8(ascii: "A"), s.faaMode != UInt8(ascii: "N"), let p = s.position else {
-                epoch.mode = .noFix
                 return true
             }
             setPosition(p)
-            keepReceiverMode()
         case .gsa(let s):
             epoch.hasContent = true
             let continuing =
@@ -336,12 +299,6 @@ struct EpochAssembler {
             }
             gsaSatellites = epoch.gsaUsed?.count ?? 0
             lastGSATalker = s.talker
-            if s.talker != UInt8(ascii: "P") && s.talker != UInt8(ascii: "N") { seenOtherGSA = true }
-            let ignoreMode = s.talker == UInt8(ascii: "P") && seenOtherGSA
-            if !ignoreMode, let m = s.mode, let mode = FixMode(rawValue: m) {
-                epoch.mode = mode
-                epoch.modeFromGSA = true
-            }
             if let v = s.pdop { epoch.pdop = v }
             if let v = s.hdop { epoch.hdop = v }
             if let v = s.vdop { epoch.vdop = v }
@@ -363,6 +320,8 @@ struct EpochAssembler {
                 return false
             }
             apply(s)
+        case .pgrmz(let s):
+            if let alt = s.altitudeMSL { epoch.altitudeMSL = alt }
         case .heading(let kind, let h):
             if headingMerger.isRepeat(kind) { endHeading(emit: emit) }
             headingMerger.add(kind, h)

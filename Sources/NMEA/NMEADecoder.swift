@@ -80,6 +80,7 @@ public struct NMEADecoder: Sendable {
         }
         let payload = UnsafeRawBufferPointer(rebasing: line[1..<(1 + payloadLength)])
         guard let sentence = NMEASentence.parse(payload: payload) else {
+            assembler.ignored()
             counts.ignored += 1
             return
         }

@@ -20,6 +20,8 @@ public enum NMEASentence: Sendable, Equatable {
     case gst(GSTSentence)
     /// HDT, THS, HDG or HDM.
     case heading(NMEASentenceKind, HeadingSentence)
+    /// Garmin altitude and fix dimension.
+    case pgrmz(PGRMZSentence)
 
     /// Which kind of sentence this is.
     public var kind: NMEASentenceKind {
@@ -34,14 +36,16 @@ public enum NMEASentence: Sendable, Equatable {
         case .zda: .zda
         case .gst: .gst
         case .heading(let k, _): k
+        case .pgrmz: .pgrmz
         }
     }
 
     /// Parses a checksum-verified payload (the bytes between `$` and `*`).
     ///
     /// Any two-letter talker is accepted (GP, GN, GL, GA, GB, BD, GQ, QZ, GI, IN, HE, HC,
-    /// SD, AP…). Returns `nil` for proprietary (`P…`), unknown sentence types and a heading
-    /// sentence without a usable value: the caller counts those as ignored.
+    /// SD, AP…). Returns `nil` for proprietary (`P…`) sentences other than Garmin's `PGRMZ`
+    /// (which gpsd's NMEA driver reads for altitude and mode), unknown sentence types and a
+    /// heading sentence without a usable value: the caller counts those as ignored.
     public static func parse(payload: UnsafeRawBufferPointer) -> NMEASentence? {
         NMEAFields.withFields(of: payload) { f in parse(fields: f) }
     }
@@ -49,6 +53,10 @@ public enum NMEASentence: Sendable, Equatable {
     /// Parses already tokenized fields; see ``parse(payload:)``.
     public static func parse(fields f: NMEAFields) -> NMEASentence? {
         let address = f[0]
+        if f.field(0, equals: "PGRMZ") {
+            // gpsd's table: at least 4 fields.
+            return f.count >= 4 ? .pgrmz(PGRMZSentence(f)) : nil
+        }
         guard address.count == 5 else { return nil }
         let t0 = address[0], t1 = address[1]
         guard t0 != UInt8(ascii: "P"),
@@ -68,6 +76,8 @@ public enum NMEASentence: Sendable, Equatable {
         case .hdt, .hdg, .hdm, .ths:
             guard let h = HeadingSentence(f, kind: kind) else { return nil }
             return .heading(kind, h)
+        case .pgrmz:
+            return nil
         }
     }
 }

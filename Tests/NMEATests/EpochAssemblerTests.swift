@@ -129,12 +129,38 @@ struct EpochAssemblerTests {
         #expect(decodeAll(text).events.compactMap(\.fix).map(\.mode) == [.twoD, .twoD])
     }
 
-    @Test("GSA mode 2 downgrades a 3D fix, even with an altitude, and 3 upgrades it again")
-    func gsaDowngrades() {
-        let text = cycle(10) + cycle(11, gsaMode: 2) + cycle(12, gsaMode: 2) + cycle(13)
+    @Test("as gpsd: a GSA mode 2 does not lower a 3D fix while an altitude is held; mode 1 does")
+    func gsaTwoKeepsThreeD() {
+        // gpsd's nmea_parse: "don't downgrade mode if holding previous fix".
+        let text = cycle(10) + cycle(11, gsaMode: 2) + cycle(12, gsaMode: 2) + cycle(13, gsaMode: 1) + cycle(14)
+        let events = decodeAll(text).events
+        #expect(events.compactMap(\.fix).map(\.mode) == [.threeD, .threeD, .threeD, .threeD])
+        #expect(events.contains(.state(.noFix)))
+    }
+
+    @Test("as gpsd: a GSA mode 2 with 3 satellites is the mode when the GGA has no altitude")
+    func gsaTwoWithoutAltitude() {
+        let text = (10..<13).map { second in
+            sentence("GPGGA,1200\(second).00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
+                + sentence("GPGSA,A,2,13,16,21,,,,,,,,,,1.5,0.9,1.2")
+                + sentence("GPRMC,1200\(second).00,A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
+        }.joined()
+        #expect(decodeAll(text).events.compactMap(\.fix).map(\.mode) == [.twoD, .twoD, .twoD])
+    }
+
+    @Test("as gpsd's error model: speed from successive positions when the receiver sends none, climb from altitudes")
+    func derivedSpeedAndClimb() throws {
+        // GGA only: 0.001' of latitude a second is 1.852 m/s; the altitude rises 0.5 m a second.
+        let text = sentence("GPZDA,120000.00,19,11,2024,00,00") + (0..<3).map { i in
+            sentence("GPGGA,12000\(i).00,4807.0\(38 + i),N,01131.324,E,1,08,0.9,\(545.0 + 0.5 * Double(i)),M,46.9,M,,")
+        }.joined()
         let fixes = decodeAll(text).events.compactMap(\.fix)
-        #expect(fixes.map(\.mode) == [.threeD, .twoD, .twoD, .threeD])
-        #expect(fixes[1].altitudeMSL == 545.4)
+        #expect(fixes.count == 3)
+        #expect(fixes.first?.speed == nil && fixes.first?.climb == nil)
+        let last = try #require(fixes.last)
+        // Vincenty on WGS 84, as gpsd's earth_distance: a little more than 1.852 m at 48° N.
+        #expect(try abs(#require(last.speed) - 1.8532) < 0.001)
+        #expect(try abs(#require(last.climb) - 0.5) < 1e-9)
     }
 
     @Test("GGA quality 0 ends the fix; the GLL after it is 2D until the receiver says 3D")

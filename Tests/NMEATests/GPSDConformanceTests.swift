@@ -35,14 +35,6 @@ struct GPSDConformanceTests {
         /// previous position); gpsd's TPV keeps the GLL one, we keep the last one of the
         /// second. Only time and mode are compared.
         static let timeAndModeOnly: Set<String> = ["bundg_zeus_9"]
-
-        /// ch-4711, mtk-3301 (GSA `A,2` after a GGA with an altitude): the receiver says 2D
-        /// and we report 2D (the fix mode is the receiver's; a GSA mode changes it). gpsd
-        /// never lowers 3D to 2D while it holds an altitude, so it reports 3D. ch-4711's
-        /// header says "mostly 2D fixes" and its GGA altitude is frozen at 165.6 m (a 2D
-        /// fix holding its last altitude); mtk-3301's GSA uses 3 satellites, too few for
-        /// 3D. Only our 2D against gpsd's 3D is let pass there; every other key is compared.
-        static let receiverSaysTwoD: Set<String> = ["ch-4711", "mtk-3301"]
     }
 
     struct Expected {
@@ -98,17 +90,14 @@ struct GPSDConformanceTests {
                 problems.append("\(name) \(time): missing fix (gpsd mode \(e["mode"] ?? "?"))")
                 continue
             }
-            let twoDAsTheReceiverSays = Exception.receiverSaysTwoD.contains(name) && fix.mode == .twoD && e["mode"] as? Int == 3
-            if fix.mode.rawValue != e["mode"] as? Int, !twoDAsTheReceiverSays {
+            if fix.mode.rawValue != e["mode"] as? Int {
                 problems.append("\(name) \(time): mode \(fix.mode.rawValue) != gpsd \(e["mode"] ?? "?")")
             }
             if Exception.timeAndModeOnly.contains(name) { continue }
-            func compare(_ key: String, _ ours: Double?, _ tolerance: Double, derivedByGPSD: Bool = false) {
+            func compare(_ key: String, _ ours: Double?, _ tolerance: Double) {
                 guard let theirs = e[key] as? Double else { return }
                 guard let ours else {
-                    // gpsd derives speed from successive positions when the receiver sends
-                    // none; we report speed only as the receiver gave it.
-                    if !derivedByGPSD { problems.append("\(name) \(time): \(key) absent (gpsd \(theirs))") }
+                    problems.append("\(name) \(time): \(key) absent (gpsd \(theirs))")
                     return
                 }
                 if abs(ours - theirs) > tolerance {
@@ -118,7 +107,7 @@ struct GPSDConformanceTests {
             compare("lat", fix.latitude, 1e-6)
             compare("lon", fix.longitude, 1e-6)
             compare("altMSL", fix.altitudeMSL, 0.01)
-            compare("speed", fix.speed, 0.01, derivedByGPSD: true)
+            compare("speed", fix.speed, 0.01)
             compare("track", fix.track, 0.01)
         }
         var matched = 0
