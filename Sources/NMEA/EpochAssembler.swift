@@ -69,7 +69,7 @@ struct EpochAssembler {
         var ordinal: Int
     }
 
-    /// The learned last fix sentence of a cycle: the cycle is emitted when it arrives.
+    /// The learned last fix sentence of a cycle: after it, the cycle's fix is final.
     private(set) var cycleEnder: CycleEnder?
     /// The last fix sentence of the cycle in progress.
     private var lastFixSentence: CycleEnder?
@@ -86,10 +86,19 @@ struct EpochAssembler {
     /// gpsd's fix, sentence by sentence: the mode, speed and climb reported (see `GPSDFixModel`).
     private var gpsd = GPSDFixModel()
 
+    /// gpsd's end-of-cycle detector: when gpsd clears its fix and when it prints a TPV.
+    private var detector = GPSDCycleDetector()
+    /// gpsd's fix at its last report (its last TPV so far), not yet emitted.
+    private var pending: GPSDFixModel.Snapshot?
+    /// The last fix emitted.
+    private var lastEmitted: Fix?
+    /// A `# Date:` comment was seen (gpsd's regression-test mode: no WKRO correction).
+    var regressionMode = false
+
     /// Counters kept for the decoder's statistics.
     var fixes = 0, headings = 0
 
-    mutating func ingest(_ sentence: NMEASentence, emit: (GNSSEvent) -> Void) {
+    mutating func ingest(_ sentence: NMEASentence, _ packet: GPSDPacket, emit: (GNSSEvent) -> Void) {
         let kind = sentence.kind
         let tod = Self.cycleTime(of: sentence)
         if let tod {
@@ -109,14 +118,16 @@ struct EpochAssembler {
         }
         let contributes = apply(sentence, emit: emit)
         lastKind = kind
-        gpsd.update(sentence, time: gpsdTime(of: sentence), cycleTime: tod, gsaUsed: gsaSatellites)
+        let step = detector.step(packet)
+        if packet.handled {
+            gpsd.update(sentence, time: gpsdTime(of: sentence), clear: step.clear, gsaUsed: gsaSatellites)
+        } else {
+            gpsd.other(clear: step.clear)
+        }
+        if step.report { report(emit: emit) }
         guard contributes else { return }
         let ordinal = note(kind)
-        if let ender = cycleEnder, ender.kind == kind, ender.ordinal == ordinal {
-            report(emit: emit)
-        } else if epoch.reported != .nothing {
-            report(emit: emit)
-        }
+        if let ender = cycleEnder, ender.kind == kind, ender.ordinal == ordinal { flush(emit: emit) }
     }
 
     /// Counts a fix sentence of the cycle; returns its ordinal among its kind (1, 2…).
@@ -137,8 +148,10 @@ struct EpochAssembler {
 
     /// A sentence the decoder does not use (proprietary, unknown type): gpsd parses it too,
     /// and it ends a run of GSA there.
-    mutating func ignored() {
-        gpsd.other()
+    mutating func ignored(_ packet: GPSDPacket, emit: (GNSSEvent) -> Void) {
+        let step = detector.step(packet)
+        gpsd.other(clear: step.clear, averagePosition: packet.averagePosition)
+        if step.report { report(emit: emit) }
     }
 
     /// The instant gpsd gives a sentence (`TIME_SET`): a time of day once a date is known
@@ -177,27 +190,40 @@ struct EpochAssembler {
 
     private mutating func close(emit: (GNSSEvent) -> Void) {
         endHeading(emit: emit)
-        if epoch.reported == .nothing, epoch.hasContent { report(emit: emit) }
+        flush(emit: emit)
         epoch = Epoch()
         kindCounts = (0, 0)
         lastFixSentence = nil
     }
 
+    /// One of gpsd's report points (a TPV): its fix becomes the cycle's, emitted when the
+    /// cycle ends (see `flush`), or at once if the cycle was already emitted and it differs
+    /// (a correction, same time). A TPV without a publishable fix ends the fix.
     private mutating func report(emit: (GNSSEvent) -> Void) {
-        if let fix = makeFix() {
-            if epoch.reported != .fix(fix) {
-                epoch.reported = .fix(fix)
-                inNoFixState = false
-                fixes += 1
-                emit(.fix(fix))
-            }
-        } else if epoch.hasContent, epoch.reported != .noFix {
-            epoch.reported = .noFix
-            if !inNoFixState {
+        let g = gpsd.fix
+        if let fix = makeFix(g) {
+            pending = g
+            if let last = lastEmitted, last.time == fix.time, last != fix { flush(emit: emit) }
+        } else if g.mode < 2 || !g.latitude.isFinite {
+            // A TPV without a fix (not one merely without a date yet).
+            pending = nil
+            if epoch.hasContent, !inNoFixState {
                 inNoFixState = true
                 emit(.state(.noFix))
             }
         }
+    }
+
+    /// Emits the fix of gpsd's last report, if it is new: when the learned last sentence
+    /// of the cycle has arrived, when the time changes, and at the end of the input.
+    private mutating func flush(emit: (GNSSEvent) -> Void) {
+        guard let g = pending, let fix = makeFix(g) else { return }
+        pending = nil
+        guard fix != lastEmitted else { return }
+        lastEmitted = fix
+        inNoFixState = false
+        fixes += 1
+        emit(.fix(fix))
     }
 
     /// The UTC instant of a time of day, on the cycle's date or the last known one.
@@ -215,22 +241,30 @@ struct EpochAssembler {
         } else {
             return nil
         }
-        return UTCTimestamp(millisecondsSince1970: day + Int64(tod))
+        var ms = day + Int64(tod)
+        // gpsd_utc_resolve: a UTC date before 2017 while the leap-second count is above 17
+        // (gpsd's build-time 18) is a GPS week rollover: 1024 weeks are added. gpsd skips
+        // this only in its regression-test mode, set by a `# Date:` comment in the input.
+        if !regressionMode, ms < 1_483_228_800_000 { ms += 619_315_200_000 }
+        return UTCTimestamp(millisecondsSince1970: ms)
     }
 
-    private func makeFix() -> Fix? {
-        let e = epoch
-        guard let position = e.position, let mode = FixMode(rawValue: gpsd.fix.mode), mode != .noFix,
-            let tod = e.timeOfDay, let time = timestamp(timeOfDay: tod)
+    /// gpsd's fix (time, position, altitude, speed, track, mode, climb: its TPV) with the
+    /// cycle's other values (quality, DOPs, GST errors, satellites, variation: gpsd's SKY
+    /// and GST, taken as they stand when the fix is emitted); `nil` unless it has a time,
+    /// a position and a 2D or 3D mode.
+    private func makeFix(_ g: GPSDFixModel.Snapshot) -> Fix? {
+        guard g.time > 0, g.latitude.isFinite, g.longitude.isFinite, let mode = FixMode(rawValue: g.mode),
+            mode != .noFix
         else { return nil }
-        let derived = gpsd.fix
-        var hae: Double?
-        if let msl = e.altitudeMSL, let sep = e.geoidSeparation { hae = msl + sep }
+        let e = epoch
+        let msl: Double? = g.altMSL.isFinite ? g.altMSL : nil
+        let sep: Double? = msl != nil && g.geoidSeparation.isFinite ? g.geoidSeparation : nil
         return Fix(
-            time: time, latitude: position.latitude, longitude: position.longitude,
-            altitudeHAE: hae, altitudeMSL: e.altitudeMSL, geoidSeparation: e.geoidSeparation,
-            speed: e.speed ?? (derived.speed.isFinite ? derived.speed : nil), track: e.track,
-            magneticVariation: e.magneticVariation, climb: derived.climb.isFinite ? derived.climb : nil,
+            time: UTCTimestamp(millisecondsSince1970: g.time), latitude: g.latitude, longitude: g.longitude,
+            altitudeHAE: g.altHAE.isFinite ? g.altHAE : nil, altitudeMSL: msl, geoidSeparation: sep,
+            speed: g.speed.isFinite ? g.speed : nil, track: g.track.isFinite ? g.track : nil,
+            magneticVariation: e.magneticVariation, climb: g.climb.isFinite ? g.climb : nil,
             mode: mode, quality: e.quality,
             satellitesUsed: e.gsaUsed.map(\.count).flatMap { $0 > 0 ? $0 : nil } ?? e.satellites,
             hdop: e.hdop, vdop: e.vdop, pdop: e.pdop, eph: e.eph, epv: e.epv
@@ -243,6 +277,7 @@ struct EpochAssembler {
 
     /// Applies a sentence to the cycle; returns whether it is a fix sentence of this
     /// cycle (one that can end it): not GSV, headings, or a GST of another cycle.
+    @discardableResult
     private mutating func apply(_ sentence: NMEASentence, emit: (GNSSEvent) -> Void) -> Bool {
         switch sentence {
         case .rmc(let s):

@@ -39,6 +39,8 @@ struct GPSDFixModel {
         var altMSL = Double.nan, altHAE = Double.nan
         /// m/s, receiver's or derived.
         var speed = Double.nan, climb = Double.nan
+        /// Degrees true; the receiver's geoid separation (metres) where it gave one.
+        var track = Double.nan, geoidSeparation = Double.nan
 
         var hasAltitude: Bool { altMSL.isFinite || altHAE.isFinite }
     }
@@ -51,6 +53,7 @@ struct GPSDFixModel {
         var latitude = Double.nan, longitude = Double.nan
         var altMSL: Double?, geoidSeparation: Double?
         var speed: Double?
+        var track: Double?
     }
 
     /// `session->gpsdata.fix`, `lastfix`, `oldfix`.
@@ -66,22 +69,27 @@ struct GPSDFixModel {
     /// other than GP's.
     private var lastGSATalker: UInt8 = 0
     private var seenOtherGSA = false
-    /// `nmea.this_frac_time`, milliseconds since midnight.
-    private var fracTime = 0
-
-    /// A sentence gpsd parses but the decoder does not use (proprietary, unknown): it
-    /// still ends a run of GSA.
-    mutating func other() {
+    /// A sentence whose values the decoder does not use (proprietary, unknown, or one gpsd
+    /// finds too short): it still ends a run of GSA, and a timed one (GBS) can start a
+    /// reporting cycle, which clears the fix.
+    mutating func other(clear: Bool, averagePosition: (latitude: Double, longitude: Double, altHAE: Double)? = nil) {
         lastGSATalker = 0
+        if clear { fix = Snapshot() }
+        if let p = averagePosition {
+            fix.latitude = p.latitude
+            fix.longitude = p.longitude
+            fix.altHAE = p.altHAE
+        }
+        errorModel()
     }
 
     /// Runs one sentence through gpsd's handler, mode rule, clear, merge and error model.
     /// - Parameters:
     ///   - time: the sentence's UTC instant when gpsd would set `TIME_SET` (a time of day
     ///     and a known date), in milliseconds since 1970.
-    ///   - cycleTime: the time of day it registers for cycle detection, if any.
+    ///   - clear: it starts a reporting cycle (`CLEAR_IS`, see `GPSDCycleDetector`).
     ///   - gsaUsed: for a GSA, the satellites used after it (accumulated over the run).
-    mutating func update(_ sentence: NMEASentence, time: Int64?, cycleTime: Int?, gsaUsed: Int) {
+    mutating func update(_ sentence: NMEASentence, time: Int64?, clear: Bool, gsaUsed: Int) {
         var new = SentenceData()
         new.time = time
         var isGSA = false
@@ -148,6 +156,7 @@ struct GPSDFixModel {
                 new.mode = 1
             }
             if let k = s.speedKnots { new.speed = k * 1852 / 3600 }
+            if let t = s.trackDegrees { new.track = t }
             if satellitesUsed > 3 {
                 new.mode = 3
             } else if fix.hasAltitude {
@@ -196,7 +205,10 @@ struct GPSDFixModel {
                 new.modeSet = true
             }
         case .vtg(let s):
-            if s.isUsable, let k = s.speedKnots { new.speed = k * 1852 / 3600 }
+            if s.isUsable, let k = s.speedKnots {
+                new.speed = k * 1852 / 3600
+                new.track = s.trackDegrees
+            }
         default:
             break
         }
@@ -207,10 +219,7 @@ struct GPSDFixModel {
             new.mode = 3
         }
         // gpsd_poll: CLEAR_IS on a sentence whose time of day moved by more than 10 ms.
-        if let tod = cycleTime {
-            if abs(tod - fracTime) > 10 { fix = Snapshot() }
-            fracTime = tod
-        }
+        if clear { fix = Snapshot() }
         // gps_merge_fix
         if let t = new.time { fix.time = t }
         if new.latitude.isFinite {
@@ -221,8 +230,10 @@ struct GPSDFixModel {
         if let alt = new.altMSL {
             fix.altMSL = alt
             fix.altHAE = new.geoidSeparation.map { alt + $0 } ?? .nan
+            fix.geoidSeparation = new.geoidSeparation ?? .nan
         }
         if let v = new.speed { fix.speed = v }
+        if let v = new.track { fix.track = v }
         errorModel()
     }
 

@@ -58,7 +58,10 @@ struct EpochAssemblerTests {
     func noFix() {
         let void = sentence("GPRMC,120000.00,V,,,,,,,191124,,,N") + sentence("GPGGA,120000.00,,,,,0,00,99.99,,,,,,")
         let void2 = sentence("GPRMC,120001.00,V,,,,,,,191124,,,N") + sentence("GPGGA,120001.00,,,,,0,00,99.99,,,,,,")
-        let good = sentence("GPRMC,120002.00,A,4807.038,N,01131.324,E,0.0,,191124,,,A")
+        // gpsd learns the GGA as its cycle ender: the cycle is reported on its GGA.
+        let good =
+            sentence("GPRMC,120002.00,A,4807.038,N,01131.324,E,0.0,,191124,,,A")
+            + sentence("GPGGA,120002.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
         let (events, _) = decodeAll(void + void2 + good)
         #expect(events == [.state(.noFix), events.last].compactMap { $0 })
         #expect(events.last?.fix?.mode == .twoD)
@@ -79,8 +82,10 @@ struct EpochAssemblerTests {
 
     @Test("GGA after midnight uses the next day until a date arrives")
     func midnight() {
+        // The GGA is gpsd's cycle ender (the last timed sentence before the time changes).
         let text =
             sentence("GPRMC,235959.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
+            + sentence("GPGGA,235959.00,4807.038,N,01131.324,E,1,08,0.9,545.4,M,,M,,")
             + sentence("GPGGA,000000.00,4807.038,N,01131.324,E,1,08,0.9,545.4,M,,M,,")
         let times = decodeAll(text).events.compactMap(\.fix).map(\.time.iso8601)
         #expect(times == ["2024-11-19T23:59:59.000Z", "2024-11-20T00:00:00.000Z"])
@@ -108,15 +113,18 @@ struct EpochAssemblerTests {
             : sentence("GPGLL,4807.038,N,01131.324,E,\(t),A,A")
     }
 
-    @Test("fix mode is the receiver's: a staggered GGA/GLL stream stays 3D, altitude left out")
+    @Test("fix mode is the receiver's: a staggered GGA/GLL stream stays 3D, altitude left out; reported when gpsd reports")
     func staggeredKeepsMode() {
         let text =
             (0..<6).map { staggered($0, gga: $0 % 2 == 0) }.joined()
             + sentence("GPRMC,120006.00,A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
         let fixes = decodeAll(text).events.compactMap(\.fix)
-        #expect(fixes.count == 7)
-        #expect(fixes.map(\.mode) == Array(repeating: .threeD, count: 7))
-        #expect(fixes.map { $0.altitudeMSL != nil } == [true, false, true, false, true, false, false])
+        // gpsd reports every sentence until it learns a cycle ender (seconds 0 and 1); at
+        // second 2 it tags the GLL (the last timed sentence before the time changed), so
+        // from then on only the GLL seconds are reported: 0, 1, 3, 5.
+        #expect(fixes.map { Int($0.time.millisecondsSince1970 / 1000 % 60) } == [0, 1, 3, 5])
+        #expect(fixes.map(\.mode) == Array(repeating: .threeD, count: 4))
+        #expect(fixes.map { $0.altitudeMSL != nil } == [true, false, false, false])
         #expect(fixes.allSatisfy { $0.altitudeMSL == nil ? $0.altitudeHAE == nil : true })
     }
 
@@ -163,38 +171,53 @@ struct EpochAssemblerTests {
         #expect(try abs(#require(last.climb) - 0.5) < 1e-9)
     }
 
-    @Test("GGA quality 0 ends the fix; the GLL after it is 2D until the receiver says 3D")
+    /// A GGA-only stream dated by one ZDA: gpsd reports each GGA (its cycle ender).
+    func ggaStream(_ ggas: [String]) -> String {
+        sentence("GPZDA,120000.00,19,11,2024,00,00")
+            + ggas.enumerated().map { sentence("GPGGA,12000\($0.offset).00,\($0.element)") }.joined()
+    }
+
+    @Test("GGA quality 0 ends the fix; the fix after it is 2D until the receiver says 3D")
     func ggaQualityZero() {
-        let text =
-            staggered(0, gga: true)
-            + sentence("GPGGA,120001.00,4807.038,N,01131.324,E,0,00,,,,,,,")
-            + staggered(2, gga: false) + staggered(3, gga: true)
+        let text = ggaStream([
+            "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,", "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,",
+            "4807.038,N,01131.324,E,0,00,,,,,,,", "4807.038,N,01131.324,E,1,08,0.9,,,,,,",
+            "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,",
+        ])
         let events = decodeAll(text).events
-        #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD, .threeD])
-        #expect(events[1] == .state(.noFix))
+        #expect(events.map { $0.fix?.mode } == [.threeD, .threeD, nil, .twoD, .threeD])
+        #expect(events[2] == .state(.noFix))
     }
 
     @Test("RMC or GLL status V ends the fix, whatever the receiver said before")
     func statusV() {
-        // An RMC V registers no time (gpsd's rule): it comes here after its cycle's GGA.
-        let gga = sentence("GPGGA,120001.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
-        for void in [
-            gga + sentence("GPRMC,120001.00,V,4807.038,N,01131.324,E,,,191124,,,N"),
-            sentence("GPGLL,4807.038,N,01131.324,E,120001.00,V,N"),
+        // RMC alone: the RMC is gpsd's cycle ender; an RMC V registers no time, so it is
+        // reported as the sentence right after the ender. GLL alone: a GLL continues the
+        // cycle, so gpsd never learns an ender and reports every one.
+        func rmc(_ s: Int, _ status: String) -> String {
+            sentence("GPRMC,12000\(s).00,\(status),4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
+        }
+        func gll(_ s: Int, _ status: String) -> String {
+            sentence("GPGLL,4807.038,N,01131.324,E,12000\(s).00,\(status),A")
+        }
+        let zda = sentence("GPZDA,120000.00,19,11,2024,00,00")
+        for text in [
+            rmc(0, "A") + rmc(1, "A") + rmc(2, "V") + rmc(3, "A"),
+            zda + gll(0, "A") + gll(1, "A") + gll(2, "V") + gll(3, "A"),
         ] {
-            let text = staggered(0, gga: true) + void + staggered(2, gga: false)
             let events = decodeAll(text).events
-            #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD])
+            #expect(events.map { $0.fix?.mode } == [.twoD, .twoD, nil, .twoD])
         }
     }
 
     @Test("a cycle with no position ends the fix")
     func noPosition() {
-        let text =
-            staggered(0, gga: true) + sentence("GPGGA,120001.00,,,,,1,08,0.9,,,,,,")
-            + staggered(2, gga: false)
+        let text = ggaStream([
+            "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,", "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,",
+            ",,,,1,08,0.9,,,,,,", "4807.038,N,01131.324,E,1,08,0.9,,,,,,",
+        ])
         let events = decodeAll(text).events
-        #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD])
+        #expect(events.map { $0.fix?.mode } == [.threeD, .threeD, nil, .twoD])
     }
 
     @Test("bad and missing checksums are counted and lose nothing else")
