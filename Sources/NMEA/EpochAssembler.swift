@@ -90,8 +90,10 @@ struct EpochAssembler {
     private var detector = GPSDCycleDetector()
     /// gpsd's fix at its last report (its last TPV so far), not yet emitted.
     private var pending: GPSDFixModel.Snapshot?
-    /// The last fix emitted.
+    /// The last fix emitted, and gpsd's fix it was made of: a later report for the same
+    /// time is a correction only if gpsd's fix changed.
     private var lastEmitted: Fix?
+    private var emittedSnapshot: GPSDFixModel.Snapshot?
     /// A `# Date:` comment was seen (gpsd's regression-test mode: no WKRO correction).
     var regressionMode = false
 
@@ -200,11 +202,10 @@ struct EpochAssembler {
     /// cycle ends (see `flush`), or at once if the cycle was already emitted and it differs
     /// (a correction, same time). A TPV without a publishable fix ends the fix.
     private mutating func report(emit: (GNSSEvent) -> Void) {
-        let g = gpsd.fix
-        if let fix = makeFix(g) {
-            pending = g
-            if let last = lastEmitted, last.time == fix.time, last != fix { flush(emit: emit) }
-        } else if g.mode < 2 || !g.latitude.isFinite {
+        if gpsd.fix.mode >= 2, gpsd.fix.time > 0, gpsd.fix.latitude.isFinite, gpsd.fix.longitude.isFinite {
+            pending = gpsd.fix
+            if let last = emittedSnapshot, last.time == gpsd.fix.time, !last.isSame(as: gpsd.fix) { flush(emit: emit) }
+        } else if gpsd.fix.mode < 2 || !gpsd.fix.latitude.isFinite {
             // A TPV without a fix (not one merely without a date yet).
             pending = nil
             if epoch.hasContent, !inNoFixState {
@@ -217,8 +218,11 @@ struct EpochAssembler {
     /// Emits the fix of gpsd's last report, if it is new: when the learned last sentence
     /// of the cycle has arrived, when the time changes, and at the end of the input.
     private mutating func flush(emit: (GNSSEvent) -> Void) {
-        guard let g = pending, let fix = makeFix(g) else { return }
+        guard let g = pending else { return }
         pending = nil
+        if let e = emittedSnapshot, e.isSame(as: g) { return }
+        guard let fix = makeFix(g) else { return }
+        emittedSnapshot = g
         guard fix != lastEmitted else { return }
         lastEmitted = fix
         inNoFixState = false

@@ -29,67 +29,73 @@ struct GPSDPacket {
     /// the fix as latitude, longitude and altHAE.
     var averagePosition: (latitude: Double, longitude: Double, altHAE: Double)?
 
-    /// Classifies a sentence the decoder parsed (`sentence`) or not (`nil`), from its fields.
-    init(fields f: NMEAFields, sentence: NMEASentence?) {
-        switch sentence {
-        case .gga(let s)?:
-            guard handle(Self.gga, f) else { return }
-            fracTime = s.timeOfDay ?? -1
-            data = true
-            changesFix = true
-            forcesReport = s.quality == 0 && f.isEmpty(1)
-        case .rmc(let s)?:
-            guard handle(Self.rmc, f) else { return }
-            if s.isValid, s.timeOfDay != nil, s.date != nil { fracTime = s.timeOfDay ?? -1 }
-            data = true
-            changesFix = true
-            forcesReport = !s.isValid && (f.isEmpty(1) || f.isEmpty(9))
-        case .gll(let s)?:
-            guard handle(Self.gll, f) else { return }
-            fracTime = s.timeOfDay ?? -1
-            data = true
-            changesFix = true
-        case .gns(let s)?:
-            guard handle(Self.gns, f) else { return }
-            fracTime = s.timeOfDay ?? -1
-            data = true
-            changesFix = true
-        case .zda(let s)?:
-            guard handle(Self.zda, f) else { return }
-            if s.date != nil, let t = s.timeOfDay { fracTime = t }
-            data = fracTime >= 0
-        case .gsa?:
-            guard handle(Self.gsa, f) else { return }
-            data = true
-            changesFix = true
-        case .gsv?:
-            guard handle(Self.gsv, f) else { return }
+    init() {}
+
+    /// A GGA: registers its time of day; forces a report without time and fix.
+    init(_ s: GGASentence, _ f: NMEAFields) {
+        guard handle(Self.gga, f) else { return }
+        fracTime = s.timeOfDay ?? -1
+        data = true
+        changesFix = true
+        forcesReport = s.quality == 0 && f.isEmpty(1)
+    }
+
+    /// An RMC: registers its time when valid with a date; forces a report when invalid
+    /// without time or date.
+    init(_ s: RMCSentence, _ f: NMEAFields) {
+        guard handle(Self.rmc, f) else { return }
+        if s.isValid, s.timeOfDay != nil, s.date != nil { fracTime = s.timeOfDay ?? -1 }
+        data = true
+        changesFix = true
+        forcesReport = !s.isValid && (f.isEmpty(1) || f.isEmpty(9))
+    }
+
+    /// A GLL or GNS (`tag`): registers its time of day.
+    init(positionTag tag: UInt8, timeOfDay: Int?, _ f: NMEAFields) {
+        guard handle(tag, f) else { return }
+        fracTime = timeOfDay ?? -1
+        data = true
+        changesFix = true
+    }
+
+    /// A ZDA: registers its time with a full date.
+    init(_ s: ZDASentence, _ f: NMEAFields) {
+        guard handle(Self.zda, f) else { return }
+        if s.date != nil, let t = s.timeOfDay { fracTime = t }
+        data = fracTime >= 0
+    }
+
+    /// A VTG: data when usable.
+    init(_ s: VTGSentence, _ f: NMEAFields) {
+        guard handle(Self.vtg, f) else { return }
+        data = s.isUsable
+    }
+
+    /// A PGRMZ: data with an altitude or a mode; a mode changes the fix.
+    init(_ s: PGRMZSentence, _ f: NMEAFields) {
+        guard handle(Self.pgrmz, f) else { return }
+        data = s.altitudeMSL != nil || s.mode != nil
+        changesFix = s.mode != nil
+    }
+
+    /// GSA, GSV, GST or a heading sentence (`tag`).
+    init(tag: UInt8, _ f: NMEAFields) {
+        guard handle(tag, f) else { return }
+        data = true
+        switch tag {
+        case Self.gsv:
             gsxMore = (f.int(2) ?? 0) < (f.int(1) ?? 0)
             data = !gsxMore
-        case .vtg(let s)?:
-            guard handle(Self.vtg, f) else { return }
-            data = s.isUsable
-        case .gst?:
-            guard handle(Self.gst, f) else { return }
-            data = true
-        case .pgrmz(let s)?:
-            guard handle(Self.pgrmz, f) else { return }
-            data = s.altitudeMSL != nil || s.mode != nil
-            changesFix = s.mode != nil
-        case .heading(let kind, _)?:
-            let entry: UInt8 =
-                switch kind {
-                case .hdt: Self.hdt
-                case .hdg: Self.hdg
-                case .hdm: Self.hdm
-                default: Self.ths
-                }
-            guard handle(entry, f) else { return }
-            data = true
-            changesFix = true
-        case nil:
-            unparsed(f)
+        case Self.gst:
+            break
+        default:
+            changesFix = true  // GSA's mode, a heading's attitude
         }
+    }
+
+    /// A sentence the decoder does not parse.
+    init(unparsed f: NMEAFields) {
+        unparsed(f)
     }
 
     /// Sets the tag when the sentence has the fields gpsd's entry requires.
@@ -104,22 +110,7 @@ struct GPSDPacket {
     /// A sentence the decoder does not parse: gpsd's table entry, if it has a handler, and
     /// the time of day it registers for the few timed ones (GBS, PASHR, PSRFEPE, PSTI).
     private mutating func unparsed(_ f: NMEAFields) {
-        let address = f[0]
-        var found: UInt8 = 0
-        for (i, e) in Self.table.enumerated() {
-            let name = e.name.utf8Start
-            let n = e.name.utf8CodeUnitCount
-            if n == 3 {
-                // Three-letter types follow any two-character talker (PQGSV is a GSV).
-                guard address.count == 5, address[2] == name[0], address[3] == name[1], address[4] == name[2]
-                else { continue }
-            } else {
-                guard address.count == n, (0..<n).allSatisfy({ address[$0] == name[$0] }) else { continue }
-            }
-            if let sub = e.subtype, !f.field(1, equals: sub) { continue }
-            found = UInt8(i + 1)
-            break
-        }
+        let found = Self.lookup(f)
         guard found != 0, handle(found, f) else { return }
         data = true
         switch found {
@@ -148,6 +139,160 @@ struct GPSDPacket {
         default:
             break
         }
+    }
+
+    /// The tag of the table entry a sentence's address (and subtype) matches, or 0. No two
+    /// entries can match one address, so the order of the search does not matter.
+    private static func lookup(_ f: NMEAFields) -> UInt8 {
+        let address = f[0]
+        let n = address.count
+        if n == 5 {
+            // Three-letter types follow any two-character talker (PQGSV is a GSV).
+            let code = UInt32(address[2]) << 16 | UInt32(address[3]) << 8 | UInt32(address[4])
+            switch code {
+            case 0x425743: return 18  // BWC
+            case 0x444254: return 19  // DBT
+            case 0x445054: return 20  // DPT
+            case 0x44544D: return 21  // DTM
+            case 0x474253: return 22  // GBS
+            case 0x474741: return 23  // GGA
+            case 0x474C4C: return 24  // GLL
+            case 0x474E53: return 25  // GNS
+            case 0x475253: return 26  // GRS
+            case 0x475341: return 27  // GSA
+            case 0x475354: return 28  // GST
+            case 0x475356: return 29  // GSV
+            case 0x484447: return 32  // HDG
+            case 0x48444D: return 33  // HDM
+            case 0x484454: return 34  // HDT
+            case 0x4D5457: return 35  // MTW
+            case 0x4D5744: return 36  // MWD
+            case 0x4D5756: return 37  // MWV
+            case 0x524D43: return 74  // RMC
+            case 0x524F54: return 75  // ROT
+            case 0x544853: return 77  // THS
+            case 0x545854: return 78  // TXT
+            case 0x565447: return 79  // VTG
+            case 0x584452: return 80  // XDR
+            case 0x5A4441: return 81  // ZDA
+            default: break
+            }
+        }
+        guard n > 3 else { return 0 }
+        let tag: UInt8
+        switch packed(address) {
+        case 0x000000524F4C4750: tag = 1  // PGLOR
+        case 0x0000000043524550:  // PERC, by subtype
+            if f.field(1, equals: "FWsts") {
+                tag = 2
+            } else if f.field(1, equals: "GPavp") {
+                tag = 3
+            } else if f.field(1, equals: "GPctr") {
+                tag = 4
+            } else if f.field(1, equals: "GPdbg") {
+                tag = 5
+            } else if f.field(1, equals: "GPppf") {
+                tag = 6
+            } else if f.field(1, equals: "GPppr") {
+                tag = 7
+            } else if f.field(1, equals: "GPreh") {
+                tag = 8
+            } else if f.field(1, equals: "GPsts") {
+                tag = 9
+            } else if f.field(1, equals: "GPver") {
+                tag = 10
+            } else {
+                return 0
+            }
+        case 0x000000454D524750: tag = 11  // PGRME
+        case 0x000000464D524750: tag = 12  // PGRMF
+        case 0x0000004D4D524750: tag = 13  // PGRMM
+        case 0x000000544D524750: tag = 14  // PGRMT
+        case 0x000000564D524750: tag = 15  // PGRMV
+        case 0x0000005A4D524750: tag = 16  // PGRMZ
+        case 0x5943415255434341: tag = 17  // ACCURACY
+        case 0x00004343414F5947: tag = 30  // GYOACC
+        case 0x000000004F464E49: tag = 31  // INFO
+        case 0x0000005248534150: tag = 38  // PASHR
+        case 0x0031303052494150: tag = 39  // PAIR001
+        case 0x0030313052494150: tag = 40  // PAIR010
+        case 0x004F464E49544450: tag = 41  // PDTINFO
+        case 0x0000005053504750: tag = 42  // PGPSP
+        case 0x000054534E474D50: tag = 43  // PMGNST
+        case 0x003130304B544D50: tag = 44  // PMTK001
+        case 0x003432344B544D50: tag = 45  // PMTK424
+        case 0x003530374B544D50: tag = 46  // PMTK705
+        case 0x454746434D545150:  // PQTMCFGEINSMSGERROR, by length
+            if n == 19 {
+                tag = 47
+            } else if n == 16 {
+                tag = 48
+            } else {
+                return 0
+            }
+        case 0x4F4746434D545150:  // PQTMCFGORIENTATIONERROR, by length
+            if n == 23 {
+                tag = 49
+            } else if n == 20 {
+                tag = 50
+            } else {
+                return 0
+            }
+        case 0x574746434D545150:  // PQTMCFGWHEELTICKERROR, by length
+            if n == 21 {
+                tag = 51
+            } else if n == 18 {
+                tag = 52
+            } else {
+                return 0
+            }
+        case 0x005350474D545150: tag = 53  // PQTMGPS
+        case 0x00554D494D545150: tag = 54  // PQTMIMU
+        case 0x00534E494D545150: tag = 55  // PQTMINS
+        case 0x54504D514D545150: tag = 56  // PQTMQMPTERROR
+        case 0x005245564D545150: tag = 57  // PQTMVER
+        case 0x004F4E5245565150: tag = 58  // PQVERNO
+        case 0x0045504546525350: tag = 59  // PSRFEPE
+        case 0x0000000049545350:  // PSTI, by subtype
+            if f.field(1, equals: "030") {
+                tag = 60
+            } else if f.field(1, equals: "032") {
+                tag = 61
+            } else if f.field(1, equals: "033") {
+                tag = 62
+            } else if f.field(1, equals: "035") {
+                tag = 63
+            } else if f.field(1, equals: "036") {
+                tag = 64
+            } else {
+                return 0
+            }
+        case 0x005550434D545350: tag = 65  // PSTMCPU
+        case 0x45544E414D545350: tag = 66  // PSTMANTENNASTATUS
+        case 0x005245564D545350: tag = 67  // PSTMVER
+        case 0x004142524C4E5450: tag = 68  // PTNLRBA
+        case 0x004D4E524C4E5450: tag = 69  // PTNLRNM
+        case 0x005054524C4E5450: tag = 70  // PTNLRTP
+        case 0x004F58524C4E5450: tag = 71  // PTNLRXO
+        case 0x00000041544E5450: tag = 72  // PTNTA
+        case 0x004D5448544E5450: tag = 73  // PTNTHTM
+        case 0x0054415453524E53: tag = 76  // SNRSTAT
+        default: return 0
+        }
+        let e = table[Int(tag) - 1]
+        guard e.name.utf8CodeUnitCount == n else { return 0 }
+        if n > 8 {
+            let name = e.name.utf8Start
+            for k in 8..<n where address[k] != name[k] { return 0 }
+        }
+        return tag
+    }
+
+    /// The first eight bytes of a name, zero-padded, as one integer.
+    private static func packed(_ bytes: UnsafeRawBufferPointer) -> UInt64 {
+        var v: UInt64 = 0
+        for k in 0..<min(8, bytes.count) { v |= UInt64(bytes[k]) << UInt64(8 * k) }
+        return v
     }
 
     /// One entry of gpsd's `nmea_phrase[]` that has a handler, in gpsd's order.

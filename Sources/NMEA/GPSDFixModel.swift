@@ -43,6 +43,15 @@ struct GPSDFixModel {
         var track = Double.nan, geoidSeparation = Double.nan
 
         var hasAltitude: Bool { altMSL.isFinite || altHAE.isFinite }
+
+        /// The same values, bit for bit (NaN equals NaN).
+        func isSame(as o: Snapshot) -> Bool {
+            mode == o.mode && time == o.time && latitude.bitPattern == o.latitude.bitPattern
+                && longitude.bitPattern == o.longitude.bitPattern && altMSL.bitPattern == o.altMSL.bitPattern
+                && altHAE.bitPattern == o.altHAE.bitPattern && speed.bitPattern == o.speed.bitPattern
+                && climb.bitPattern == o.climb.bitPattern && track.bitPattern == o.track.bitPattern
+                && geoidSeparation.bitPattern == o.geoidSeparation.bitPattern
+        }
     }
 
     /// What one sentence said (gpsd's `newdata` and the mask its handler returned).
@@ -74,6 +83,8 @@ struct GPSDFixModel {
     /// reporting cycle, which clears the fix.
     mutating func other(clear: Bool, averagePosition: (latitude: Double, longitude: Double, altHAE: Double)? = nil) {
         lastGSATalker = 0
+        // The error model changes nothing for a fix the sentence left as it was.
+        guard clear || averagePosition != nil else { return }
         if clear { fix = Snapshot() }
         if let p = averagePosition {
             fix.latitude = p.latitude

@@ -89,9 +89,8 @@ public struct NMEADecoder: Sendable {
         }
         let payload = UnsafeRawBufferPointer(rebasing: line[1..<(1 + payloadLength)])
         NMEAFields.withFields(of: payload) { f in
-            let sentence = NMEASentence.parse(fields: f)
-            let packet = GPSDPacket(fields: f, sentence: sentence)
-            if let sentence {
+            var packet = GPSDPacket()
+            if let sentence = NMEASentence.parse(fields: f, packet: &packet) {
                 assembler.ingest(sentence, packet, emit: emit)
             } else {
                 assembler.ignored(packet, emit: emit)
