@@ -6,29 +6,29 @@ import GNSS
 /// A cycle is the run of sentences with the same UTC time of day; sentences without a
 /// time (GSA, GSV, VTG, headings) belong to the cycle in progress. Rules follow gpsd's
 /// NMEA driver, so that the fix of a cycle is the one gpsd reports:
-/// - **Emission**: like gpsd, the assembler learns the *cycle ender*, the sentence seen
-///   last before the time changed, and emits the fix as soon as that sentence completes
-///   the cycle, without waiting for the next cycle. Unlike gpsd, which only tags timed
-///   sentences by type, the ender is the last fix sentence of any kind (GSA, VTG, GST
-///   included) with its ordinal among its kind (the 4th GNGSA of a u-blox cycle), so
-///   that the fix is emitted once, complete, as soon as the receiver has sent it all. Until an ender
-///   is known (the first cycle), and as a fall-back, a cycle is emitted when the time
-///   changes and at ``finish(emit:)``. A sentence arriving after the emission that changes
-///   the cycle's fix (a GSA after the ender, say) emits the corrected fix at once, with
-///   the same time: consumers keep the last fix for a time.
-/// - **Date**: from RMC (`ddmmyy`, years 69–99 → 19xx) or ZDA; as gpsd does, the date is
-///   taken as the receiver gives it, with no GPS-week-rollover correction (a receiver that
-///   says 1999 or 2033 is reported so). Other sentences use the last date seen; a cycle
-///   whose time of day falls more than 12 h before the date's time of day is taken to
-///   be on the next day (midnight passed).
+/// - **Emission**: what is published for a time is gpsd's fix at gpsd's last report (TPV)
+///   for that time: `GPSDCycleDetector` finds gpsd's report points sentence by sentence
+///   (including the sentences the decoder does not parse), `GPSDFixModel` holds gpsd's
+///   fix. The fix is emitted once, as soon as the cycle's last fix sentence arrives (the
+///   sentence seen last before the time changed, with its ordinal among its kind: the 4th
+///   GNGSA of a u-blox cycle), or when the time changes, or at ``finish(emit:)``; a later
+///   report for the same time that changes gpsd's fix emits the corrected fix at once, with
+///   the same time: consumers keep the last fix for a time. A cycle gpsd never reports is
+///   not emitted.
+/// - **Date**: from RMC (`ddmmyy`, years 69–99 → 19xx) or ZDA. Other sentences use the last
+///   date seen; a cycle whose time of day falls more than 12 h before the date's time of day
+///   is taken to be on the next day (midnight passed). As gpsd's `gpsd_utc_resolve`, a date
+///   before 2017 gets 1024 weeks added (a GPS week rollover for gpsd, whose leap-second count
+///   is 18), unless a `# Date:` comment put gpsd's regression-test mode on.
 /// - **Mode**, and the **speed and climb derived** where the receiver sends no speed, are
 ///   gpsd's: every sentence goes through `GPSDFixModel`, a transcription of gpsd's NMEA
 ///   driver and error model (GGA/GNS altitude with ≥ 4 satellites → 3D, GSA's mode, RMC/GLL
 ///   keeping the last fix's, the latch on a GGA whose time does not advance, no lowering of
 ///   a 3D fix while an altitude is held, the fix cleared when the time of day moves).
-/// - **Values**: speed (knots × 1852/3600 → m/s) and track from RMC/VTG as reported (the
-///   later wins), else gpsd's derived speed; altMSL and geoid separation from GGA/GNS, altHAE = altMSL + separation
-///   only when the receiver gives the separation; DOPs from GGA/GNS/GSA (0.01…89.99, else
+/// - **Values**: time, position, altitude, speed, track and climb are gpsd's fix at its
+///   report: speed (knots × 1852/3600 → m/s) and track from RMC/VTG (the later wins), else
+///   gpsd's derived speed; altMSL and geoid separation from GGA/GNS (altMSL from PGRMZ),
+///   altHAE = altMSL + separation only when the receiver gives the separation; DOPs from GGA/GNS/GSA (0.01…89.99, else
 ///   unknown); eph = √(σlat² + σlon²) and epv = σalt from GST (1 σ, metres); satellites
 ///   used from GSA (all talkers of the cycle, without duplicates), else GGA/GNS.
 /// - A cycle without a usable position or a known date and time is never a `Fix`: it ends
@@ -51,11 +51,6 @@ struct EpochAssembler {
         var eph: Double?, epv: Double?
         /// A position sentence (RMC, GGA, GNS, GLL) or GSA was seen: the cycle says something.
         var hasContent = false
-        var reported = Reported.nothing
-    }
-
-    enum Reported: Equatable {
-        case nothing, noFix, fix(Fix)
     }
 
     private(set) var epoch = Epoch()
