@@ -91,6 +91,17 @@ struct EpochAssemblerTests {
         #expect(times == ["2024-11-19T23:59:59.000Z", "2024-11-20T00:00:00.000Z"])
     }
 
+    @Test("as gpsd_utc_resolve: a date before 2017 gets 1024 weeks, unless a # Date: comment (gpsd's regression mode) came")
+    func weekRollover() {
+        let rmc = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,190214,,,A")  // 2014-02-19
+        func time(_ text: String) -> String? { decodeAll(text).events.compactMap(\.fix).first?.time.iso8601 }
+        #expect(time(rmc) == "2033-10-05T12:00:00.000Z")
+        #expect(time("# Date: 2014-02-19\n" + rmc) == "2014-02-19T12:00:00.000Z")
+        // gpsfake does not pass the comments of a recording with a delay cookie on to gpsd.
+        #expect(time("# Date: 2014-02-19\n# Delay-Cookie: | 0.01\n" + rmc) == "2033-10-05T12:00:00.000Z")
+        #expect(time(sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,010117,,,A")) == "2017-01-01T12:00:00.000Z")
+    }
+
     @Test("headings carry the cycle time; HDG is true only with variation; no cycle, no time")
     func headings() {
         let rmc = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")

@@ -11,8 +11,10 @@ import Testing
 /// (ATT `heading`) must appear among ours, in order, within 0.01°.
 @Suite("gpsd conformance")
 struct GPSDConformanceTests {
-    /// Where we differ from gpsd on purpose. Keep it tiny; each names the recording,
-    /// the sentence and why.
+    /// Where we differ from gpsd, because the data does not say what gpsd did. Keep it tiny;
+    /// each names the recording, the sentence and the evidence. (rst39's dates, which gpsd
+    /// moves 1024 weeks forward, are no exception: gpsd_utc_resolve does that to any date
+    /// before 2017 outside its regression-test mode, and so does the decoder.)
     enum Exception {
         /// Only the ATT headings gpsd prints right after a true-heading sentence (HDT, THS)
         /// are headings of ours. gpsd also prints ATT after other sentences:
