@@ -6,33 +6,29 @@ import GNSS
 /// A cycle is the run of sentences with the same UTC time of day; sentences without a
 /// time (GSA, GSV, VTG, headings) belong to the cycle in progress. Rules follow gpsd's
 /// NMEA driver, so that the fix of a cycle is the one gpsd reports:
-/// - **Emission**: like gpsd, the assembler learns the *cycle ender*, the sentence seen
-///   last before the time changed, and emits the fix as soon as that sentence completes
-///   the cycle, without waiting for the next cycle. Unlike gpsd, which only tags timed
-///   sentences by type, the ender is the last fix sentence of any kind (GSA, VTG, GST
-///   included) with its ordinal among its kind (the 4th GNGSA of a u-blox cycle), so
-///   that the fix is emitted once, complete, as soon as the receiver has sent it all. Until an ender
-///   is known (the first cycle), and as a fall-back, a cycle is emitted when the time
-///   changes and at ``finish(emit:)``. A sentence arriving after the emission that changes
-///   the cycle's fix (a GSA after the ender, say) emits the corrected fix at once, with
-///   the same time: consumers keep the last fix for a time.
-/// - **Date**: from RMC (`ddmmyy`, years 69–99 → 19xx) or ZDA; as gpsd does, the date is
-///   taken as the receiver gives it, with no GPS-week-rollover correction (a receiver that
-///   says 1999 or 2033 is reported so). Other sentences use the last date seen; a cycle
-///   whose time of day falls more than 12 h before the date's time of day is taken to
-///   be on the next day (midnight passed).
-/// - **Mode** is the receiver's state: each cycle starts from the last cycle's mode, and
-///   only a sentence with mode information changes it. GSA's fix type (1, 2, 3) is taken
-///   as said; GGA: no fix with quality 0, no position or (GP/GN) < 3 satellites, else 3D
-///   with an altitude and ≥ 4 satellites, else 2D (which does not override, within a cycle,
-///   a 3D from GSA or with an altitude); GNS likewise (mode `N` → no fix). RMC/GLL with
-///   status V → no fix; valid, they carry no dimension and keep the receiver's mode (at
-///   least 2D, 3D when the cycle has an altitude or GSA counts ≥ 4 satellites, as gpsd).
-///   A timed cycle with no position is a no-fix. A 3D cycle without an altitude (a
-///   receiver that sends GGA only every other cycle) is reported 3D without one.
-/// - **Values**: speed (knots × 1852/3600 → m/s) and track from RMC/VTG as reported (the
-///   later wins); altMSL and geoid separation from GGA/GNS, altHAE = altMSL + separation
-///   only when the receiver gives the separation; DOPs from GGA/GNS/GSA (0.01…89.99, else
+/// - **Emission**: what is published for a time is gpsd's fix at gpsd's last report (TPV)
+///   for that time: `GPSDCycleDetector` finds gpsd's report points sentence by sentence
+///   (including the sentences the decoder does not parse), `GPSDFixModel` holds gpsd's
+///   fix. The fix is emitted once, as soon as the cycle's last fix sentence arrives (the
+///   sentence seen last before the time changed, with its ordinal among its kind: the 4th
+///   GNGSA of a u-blox cycle), or when the time changes, or at ``finish(emit:)``; a later
+///   report for the same time that changes gpsd's fix emits the corrected fix at once, with
+///   the same time: consumers keep the last fix for a time. A cycle gpsd never reports is
+///   not emitted.
+/// - **Date**: from RMC (`ddmmyy`, years 69–99 → 19xx) or ZDA. Other sentences use the last
+///   date seen; a cycle whose time of day falls more than 12 h before the date's time of day
+///   is taken to be on the next day (midnight passed). As gpsd's `gpsd_utc_resolve`, a date
+///   before 2017 gets 1024 weeks added (a GPS week rollover for gpsd, whose leap-second count
+///   is 18), unless a `# Date:` comment put gpsd's regression-test mode on.
+/// - **Mode**, and the **speed and climb derived** where the receiver sends no speed, are
+///   gpsd's: every sentence goes through `GPSDFixModel`, a transcription of gpsd's NMEA
+///   driver and error model (GGA/GNS altitude with ≥ 4 satellites → 3D, GSA's mode, RMC/GLL
+///   keeping the last fix's, the latch on a GGA whose time does not advance, no lowering of
+///   a 3D fix while an altitude is held, the fix cleared when the time of day moves).
+/// - **Values**: time, position, altitude, speed, track and climb are gpsd's fix at its
+///   report: speed (knots × 1852/3600 → m/s) and track from RMC/VTG (the later wins), else
+///   gpsd's derived speed; altMSL and geoid separation from GGA/GNS (altMSL from PGRMZ),
+///   altHAE = altMSL + separation only when the receiver gives the separation; DOPs from GGA/GNS/GSA (0.01…89.99, else
 ///   unknown); eph = √(σlat² + σlon²) and epv = σalt from GST (1 σ, metres); satellites
 ///   used from GSA (all talkers of the cycle, without duplicates), else GGA/GNS.
 /// - A cycle without a usable position or a known date and time is never a `Fix`: it ends
@@ -43,9 +39,6 @@ struct EpochAssembler {
         var timeOfDay: Int?
         var date: NMEADate?
         var position: NMEAPosition?
-        var mode: FixMode?
-        /// A GSA of this cycle gave the mode: RMC/GLL and a GGA's 2D leave it.
-        var modeFromGSA = false
         var altitudeMSL: Double?
         var geoidSeparation: Double?
         var speed: Double?
@@ -58,11 +51,6 @@ struct EpochAssembler {
         var eph: Double?, epv: Double?
         /// A position sentence (RMC, GGA, GNS, GLL) or GSA was seen: the cycle says something.
         var hasContent = false
-        var reported = Reported.nothing
-    }
-
-    enum Reported: Equatable {
-        case nothing, noFix, fix(Fix)
     }
 
     private(set) var epoch = Epoch()
@@ -76,7 +64,7 @@ struct EpochAssembler {
         var ordinal: Int
     }
 
-    /// The learned last fix sentence of a cycle: the cycle is emitted when it arrives.
+    /// The learned last fix sentence of a cycle: after it, the cycle's fix is final.
     private(set) var cycleEnder: CycleEnder?
     /// The last fix sentence of the cycle in progress.
     private var lastFixSentence: CycleEnder?
@@ -84,21 +72,30 @@ struct EpochAssembler {
     private var kindCounts: (UInt64, UInt64) = (0, 0)
     private var lastKind: NMEASentenceKind?
     private var lastGSATalker: UInt8 = 0
-    private var seenOtherGSA = false
     /// GSA's satellites-used count carries over cycles (gpsd's `satellites_used`).
     private var gsaSatellites = 0
-    /// The receiver's fix mode: the mode of the last cycle, kept until the receiver says
-    /// otherwise (a sentence without mode information does not change it).
-    private var receiverMode = FixMode.noFix
     private var inNoFixState = false
     private var pendingGST: GSTSentence?
     /// The heading sentences of the instant in progress.
     private var headingMerger = HeadingMerger()
+    /// gpsd's fix, sentence by sentence: the mode, speed and climb reported (see `GPSDFixModel`).
+    private var gpsd = GPSDFixModel()
+
+    /// gpsd's end-of-cycle detector: when gpsd clears its fix and when it prints a TPV.
+    private var detector = GPSDCycleDetector()
+    /// gpsd's fix at its last report (its last TPV so far), not yet emitted.
+    private var pending: GPSDFixModel.Snapshot?
+    /// The last fix emitted, and gpsd's fix it was made of: a later report for the same
+    /// time is a correction only if gpsd's fix changed.
+    private var lastEmitted: Fix?
+    private var emittedSnapshot: GPSDFixModel.Snapshot?
+    /// A `# Date:` comment was seen (gpsd's regression-test mode: no WKRO correction).
+    var regressionMode = false
 
     /// Counters kept for the decoder's statistics.
     var fixes = 0, headings = 0
 
-    mutating func ingest(_ sentence: NMEASentence, emit: (GNSSEvent) -> Void) {
+    mutating func ingest(_ sentence: NMEASentence, _ packet: GPSDPacket, emit: (GNSSEvent) -> Void) {
         let kind = sentence.kind
         let tod = Self.cycleTime(of: sentence)
         if let tod {
@@ -118,13 +115,16 @@ struct EpochAssembler {
         }
         let contributes = apply(sentence, emit: emit)
         lastKind = kind
+        let step = detector.step(packet)
+        if packet.handled {
+            gpsd.update(sentence, time: gpsdTime(of: sentence), clear: step.clear, gsaUsed: gsaSatellites)
+        } else {
+            gpsd.other(clear: step.clear)
+        }
+        if step.report { report(emit: emit) }
         guard contributes else { return }
         let ordinal = note(kind)
-        if let ender = cycleEnder, ender.kind == kind, ender.ordinal == ordinal {
-            report(emit: emit)
-        } else if epoch.reported != .nothing {
-            report(emit: emit)
-        }
+        if let ender = cycleEnder, ender.kind == kind, ender.ordinal == ordinal { flush(emit: emit) }
     }
 
     /// Counts a fix sentence of the cycle; returns its ordinal among its kind (1, 2…).
@@ -141,6 +141,30 @@ struct EpochAssembler {
         }
         lastFixSentence = CycleEnder(kind: kind, ordinal: ordinal)
         return ordinal
+    }
+
+    /// A sentence the decoder does not use (proprietary, unknown type): gpsd parses it too,
+    /// and it ends a run of GSA there.
+    mutating func ignored(_ packet: GPSDPacket, emit: (GNSSEvent) -> Void) {
+        let step = detector.step(packet)
+        gpsd.other(clear: step.clear, averagePosition: packet.averagePosition)
+        if step.report { report(emit: emit) }
+    }
+
+    /// The instant gpsd gives a sentence (`TIME_SET`): a time of day once a date is known
+    /// (RMC valid with its date, ZDA with a full date, GGA/GLL/GNS after either).
+    private func gpsdTime(of sentence: NMEASentence) -> Int64? {
+        let tod: Int?
+        switch sentence {
+        case .gga(let s): tod = s.timeOfDay
+        case .gll(let s): tod = s.timeOfDay
+        case .gns(let s): tod = s.timeOfDay
+        case .rmc(let s): tod = s.isValid && s.date != nil ? s.timeOfDay : nil
+        case .zda(let s): tod = s.date != nil ? s.timeOfDay : nil
+        default: tod = nil
+        }
+        guard let tod, epoch.date != nil || date != nil else { return nil }
+        return timestamp(timeOfDay: tod)?.millisecondsSince1970
     }
 
     /// Emits the cycle in progress, if it has not been emitted.
@@ -163,32 +187,42 @@ struct EpochAssembler {
 
     private mutating func close(emit: (GNSSEvent) -> Void) {
         endHeading(emit: emit)
-        if epoch.reported == .nothing, epoch.hasContent { report(emit: emit) }
-        if epoch.hasContent {
-            // A timed cycle without a position is a no-fix; an untimed fragment (a GSA
-            // before the first timed sentence) keeps what it said.
-            receiverMode = epoch.position == nil && epoch.timeOfDay != nil ? .noFix : epoch.mode ?? receiverMode
-        }
+        flush(emit: emit)
         epoch = Epoch()
         kindCounts = (0, 0)
         lastFixSentence = nil
     }
 
+    /// One of gpsd's report points (a TPV): its fix becomes the cycle's, emitted when the
+    /// cycle ends (see `flush`), or at once if the cycle was already emitted and it differs
+    /// (a correction, same time). A TPV without a publishable fix ends the fix.
     private mutating func report(emit: (GNSSEvent) -> Void) {
-        if let fix = makeFix() {
-            if epoch.reported != .fix(fix) {
-                epoch.reported = .fix(fix)
-                inNoFixState = false
-                fixes += 1
-                emit(.fix(fix))
-            }
-        } else if epoch.hasContent, epoch.reported != .noFix {
-            epoch.reported = .noFix
-            if !inNoFixState {
+        if gpsd.fix.mode >= 2, gpsd.fix.time > 0, gpsd.fix.latitude.isFinite, gpsd.fix.longitude.isFinite {
+            pending = gpsd.fix
+            if let last = emittedSnapshot, last.time == gpsd.fix.time, !last.isSame(as: gpsd.fix) { flush(emit: emit) }
+        } else if gpsd.fix.mode < 2 || !gpsd.fix.latitude.isFinite {
+            // A TPV without a fix (not one merely without a date yet).
+            pending = nil
+            if epoch.hasContent, !inNoFixState {
                 inNoFixState = true
                 emit(.state(.noFix))
             }
         }
+    }
+
+    /// Emits the fix of gpsd's last report, if it is new: when the learned last sentence
+    /// of the cycle has arrived, when the time changes, and at the end of the input.
+    private mutating func flush(emit: (GNSSEvent) -> Void) {
+        guard let g = pending else { return }
+        pending = nil
+        if let e = emittedSnapshot, e.isSame(as: g) { return }
+        guard let fix = makeFix(g) else { return }
+        emittedSnapshot = g
+        guard fix != lastEmitted else { return }
+        lastEmitted = fix
+        inNoFixState = false
+        fixes += 1
+        emit(.fix(fix))
     }
 
     /// The UTC instant of a time of day, on the cycle's date or the last known one.
@@ -206,46 +240,34 @@ struct EpochAssembler {
         } else {
             return nil
         }
-        return UTCTimestamp(millisecondsSince1970: day + Int64(tod))
+        var ms = day + Int64(tod)
+        // gpsd_utc_resolve: a UTC date before 2017 while the leap-second count is above 17
+        // (gpsd's build-time 18) is a GPS week rollover: 1024 weeks are added. gpsd skips
+        // this only in its regression-test mode, set by a `# Date:` comment in the input.
+        if !regressionMode, ms < 1_483_228_800_000 { ms += 619_315_200_000 }
+        return UTCTimestamp(millisecondsSince1970: ms)
     }
 
-    private func makeFix() -> Fix? {
-        let e = epoch
-        guard let position = e.position, let mode = e.mode, mode != .noFix,
-            let tod = e.timeOfDay, let time = timestamp(timeOfDay: tod)
+    /// gpsd's fix (time, position, altitude, speed, track, mode, climb: its TPV) with the
+    /// cycle's other values (quality, DOPs, GST errors, satellites, variation: gpsd's SKY
+    /// and GST, taken as they stand when the fix is emitted); `nil` unless it has a time,
+    /// a position and a 2D or 3D mode.
+    private func makeFix(_ g: GPSDFixModel.Snapshot) -> Fix? {
+        guard g.time > 0, g.latitude.isFinite, g.longitude.isFinite, let mode = FixMode(rawValue: g.mode),
+            mode != .noFix
         else { return nil }
-        var hae: Double?
-        if let msl = e.altitudeMSL, let sep = e.geoidSeparation { hae = msl + sep }
+        let e = epoch
+        let msl: Double? = g.altMSL.isFinite ? g.altMSL : nil
+        let sep: Double? = msl != nil && g.geoidSeparation.isFinite ? g.geoidSeparation : nil
         return Fix(
-            time: time, latitude: position.latitude, longitude: position.longitude,
-            altitudeHAE: hae, altitudeMSL: e.altitudeMSL, geoidSeparation: e.geoidSeparation,
-            speed: e.speed, track: e.track, magneticVariation: e.magneticVariation,
+            time: UTCTimestamp(millisecondsSince1970: g.time), latitude: g.latitude, longitude: g.longitude,
+            altitudeHAE: g.altHAE.isFinite ? g.altHAE : nil, altitudeMSL: msl, geoidSeparation: sep,
+            speed: g.speed.isFinite ? g.speed : nil, track: g.track.isFinite ? g.track : nil,
+            magneticVariation: e.magneticVariation, climb: g.climb.isFinite ? g.climb : nil,
             mode: mode, quality: e.quality,
             satellitesUsed: e.gsaUsed.map(\.count).flatMap { $0 > 0 ? $0 : nil } ?? e.satellites,
             hdop: e.hdop, vdop: e.vdop, pdop: e.pdop, eph: e.eph, epv: e.epv
         )
-    }
-
-    /// Sets the cycle's mode from GGA or GNS: a 2D does not override a 3D that the cycle
-    /// has from GSA or with an altitude (a second talker's GGA with fewer satellites).
-    private mutating func setMode(_ mode: FixMode) {
-        if epoch.mode == .threeD, mode == .twoD, epoch.modeFromGSA || epoch.altitudeMSL != nil {
-            return
-        }
-        epoch.mode = mode
-    }
-
-    /// A valid RMC or GLL has a position but says nothing of the fix dimension: the cycle
-    /// keeps the receiver's mode (at least 2D), and is 3D when it has an altitude or the
-    /// last GSA counts ≥ 4 satellites (gpsd's rules). It never lowers the cycle's mode nor
-    /// changes one that a GSA of this cycle gave; after a no-fix earlier in the cycle (a
-    /// GGA without satellites, an RMC V before the receiver knows the time) it gives 2D,
-    /// as gpsd, not the receiver's earlier 3D.
-    private mutating func keepReceiverMode() {
-        if epoch.modeFromGSA { return }
-        var mode = receiverMode == .threeD && epoch.mode != .noFix ? FixMode.threeD : .twoD
-        if gsaSatellites > 3 || epoch.altitudeMSL != nil { mode = .threeD }
-        if (epoch.mode?.rawValue ?? 0) < mode.rawValue { epoch.mode = mode }
     }
 
     private mutating func setPosition(_ p: NMEAPosition) {
@@ -254,6 +276,7 @@ struct EpochAssembler {
 
     /// Applies a sentence to the cycle; returns whether it is a fix sentence of this
     /// cycle (one that can end it): not GSV, headings, or a GST of another cycle.
+    @discardableResult
     private mutating func apply(_ sentence: NMEASentence, emit: (GNSSEvent) -> Void) -> Bool {
         switch sentence {
         case .rmc(let s):
@@ -263,12 +286,8 @@ struct EpochAssembler {
                 dateTimeOfDay = s.timeOfDay ?? 0
                 epoch.date = d
             }
-            guard s.isValid, let p = s.position else {
-                epoch.mode = .noFix
-                return true
-            }
+            guard s.isValid, let p = s.position else { return true }
             setPosition(p)
-            keepReceiverMode()
             if let k = s.speedKnots { epoch.speed = k * 1852 / 3600 }
             if let t = s.trackDegrees { epoch.track = t }
             if let v = s.magneticVariation { epoch.magneticVariation = v }
@@ -277,52 +296,30 @@ struct EpochAssembler {
             if let q = s.quality { epoch.quality = FixQuality(rawValue: q) }
             if s.satellitesUsed > 0 { epoch.satellites = s.satellitesUsed }
             if let h = s.hdop { epoch.hdop = h }
-            guard let p = s.position, s.quality != 0 else {
-                epoch.mode = .noFix
-                return true
-            }
+            guard let p = s.position, s.quality != 0 else { return true }
             setPosition(p)
-            var mode = FixMode.twoD
             if let alt = s.altitudeMSL {
                 epoch.altitudeMSL = alt
                 epoch.geoidSeparation = s.geoidSeparation
-                if s.satellitesUsed >= 4 { mode = .threeD }
             }
-            if s.satellitesUsed < 3, s.talkerFirst == UInt8(ascii: "G"),
-                s.talkerSecond == UInt8(ascii: "P") || s.talkerSecond == UInt8(ascii: "N")
-            {
-                mode = .noFix
-            }
-            if mode == .noFix { epoch.mode = .noFix } else { setMode(mode) }
         case .gns(let s):
             epoch.hasContent = true
-            guard let m = s.mode, m != UInt8(ascii: "N") else {
-                epoch.mode = .noFix
-                return true
-            }
+            guard let m = s.mode, m != UInt8(ascii: "N") else { return true }
             if s.navigationStatus == UInt8(ascii: "U") || s.navigationStatus == UInt8(ascii: "V") { return true }
             if s.satellitesUsed > 0 { epoch.satellites = s.satellitesUsed }
-            guard let p = s.position else {
-                epoch.mode = .noFix
-                return true
-            }
+            guard let p = s.position else { return true }
             setPosition(p)
             if let h = s.hdop { epoch.hdop = h }
-            var mode = FixMode.twoD
             if let alt = s.altitudeMSL {
                 epoch.altitudeMSL = alt
                 if let sep = s.geoidSeparation { epoch.geoidSeparation = sep }
-                if s.satellitesUsed > 3 { mode = .threeD }
             }
-            setMode(mode)
         case .gll(let s):
             epoch.hasContent = true
             guard s.status == UInt8(ascii: "A"), s.faaMode != UInt8(ascii: "N"), let p = s.position else {
-                epoch.mode = .noFix
                 return true
             }
             setPosition(p)
-            keepReceiverMode()
         case .gsa(let s):
             epoch.hasContent = true
             let continuing =
@@ -336,12 +333,6 @@ struct EpochAssembler {
             }
             gsaSatellites = epoch.gsaUsed?.count ?? 0
             lastGSATalker = s.talker
-            if s.talker != UInt8(ascii: "P") && s.talker != UInt8(ascii: "N") { seenOtherGSA = true }
-            let ignoreMode = s.talker == UInt8(ascii: "P") && seenOtherGSA
-            if !ignoreMode, let m = s.mode, let mode = FixMode(rawValue: m) {
-                epoch.mode = mode
-                epoch.modeFromGSA = true
-            }
             if let v = s.pdop { epoch.pdop = v }
             if let v = s.hdop { epoch.hdop = v }
             if let v = s.vdop { epoch.vdop = v }
@@ -363,6 +354,8 @@ struct EpochAssembler {
                 return false
             }
             apply(s)
+        case .pgrmz(let s):
+            if let alt = s.altitudeMSL { epoch.altitudeMSL = alt }
         case .heading(let kind, let h):
             if headingMerger.isRepeat(kind) { endHeading(emit: emit) }
             headingMerger.add(kind, h)

@@ -22,9 +22,10 @@ public struct NMEADecoder: Sendable {
 
     /// The options in force.
     public let options: Options
-    private var framer = NMEAFramer()
+    private var framer = NMEAFramer(reportsDateComments: true)
     private var assembler = EpochAssembler()
     private var counts = NMEAStatistics()
+    private var sawDateComment = false, sawDelayCookie = false
 
     /// Creates a decoder.
     public init(options: Options = .init()) {
@@ -59,6 +60,14 @@ public struct NMEADecoder: Sendable {
 
     /// Decodes one framed line (`$…*hh`, no CR/LF).
     private mutating func handle(line: UnsafeRawBufferPointer, emit: (GNSSEvent) -> Void) {
+        if line[0] == UInt8(ascii: "#") {
+            // `# Date: …` puts gpsd in its regression-test mode (see `EpochAssembler.timestamp`),
+            // but gpsfake does not pass it on from a recording with a `# Delay-Cookie:`
+            // (it re-splits the text after the header comments, gps/fake.py).
+            if line[3] == UInt8(ascii: "a") { sawDateComment = true } else { sawDelayCookie = true }
+            assembler.regressionMode = sawDateComment && !sawDelayCookie
+            return
+        }
         let payloadLength: Int
         switch NMEAChecksum.verify(line) {
         case .valid(let n):
@@ -79,10 +88,14 @@ public struct NMEADecoder: Sendable {
             return
         }
         let payload = UnsafeRawBufferPointer(rebasing: line[1..<(1 + payloadLength)])
-        guard let sentence = NMEASentence.parse(payload: payload) else {
-            counts.ignored += 1
-            return
+        NMEAFields.withFields(of: payload) { f in
+            var packet = GPSDPacket()
+            if let sentence = NMEASentence.parse(fields: f, packet: &packet) {
+                assembler.ingest(sentence, packet, emit: emit)
+            } else {
+                assembler.ignored(packet, emit: emit)
+                counts.ignored += 1
+            }
         }
-        assembler.ingest(sentence, emit: emit)
     }
 }

@@ -136,8 +136,8 @@ extension NMEAFields {
     }
 
     /// An RMC date `ddmmyy`; the century as gpsd supplies it (years 69–99 are 1900s,
-    /// 00–68 are 2000s). No GPS-week-rollover correction: like gpsd, a receiver's date is
-    /// reported as the receiver gave it. `nil` when malformed.
+    /// 00–68 are 2000s), as the receiver gave it (gpsd's week-rollover rule for dates before
+    /// 2017 is applied to the instant, by the decoder). `nil` when malformed.
     public func ddmmyy(_ i: Int) -> NMEADate? {
         let f = self[i]
         guard f.count == 6, let dd = Self.twoDigits(f, 0), let mo = Self.twoDigits(f, 2),

@@ -34,13 +34,22 @@ public struct NMEAFramer: Sendable {
     }
 
     private var state = State.lineStart
+    /// Deliver the two comment lines of gpsd's recording format that change what gpsd
+    /// reports: one starting `# Date: ` (delivered as `# Date: `) and one starting
+    /// `# Delay-Cookie:` (delivered as `# Delay-Cookie:`).
+    private let reportsDateComments: Bool
+    /// How far the current comment line matches each of the two (0: no longer).
+    private var dateMatch = 0, cookieMatch = 0
+    private static let datePrefix: [UInt8] = Array("# Date: ".utf8)
+    private static let cookiePrefix: [UInt8] = Array("# Delay-Cookie:".utf8)
     /// The partial sentence carried between calls (only when a sentence spans chunks).
     private var pending: [UInt8] = []
     /// Framing errors seen so far: truncated, over-long or binary-corrupted sentences.
     public private(set) var framingErrors = 0
 
     /// Creates a framer at the start of a line.
-    public init() {
+    public init(reportsDateComments: Bool = false) {
+        self.reportsDateComments = reportsDateComments
         pending.reserveCapacity(Self.maximumSentenceLength + 1)
     }
 
@@ -61,13 +70,32 @@ public struct NMEAFramer: Sendable {
                     start = i
                 } else if b == 0x23 && state == .lineStart {  // #
                     state = .comment
+                    dateMatch = reportsDateComments ? 1 : 0
+                    cookieMatch = dateMatch
                 } else if b == 0x0A || b == 0x0D {
                     state = .lineStart
                 } else {
                     state = .hunting
                 }
             case .comment:
-                if b == 0x0A || b == 0x0D { state = .lineStart }
+                if b == 0x0A || b == 0x0D {
+                    state = .lineStart
+                } else {
+                    if dateMatch > 0 {
+                        dateMatch = b == Self.datePrefix[dateMatch] ? dateMatch + 1 : 0
+                        if dateMatch == Self.datePrefix.count {
+                            dateMatch = 0
+                            Self.datePrefix.withUnsafeBytes { body($0) }
+                        }
+                    }
+                    if cookieMatch > 0 {
+                        cookieMatch = b == Self.cookiePrefix[cookieMatch] ? cookieMatch + 1 : 0
+                        if cookieMatch == Self.cookiePrefix.count {
+                            cookieMatch = 0
+                            Self.cookiePrefix.withUnsafeBytes { body($0) }
+                        }
+                    }
+                }
             case .discarding:
                 if b == 0x0A || b == 0x0D {
                     state = .lineStart

@@ -8,6 +8,8 @@ public enum NMEASentenceKind: UInt8, Sendable, CaseIterable {
     case vtg, zda, gst
     /// HDT, HDG, HDM, THS: headings.
     case hdt, hdg, hdm, ths
+    /// Garmin's proprietary PGRMZ: altitude and fix dimension (gpsd reads it).
+    case pgrmz
 
     /// Recognises the three-letter type at the start of `bytes`.
     init?(type bytes: UnsafeRawBufferPointer) {

@@ -58,7 +58,10 @@ struct EpochAssemblerTests {
     func noFix() {
         let void = sentence("GPRMC,120000.00,V,,,,,,,191124,,,N") + sentence("GPGGA,120000.00,,,,,0,00,99.99,,,,,,")
         let void2 = sentence("GPRMC,120001.00,V,,,,,,,191124,,,N") + sentence("GPGGA,120001.00,,,,,0,00,99.99,,,,,,")
-        let good = sentence("GPRMC,120002.00,A,4807.038,N,01131.324,E,0.0,,191124,,,A")
+        // gpsd learns the GGA as its cycle ender: the cycle is reported on its GGA.
+        let good =
+            sentence("GPRMC,120002.00,A,4807.038,N,01131.324,E,0.0,,191124,,,A")
+            + sentence("GPGGA,120002.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
         let (events, _) = decodeAll(void + void2 + good)
         #expect(events == [.state(.noFix), events.last].compactMap { $0 })
         #expect(events.last?.fix?.mode == .twoD)
@@ -79,11 +82,24 @@ struct EpochAssemblerTests {
 
     @Test("GGA after midnight uses the next day until a date arrives")
     func midnight() {
+        // The GGA is gpsd's cycle ender (the last timed sentence before the time changes).
         let text =
             sentence("GPRMC,235959.00,A,4807.038,N,01131.324,E,0.0,0.0,191124,,,A")
+            + sentence("GPGGA,235959.00,4807.038,N,01131.324,E,1,08,0.9,545.4,M,,M,,")
             + sentence("GPGGA,000000.00,4807.038,N,01131.324,E,1,08,0.9,545.4,M,,M,,")
         let times = decodeAll(text).events.compactMap(\.fix).map(\.time.iso8601)
         #expect(times == ["2024-11-19T23:59:59.000Z", "2024-11-20T00:00:00.000Z"])
+    }
+
+    @Test("as gpsd_utc_resolve: a date before 2017 gets 1024 weeks, unless a # Date: comment (gpsd's regression mode) came")
+    func weekRollover() {
+        let rmc = sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,190214,,,A")  // 2014-02-19
+        func time(_ text: String) -> String? { decodeAll(text).events.compactMap(\.fix).first?.time.iso8601 }
+        #expect(time(rmc) == "2033-10-05T12:00:00.000Z")
+        #expect(time("# Date: 2014-02-19\n" + rmc) == "2014-02-19T12:00:00.000Z")
+        // gpsfake does not pass the comments of a recording with a delay cookie on to gpsd.
+        #expect(time("# Date: 2014-02-19\n# Delay-Cookie: | 0.01\n" + rmc) == "2033-10-05T12:00:00.000Z")
+        #expect(time(sentence("GPRMC,120000.00,A,4807.038,N,01131.324,E,0.0,0.0,010117,,,A")) == "2017-01-01T12:00:00.000Z")
     }
 
     @Test("headings carry the cycle time; HDG is true only with variation; no cycle, no time")
@@ -108,15 +124,18 @@ struct EpochAssemblerTests {
             : sentence("GPGLL,4807.038,N,01131.324,E,\(t),A,A")
     }
 
-    @Test("fix mode is the receiver's: a staggered GGA/GLL stream stays 3D, altitude left out")
+    @Test("fix mode is the receiver's: a staggered GGA/GLL stream stays 3D, altitude left out; reported when gpsd reports")
     func staggeredKeepsMode() {
         let text =
             (0..<6).map { staggered($0, gga: $0 % 2 == 0) }.joined()
             + sentence("GPRMC,120006.00,A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
         let fixes = decodeAll(text).events.compactMap(\.fix)
-        #expect(fixes.count == 7)
-        #expect(fixes.map(\.mode) == Array(repeating: .threeD, count: 7))
-        #expect(fixes.map { $0.altitudeMSL != nil } == [true, false, true, false, true, false, false])
+        // gpsd reports every sentence until it learns a cycle ender (seconds 0 and 1); at
+        // second 2 it tags the GLL (the last timed sentence before the time changed), so
+        // from then on only the GLL seconds are reported: 0, 1, 3, 5.
+        #expect(fixes.map { Int($0.time.millisecondsSince1970 / 1000 % 60) } == [0, 1, 3, 5])
+        #expect(fixes.map(\.mode) == Array(repeating: .threeD, count: 4))
+        #expect(fixes.map { $0.altitudeMSL != nil } == [true, false, false, false])
         #expect(fixes.allSatisfy { $0.altitudeMSL == nil ? $0.altitudeHAE == nil : true })
     }
 
@@ -129,46 +148,87 @@ struct EpochAssemblerTests {
         #expect(decodeAll(text).events.compactMap(\.fix).map(\.mode) == [.twoD, .twoD])
     }
 
-    @Test("GSA mode 2 downgrades a 3D fix, even with an altitude, and 3 upgrades it again")
-    func gsaDowngrades() {
-        let text = cycle(10) + cycle(11, gsaMode: 2) + cycle(12, gsaMode: 2) + cycle(13)
-        let fixes = decodeAll(text).events.compactMap(\.fix)
-        #expect(fixes.map(\.mode) == [.threeD, .twoD, .twoD, .threeD])
-        #expect(fixes[1].altitudeMSL == 545.4)
+    @Test("as gpsd: a GSA mode 2 does not lower a 3D fix while an altitude is held; mode 1 does")
+    func gsaTwoKeepsThreeD() {
+        // gpsd's nmea_parse: "don't downgrade mode if holding previous fix".
+        let text = cycle(10) + cycle(11, gsaMode: 2) + cycle(12, gsaMode: 2) + cycle(13, gsaMode: 1) + cycle(14)
+        let events = decodeAll(text).events
+        #expect(events.compactMap(\.fix).map(\.mode) == [.threeD, .threeD, .threeD, .threeD])
+        #expect(events.contains(.state(.noFix)))
     }
 
-    @Test("GGA quality 0 ends the fix; the GLL after it is 2D until the receiver says 3D")
+    @Test("as gpsd: a GSA mode 2 with 3 satellites is the mode when the GGA has no altitude")
+    func gsaTwoWithoutAltitude() {
+        let text = (10..<13).map { second in
+            sentence("GPGGA,1200\(second).00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
+                + sentence("GPGSA,A,2,13,16,21,,,,,,,,,,1.5,0.9,1.2")
+                + sentence("GPRMC,1200\(second).00,A,4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
+        }.joined()
+        #expect(decodeAll(text).events.compactMap(\.fix).map(\.mode) == [.twoD, .twoD, .twoD])
+    }
+
+    @Test("as gpsd's error model: speed from successive positions when the receiver sends none, climb from altitudes")
+    func derivedSpeedAndClimb() throws {
+        // GGA only: 0.001' of latitude a second is 1.852 m/s; the altitude rises 0.5 m a second.
+        let text = sentence("GPZDA,120000.00,19,11,2024,00,00") + (0..<3).map { i in
+            sentence("GPGGA,12000\(i).00,4807.0\(38 + i),N,01131.324,E,1,08,0.9,\(545.0 + 0.5 * Double(i)),M,46.9,M,,")
+        }.joined()
+        let fixes = decodeAll(text).events.compactMap(\.fix)
+        #expect(fixes.count == 3)
+        #expect(fixes.first?.speed == nil && fixes.first?.climb == nil)
+        let last = try #require(fixes.last)
+        // Vincenty on WGS 84, as gpsd's earth_distance: a little more than 1.852 m at 48° N.
+        #expect(try abs(#require(last.speed) - 1.8532) < 0.001)
+        #expect(try abs(#require(last.climb) - 0.5) < 1e-9)
+    }
+
+    /// A GGA-only stream dated by one ZDA: gpsd reports each GGA (its cycle ender).
+    func ggaStream(_ ggas: [String]) -> String {
+        sentence("GPZDA,120000.00,19,11,2024,00,00")
+            + ggas.enumerated().map { sentence("GPGGA,12000\($0.offset).00,\($0.element)") }.joined()
+    }
+
+    @Test("GGA quality 0 ends the fix; the fix after it is 2D until the receiver says 3D")
     func ggaQualityZero() {
-        let text =
-            staggered(0, gga: true)
-            + sentence("GPGGA,120001.00,4807.038,N,01131.324,E,0,00,,,,,,,")
-            + staggered(2, gga: false) + staggered(3, gga: true)
+        let text = ggaStream([
+            "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,", "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,",
+            "4807.038,N,01131.324,E,0,00,,,,,,,", "4807.038,N,01131.324,E,1,08,0.9,,,,,,",
+            "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,",
+        ])
         let events = decodeAll(text).events
-        #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD, .threeD])
-        #expect(events[1] == .state(.noFix))
+        #expect(events.map { $0.fix?.mode } == [.threeD, .threeD, nil, .twoD, .threeD])
+        #expect(events[2] == .state(.noFix))
     }
 
     @Test("RMC or GLL status V ends the fix, whatever the receiver said before")
     func statusV() {
-        // An RMC V registers no time (gpsd's rule): it comes here after its cycle's GGA.
-        let gga = sentence("GPGGA,120001.00,4807.038,N,01131.324,E,1,08,0.9,,,,,,")
-        for void in [
-            gga + sentence("GPRMC,120001.00,V,4807.038,N,01131.324,E,,,191124,,,N"),
-            sentence("GPGLL,4807.038,N,01131.324,E,120001.00,V,N"),
+        // RMC alone: the RMC is gpsd's cycle ender; an RMC V registers no time, so it is
+        // reported as the sentence right after the ender. GLL alone: a GLL continues the
+        // cycle, so gpsd never learns an ender and reports every one.
+        func rmc(_ s: Int, _ status: String) -> String {
+            sentence("GPRMC,12000\(s).00,\(status),4807.038,N,01131.324,E,5.0,054.7,191124,,,A")
+        }
+        func gll(_ s: Int, _ status: String) -> String {
+            sentence("GPGLL,4807.038,N,01131.324,E,12000\(s).00,\(status),A")
+        }
+        let zda = sentence("GPZDA,120000.00,19,11,2024,00,00")
+        for text in [
+            rmc(0, "A") + rmc(1, "A") + rmc(2, "V") + rmc(3, "A"),
+            zda + gll(0, "A") + gll(1, "A") + gll(2, "V") + gll(3, "A"),
         ] {
-            let text = staggered(0, gga: true) + void + staggered(2, gga: false)
             let events = decodeAll(text).events
-            #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD])
+            #expect(events.map { $0.fix?.mode } == [.twoD, .twoD, nil, .twoD])
         }
     }
 
     @Test("a cycle with no position ends the fix")
     func noPosition() {
-        let text =
-            staggered(0, gga: true) + sentence("GPGGA,120001.00,,,,,1,08,0.9,,,,,,")
-            + staggered(2, gga: false)
+        let text = ggaStream([
+            "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,", "4807.038,N,01131.324,E,1,08,0.9,545.4,M,46.9,M,,",
+            ",,,,1,08,0.9,,,,,,", "4807.038,N,01131.324,E,1,08,0.9,,,,,,",
+        ])
         let events = decodeAll(text).events
-        #expect(events.map { $0.fix?.mode } == [.threeD, nil, .twoD])
+        #expect(events.map { $0.fix?.mode } == [.threeD, .threeD, nil, .twoD])
     }
 
     @Test("bad and missing checksums are counted and lose nothing else")

@@ -46,7 +46,11 @@ struct NMEADecoderTests {
         #expect(strict.isEmpty && s.sentences == 0 && s.missingChecksums > 0)
         let (lenient, l) = Fixtures.decode(bytes, chunks: [bytes.count], options: .init(acceptsMissingChecksum: true))
         #expect(l.sentences == s.missingChecksums)
-        #expect(lenient.contains { $0.fix != nil })
+        // hp58534a's one ZDA becomes gpsd's cycle ender and never comes again, so gpsd would
+        // report nothing from it; a regular receiver without checksums gives fixes.
+        let plain = withoutChecksums(try Fixtures.bytes(Fixtures.gpsdFolder.appendingPathComponent("magellan-ec10.log")))
+        let (noSums, _) = Fixtures.decode(plain, chunks: [plain.count], options: .init(acceptsMissingChecksum: true))
+        #expect(noSums.contains { $0.fix != nil })
     }
 
     @Test("decodeStream reads through a reused buffer and equals decoding the whole")

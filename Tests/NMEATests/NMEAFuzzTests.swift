@@ -75,12 +75,15 @@ struct NMEAFuzzTests {
             $GPZDA,112300.00,22,03,2012,,*65
             $GPGRS,112300.00,1,0.0,-0.5,0.0,,,,,,,,,*49
             $G@GSA,A,2,10,13,23,,,,,,,,,,10.5,10.5,*1F
+            $GPGSA,A,2,10,13,23,,,,,,,,,,10.5,10.5,*1F
             $GPGSV,5,1,17,02,46,305,,04,74,2]40,,05,14,290,,07,46,134,*74
             $GPGSV,5,2,17,08,22,167,,10,65,329,44,13,62,040,43,17,06,199,*7E
             $GPGSV,5,3,17,20,11,098,,23,31,049,44,33,45,190,,35,26,238,*76
             $GPGSV,5,4,17,37,16,112,,39,33,133,,44,04,102,,49,33,133,*7C
             $GPGSV,5,5,17,50,45,190,*43
             """
+        // The GSA (uncorrupted, after the fuzzed copy) is what makes gpsd report the cycle
+        // after the VTG: it sets a mode while gpsd has not yet learned a cycle ender.
         var decoder = NMEADecoder()
         let fixes = decoder.decode(Array(input.utf8)).compactMap { event -> Fix? in
             if case .fix(let f) = event { return f } else { return nil }
