@@ -97,6 +97,17 @@ public struct FleetState: Sendable {
             update(status.vehicle, now: now) { s in
                 s.messages &+= 1
                 guard s.status != status else { return false }
+                // A new start of a publisher of run 0 (an agent from before numbering runs, or
+                // another v1 publisher): its numbering may start lower after a run without a
+                // working store, and it says nothing else of it. Judge its messages afresh.
+                if status.state == .online, let since = status.since, let old = s.status?.since, since != old,
+                    (s.lastFixSeq?.run ?? 0) == 0, (s.lastHeadingSeq?.run ?? 0) == 0, (s.run ?? 0) == 0
+                {
+                    s.lastFixSeq = nil
+                    s.lastHeadingSeq = nil
+                    s.sequence = SequenceTracker()
+                    s.run = nil
+                }
                 s.status = status
                 return true
             }

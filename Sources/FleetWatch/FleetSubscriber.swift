@@ -102,7 +102,15 @@ public struct FleetSubscriber: Sendable {
     /// finishes the stream after the messages already received: a consumer that writes every
     /// event (the track recorder) loses none of them, and in a share group the broker sends
     /// the next messages to the other members.
+    ///
+    /// A configuration that acknowledges after handling is for ``deliveries()``: this stream
+    /// acknowledges nothing, so it ends at once with an error.
     public func events() -> AsyncThrowingStream<FleetEvent, any Error> {
+        guard configuration.acknowledgement == .onReceipt else {
+            return AsyncThrowingStream {
+                throw MQTTError.invalidConfiguration("events() acknowledges nothing: a configuration that acknowledges after handling needs deliveries()")
+            }
+        }
         let decoder = FleetMessageDecoder(topics: options.topics)
         let policy = AsyncThrowingStream<MQTTMessage, any Error>.Continuation.BufferingPolicy.bufferingNewest(options.bufferLimit)
         return stream(of: FleetEvent.self, .bufferingNewest(options.bufferLimit), subscription: policy) { [options, logger] continuation in

@@ -1,3 +1,5 @@
+import FleetcastCore
+
 /// A broker address parsed from `mqtt[s]://[user@]host[:port]`.
 ///
 /// `mqtt` means plain TCP (default port 1883), `mqtts` TLS (default port 8883). IPv6 literals
@@ -81,13 +83,16 @@ public struct BrokerURL: Sendable, Hashable, CustomStringConvertible {
     /// character escaped. For error messages and logs, which must never carry a secret.
     public static func redactingPassword(_ text: String) -> String {
         var shown = text
-        if let scheme = shown.firstRange(of: "://"), let at = shown[scheme.upperBound...].lastIndex(of: "@"),
-            let colon = shown[scheme.upperBound..<at].firstIndex(of: ":")
-        {
-            shown.replaceSubrange(shown.index(after: colon)..<at, with: "<redacted>")
+        // The user information ends at the last "@"; it starts after "://", or after the
+        // first "/" run of a mangled scheme (`mqtt:/u:p@h`), or at the start (`u:p@h`).
+        let start = shown.firstRange(of: "://")?.upperBound ?? shown.firstIndex(of: "/").map { shown.index(after: $0) } ?? shown.startIndex
+        if let at = shown[start...].lastIndex(of: "@") {
+            let userInfoStart = shown[start..<at].lastIndex(of: "/").map { shown.index(after: $0) } ?? start
+            if let colon = shown[userInfoStart..<at].firstIndex(of: ":") {
+                shown.replaceSubrange(shown.index(after: colon)..<at, with: "<redacted>")
+            }
         }
-        return shown.unicodeScalars.map { $0.value < 0x20 || $0.value == 0x7F ? "\\u{\(String($0.value, radix: 16))}" : String($0) }
-            .joined()
+        return JSONString.escaped(shown)
     }
 
     /// `mqtt[s]://[user@]host:port`.

@@ -48,6 +48,8 @@ final class MQTTCallbackContext: Sendable {
     /// What the consumer has handled, in a client that acknowledges after handling (unused
     /// in one that acknowledges on receipt).
     let deliveries = SanitizerVisibleMutex(MQTTDeliveryLedger())
+    /// Whether a message no stream asked for was named in the log.
+    let unwantedLogged = SanitizerVisibleMutex(false)
     /// Messages dropped for their size (``onOversizeMessage(bytes:)``).
     let oversizeDropped = SanitizerVisibleMutex(0)
     /// Wakes the network loop of a client that acknowledges after handling when the consumer
@@ -134,16 +136,29 @@ final class MQTTCallbackContext: Sendable {
     }
 
     func onMessage(_ message: MQTTMessage, identifiers: [UInt32]) {
-        let targets = state.withLock { $0.received(topic: message.topic, identifiers: identifiers) }
+        let (targets, streamsOpen) = state.withLock { ($0.received(topic: message.topic, identifiers: identifiers), $0.hasOpenSubscription) }
         if targets.isEmpty {
             logger.trace("MQTT message matched no subscription", metadata: ["mqtt.topic": "\(JSONString.escaped(message.topic))"])
         }
-        var message = message
-        if acknowledgesAfterHandling {
-            // Only this thread delivers: tags follow the order of the streams' elements.
-            message.deliveryTag = self.deliveries.withLock { $0.deliver(handedOver: !targets.isEmpty) }
+        guard acknowledgesAfterHandling else {
+            for target in targets { target.yield(message) }
+            return
         }
-        for target in targets { target.yield(message) }
+        // Only this thread delivers: tags follow the order of the streams' elements.
+        let what: MQTTDeliveryLedger.Delivery = !targets.isEmpty ? .handedOver : streamsOpen ? .unwanted : .orphaned
+        var message = message
+        message.deliveryTag = deliveries.withLock { $0.deliver(what, at: .now) }
+        if what == .unwanted, unwantedLogged.withLock({ logged in defer { logged = true }; return !logged }) {
+            logger.info(
+                "MQTT message on a topic no stream asked for (a subscription the persistent session kept): let go",
+                metadata: ["mqtt.topic": "\(JSONString.escaped(message.topic))"])
+        }
+        var taken = targets.isEmpty
+        for target in targets {
+            if case .enqueued = target.yield(message) { taken = true }
+        }
+        // A stream that ended or dropped it: it must not be acknowledged with a later one.
+        if !taken { deliveries.withLock { $0.refused() } }
     }
 
     /// A message over ``MQTTConfiguration/maximumPacketSize`` arrived (a broker that could

@@ -202,12 +202,14 @@ public final class MQTTClient: Sendable {
         }
         let identifiers: [UInt32]
         let epoch: UInt64
-        // Acknowledging after handling: nothing read from now until the SUBSCRIBE is written
-        // (set before the stream is there to take messages; see MQTTDeliveryLedger).
-        if context.acknowledgesAfterHandling { context.deliveries.withLock { $0.queueSubscribe() } }
+        // Acknowledging after handling: nothing read from now until the SUBSCRIBEs are written
+        // (begun before the stream is there to take messages; see MQTTDeliveryLedger).
+        let gated = context.acknowledgesAfterHandling
+        if gated { context.deliveries.withLock { $0.beginSubscribe() } }
+        var queueing = gated
+        defer { if queueing { context.deliveries.withLock { $0.endSubscribe() } } }
         switch context.state.withLock({ $0.addSubscription(id: id, filters: filters, qos: qos, sink: continuation) }) {
         case .failure(let refusal):
-            if context.acknowledgesAfterHandling { context.deliveries.withLock { $0.wroteQueue() } }
             continuation.finish()
             throw refusal
         case .success(let added):
@@ -235,6 +237,10 @@ public final class MQTTClient: Sendable {
             }
             continuation.finish()
             throw Self.operationError(rc, operation: "subscribe to \(filters)")
+        }
+        if queueing {
+            context.deliveries.withLock { $0.endSubscribe() }
+            queueing = false
         }
         let sentBatches = sent
         try await withTaskCancellationHandler {

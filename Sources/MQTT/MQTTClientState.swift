@@ -180,8 +180,14 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// persistent session's messages come right after the CONNACK, before `subscribe()`).
     var readsForHandling: Bool {
         guard case .connected = phase else { return true }
-        return subscriptions.values.contains { !$0.ended }
+        return hasOpenSubscription
     }
+
+    /// Whether a subscription stream is open.
+    var hasOpenSubscription: Bool { subscriptions.values.contains { !$0.ended } }
+
+    /// Whether a SUBSCRIBE sent on this connection still awaits its SUBACK.
+    var awaitsSubscribeReply: Bool { !sentSubscribes.isEmpty }
 
     var mustStop: Bool {
         switch phase {

@@ -126,13 +126,11 @@ enum MQTTConnectionLoop {
         if settled && mosquitto_want_write(mosq) {
             let rc = mosquitto_loop_write(mosq, 1)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
-            if !mosquitto_want_write(mosq) { context.deliveries.withLock { $0.wroteQueue() } }
         }
+        if !mosquitto_want_write(mosq) { context.deliveries.withLock { $0.queueEmptied() } }
         let socket = mosquitto_socket(mosq)
         guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
-        // Nothing read while no stream could take it (it would have to be acknowledged unseen),
-        // nor while a SUBSCRIBE waits to be written (``MQTTDeliveryLedger/subscribeQueued``).
-        let reading = context.state.withLock { $0.readsForHandling } && !context.deliveries.withLock { $0.subscribeQueued }
+        let reading = mayRead(context)
         let writing = settled && mosquitto_want_write(mosq)
         if waitForInput(reading || writing ? socket : -1, wakeup: context.wakeup, reading: reading, writing: writing,
             timeout: handlingPollMilliseconds)
@@ -142,8 +140,7 @@ enum MQTTConnectionLoop {
                 let rc = mosquitto_loop_read(mosq, 1)
                 guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
                 packets += 1
-            } while packets < maximumBurst && mosquitto_socket(mosq) >= 0 && context.state.withLock({ $0.readsForHandling })
-                && !context.deliveries.withLock({ $0.subscribeQueued })
+            } while packets < maximumBurst && mosquitto_socket(mosq) >= 0 && mayRead(context)
                 && waitForInput(mosquitto_socket(mosq), wakeup: nil, reading: true, writing: false, timeout: 0)
         }
         if context.deliveries.withLock({ $0.takeOrphaned() }) {
@@ -155,6 +152,21 @@ enum MQTTConnectionLoop {
             return MOSQ_ERR_CONN_LOST.rawValue
         }
         return mosquitto_loop_misc(mosq)
+    }
+
+    /// How long the consumer may stay behind before the loop stops reading until it catches
+    /// up: its acknowledgements and the keep-alive then go out within about this long, whatever
+    /// the traffic (a loop that always found more to read would never be settled).
+    static let readPatience: Duration = .seconds(1)
+
+    /// Whether the loop of a client that acknowledges after handling reads now: only while a
+    /// stream is open to take what arrives (else it would be acknowledged unseen), no
+    /// SUBSCRIBE waits to be written, and the consumer is not behind for longer than
+    /// ``readPatience`` (unless a SUBACK is awaited behind what the broker sends).
+    private static func mayRead(_ context: MQTTCallbackContext) -> Bool {
+        let (open, awaitingReply) = context.state.withLock { ($0.readsForHandling, $0.awaitsSubscribeReply) }
+        guard open else { return false }
+        return context.deliveries.withLock { $0.mayRead(at: .now, patience: readPatience, awaitingReply: awaitingReply) }
     }
 
     /// Polls `socket` (for reading when `reading`, writing when `writing`) and the wake-up

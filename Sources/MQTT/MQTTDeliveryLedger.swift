@@ -1,7 +1,7 @@
 /// The deliveries of a client that acknowledges after handling
 /// (``MQTTAcknowledgement/afterHandling``): which messages the consumer has been given and
 /// which it has said it handled, and so whether the network loop may write (the writes carry
-/// the acknowledgements of everything received so far).
+/// the acknowledgements of everything received so far) and whether it may read on.
 ///
 /// A plain value, kept under the client's lock; the loop thread, the message callback and the
 /// consumer's ``MQTTClient/acknowledge(through:)`` each take one step.
@@ -12,21 +12,50 @@ struct MQTTDeliveryLedger: Sendable, Equatable {
     private(set) var lastHandedOver: UInt64 = 0
     /// Every message up to this tag is handled.
     private(set) var handledThrough: UInt64 = 0
-    /// A message arrived that no consumer took since the loop last looked: it must never be
-    /// acknowledged, so the connection is closed before anything more is written.
+    /// A message arrived that must never be acknowledged (no stream was open for it, or its
+    /// stream did not take it) since the loop last looked: the connection is closed before
+    /// anything more is written.
     private(set) var orphaned = false
+    /// `subscribe()` calls between registering their stream and queueing their last SUBSCRIBE.
+    private(set) var subscribing = 0
+    /// A SUBSCRIBE is queued and not yet written: the loop reads nothing until it is. What a
+    /// persistent session redelivers would otherwise be read first, leave the loop unsettled,
+    /// and keep the SUBSCRIBE (behind the acknowledgements) from ever being written, while
+    /// `subscribe()` waits for its SUBACK before the consumer starts.
+    private(set) var subscribeUnwritten = false
+    /// When the ledger last went from settled to unsettled (nil while settled).
+    private(set) var unsettledSince: ContinuousClock.Instant?
 
-    /// A message arrived: its tag. `handedOver` is false when no consumer takes it (no
-    /// stream open for it): nobody will handle it, so the loop must not acknowledge it
-    /// (``takeOrphaned()``), and does not wait for it.
-    mutating func deliver(handedOver: Bool) -> UInt64 {
+    /// What became of a delivered message.
+    enum Delivery {
+        /// Handed to a consumer, which will acknowledge it.
+        case handedOver
+        /// No stream asked for it although streams are open (a filter a persistent session
+        /// kept from an earlier run): handled by being let go, acknowledged with the rest.
+        case unwanted
+        /// It must not be acknowledged: nobody could take it (no stream open, or the stream
+        /// refused it). The loop drops the connection unwritten; the broker sends it again.
+        case orphaned
+    }
+
+    /// A message arrived (`what` became of it): its tag.
+    mutating func deliver(_ what: Delivery, at now: ContinuousClock.Instant) -> UInt64 {
         lastDelivered &+= 1
-        if handedOver { lastHandedOver = lastDelivered } else { orphaned = true }
+        switch what {
+        case .handedOver:
+            if isSettled { unsettledSince = now }
+            lastHandedOver = lastDelivered
+        case .unwanted: break
+        case .orphaned: orphaned = true
+        }
         return lastDelivered
     }
 
-    /// Whether a message arrived that no consumer took (and forgets it): the loop then drops
-    /// the connection unwritten, and the broker sends the message again after the reconnect.
+    /// A message already tagged as handed over was not taken by its stream after all.
+    mutating func refused() { orphaned = true }
+
+    /// Whether a message arrived that must not be acknowledged (and forgets it): the loop then
+    /// drops the connection unwritten, and the broker sends it again after the reconnect.
     mutating func takeOrphaned() -> Bool {
         defer { orphaned = false }
         return orphaned
@@ -38,20 +67,24 @@ struct MQTTDeliveryLedger: Sendable, Equatable {
     mutating func acknowledge(through tag: UInt64) -> Bool {
         let wasSettled = isSettled
         handledThrough = max(handledThrough, min(tag, lastDelivered))
+        if isSettled { unsettledSince = nil }
         return !wasSettled && isSettled
     }
 
-    /// A SUBSCRIBE is queued and not yet written: the loop reads nothing until it is. What a
-    /// persistent session redelivers would otherwise be read first, leave the loop unsettled,
-    /// and keep the SUBSCRIBE (behind the acknowledgements) from ever being written, while
-    /// `subscribe()` waits for its SUBACK before the consumer starts.
-    private(set) var subscribeQueued = false
+    /// `subscribe()` begins: from now until its SUBSCRIBEs are written, nothing is read.
+    mutating func beginSubscribe() {
+        subscribing += 1
+        subscribeUnwritten = true
+    }
 
-    /// `subscribe()` is about to queue a SUBSCRIBE.
-    mutating func queueSubscribe() { subscribeQueued = true }
+    /// `subscribe()` has queued its SUBSCRIBEs (or given up).
+    mutating func endSubscribe() { subscribing = max(0, subscribing - 1) }
 
-    /// The loop wrote everything queued.
-    mutating func wroteQueue() { subscribeQueued = false }
+    /// The loop's out-queue is empty: every SUBSCRIBE queued is written, unless a `subscribe()`
+    /// is still queueing.
+    mutating func queueEmptied() {
+        if subscribing == 0 { subscribeUnwritten = false }
+    }
 
     /// Whether every message handed to a consumer is handled: the acknowledgements of all
     /// that was received may go to the broker.
@@ -59,4 +92,14 @@ struct MQTTDeliveryLedger: Sendable, Equatable {
 
     /// Messages handed over and not yet handled.
     var outstanding: UInt64 { lastHandedOver > handledThrough ? lastHandedOver - handledThrough : 0 }
+
+    /// Whether the loop may read at `now`: not while a SUBSCRIBE waits to be written, and not
+    /// once the consumer has been behind for longer than `patience` (it catches up, the
+    /// acknowledgements and keep-alive go out, then reading goes on), unless `awaitingReply`
+    /// (a `subscribe()` waits for a SUBACK behind what the broker sends).
+    func mayRead(at now: ContinuousClock.Instant, patience: Duration, awaitingReply: Bool) -> Bool {
+        guard !subscribeUnwritten else { return false }
+        guard let since = unsettledSince, !awaitingReply else { return true }
+        return since.duration(to: now) < patience
+    }
 }

@@ -74,6 +74,20 @@ import Testing
         #expect(state[van]?.lastSeen == at(61))
     }
 
+    @Test func aPublisherOfRunZeroRestartingLowerIsJudgedAfreshOnItsNewSince() {
+        var state = FleetState()
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(0))), at: at(0))
+        state.apply(.fix(van, seq: 500, fix(1, second: 1)), at: at(1))
+        // An agent from before numbering runs, restarted after a run without a working store.
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(60))), at: at(60))
+        state.apply(.fix(van, seq: 130, fix(2, second: 61)), at: at(61))
+        #expect(state[van]?.fix?.latitude == 2, "the new start's fix is shown")
+        #expect(state[van]?.gaps == 0)
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online, since: at(60), backlog: 3)), at: at(62))
+        state.apply(.fix(van, seq: 120, fix(3, second: 62)), at: at(62))
+        #expect(state[van]?.fix?.latitude == 2, "same start: an older number is still not shown")
+    }
+
     @Test func anEarlierRunWithALaterTimeIsARunBegunWhileTheClockWasWrong() {
         var state = FleetState()
         state.apply(.fix(van, seq: MessageNumber(run: 5_000, seq: 9), fix(1, second: 10)), at: at(10))

@@ -67,6 +67,8 @@ import Testing
         #expect(BrokerURL.redactingPassword("mqtts://van-7:hunter2@broker:8883") == "mqtts://van-7:<redacted>@broker:8883")
         #expect(BrokerURL.redactingPassword("mqtt://a:b:c@d@host") == "mqtt://a:<redacted>@host")
         #expect(BrokerURL.redactingPassword("mqtt://van-7@host") == "mqtt://van-7@host")
-        #expect(BrokerURL.redactingPassword("mqtt://host\u{1B}]0;x\u{07}") == "mqtt://host\\u{1b}]0;x\\u{7}")
+        #expect(BrokerURL.redactingPassword("mqtt://host\u{1B}]0;x\u{07}") == #"mqtt://host\u001b]0;x\u0007"#)
+        #expect(BrokerURL.redactingPassword("van-7:hunter2@broker:1883") == "van-7:<redacted>@broker:1883")
+        #expect(BrokerURL.redactingPassword("mqtt:/van-7:hunter2@broker") == "mqtt:/van-7:<redacted>@broker")
     }
 }

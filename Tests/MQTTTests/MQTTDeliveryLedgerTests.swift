@@ -4,42 +4,73 @@ import Testing
 /// The bookkeeping that keeps acknowledgements from reaching the broker before the consumer
 /// has handled the messages, driven without a broker or a thread.
 @Suite struct MQTTDeliveryLedgerTests {
+    let t0 = ContinuousClock.now
+
     @Test func writesWaitUntilEverythingHandedOverIsHandled() {
         var ledger = MQTTDeliveryLedger()
         #expect(ledger.isSettled, "nothing received: the loop may write")
-        let tag1 = ledger.deliver(handedOver: true)
-        #expect(tag1 == 1)
-        let tag2 = ledger.deliver(handedOver: true)
-        #expect(tag2 == 2)
+        let first = ledger.deliver(.handedOver, at: t0)
+        let second = ledger.deliver(.handedOver, at: t0)
+        #expect([first, second] == [1, 2])
         #expect(!ledger.isSettled)
         #expect(ledger.outstanding == 2)
-        let r77853 = ledger.acknowledge(through: 1)
-        #expect(!r77853, "still one to handle")
+        let one = ledger.acknowledge(through: 1)
+        #expect(!one, "still one to handle")
         #expect(!ledger.isSettled)
-        let r53142 = ledger.acknowledge(through: 2)
-        #expect(r53142, "now the loop may write")
+        let two = ledger.acknowledge(through: 2)
+        #expect(two, "now the loop may write")
         #expect(ledger.isSettled)
-        let r45519 = ledger.acknowledge(through: 2)
-        #expect(!r45519, "an acknowledgement again changes nothing")
+        let again = ledger.acknowledge(through: 2)
+        #expect(!again, "an acknowledgement again changes nothing")
     }
 
-    @Test func aMessageNobodyTakesIsNotWaitedFor() {
+    @Test func aMessageNoStreamAskedForIsLetGoButOneNobodyCouldTakeIsNeverAcknowledged() {
         var ledger = MQTTDeliveryLedger()
-        _ = ledger.deliver(handedOver: true)
-        _ = ledger.deliver(handedOver: false)
+        _ = ledger.deliver(.handedOver, at: t0)
+        _ = ledger.deliver(.unwanted, at: t0)
         #expect(ledger.outstanding == 1)
-        let r64645 = ledger.acknowledge(through: 1)
-        #expect(r64645)
-        #expect(ledger.isSettled)
+        let orphan1 = ledger.takeOrphaned()
+        #expect(!orphan1, "an unwanted message goes with the rest")
+        let settled = ledger.acknowledge(through: 1)
+        #expect(settled)
+        _ = ledger.deliver(.orphaned, at: t0)
+        let orphan2 = ledger.takeOrphaned()
+        #expect(orphan2, "the loop drops the connection unwritten")
+        let orphan3 = ledger.takeOrphaned()
+        #expect(!orphan3, "once")
+        // Tagged as handed over, then refused by its stream: never covered by a later tag.
+        _ = ledger.deliver(.handedOver, at: t0)
+        ledger.refused()
+        let orphan4 = ledger.takeOrphaned()
+        #expect(orphan4)
     }
 
     @Test func anAcknowledgementAheadOfTheDeliveriesCoversOnlyWhatWasDelivered() {
         var ledger = MQTTDeliveryLedger()
-        _ = ledger.deliver(handedOver: true)
-        let r51626 = ledger.acknowledge(through: 99)
-        #expect(r51626)
-        _ = ledger.deliver(handedOver: true)
+        _ = ledger.deliver(.handedOver, at: t0)
+        let ahead = ledger.acknowledge(through: 99)
+        #expect(ahead)
+        _ = ledger.deliver(.handedOver, at: t0)
         #expect(!ledger.isSettled, "tag 2 came after the acknowledgement")
         #expect(ledger.handledThrough == 1)
+    }
+
+    @Test func nothingIsReadWhileASubscribeIsUnwrittenNorWhileTheConsumerIsLongBehind() {
+        var ledger = MQTTDeliveryLedger()
+        let patience = Duration.seconds(1)
+        #expect(ledger.mayRead(at: t0, patience: patience, awaitingReply: false))
+        ledger.beginSubscribe()
+        #expect(!ledger.mayRead(at: t0, patience: patience, awaitingReply: false))
+        ledger.queueEmptied()
+        #expect(!ledger.mayRead(at: t0, patience: patience, awaitingReply: false), "still queueing its SUBSCRIBEs")
+        ledger.endSubscribe()
+        ledger.queueEmptied()
+        #expect(ledger.mayRead(at: t0, patience: patience, awaitingReply: false), "written")
+        _ = ledger.deliver(.handedOver, at: t0)
+        #expect(ledger.mayRead(at: t0 + .milliseconds(900), patience: patience, awaitingReply: false))
+        #expect(!ledger.mayRead(at: t0 + .seconds(2), patience: patience, awaitingReply: false), "the consumer catches up first")
+        #expect(ledger.mayRead(at: t0 + .seconds(2), patience: patience, awaitingReply: true), "a SUBACK is behind what arrives")
+        _ = ledger.acknowledge(through: 1)
+        #expect(ledger.mayRead(at: t0 + .seconds(2), patience: patience, awaitingReply: false))
     }
 }
