@@ -174,7 +174,6 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         return nextID
     }
 
-    /// Whether the loop thread must stop: no reconnect, and a DISCONNECT at its next turn.
     /// Whether a client that acknowledges after handling may read from the broker: before
     /// the CONNACK, and after it only while a stream is open to take what arrives (a
     /// persistent session's messages come right after the CONNACK, before `subscribe()`).
@@ -189,6 +188,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// Whether a SUBSCRIBE sent on this connection still awaits its SUBACK.
     var awaitsSubscribeReply: Bool { !sentSubscribes.isEmpty }
 
+    /// Whether the loop thread must stop: no reconnect, and a DISCONNECT at its next turn.
     var mustStop: Bool {
         switch phase {
         case .shuttingDown(let shutdown): shutdown.stopRequested
