@@ -52,11 +52,13 @@ public func fuzzFleetMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
         case (.fix, .fix(_, let seq, let fix)):
             checkSaneFix(fix)
             let expected = try? FleetPayload.decodeFix(payload, vehicle: vehicle)
-            check(expected == DecodedFix(vehicle: vehicle, seq: seq, fix: fix), "the event is not decodeFix's")
-            checkFixRoundTrip(fix, vehicle: vehicle, seq: seq)
+            check(
+                expected == DecodedFix(vehicle: vehicle, seq: seq?.seq, run: seq?.run ?? 0, fix: fix) && expected?.number == seq,
+                "the event is not decodeFix's")
+            checkFixRoundTrip(fix, vehicle: vehicle, seq: seq?.seq)
         case (.heading, .heading(_, let seq, let heading)):
             checkSaneHeading(heading)
-            checkHeadingRoundTrip(heading, vehicle: vehicle, seq: seq)
+            checkHeadingRoundTrip(heading, vehicle: vehicle, seq: seq?.seq)
         case (.status, .status(let status)):
             check(status.vehicle == vehicle, "a status of another vehicle")
         case (_, .malformed(let kept, _)):
