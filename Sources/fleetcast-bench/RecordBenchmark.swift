@@ -49,7 +49,11 @@ private func benchFix(_ index: Int, vehicles: Int) -> TrackRecord {
                 speed: 13.9, track: 87.5, climb: 0, mode: .threeD, satellitesUsed: 11, hdop: 0.8, eph: 2.3, epv: 3.1)))
 }
 
-private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, batch: Int) async throws {
+/// Runs `body` with a ``TrackStore`` on a new, migrated database of `postgres`, its client
+/// running beside it.
+private func withMigratedStore(
+    _ postgres: TestPostgres, _ body: (_ database: String, TrackStore) async throws -> Void
+) async throws {
     let database = try await postgres.createDatabase()
     let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
     let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: quietLogger)
@@ -58,6 +62,12 @@ private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, b
         defer { group.cancelAll() }
         let store = TrackStore(client: client, logger: quietLogger)
         try await store.migrate()
+        try await body(database, store)
+    }
+}
+
+private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, batch: Int) async throws {
+    try await withMigratedStore(postgres) { database, store in
         let records = (0..<fixes).map { benchFix($0, vehicles: vehicles) }
         let clock = ContinuousClock()
         let start = clock.now
@@ -92,14 +102,7 @@ private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, b
 /// of 100 vehicles in two numbering runs each, made by the server itself; the check timed
 /// complete, then with holes cut in, and its plan printed.
 private func measureGaps(_ postgres: TestPostgres, rows: Int) async throws {
-    let database = try await postgres.createDatabase()
-    let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
-    let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: quietLogger)
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { await client.run() }
-        defer { group.cancelAll() }
-        let store = TrackStore(client: client, logger: quietLogger)
-        try await store.migrate()
+    try await withMigratedStore(postgres) { database, store in
         let perRun = max(1, rows / 200)
         _ = try await postgres.psql(
             """
