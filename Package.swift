@@ -35,6 +35,9 @@ let package = Package(
         .package(url: "https://github.com/vapor/postgres-nio", from: "1.21.0"),
         // fleet-watch serve: the live map's HTTP server (static files, JSON, Server-Sent Events).
         .package(url: "https://github.com/hummingbird-project/hummingbird", from: "2.0.0"),
+        // fleet-watch serve: basic authentication (bcrypt, htpasswd's format) and bearer tokens.
+        .package(url: "https://github.com/hummingbird-project/hummingbird-auth", from: "2.0.0"),
+        .package(url: "https://github.com/apple/swift-http-types", from: "1.0.0"),
     ],
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
@@ -121,7 +124,13 @@ let package = Package(
             dependencies: [
                 "FleetWatch", "FleetProtocol", "FleetcastCore", "GNSS",
                 .product(name: "Hummingbird", package: "hummingbird"),
+                .product(name: "HummingbirdCore", package: "hummingbird"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
+                .product(name: "HTTPTypes", package: "swift-http-types"),
+                .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
+                .product(name: "HummingbirdBasicAuth", package: "hummingbird-auth"),
                 .product(name: "Logging", package: "swift-log"),
+                .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
@@ -140,6 +149,7 @@ let package = Package(
             dependencies: [
                 "FleetWatch", "FleetHistory", "FleetMap", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -220,6 +230,7 @@ let package = Package(
                 "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore", "FleetcastTestSupport", "FleetHistory",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
+                .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),

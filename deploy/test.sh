@@ -21,6 +21,7 @@ packages=(
   postgresql libxml2-utils   # fleet-watch record/history: a real PostgreSQL server per test; xmllint validates GPX
   libjs-leaflet              # Leaflet, which fleet-watch serve serves to the map page from /usr/share/javascript/leaflet
   chromium curl              # the map page driven in headless Chromium; its HTTP and event stream fetched with curl
+  apache2-utils              # htpasswd -B: the users file of fleet-watch serve --users-file
 )
 echo "==> installing system packages: ${packages[*]}"
 as_root apt-get update -qq

@@ -2,7 +2,12 @@ import FleetProtocol
 import FleetWatch
 import Foundation
 import Hummingbird
+import HummingbirdAuth
+import HummingbirdBasicAuth
+import HummingbirdCore
+import HummingbirdTLS
 import Logging
+import NIOCore
 import ServiceLifecycle
 
 /// `fleet-watch serve`: a live map of the fleet in the browser. Subscribes with a
@@ -23,7 +28,12 @@ import ServiceLifecycle
 /// streaming Hummingbird response body is the whole transport.
 ///
 /// A slow browser is dropped (and logged at info, the default level) instead of being buffered: see
-/// ``Options/maximumPending`` and ``Options/maximumStalledFlushes``.
+/// ``Options/maximumPending`` and ``Options/maximumStalledFlushes``; its connection is closed. Any
+/// connection whose client stops reading is closed after ``Options/writeTimeout``, an idle one
+/// after ``Options/idleTimeout``, and at most ``Options/maximumConnections`` are open at once.
+///
+/// Who may use it: ``MapAccess`` (a Host allow-list against DNS rebinding, and optional basic or
+/// bearer authentication); ``Options/tls`` serves HTTPS.
 ///
 /// It is a `Service`: under a ServiceGroup, a graceful shutdown (SIGTERM) ends every browser's
 /// event stream (each `EventSource` sees its response end), stops taking connections, hands the
@@ -65,16 +75,31 @@ public struct FleetMapServer: Service {
         /// The most browsers connected at once; the next gets 503 (and its `EventSource`
         /// retries) until one leaves.
         public var maximumBrowsers: Int
+        /// The most TCP connections open at once (browsers' event streams, page loads and API
+        /// calls together); beyond it new connections wait in the listen queue until one closes.
+        public var maximumConnections: Int
+        /// How long a connection may stay unable to take more of its response (its client not
+        /// reading) before it is closed.
+        public var writeTimeout: Duration
+        /// How long a connection may stay open with no request in progress.
+        public var idleTimeout: Duration
+        /// The Host names answered and the credentials asked for.
+        public var access: MapAccess
+        /// The server's certificate and key for HTTPS; `nil` for plain HTTP.
+        public var tls: TLSConfiguration?
 
         /// Options for `127.0.0.1:8080`, OpenStreetMap tiles, Debian's Leaflet, vehicles stale
         /// after 30 s, 5-minute trails, updates every 250 ms, a slow browser dropped after
-        /// 10,000 queued vehicles or 40 missed flushes (10 s), at most 1,000 browsers at once.
+        /// 10,000 queued vehicles or 40 missed flushes (10 s), at most 1,000 browsers and 1,024
+        /// connections at once, a connection closed after 30 s without its client reading or 60 s
+        /// idle, no authentication, plain HTTP.
         public init(
             host: String = "127.0.0.1", port: Int = 8080, leafletDirectory: String = FleetMapServer.debianLeafletDirectory,
             tiles: String? = FleetMapServer.openStreetMapTiles, attribution: String? = FleetMapServer.openStreetMapAttribution,
             staleAfter: Duration = .seconds(30), trailWindow: Duration = .seconds(300), flushInterval: Duration = .milliseconds(250),
             maximumPending: Int = 10_000, maximumStalledFlushes: Int = 40, maximumVehicles: Int = FleetState.defaultMaximumVehicles,
-            maximumBrowsers: Int = 1_000
+            maximumBrowsers: Int = 1_000, maximumConnections: Int = 1_024, writeTimeout: Duration = .seconds(30),
+            idleTimeout: Duration = .seconds(60), access: MapAccess = MapAccess(), tls: TLSConfiguration? = nil
         ) {
             self.host = host
             self.port = port
@@ -88,6 +113,11 @@ public struct FleetMapServer: Service {
             self.maximumStalledFlushes = maximumStalledFlushes
             self.maximumVehicles = maximumVehicles
             self.maximumBrowsers = maximumBrowsers
+            self.maximumConnections = max(1, maximumConnections)
+            self.writeTimeout = writeTimeout
+            self.idleTimeout = idleTimeout
+            self.access = access
+            self.tls = tls
         }
     }
 
@@ -143,17 +173,24 @@ public struct FleetMapServer: Service {
             logger: logger)
         defer { feed.finish() }
         let logger = self.logger
-        let host = options.host
+        let host = options.host.contains(":") ? "[\(options.host)]" : options.host
+        let scheme = options.tls == nil ? "http" : "https"
         // Hummingbird's own messages ("Server started…", each request) only at debug and below:
         // at the default level the user sees the address once, from us.
         var httpLogger = logger
         if httpLogger.logLevel > .debug { httpLogger.logLevel = .warning }
+        let http = HTTP1Channel.Configuration(
+            additionalChannelHandlers: [StalledWriteHandler(timeout: .init(options.writeTimeout), logger: logger)],
+            idleTimeout: .init(options.idleTimeout))
         let app = Application(
             router: makeRouter(feed, logger: httpLogger),
-            configuration: ApplicationConfiguration(address: .hostname(options.host, port: options.port), serverName: "fleet-watch"),
+            server: try options.tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http),
+            configuration: ApplicationConfiguration(
+                address: .hostname(options.host, port: options.port), serverName: "fleet-watch",
+                availableConnectionsDelegate: MaximumAvailableConnections(options.maximumConnections, logger: httpLogger)),
             onServerRunning: { channel in
                 let port = channel.localAddress?.port ?? 0
-                logger.info("Serving the live map", metadata: ["http.address": "http://\(host):\(port)/"])
+                logger.info("Serving the live map", metadata: ["http.address": "\(scheme)://\(host):\(port)/"])
                 await onListening(port)
             },
             logger: httpLogger)
@@ -187,6 +224,21 @@ public struct FleetMapServer: Service {
 
     func makeRouter(_ feed: MapFeed, logger: Logger) -> Router<MapRequestContext> {
         let router = Router(context: MapRequestContext.self)
+        // Every route, files included, behind the Host check and the authentication.
+        router.add(
+            middleware: HostCheckMiddleware(
+                allowList: HostAllowList(listenHost: options.host, allowed: options.access.allowedHosts),
+                refusal: RefusalLog(logger: self.logger)))
+        let access = options.access
+        if access.requiresAuthentication {
+            if !access.users.isEmpty { router.add(middleware: BasicAuthenticator(users: MapUsers(users: access.users))) }
+            if !access.tokens.isEmpty {
+                router.add(middleware: BearerTokenAuthenticator<MapRequestContext>(tokens: access.tokens.map { Array($0.utf8) }))
+            }
+            router.add(
+                middleware: RequireAuthenticationMiddleware<MapRequestContext>(basic: !access.users.isEmpty, bearer: !access.tokens.isEmpty)
+            )
+        }
         router.add(
             middleware: FileMiddleware(
                 options.leafletDirectory, urlBasePath: "/leaflet",
@@ -204,7 +256,9 @@ public struct FleetMapServer: Service {
             let bytes = MapJSON.batch(Array(fleet.vehicles.prefix(limit)), now: .wallClockNow)
             return Self.response(bytes, type: "application/json")
         }
-        router.get("/events") { _, context in Self.events(feed, peer: context.peer) }
+        router.get("/events") { _, context in
+            Self.events(feed, peer: context.peer, close: { [channel = context.channel] in channel.close(promise: nil) })
+        }
         if let history {
             router.get("/api/track") { request, _ in try await Self.track(request, from: history, logger: logger) }
         }
@@ -259,14 +313,14 @@ public struct FleetMapServer: Service {
     }
 
     /// The SSE stream of one browser: its snapshot, then its coalesced updates until it is
-    /// dropped, disconnects, or the server stops.
-    static func events(_ feed: MapFeed, peer: String) -> Response {
+    /// dropped (then `close` closes its connection), disconnects, or the server stops.
+    static func events(_ feed: MapFeed, peer: String, close: @escaping @Sendable () -> Void) -> Response {
         var headers = HTTPFields()
         headers[.contentType] = "text/event-stream"
         headers[.cacheControl] = "no-cache"
         // A reverse proxy (nginx) must pass each event on at once.
         headers[.init("X-Accel-Buffering")!] = "no"
-        guard let snapshot = feed.connect(now: .wallClockNow, peer: peer) else {
+        guard let snapshot = feed.connect(now: .wallClockNow, peer: peer, close: close) else {
             return Response(status: .serviceUnavailable)
         }
         return Response(
@@ -288,14 +342,20 @@ public struct FleetMapServer: Service {
 }
 
 /// The request context of the map's routes: Hummingbird's basic one, plus the client's address
-/// (`ip:port`), which the log names when a slow browser is dropped.
-struct MapRequestContext: RequestContext {
+/// (`ip:port`), which the log names when a slow browser is dropped, its connection (closed when
+/// it is), and the user the request authenticated as.
+struct MapRequestContext: AuthRequestContext {
     var coreContext: CoreRequestContextStorage
     /// The client's address, `-` when unknown.
     let peer: String
+    /// The request's connection.
+    let channel: any Channel
+    /// Who the request authenticated as (``MapAccess``); `nil` before or without authentication.
+    var identity: MapUser?
 
     init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
+        channel = source.channel
         let address = source.channel.remoteAddress
         peer = address.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "-"
     }

@@ -39,8 +39,16 @@ final class MapFeed: Sendable {
         var fleet: FleetState
         var trails: VehicleTrails
         var queues: BrowserQueues<VehicleID, Waiter>
-        /// Each browser's address, for the log when it is dropped.
-        var peers: [Int: String] = [:]
+        /// Each browser's connection: its address, for the log, and how to close it.
+        var connections: [Int: Connection] = [:]
+    }
+
+    /// A browser's connection, as the feed knows it.
+    private struct Connection {
+        var peer: String
+        /// Closes the connection: a dropped browser's response is blocked in a write to a peer
+        /// that does not read, which only closing the connection ends.
+        var close: @Sendable () -> Void
     }
 
     private let state: SanitizerVisibleMutex<State>
@@ -86,12 +94,13 @@ final class MapFeed: Sendable {
         state.withLock { ($0.fleet, $0.trails) }
     }
 
-    /// Registers a browser (from `peer`, its address, for the log) and returns its snapshot;
-    /// `nil` once the feed has finished.
-    func connect(now: UTCTimestamp, peer: String = "-") -> Snapshot? {
+    /// Registers a browser (from `peer`, its address, for the log; `close` closes its
+    /// connection, called when it is dropped) and returns its snapshot; `nil` once the feed has
+    /// finished or it has its most browsers.
+    func connect(now: UTCTimestamp, peer: String = "-", close: @escaping @Sendable () -> Void = {}) -> Snapshot? {
         state.withLock { s in
             guard let id = s.queues.add() else { return nil }
-            s.peers[id] = peer
+            s.connections[id] = Connection(peer: peer, close: close)
             return Snapshot(id: id, fleet: s.fleet, trails: s.trails, now: now)
         }
     }
@@ -104,7 +113,7 @@ final class MapFeed: Sendable {
                 let ready: Batch?? = state.withLock { s in
                     if Task.isCancelled {
                         _ = s.queues.remove(id)
-                        s.peers[id] = nil
+                        s.connections[id] = nil
                         return .some(nil)
                     }
                     switch s.queues.next(id, waiter: waiter) {
@@ -123,28 +132,32 @@ final class MapFeed: Sendable {
     /// Forgets browser `id` (its connection ended).
     func disconnect(_ id: Int) {
         state.withLock { s in
-            s.peers[id] = nil
+            s.connections[id] = nil
             return s.queues.remove(id)
         }?.resume(returning: nil)
     }
 
-    /// One flush tick: every ready browser gets its batch; slow browsers are dropped and logged
-    /// (at info, the level a user sees by default; a library logs no higher).
+    /// One flush tick: every ready browser gets its batch; slow browsers are dropped, their
+    /// connections closed, and logged (at info, the level a user sees by default; a library logs
+    /// no higher).
     func flush(now: UTCTimestamp) {
         let (deliveries, drops) = state.withLock { s in
             let actions = s.queues.flush()
             let deliveries = actions.deliveries.map { delivery in
                 (delivery.waiter, Batch(vehicles: delivery.batch.compactMap { s.fleet[$0] }, now: now))
             }
-            let drops = actions.drops.map { drop in (drop, s.peers.removeValue(forKey: drop.id) ?? "-") }
+            let drops = actions.drops.map { drop in
+                (drop, s.connections.removeValue(forKey: drop.id) ?? Connection(peer: "-", close: {}))
+            }
             return (deliveries, drops)
         }
         for (waiter, batch) in deliveries { waiter.resume(returning: batch) }
-        for (drop, peer) in drops {
+        for (drop, connection) in drops {
+            connection.close()
             logger.info(
                 "Dropped a slow browser",
                 metadata: [
-                    "http.peer": "\(peer)", "map.browser": "\(drop.id)", "map.reason": "\(drop.reason.rawValue)",
+                    "http.peer": "\(connection.peer)", "map.browser": "\(drop.id)", "map.reason": "\(drop.reason.rawValue)",
                     "map.pending": "\(drop.pending)",
                 ])
         }

@@ -3,8 +3,10 @@ import FleetHistory
 import FleetMap
 import FleetProtocol
 import FleetWatch
+import FleetcastCore
 import Foundation
 import GNSS
+import HummingbirdTLS
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -23,6 +25,13 @@ struct ServeCommand: AsyncParsableCommand {
             --postgres (the database `fleet-watch record` writes), a vehicle's details offer its \
             recorded track over a chosen time (/api/track); the PostgreSQL password goes in the \
             URL or in PGPASSWORD.
+
+            Who may use it: requests are answered only for a Host that is an IP address, \
+            localhost, the --listen name or an --allowed-host (a web page elsewhere cannot rebind \
+            its name to this server). Without --users-file or --token-file anyone who reaches the \
+            port sees where every vehicle is: keep --listen on loopback, or give users (htpasswd -B \
+            -c FILE NAME; the browser asks for the password) and tokens for scripts (Authorization: \
+            Bearer). --tls-certificate and --tls-key serve HTTPS.
             """
     )
 
@@ -49,7 +58,36 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The track history to draw past tracks from: postgres://[user@]host[:port]/database[?sslmode=…].")
     var postgres: String?
 
+    @Option(
+        name: .customLong("allowed-host"),
+        help: ArgumentHelp("A host name browsers use to reach the map (repeatable).", valueName: "name"))
+    var allowedHosts: [String] = []
+
+    @Option(help: ArgumentHelp("Users who may see the map: an htpasswd file of bcrypt hashes (htpasswd -B).", valueName: "file"))
+    var usersFile: String?
+
+    @Option(help: ArgumentHelp("Bearer tokens that may use the map, one a line (for scripts).", valueName: "file"))
+    var tokenFile: String?
+
+    @Option(help: ArgumentHelp("Serve HTTPS with this certificate chain (PEM); needs --tls-key.", valueName: "file"))
+    var tlsCertificate: String?
+
+    @Option(help: ArgumentHelp("The private key (PEM) of --tls-certificate.", valueName: "file"))
+    var tlsKey: String?
+
+    @Option(help: "The most connections open at once (browsers, page loads and API calls).")
+    var maxConnections: Int = 1_024
+
     func validate() throws {
+        guard (1...100_000).contains(maxConnections) else { throw ValidationError("--max-connections: 1 to 100000") }
+        guard (tlsCertificate == nil) == (tlsKey == nil) else {
+            throw ValidationError("--tls-certificate and --tls-key go together")
+        }
+        for name in allowedHosts {
+            guard HostAllowListName.isValid(name) else {
+                throw ValidationError("--allowed-host: a host name such as fleet.example.com, without scheme or port")
+            }
+        }
         _ = try address()
         guard tiles == "none" || (tiles.hasPrefix("https://") || tiles.hasPrefix("http://")) && tiles.utf8.count <= 2048 else {
             throw ValidationError("--tiles: an http(s) URL template such as \(FleetMapServer.openStreetMapTiles), or none")
@@ -78,7 +116,13 @@ struct ServeCommand: AsyncParsableCommand {
         let options = FleetMapServer.Options(
             host: host, port: port, leafletDirectory: leafletDir, tiles: useTiles ? tiles : nil,
             attribution: attribution ?? (tiles == FleetMapServer.openStreetMapTiles ? FleetMapServer.openStreetMapAttribution : nil),
-            staleAfter: .milliseconds(Int64(staleAfter * 1000)), trailWindow: .milliseconds(Int64(trailMinutes * 60_000)))
+            staleAfter: .milliseconds(Int64(staleAfter * 1000)), trailWindow: .milliseconds(Int64(trailMinutes * 60_000)),
+            maximumConnections: maxConnections, access: try access(logger: logger), tls: try tls())
+        if !options.access.requiresAuthentication && !Self.isLoopback(host) {
+            logger.warning(
+                "Serving the map without authentication on a non-loopback address: anyone who reaches it sees where every vehicle is (--users-file, --token-file)",
+                metadata: ["http.listen": "\(listen)"])
+        }
         let client = try postgres.map {
             PostgresClient(
                 configuration: try PostgresLocation(parsing: $0, environment: ProcessInfo.processInfo.environment).clientConfiguration,
@@ -100,6 +144,76 @@ struct ServeCommand: AsyncParsableCommand {
             .init(service: ListeningMapServer(server: server, readiness: readiness), successTerminationBehavior: .gracefullyShutdownGroup))
         try await FleetWatchServices.run(
             services, readiness: readiness, status: "serving the live map on \(listen)", logger: logger)
+    }
+}
+
+extension ServeCommand {
+    /// The Host allow-list and the credentials, read from their files; an unusable file is a
+    /// usage error naming the file and line (never a secret).
+    func access(logger: Logger) throws -> MapAccess {
+        var access = MapAccess(allowedHosts: Set(allowedHosts))
+        do {
+            try readCredentials(into: &access, logger: logger)
+        } catch let error as MapAccess.InvalidCredentials {
+            throw ValidationError(error.description)
+        }
+        return access
+    }
+
+    private func readCredentials(into access: inout MapAccess, logger: Logger) throws {
+        if let usersFile {
+            access.users = try MapAccess.users(htpasswd: try Self.read(usersFile, option: "--users-file"), file: usersFile)
+            Self.warnIfReadableByOthers(usersFile, logger: logger)
+        }
+        if let tokenFile {
+            access.tokens = try MapAccess.tokens(text: try Self.read(tokenFile, option: "--token-file"), file: tokenFile)
+            Self.warnIfReadableByOthers(tokenFile, logger: logger)
+        }
+    }
+
+    /// The HTTPS configuration of `--tls-certificate` and `--tls-key`, `nil` without them.
+    func tls() throws -> TLSConfiguration? {
+        guard let tlsCertificate, let tlsKey else { return nil }
+        let failure = "--tls-certificate/--tls-key: cannot load \(tlsCertificate) and \(tlsKey)"
+        do {
+            let chain = try NIOSSLCertificate.fromPEMFile(tlsCertificate)
+            guard !chain.isEmpty else { throw ValidationError("\(failure): no PEM certificate in \(tlsCertificate)") }
+            let key = try NIOSSLPrivateKey(file: tlsKey, format: .pem)
+            return TLSConfiguration.makeServerConfiguration(certificateChain: chain.map { .certificate($0) }, privateKey: .privateKey(key))
+        } catch let error as ValidationError {
+            throw error
+        } catch {
+            throw ValidationError("\(failure): \(error)")
+        }
+    }
+
+    static func read(_ path: String, option: String) throws -> String {
+        guard let data = FileManager.default.contents(atPath: path), data.count <= 1 << 20 else {
+            throw ValidationError("\(option): cannot read \(path) (or it is over 1 MiB)")
+        }
+        return String(decoding: data, as: UTF8.self)
+    }
+
+    static func warnIfReadableByOthers(_ path: String, logger: Logger) {
+        if FilePermissions.isReadableByOthers(path) {
+            logger.warning(
+                "A credentials file is readable by every user of this machine; chmod o-r it", metadata: ["file": "\(path)"])
+        }
+    }
+
+    static func isLoopback(_ host: String) -> Bool {
+        host == "localhost" || host == "::1" || host.hasPrefix("127.")
+    }
+}
+
+/// What `--allowed-host` accepts: a DNS name (letters, digits, `-`, `.`), no scheme, no port.
+enum HostAllowListName {
+    static func isValid(_ name: String) -> Bool {
+        !name.isEmpty && name.utf8.count <= 253
+            && name.utf8.allSatisfy {
+                $0 == UInt8(ascii: "-") || $0 == UInt8(ascii: ".") || (0x30...0x39).contains($0) || (0x41...0x5A).contains($0)
+                    || (0x61...0x7A).contains($0)
+            }
     }
 }
 

@@ -23,7 +23,8 @@ import Glibc
         let fd: Int32
         let localPort: Int
 
-        init(port: Int) throws {
+        /// A client that sends `GET path` and then reads nothing (`path` nil: sends nothing at all).
+        init(port: Int, path: String? = "/events") throws {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
             self.fd = fd
             guard fd >= 0 else { throw TestSupportError.system("socket", errno) }
@@ -39,7 +40,8 @@ import Glibc
                 $0.withMemoryRebound(to: sockaddr.self, capacity: 1) { getsockname(fd, $0, &length) }
             }
             localPort = Int(UInt16(bigEndian: local.sin_port))
-            let request = Array("GET /events HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAccept: text/event-stream\r\n\r\n".utf8)
+            guard let path else { return }
+            let request = Array("GET \(path) HTTP/1.1\r\nHost: 127.0.0.1:\(port)\r\nAccept: text/event-stream\r\n\r\n".utf8)
             guard request.withUnsafeBytes({ send(fd, $0.baseAddress, $0.count, Int32(MSG_NOSIGNAL)) }) == request.count else {
                 _ = Glibc.close(fd)
                 throw TestSupportError.system("send", errno)
@@ -47,6 +49,43 @@ import Glibc
         }
 
         func close() { _ = Glibc.close(fd) }
+
+        /// Reads (and discards) what the server sent until it closes the connection: true once
+        /// `recv` sees its end (or a reset), false if it is still open after `timeout`.
+        func readUntilClosed(timeout: Duration) async throws -> Bool {
+            _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
+            let deadline = ContinuousClock.now + timeout
+            var buffer = [UInt8](repeating: 0, count: 65536)
+            while ContinuousClock.now < deadline {
+                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                if n == 0 || (n < 0 && errno == ECONNRESET) { return true }
+                if n < 0 { try await Task.sleep(for: .milliseconds(20)) }
+            }
+            return false
+        }
+    }
+
+    /// `FleetMapServer` in this process with `options` (port 0, no tiles), subscribed to
+    /// `broker`; returns the serving task and its port once it listens and has subscribed.
+    static func startServer(
+        _ broker: TestBroker, options: FleetMapServer.Options, logger: Logger, memory: InMemoryLogHandler
+    ) async throws -> (Task<Void, any Error>, Int) {
+        let mqtt = MQTTConfiguration(
+            broker: BrokerURL(host: broker.host, port: broker.port), clientID: "serve-\(UUID().uuidString.prefix(8))")
+        let server = try FleetMapServer(
+            subscriber: try FleetSubscriber(configuration: mqtt, logger: logger), options: options, logger: logger)
+        let listening = Locked<Int?>(nil)
+        let serving = Task { try await server.run { port in listening.withLock { $0 = port } } }
+        do {
+            try await waitUntil("the server to listen") { listening.withLock { $0 } != nil }
+            try await waitUntil("the subscription", timeout: .seconds(15)) {
+                memory.entries.contains { $0.message.description == "Subscribed to the fleet" }
+            }
+        } catch {
+            serving.cancel()
+            throw error
+        }
+        return (serving, try #require(listening.withLock { $0 }))
     }
 
     @Test func aBrowserThatStopsReadingIsDroppedAndLoggedWhileAReadingOneKeepsItsUpdates() async throws {
@@ -112,6 +151,9 @@ import Glibc
                 }
                 let dropsAfter = memory.entries.filter { $0.message.description == "Dropped a slow browser" }
                 #expect(dropsAfter.count == 1, "only the stalled browser, once: \(dropsAfter)")
+                // Dropped means gone: the server closed its connection (its response was blocked
+                // in a write), so it holds neither the connection nor what it had queued.
+                #expect(try await slow.readUntilClosed(timeout: .seconds(30)), "the dropped browser's connection is closed")
             } catch {
                 publishing.cancel()
                 stalled?.close()
@@ -126,6 +168,29 @@ import Glibc
             serving.cancel()
             _ = try await withTimeout(.seconds(15), "the server to stop") { await serving.result }
             await publisher.shutdown(flushTimeout: .zero)
+        }
+    }
+
+    @Test func connectionsAreCountedAndIdleOnesClosed() async throws {
+        try await withBroker { broker in
+            let memory = InMemoryLogHandler()
+            var logger = Logger(label: "test") { _ in memory }
+            logger.logLevel = .info
+            let (serving, port) = try await Self.startServer(
+                broker, options: FleetMapServer.Options(port: 0, tiles: nil, maximumConnections: 2, idleTimeout: .seconds(3)),
+                logger: logger, memory: memory)
+            defer { serving.cancel() }
+            // Two connections that never send a request take the server's two places.
+            let idle = try (0..<2).map { _ in try StalledClient(port: port, path: nil) }
+            defer { for client in idle { client.close() } }
+            try await Task.sleep(for: .milliseconds(300))
+            let url = "http://127.0.0.1:\(port)/api/vehicles"
+            let (waited, _) = try await FleetMapServeTests.curl(["--max-time", "1", url], directory: broker.directory)
+            #expect(waited == 28, "a third connection waits while two are open (curl timed out)")
+            // The idle timeout frees both places; then the next request is served.
+            for client in idle { #expect(try await client.readUntilClosed(timeout: .seconds(20)), "an idle connection is closed") }
+            let (status, body) = try await FleetMapServeTests.curl(["--max-time", "10", url], directory: broker.directory)
+            #expect(status == 0 && body.contains(#""vehicles""#), "\(body)")
         }
     }
 }
