@@ -160,13 +160,14 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
 }
 
 extension AgentConfiguration {
-    /// The MQTT client's settings for this vehicle: broker, client id `fleetcast-{vehicle}`,
-    /// protocol, credentials, and TLS when the URL is `mqtts:` or a CA or client certificate
-    /// is configured.
+    /// The MQTT client's settings for this vehicle: broker, client id the vehicle id (what a
+    /// broker that binds the client id to the user name, `use_username_as_clientid` in the
+    /// shipped configurations, makes of it anyway: the vehicle's user name is its id), protocol,
+    /// credentials, and TLS when the URL is `mqtts:` or a CA or client certificate is configured.
     public var mqttConfiguration: MQTTConfiguration {
         var mqtt = MQTTConfiguration(
             broker: broker.url,
-            clientID: "fleetcast-\(vehicle)",
+            clientID: vehicle.rawValue,
             protocolVersion: broker.protocolVersion == .v311 ? .v311 : .v5,
             keepAlive: .seconds(broker.keepAliveSeconds),
             username: broker.username,

@@ -35,6 +35,9 @@ public final class AgentService: Service {
     private let store: OutboxStore
     /// systemd's notification socket, when run by systemd with `Type=notify`.
     private let notifier: SystemdNotifier?
+    /// Held while the agent exists: says to `check` and to a second agent that this one runs;
+    /// `nil` when the state directory cannot hold it.
+    private let instanceLock: AgentInstanceLock?
 
     /// Prepares the agent; nothing runs before `run()`.
     ///
@@ -72,7 +75,19 @@ public final class AgentService: Service {
                 "The broker password file can be read by every user of this machine; make it readable by the agent only (chmod 0640, group fleetcast, or 0600)",
                 metadata: ["file": "\(file)"])
         }
+        // Before the store is opened: a second agent must not touch the first one's store.
+        // A missing state directory is made by the store; the lock is taken again after it.
+        func lock() throws -> AgentInstanceLock? {
+            switch AgentInstanceLock.acquire(directory: configuration.stateDirectory, vehicle: configuration.vehicle) {
+            case .acquired(let lock): return lock
+            case .heldByAnother(let path): throw AgentAlreadyRunning(vehicle: configuration.vehicle, path: path)
+            case .unavailable: return nil
+            }
+        }
+        var instanceLock = try lock()
         let store = OutboxStore.open(directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
+        if instanceLock == nil { instanceLock = try lock() }
+        self.instanceLock = instanceLock
         self.store = store
         outboxPath =
             store.degradedReason == nil
