@@ -41,7 +41,9 @@ struct BrokerIdentityTests {
         let agent = try TestProcess(builtProduct("fleetcast-agent"), arguments, directory: shipped.files.path, name: "agent-van-2")
         try await BrokerACLTests.waitUntil("van-2 online with fixes", timeout: .seconds(30), agent: agent) {
             let received = observer.messagesSoFar
-            return BrokerACLTests.lines(received, on: "fleet/van-2/status").contains { BrokerACLTests.json($0)?["state"] as? String == "online" }
+            return BrokerACLTests.lines(received, on: "fleet/van-2/status").contains {
+                BrokerACLTests.json($0)?["state"] as? String == "online"
+            }
                 && BrokerACLTests.lines(received, on: "fleet/van-2/fix").count >= 3
         }
         return agent
@@ -99,7 +101,9 @@ struct BrokerIdentityTests {
                 BrokerACLTests.lines(observer.messagesSoFar, on: "fleet/van-2/fix").count >= fixesBefore + 10
             }
             #expect(agent.isRunning)
-            #expect(!shipped.broker.log.contains("already connected, closing old connection"), "broker log:\n\(shipped.broker.log.suffix(4000))")
+            #expect(
+                !shipped.broker.log.contains("already connected, closing old connection"), "broker log:\n\(shipped.broker.log.suffix(4000))"
+            )
             #expect(
                 shipped.broker.log.components(separatedBy: " as van-2 (").count - 1 == 1, "van-2 connected once, and stayed")
             let statuses = BrokerACLTests.lines(observer.messagesSoFar, on: "fleet/van-2/status")
@@ -111,7 +115,9 @@ struct BrokerIdentityTests {
         }
     }
 
-    @Test("passwords: van-1's credentials claiming van-2's client id (three connections) and a watcher claiming it never close van-2's session; its status stays online; check beside the agent does not connect")
+    @Test(
+        "passwords: van-1's credentials claiming van-2's client id (three connections) and a watcher claiming it never close van-2's session; its status stays online; check beside the agent does not connect"
+    )
     func passwordClaimsNeverCloseTheVehicle() async throws {
         try await Self.claimsNeverCloseTheVehicle(.passwords)
     }
@@ -230,7 +236,9 @@ struct BrokerIdentityTests {
         }
     }
 
-    @Test("passwords: both bridges run as their shipped users (bridge+…, bridge+…-pub), Home Assistant's and OwnTracks' logins read what they publish, nothing refused")
+    @Test(
+        "passwords: both bridges run as their shipped users (bridge+…, bridge+…-pub), Home Assistant's and OwnTracks' logins read what they publish, nothing refused"
+    )
     func bridgesWithPasswords() async throws {
         try await Self.bridgesWork(.passwords)
     }
