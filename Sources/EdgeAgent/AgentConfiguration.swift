@@ -99,6 +99,33 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
 
     /// The durable outbox (`outbox.*`).
     public var outbox: OutboxSettings
+
+    /// Whether the system clock is taken as synchronized (`fixTime.systemClock`).
+    public enum SystemClock: String, Sendable, Equatable, CaseIterable {
+        /// As the kernel says (adjtimex(2): ``SystemClockSynchronization``), the default.
+        case auto
+        /// Always: a clock kept by something that does not tell the kernel (PTP hardware, a
+        /// GNSS-disciplined clock of its own).
+        case synchronized
+    }
+
+    /// The check of a live receiver's fix times (``FixTimeCheck``).
+    public struct FixTimeSettings: Sendable, Equatable {
+        /// Fixes stamped further than this from a synchronized system clock are refused,
+        /// seconds (`fixTime.maxOffset`, default 900: 15 minutes); `nil` (`off`): not checked.
+        public var maxOffsetSeconds: Int? = AgentConfiguration.defaultFixTimeMaxOffsetSeconds
+        /// Whether the system clock is synchronized (`fixTime.systemClock`, default `auto`).
+        public var systemClock: SystemClock = .auto
+
+        /// The defaults: 15 minutes, the kernel's word on the clock.
+        public init() {}
+    }
+
+    /// The default `fixTime.maxOffset`, seconds: ``FixTimeCheck/defaultMaximumOffset``.
+    public static let defaultFixTimeMaxOffsetSeconds: Int? = Int(FixTimeCheck.defaultMaximumOffset.components.seconds)
+
+    /// The check of fix times (`fixTime.*`).
+    public var fixTime = FixTimeSettings()
     /// Directory of the agent's state (the outbox store, `{vehicle}.outbox`) (`stateDir`,
     /// default `/var/lib/fleetcast`).
     public var stateDirectory: String
@@ -153,6 +180,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("outbox.maxBytes", "\(outbox.maxBytes)"),
             line("outbox.maxAge", "\(outbox.maxAgeSeconds)"),
             line("outbox.drainRate", "\(outbox.drainRate)"),
+            line("fixTime.maxOffset", fixTime.maxOffsetSeconds.map { "\($0)" } ?? "off"),
+            line("fixTime.systemClock", fixTime.systemClock.rawValue),
             line("stateDir", stateDirectory),
             line("log.level", logLevel.rawValue),
         ].joined(separator: "\n")

@@ -93,9 +93,22 @@ public final class AgentService: Service {
             store.degradedReason == nil
             ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
         let mqtt = configuration.mqttConfiguration
-        let settings = configuration.publisherSettings(agentVersion: agentVersion, lossless: lossless)
+        var settings = configuration.publisherSettings(agentVersion: agentVersion, lossless: lossless)
+        // A live receiver's fix times are checked against a synchronized system clock; a
+        // replay's are a recording's own (old), the simulator's are the system clock's.
+        switch descriptor {
+        case .serial, .gpsd:
+            settings.maximumFixClockOffset = configuration.fixTime.maxOffsetSeconds.map { .seconds($0) }
+        case .replay, .simulator:
+            settings.maximumFixClockOffset = nil
+        }
+        let clockSynchronized: @Sendable () -> Bool =
+            switch configuration.fixTime.systemClock {
+            case .auto: SystemClockSynchronization.isSynchronized
+            case .synchronized: { true }
+            }
         link = MQTTLink(configuration: mqtt, messageExpirySeconds: configuration.messageExpirySeconds, logger: logger)
-        publisher = Publisher(settings: settings, sender: link, store: store, logger: logger)
+        publisher = Publisher(settings: settings, sender: link, store: store, logger: logger, clockSynchronized: clockSynchronized)
     }
 
     private enum Child: Sendable {
@@ -199,7 +212,7 @@ public final class AgentService: Service {
             "agent stopped",
             metadata: [
                 "published": "\(counters.published)", "dropped": "\(counters.dropped)",
-                "skipped": "\(counters.skippedByPolicy)",
+                "skipped": "\(counters.skippedByPolicy)", "implausible": "\(counters.fixesImplausible)",
             ])
         if let failure { throw failure }
     }
