@@ -5,6 +5,7 @@
 // needed): what NTP daemons (chrony, ntpd, systemd-timesyncd) tell the kernel about the system
 // clock. Glibc's Swift module does not export <sys/timex.h>, hence this wrapper.
 
+#include <errno.h>
 #include <sys/timex.h>
 
 /// What adjtimex(2) says of the system clock.
@@ -15,6 +16,8 @@ typedef struct {
     int status;
     /// The maximum error, microseconds (the kernel lets it grow to 16 s when nothing updates it).
     long maxErrorMicroseconds;
+    /// errno when state is -1 (EPERM: a seccomp filter such as systemd's ProtectClock=yes).
+    int error;
 } fleetcast_clock_sync;
 
 /// Reads the kernel's clock state without changing it.
@@ -22,7 +25,7 @@ static inline fleetcast_clock_sync fleetcast_read_clock_sync(void) {
     struct timex timex = {0};
     timex.modes = 0;
     int state = adjtimex(&timex);
-    fleetcast_clock_sync result = {state, timex.status, timex.maxerror};
+    fleetcast_clock_sync result = {state, timex.status, timex.maxerror, state == -1 ? errno : 0};
     return result;
 }
 

@@ -129,6 +129,18 @@ public final class AgentService: Service {
             source \(publisher.settings.sourceURI ?? configuration.source), broker \(broker.url) \
             (TLS \(tls ? "on" : "off")\(broker.username.map { ", user \($0)" } ?? "")), outbox \(outboxPath)
             """, metadata: ["mqtt.broker": "\(broker.url)", "outbox.path": "\(outboxPath)"])
+        if publisher.settings.maximumFixClockOffset != nil, configuration.fixTime.systemClock == .auto {
+            switch SystemClockSynchronization.read() {
+            case .synchronized:
+                logger.debug("System clock synchronized: fixes far from it are refused")
+            case .unsynchronized:
+                logger.debug("System clock not synchronized: fixes pass until it is")
+            case .unreadable(let reason):
+                logger.warning(
+                    "Cannot tell whether the system clock is synchronized; fix times are not checked against it (a ProtectClock=yes unit blocks adjtimex)",
+                    metadata: ["error": "adjtimex: \(reason)"])
+            }
+        }
         let events = FiniteOrLive(finite: finiteSource, hub: hub)
         // The configuration is loaded, the store open and the source started (the hub starts
         // it for its first subscriber): ready, as far as systemd is concerned.

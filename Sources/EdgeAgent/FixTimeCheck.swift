@@ -2,6 +2,12 @@ import CTimex
 import GNSS
 import Logging
 
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#endif
+
 /// The agent's rule for a live receiver's fix times: a fix stamped implausibly far from a
 /// synchronized system clock is refused, not published.
 ///
@@ -98,9 +104,29 @@ public enum SystemClockSynchronization {
     /// a maximum error under ``maximumErrorMicroseconds``. A container or a machine without a
     /// time daemon says no (fixes then pass).
     @Sendable public static func isSynchronized() -> Bool {
+        if case .synchronized = read() { return true }
+        return false
+    }
+
+    /// What adjtimex(2) says.
+    public enum Reading: Sendable, Equatable {
+        /// Synchronized (see ``isSynchronized()``).
+        case synchronized
+        /// Not synchronized, or the maximum error too large.
+        case unsynchronized
+        /// adjtimex(2) failed: the reason (`Operation not permitted` under a seccomp filter that
+        /// blocks `@clock`, as systemd's `ProtectClock=yes` does).
+        case unreadable(String)
+    }
+
+    /// Reads the kernel's clock state now.
+    public static func read() -> Reading {
         let sync = fleetcast_read_clock_sync()
-        return sync.state >= 0 && sync.state != fleetcast_time_error() && sync.status & fleetcast_sta_unsync() == 0
+        guard sync.state >= 0 else { return .unreadable(String(cString: strerror(sync.error))) }
+        let synchronized =
+            sync.state != fleetcast_time_error() && sync.status & fleetcast_sta_unsync() == 0
             && sync.maxErrorMicroseconds < maximumErrorMicroseconds
+        return synchronized ? .synchronized : .unsynchronized
     }
 }
 
