@@ -77,6 +77,9 @@ let package = Package(
             pkgConfig: "yaml-0.1",
             providers: [.apt(["libyaml-dev"])]
         ),
+        // adjtimex(2) from <sys/timex.h> (Glibc's Swift module lacks it): whether the system
+        // clock is synchronized, for the agent's check of fix times. Header only, in libc.
+        .systemLibrary(name: "CTimex"),
         // An async MQTT 5 / 3.1.1 client over libmosquitto.
         .target(
             name: "MQTT",
@@ -89,7 +92,7 @@ let package = Package(
         .target(
             name: "EdgeAgent",
             dependencies: [
-                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore", "CYAML",
+                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore", "CYAML", "CTimex",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),

@@ -149,16 +149,20 @@ syscalls_of() {  # UNIT OUTPUT
   for setting in MemoryDenyWriteExecute=yes SystemCallErrorNumber=EPERM 'RestrictAddressFamilies=AF_UNIX AF_INET AF_INET6'; do
     grep -qx "$setting" "$1" || fail "$1 no longer says $setting: update deploy/deb/sandbox.c to match"
   done
-  : >"$2.allow"; : >"$2.deny"
+  # In order, as systemd applies them: the first line (an allow list) starts the list, a later
+  # allow line adds to it, a deny line (~…) takes from it (the agent's unit gives adjtimex back
+  # after ~@privileged took it).
+  : >"$2"
   while IFS= read -r filter; do
     list=allow
     [[ $filter == '~'* ]] && { list=deny; filter=${filter#\~}; }
     for item in $filter; do
-      if [[ $item == @* ]]; then expand "$item"; else echo "$item"; fi >>"$2.$list"
-    done
+      if [[ $item == @* ]]; then expand "$item"; else echo "$item"; fi
+    done | sort -u >"$2.items"
+    if [ "$list" = deny ]; then comm -23 "$2" "$2.items" >"$2.next"; else sort -u "$2" "$2.items" >"$2.next"; fi
+    mv "$2.next" "$2"
   done < <(sed -n 's/^SystemCallFilter=//p' "$1")
-  sort -u "$2.allow" -o "$2.allow"; sort -u "$2.deny" -o "$2.deny"
-  comm -23 "$2.allow" "$2.deny" >"$2"
+  rm -f "$2.items"
 }
 syscalls_of "$unit" "$work/syscalls"
 gcc -O2 -Wall -o "$work/sandbox" deploy/deb/sandbox.c -lseccomp || fail "building deploy/deb/sandbox.c"

@@ -87,8 +87,31 @@ public enum AgentCheck {
     private static func checkBroker(_ configuration: AgentConfiguration, logger: Logger, report: @Sendable (Step) -> Void) async -> Bool {
         let url = configuration.broker.url
         let described = "\(url) (TLS \(configuration.usesTLS ? "on" : "off")\(configuration.broker.username.map { ", user \($0)" } ?? ""))"
+        // A broker that makes the client id the user name (the shipped configurations) gives a
+        // vehicle one connection: this one would close the running agent's, and its last will
+        // would mark the vehicle offline. Not while an agent runs, then.
+        let busy: String? =
+            switch AgentInstanceLock.probe(directory: configuration.stateDirectory, vehicle: configuration.vehicle) {
+            case .free: nil
+            case .held(let path): "an agent runs for \(configuration.vehicle) (it holds \(path))"
+            case .unknown(let path, let reason): "cannot tell whether an agent runs for \(configuration.vehicle) (\(path): \(reason))"
+            }
+        if let busy {
+            report(
+                Step(
+                    name: "broker", passed: false,
+                    detail: """
+                        \(described): not tried: \(busy). A broker that makes the client id the user name \
+                        (use_username_as_clientid, as the shipped deploy/mosquitto configurations do) lets a vehicle \
+                        have one connection; this check's would close the agent's, and its last will would mark the \
+                        vehicle offline. Stop the agent first (systemctl stop fleetcast-agent), and run check as its user or root
+                        """))
+            return false
+        }
         var mqtt = configuration.mqttConfiguration
-        mqtt.clientID = "fleetcast-check-\(configuration.vehicle)"  // not the running agent's session
+        // Not the agent's client id: on a broker that keeps the client's own, the check does not
+        // take the agent's session (and the lock above says whether one runs).
+        mqtt.clientID = "fleetcast-check-\(configuration.vehicle)"
         let client: MQTTClient
         do {
             client = try MQTTClient(configuration: mqtt, logger: logger)

@@ -30,7 +30,8 @@ extension AgentConfiguration {
         "topics.prefix", "qos.fix", "qos.heading", "messageExpiry",
         "report.minInterval", "report.maxInterval", "report.minDistance",
         "report.minHeadingChange", "report.stationarySpeed",
-        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate", "stateDir", "log.level",
+        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate",
+        "fixTime.maxOffset", "fixTime.systemClock", "stateDir", "log.level",
     ]
 
     /// Loads and validates the configuration from three layers, each overriding the one before:
@@ -410,6 +411,15 @@ struct ConfigurationSources {
                 Self.parseSeconds($0).flatMap { (60...365 * 86_400).contains($0) ? $0 : nil }
             } ?? 7 * 86_400
         let drainRate = integer("outbox.drainRate", in: 1...100_000, unit: " of events per second") ?? 200
+        let fixTimeMaxOffset =
+            value("fixTime.maxOffset", expected: "a duration from 1m to 365d, in seconds or with s, m, h, d (e.g. 15m), or off") {
+                (text: String) -> Int?? in
+                if text == "off" { return .some(nil) }
+                guard let seconds = Self.parseSeconds(text), (60...365 * 86_400).contains(seconds) else { return nil }
+                return .some(seconds)
+            } ?? AgentConfiguration.defaultFixTimeMaxOffsetSeconds
+        let systemClock =
+            value("fixTime.systemClock", expected: "auto or synchronized") { AgentConfiguration.SystemClock(rawValue: $0) } ?? .auto
         let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
         let logLevel =
             value("log.level", expected: "trace, debug, info, notice, warning, error or critical") {
@@ -417,6 +427,9 @@ struct ConfigurationSources {
             } ?? .info
 
         guard problems.isEmpty, let vehicle, let url else { return nil }
+        var fixTime = AgentConfiguration.FixTimeSettings()
+        fixTime.maxOffsetSeconds = fixTimeMaxOffset
+        fixTime.systemClock = systemClock
         var broker = AgentConfiguration.Broker(
             url: url, username: username, password: password, caFile: caFile, certFile: certFile, keyFile: keyFile,
             protocolVersion: protocolVersion, keepAliveSeconds: keepAlive, maxInflight: maxInflight
@@ -432,7 +445,7 @@ struct ConfigurationSources {
             ),
             outbox: .init(
                 syncIntervalSeconds: syncInterval, maxBytes: maxBytes, maxAgeSeconds: maxAge, drainRate: drainRate),
-            stateDirectory: stateDirectory, logLevel: logLevel, origins: origins
+            fixTime: fixTime, stateDirectory: stateDirectory, logLevel: logLevel, origins: origins
         )
     }
 }

@@ -99,6 +99,33 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
 
     /// The durable outbox (`outbox.*`).
     public var outbox: OutboxSettings
+
+    /// Whether the system clock is taken as synchronized (`fixTime.systemClock`).
+    public enum SystemClock: String, Sendable, Equatable, CaseIterable {
+        /// As the kernel says (adjtimex(2): ``SystemClockSynchronization``), the default.
+        case auto
+        /// Always: a clock kept by something that does not tell the kernel (PTP hardware, a
+        /// GNSS-disciplined clock of its own).
+        case synchronized
+    }
+
+    /// The check of a live receiver's fix times (``FixTimeCheck``).
+    public struct FixTimeSettings: Sendable, Equatable {
+        /// Fixes stamped further than this from a synchronized system clock are refused,
+        /// seconds (`fixTime.maxOffset`, default 900: 15 minutes); `nil` (`off`): not checked.
+        public var maxOffsetSeconds: Int? = AgentConfiguration.defaultFixTimeMaxOffsetSeconds
+        /// Whether the system clock is synchronized (`fixTime.systemClock`, default `auto`).
+        public var systemClock: SystemClock = .auto
+
+        /// The defaults: 15 minutes, the kernel's word on the clock.
+        public init() {}
+    }
+
+    /// The default `fixTime.maxOffset`, seconds: ``FixTimeCheck/defaultMaximumOffset``.
+    public static let defaultFixTimeMaxOffsetSeconds: Int? = Int(FixTimeCheck.defaultMaximumOffset.components.seconds)
+
+    /// The check of fix times (`fixTime.*`).
+    public var fixTime = FixTimeSettings()
     /// Directory of the agent's state (the outbox store, `{vehicle}.outbox`) (`stateDir`,
     /// default `/var/lib/fleetcast`).
     public var stateDirectory: String
@@ -153,6 +180,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("outbox.maxBytes", "\(outbox.maxBytes)"),
             line("outbox.maxAge", "\(outbox.maxAgeSeconds)"),
             line("outbox.drainRate", "\(outbox.drainRate)"),
+            line("fixTime.maxOffset", fixTime.maxOffsetSeconds.map { "\($0)" } ?? "off"),
+            line("fixTime.systemClock", fixTime.systemClock.rawValue),
             line("stateDir", stateDirectory),
             line("log.level", logLevel.rawValue),
         ].joined(separator: "\n")
@@ -160,13 +189,14 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
 }
 
 extension AgentConfiguration {
-    /// The MQTT client's settings for this vehicle: broker, client id `fleetcast-{vehicle}`,
-    /// protocol, credentials, and TLS when the URL is `mqtts:` or a CA or client certificate
-    /// is configured.
+    /// The MQTT client's settings for this vehicle: broker, client id the vehicle id (what a
+    /// broker that binds the client id to the user name, `use_username_as_clientid` in the
+    /// shipped configurations, makes of it anyway: the vehicle's user name is its id), protocol,
+    /// credentials, and TLS when the URL is `mqtts:` or a CA or client certificate is configured.
     public var mqttConfiguration: MQTTConfiguration {
         var mqtt = MQTTConfiguration(
             broker: broker.url,
-            clientID: "fleetcast-\(vehicle)",
+            clientID: vehicle.rawValue,
             protocolVersion: broker.protocolVersion == .v311 ? .v311 : .v5,
             keepAlive: .seconds(broker.keepAliveSeconds),
             username: broker.username,

@@ -35,6 +35,9 @@ public final class AgentService: Service {
     private let store: OutboxStore
     /// systemd's notification socket, when run by systemd with `Type=notify`.
     private let notifier: SystemdNotifier?
+    /// Held while the agent exists: says to `check` and to a second agent that this one runs;
+    /// `nil` when the state directory cannot hold it.
+    private let instanceLock: AgentInstanceLock?
 
     /// Prepares the agent; nothing runs before `run()`.
     ///
@@ -72,15 +75,40 @@ public final class AgentService: Service {
                 "The broker password file can be read by every user of this machine; make it readable by the agent only (chmod 0640, group fleetcast, or 0600)",
                 metadata: ["file": "\(file)"])
         }
+        // Before the store is opened: a second agent must not touch the first one's store.
+        // A missing state directory is made by the store; the lock is taken again after it.
+        func lock() throws -> AgentInstanceLock? {
+            switch AgentInstanceLock.acquire(directory: configuration.stateDirectory, vehicle: configuration.vehicle) {
+            case .acquired(let lock): return lock
+            case .heldByAnother(let path): throw AgentAlreadyRunning(vehicle: configuration.vehicle, path: path)
+            case .unavailable: return nil
+            }
+        }
+        var instanceLock = try lock()
         let store = OutboxStore.open(directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
+        if instanceLock == nil { instanceLock = try lock() }
+        self.instanceLock = instanceLock
         self.store = store
         outboxPath =
             store.degradedReason == nil
             ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
         let mqtt = configuration.mqttConfiguration
-        let settings = configuration.publisherSettings(agentVersion: agentVersion, lossless: lossless)
+        var settings = configuration.publisherSettings(agentVersion: agentVersion, lossless: lossless)
+        // A live receiver's fix times are checked against a synchronized system clock; a
+        // replay's are a recording's own (old), the simulator's are the system clock's.
+        switch descriptor {
+        case .serial, .gpsd:
+            settings.maximumFixClockOffset = configuration.fixTime.maxOffsetSeconds.map { .seconds($0) }
+        case .replay, .simulator:
+            settings.maximumFixClockOffset = nil
+        }
+        let clockSynchronized: @Sendable () -> Bool =
+            switch configuration.fixTime.systemClock {
+            case .auto: SystemClockSynchronization.isSynchronized
+            case .synchronized: { true }
+            }
         link = MQTTLink(configuration: mqtt, messageExpirySeconds: configuration.messageExpirySeconds, logger: logger)
-        publisher = Publisher(settings: settings, sender: link, store: store, logger: logger)
+        publisher = Publisher(settings: settings, sender: link, store: store, logger: logger, clockSynchronized: clockSynchronized)
     }
 
     private enum Child: Sendable {
@@ -101,6 +129,18 @@ public final class AgentService: Service {
             source \(publisher.settings.sourceURI ?? configuration.source), broker \(broker.url) \
             (TLS \(tls ? "on" : "off")\(broker.username.map { ", user \($0)" } ?? "")), outbox \(outboxPath)
             """, metadata: ["mqtt.broker": "\(broker.url)", "outbox.path": "\(outboxPath)"])
+        if publisher.settings.maximumFixClockOffset != nil, configuration.fixTime.systemClock == .auto {
+            switch SystemClockSynchronization.read() {
+            case .synchronized:
+                logger.debug("System clock synchronized: fixes far from it are refused")
+            case .unsynchronized:
+                logger.debug("System clock not synchronized: fixes pass until it is")
+            case .unreadable(let reason):
+                logger.warning(
+                    "Cannot tell whether the system clock is synchronized; fix times are not checked against it (a ProtectClock=yes unit blocks adjtimex)",
+                    metadata: ["error": "adjtimex: \(reason)"])
+            }
+        }
         let events = FiniteOrLive(finite: finiteSource, hub: hub)
         // The configuration is loaded, the store open and the source started (the hub starts
         // it for its first subscriber): ready, as far as systemd is concerned.
@@ -184,7 +224,7 @@ public final class AgentService: Service {
             "agent stopped",
             metadata: [
                 "published": "\(counters.published)", "dropped": "\(counters.dropped)",
-                "skipped": "\(counters.skippedByPolicy)",
+                "skipped": "\(counters.skippedByPolicy)", "implausible": "\(counters.fixesImplausible)",
             ])
         if let failure { throw failure }
     }

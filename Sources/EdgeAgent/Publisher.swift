@@ -79,6 +79,9 @@ public final class Publisher: Sendable {
         public var statusInterval: Duration
         /// The user name the broker knows the agent by, for errors about its ACL.
         public var brokerUser: String?
+        /// Fixes stamped further than this from a synchronized system clock are refused and
+        /// counted (``FixTimeCheck``); `nil` (the default): not checked (a replay, the simulator).
+        public var maximumFixClockOffset: Duration?
 
         /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix,
         /// 32 live sends outstanding, a 1 s sync interval, 64 MiB and 7 days of backlog
@@ -135,7 +138,7 @@ public final class Publisher: Sendable {
         /// Sends that succeeded (a back-off starts over after one).
         var successes: UInt64 = 0
         /// What the last status said about backlog, losses and storage.
-        var lastStatus: (backlog: Int, drops: VehicleStatus.Drops, storage: String?)?
+        var lastStatus: (backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64)?
         var lastStatusAt: ContinuousClock.Instant?
         /// When a failing store was last logged as an error.
         var lastStorageError: ContinuousClock.Instant?
@@ -150,6 +153,8 @@ public final class Publisher: Sendable {
         var sourceHealth = SourceHealth()
         /// When the sync loop last ran (for systemd's watchdog: the publisher answers).
         var syncLoopActivity = ContinuousClock.now
+        /// The rule for live fix times, when ``Settings/maximumFixClockOffset`` is set.
+        var fixTimes: FixTimeCheck?
     }
 
     /// The settings it was made with.
@@ -158,6 +163,7 @@ public final class Publisher: Sendable {
     private let sender: any MessageSending
     private let logger: Logger
     private let now: UTCTimestampSource
+    private let clockSynchronized: @Sendable () -> Bool
     private let onlineSince: UTCTimestamp
     private let state: SanitizerVisibleMutex<State>
     private let degradedAtOpen: String?
@@ -171,10 +177,14 @@ public final class Publisher: Sendable {
     ///   - store: the vehicle's outbox store (``OutboxStore/open(directory:vehicle:logger:now:)``).
     ///   - logger: debug for start, stop and GNSS state changes; info once per outage for
     ///     failed and resumed sends; error once for a store that cannot be written.
-    ///   - now: the wall clock (UTC) for the status `since` and the records' storage time.
+    ///   - now: the wall clock (UTC) for the status `since`, the records' storage time and the
+    ///     check of fix times.
+    ///   - clockSynchronized: whether that clock is synchronized now (the check of fix times
+    ///     refuses only against a synchronized clock).
     public init(
         settings: Settings, sender: any MessageSending, store: OutboxStore, logger: Logger,
-        now: @escaping @Sendable () -> UTCTimestamp = SystemUTCClock.now
+        now: @escaping @Sendable () -> UTCTimestamp = SystemUTCClock.now,
+        clockSynchronized: @escaping @Sendable () -> Bool = SystemClockSynchronization.isSynchronized
     ) {
         self.settings = settings
         self.sender = sender
@@ -182,6 +192,7 @@ public final class Publisher: Sendable {
         logger[metadataKey: "vehicle"] = "\(settings.vehicle.rawValue)"
         self.logger = logger
         self.now = now
+        self.clockSynchronized = clockSynchronized
         self.onlineSince = now()
         self.degradedAtOpen = store.degradedReason
         self.run = store.run
@@ -192,10 +203,12 @@ public final class Publisher: Sendable {
                 maximumAgeMilliseconds: maxAge.seconds * 1000 + maxAge.attoseconds / 1_000_000_000_000_000,
                 maximumBytes: settings.maxBytes),
             storage: store.storage, opening: store.opening, memoryOnly: store.degradedReason != nil)
-        self.state = SanitizerVisibleMutex(State(policy: settings.policy))
+        var initial = State(policy: settings.policy)
+        initial.fixTimes = settings.maximumFixClockOffset.map { FixTimeCheck(maximumOffset: $0) }
+        self.state = SanitizerVisibleMutex(initial)
         let first = statusMessage(
             gnss: .starting, backlog: store.storedCount, drops: VehicleStatus.Drops(unclean: store.uncleanSkipped),
-            storage: store.degradedReason)
+            storage: store.degradedReason, implausible: 0)
         outbox.transition { $0.setStatus(first) }
     }
 
@@ -239,6 +252,12 @@ public final class Publisher: Sendable {
         let decision: (kind: OutboundMessage.Kind, fix: Fix?, heading: Heading?)?
         let gnssChange: VehicleStatus.GNSSState?
         var sourceReport: SourceHealth.Report?
+        var fixTimeReport: FixTimeCheck.LogAction?
+        // The clocks are read before the lock: a fix's time is checked against them inside.
+        var clocks: (wall: UTCTimestamp, synchronized: Bool)?
+        if case .fix(let fix) = event, fix.mode != .noFix, settings.maximumFixClockOffset != nil {
+            clocks = (now(), clockSynchronized())
+        }
         (decision, gnssChange) = state.withLock { state in
             guard !state.finishing else { return (nil, nil) }
             var change: VehicleStatus.GNSSState?
@@ -259,6 +278,16 @@ public final class Publisher: Sendable {
                     state.counters.fixesWithoutPosition += 1
                     gnss(.noFix)
                     return (nil, change)
+                }
+                if let clocks,
+                    let verdict = state.fixTimes?.evaluate(
+                        fixTime: fix.time, clock: clocks.wall, clockSynchronized: clocks.synchronized, at: .now)
+                {
+                    fixTimeReport = verdict.log
+                    guard verdict.accept else {
+                        state.counters.fixesImplausible += 1
+                        return (nil, change)
+                    }
                 }
                 gnss(.fixing)
                 switch state.policy.evaluate(fix) {
@@ -285,6 +314,7 @@ public final class Publisher: Sendable {
             }
         }
         if let sourceReport { log(sourceReport) }
+        if let fixTimeReport { FixTimeCheck.log(fixTimeReport, to: logger, maximumOffset: settings.maximumFixClockOffset) }
         if let gnssChange {
             logger.debug("GNSS state changed", metadata: ["gnss.to": "\(gnssChange.rawValue)"])
             queueStatus(force: true)
@@ -710,25 +740,29 @@ public final class Publisher: Sendable {
         let storage = problem ?? degradedAtOpen
         let message: OutboundMessage? = state.withLock { state in
             guard !state.finishing else { return nil }
+            let implausible = state.counters.fixesImplausible
             if !force {
-                guard let last = state.lastStatus, last.backlog != backlog || last.drops != drops || last.storage != storage
+                guard let last = state.lastStatus,
+                    last.backlog != backlog || last.drops != drops || last.storage != storage || last.implausible != implausible
                 else { return nil }
                 if let at = state.lastStatusAt, at.duration(to: clock) < settings.statusInterval { return nil }
             }
-            state.lastStatus = (backlog, drops, storage)
+            state.lastStatus = (backlog, drops, storage, implausible)
             state.lastStatusAt = clock
-            return statusMessage(gnss: state.gnss, backlog: backlog, drops: drops, storage: storage)
+            return statusMessage(gnss: state.gnss, backlog: backlog, drops: drops, storage: storage, implausible: implausible)
         }
         if let message { outbox.transition { $0.setStatus(message) } }
     }
 
+    /// `implausible`: fixes refused for their time, reported only where fix times are checked.
     private func statusMessage(
-        gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?
+        gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64
     ) -> OutboundMessage {
         let status = VehicleStatus(
             vehicle: settings.vehicle, state: .online, since: onlineSince, agentVersion: settings.agentVersion,
             source: settings.sourceURI, gnss: gnss, droppedFixes: drops.total, drops: drops,
-            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped)
+            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped),
+            implausibleFixes: settings.maximumFixClockOffset == nil ? nil : implausible
         )
         return OutboundMessage(
             kind: .status, topic: settings.topics.status(settings.vehicle),
@@ -742,7 +776,8 @@ public final class Publisher: Sendable {
         let status = VehicleStatus(
             vehicle: settings.vehicle, state: .offline, since: now(), agentVersion: settings.agentVersion,
             source: settings.sourceURI, gnss: gnssState, droppedFixes: drops.total, reason: "shutdown", drops: drops,
-            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped)
+            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped),
+            implausibleFixes: settings.maximumFixClockOffset == nil ? nil : counters.fixesImplausible
         )
         let topic = settings.topics.status(settings.vehicle)
         let payload = FleetPayload.encode(status)

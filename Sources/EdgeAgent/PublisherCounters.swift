@@ -9,6 +9,9 @@ public struct PublisherCounters: Sendable, Equatable {
     public var headingsReceived: UInt64 = 0
     /// Fixes without a position (mode 1) that were not published.
     public var fixesWithoutPosition: UInt64 = 0
+    /// Fixes refused for a time implausibly far from the synchronized system clock
+    /// (``FixTimeCheck``).
+    public var fixesImplausible: UInt64 = 0
     /// Fixes the reporting policy held back.
     public var fixesSkippedByPolicy: UInt64 = 0
     /// Headings the reporting policy held back.

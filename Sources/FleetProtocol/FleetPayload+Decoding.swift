@@ -86,7 +86,7 @@ extension FleetPayload {
     /// Required keys: `v`, `state` (`online` or `offline`), and `vehicle` when `vehicle` is
     /// `nil`. Optional: `since` (time), `agent`, `source` (≤ 1024 bytes), `reason` (text ≤ 256
     /// bytes), `gnss` (`fixing`, `no-fix`, `source-lost`, `starting`), `dropped`, `droppedFull`,
-    /// `droppedExpired`, `droppedUnclean`, `rejected`, `backlog` (counts ≥ 0), `storage` (`ok`, `degraded`),
+    /// `droppedExpired`, `droppedUnclean`, `rejected`, `implausible`, `backlog` (counts ≥ 0), `storage` (`ok`, `degraded`),
     /// `storageReason` (text ≤ 512 bytes).
     public static func decodeStatus(_ payload: [UInt8], vehicle: VehicleID?) throws(DecodingError) -> VehicleStatus {
         let o = try object(payload)
@@ -120,7 +120,7 @@ extension FleetPayload {
             vehicle: id, state: state, since: try o.time("since"), agentVersion: try o.string("agent"),
             source: try o.string("source", maxBytes: 1024), gnss: gnss, droppedFixes: try o.unsigned("dropped"),
             reason: try o.string("reason"), drops: drops, backlog: try o.unsigned("backlog"), storage: storage,
-            storageReason: try o.string("storageReason", maxBytes: 512)
+            storageReason: try o.string("storageReason", maxBytes: 512), implausibleFixes: try o.unsigned("implausible")
         )
     }
 

@@ -5,8 +5,8 @@ import GNSS
 ///
 /// JSON: `{"v":1,"vehicle":"van-7","state":"online","since":"…Z","agent":"0.1.0",
 /// "source":"gpsd://localhost","gnss":"fixing","dropped":0,"droppedFull":0,"droppedExpired":0,
-/// "droppedUnclean":0,"rejected":0,"backlog":0,"storage":"ok"}`; keys whose value is unknown are
-/// left out.
+/// "droppedUnclean":0,"rejected":0,"implausible":0,"backlog":0,"storage":"ok"}`; keys whose value
+/// is unknown are left out.
 /// Status messages carry no `seq` (the will is fixed at connect time).
 public struct VehicleStatus: Sendable, Equatable {
     /// Whether the agent is connected.
@@ -83,12 +83,18 @@ public struct VehicleStatus: Sendable, Equatable {
     public let storageReason: String?
     /// Why the vehicle went offline (`shutdown`, or absent in the last will: connection lost).
     public let reason: String?
+    /// Fixes the agent refused since start for a time implausibly far from its synchronized
+    /// clock (`implausible`; a count of fixes); absent where fix times are not checked (a
+    /// replay, the simulator, an older agent).
+    public let implausibleFixes: UInt64?
 
     public init(
         vehicle: VehicleID, state: State, since: UTCTimestamp? = nil, agentVersion: String? = nil,
         source: String? = nil, gnss: GNSSState? = nil, droppedFixes: UInt64? = nil, reason: String? = nil,
-        drops: Drops? = nil, backlog: UInt64? = nil, storage: StorageState? = nil, storageReason: String? = nil
+        drops: Drops? = nil, backlog: UInt64? = nil, storage: StorageState? = nil, storageReason: String? = nil,
+        implausibleFixes: UInt64? = nil
     ) {
+        self.implausibleFixes = implausibleFixes
         self.drops = drops
         self.backlog = backlog
         self.storage = storage
@@ -121,6 +127,7 @@ extension FleetPayload {
         w.int("droppedExpired", status.drops?.expired)
         w.int("droppedUnclean", status.drops?.unclean)
         w.int("rejected", status.drops?.rejected)
+        w.int("implausible", status.implausibleFixes)
         w.int("backlog", status.backlog)
         w.string("storage", status.storage?.rawValue)
         w.string("storageReason", status.storageReason)

@@ -36,8 +36,8 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Service {
     ///
     /// - Parameters:
     ///   - publishing: the publishing connection; by default the subscriber's settings with
-    ///     `-pub` after its client id (two connections with one client id would throw each
-    ///     other off the broker).
+    ///     `-pub` after its client id and after its user name, if it has one
+    ///     (``publishingConfiguration(for:)``).
     public init(subscriber: FleetSubscriber, translator: Translator, publishing: MQTTConfiguration? = nil, logger: Logger) {
         self.subscriber = subscriber
         self.translator = translator
@@ -45,10 +45,22 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Service {
         if let publishing {
             self.publishing = publishing
         } else {
-            var derived = subscriber.configuration
-            derived.clientID += "-pub"
-            self.publishing = derived
+            self.publishing = Self.publishingConfiguration(for: subscriber.configuration)
         }
+    }
+
+    /// The default publishing connection for a subscriber connecting with `subscribing`: the
+    /// same broker, password and TLS settings, with `-pub` after the client id and after the
+    /// user name (`bridge+homeassistant` publishes as `bridge+homeassistant-pub`). Two
+    /// connections under one client id would throw each other off the broker, and a broker
+    /// that makes the client id the user name (`use_username_as_clientid`, the shipped
+    /// `deploy/mosquitto` configurations) needs two user names for that; the ACL then gives the
+    /// reading one the fleet's topics and the publishing one the application's.
+    public static func publishingConfiguration(for subscribing: MQTTConfiguration) -> MQTTConfiguration {
+        var derived = subscribing
+        derived.clientID += "-pub"
+        if let user = subscribing.username ?? subscribing.broker.username { derived.username = user + "-pub" }
+        return derived
     }
 
     /// Whether the bridge would read `topic` back through its own subscription.

@@ -44,8 +44,11 @@ public enum MosquittoCLI {
 
     /// Starts `mosquitto_sub` on `filter` for `count` messages, returning once its SUBACK
     /// has arrived (so anything published afterwards reaches it).
+    ///
+    /// - Parameter loggedAs: the client id the broker's log names it by, when the broker makes
+    ///   its own (`use_username_as_clientid`: the user name); by default the random one it sends.
     public static func subscribe(
-        broker: TestBroker, filter: String, count: Int, timeoutSeconds: Int = 20, extra: [String] = []
+        broker: TestBroker, filter: String, count: Int, timeoutSeconds: Int = 20, extra: [String] = [], loggedAs: String? = nil
     ) async throws -> Subscriber {
         let clientID = "cli-sub-\(UUID().uuidString.prefix(8))"
         let process = try TestProcess(
@@ -55,21 +58,23 @@ public enum MosquittoCLI {
                 "-W", "\(timeoutSeconds)", "-v", "-q", "1",
             ] + extra, directory: broker.directory, name: "mosquitto_sub-\(clientID)")
         // The broker's log (log_type all) says when it acknowledged the subscription.
+        let logged = loggedAs ?? clientID
         try await waitUntil("mosquitto_sub to be subscribed to \(filter)") {
             if !process.isRunning { throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError) }
-            return broker.log.contains("Sending SUBACK to \(clientID)")
+            return broker.log.contains("Sending SUBACK to \(logged)")
         }
         return Subscriber(process: process, timeoutSeconds: timeoutSeconds)
     }
 
     /// The message retained on `topic` (as a `topic payload` line), read by a `mosquitto_sub`
     /// that connects, takes one message and exits; `nil` when nothing is retained there.
-    public static func retained(broker: TestBroker, topic: String, timeoutSeconds: Int = 5) async throws -> String? {
+    /// `extra`: more arguments (TLS, credentials).
+    public static func retained(broker: TestBroker, topic: String, timeoutSeconds: Int = 5, extra: [String] = []) async throws -> String? {
         let process = try TestProcess(
             "/usr/bin/mosquitto_sub",
             [
                 "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-C", "1", "-W", "\(timeoutSeconds)", "-v",
-            ], directory: broker.directory, name: "mosquitto_sub-retained-\(UUID().uuidString.prefix(8))")
+            ] + extra, directory: broker.directory, name: "mosquitto_sub-retained-\(UUID().uuidString.prefix(8))")
         _ = try await process.waitForExit(timeout: .seconds(timeoutSeconds + 5))
         return process.standardOutput.split(separator: "\n").first.map(String.init)
     }

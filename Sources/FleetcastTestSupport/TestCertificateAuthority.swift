@@ -41,7 +41,9 @@ public struct TestCertificateAuthority: Sendable {
         try await TestBroker.runTool(
             "/usr/bin/openssl",
             ["req"] + Self.newKey + [
-                "-keyout", "\(stem).key", "-out", "\(stem).csr", "-subj", "/CN=\(commonName)",
+                // openssl reads '+' in -subj as the start of another attribute unless escaped.
+                "-keyout", "\(stem).key", "-out", "\(stem).csr", "-subj",
+                "/CN=\(commonName.replacingOccurrences(of: "+", with: "\\+"))",
             ], in: directory)
         var extensions: [String] = []
         if !subjectAltNames.isEmpty {

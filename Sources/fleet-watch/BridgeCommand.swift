@@ -16,7 +16,11 @@ struct BridgeCommand: AsyncParsableCommand {
             <discovery-prefix>/device_tracker/<vehicle>/config and its position on \
             <attributes-prefix>/<vehicle>/attributes; availability follows the vehicle's status. \
             owntracks: a retained location message per fix on owntracks/<owntracks-user>/<vehicle>. \
-            The bridge publishes through a second connection whose client id ends in -pub.
+            The bridge publishes through a second connection whose client id and user name end in \
+            -pub (bridge+owntracks reads, bridge+owntracks-pub publishes, with the same password; \
+            see deploy/mosquitto/fleetcast.acl). With client certificates, give that connection \
+            its own with --publish-cert-file and --publish-key-file: a broker that makes the \
+            certificate's name the client id would otherwise close one connection for the other.
             """
     )
 
@@ -39,7 +43,16 @@ struct BridgeCommand: AsyncParsableCommand {
     @Option(help: "Home Assistant: the prefix of the attributes topics the bridge publishes.")
     var attributesPrefix: String = "fleetcast/homeassistant"
 
+    @Option(help: "PEM client certificate of the publishing connection (default: --cert-file).")
+    var publishCertFile: String?
+
+    @Option(help: "PEM private key of --publish-cert-file.")
+    var publishKeyFile: String?
+
     func validate() throws {
+        if (publishCertFile == nil) != (publishKeyFile == nil) {
+            throw ValidationError("--publish-cert-file and --publish-key-file go together")
+        }
         do { _ = try OwnTracksTranslator(user: owntracksUser) } catch { throw ValidationError(error.description) }
         do { _ = try homeAssistantOptions() } catch { throw ValidationError("\(error)") }
     }
@@ -54,12 +67,22 @@ struct BridgeCommand: AsyncParsableCommand {
         // Subscribed comes after the publishing connection is up: then both are.
         let readiness = Readiness(["subscribed"])
         let subscriber = try connection.makeSubscriber(logger: logger, onSubscribed: { readiness.report("subscribed") })
+        var publishing = FleetBridge<OwnTracksTranslator>.publishingConfiguration(for: subscriber.configuration)
+        if let publishCertFile, let publishKeyFile, var tls = publishing.tls {
+            tls.certificateFile = publishCertFile
+            tls.keyFile = publishKeyFile
+            publishing.tls = tls
+        }
         let bridge: any Service =
             switch to {
             case .homeassistant:
-                FleetBridge(subscriber: subscriber, translator: HomeAssistantTranslator(options: try homeAssistantOptions()), logger: logger)
+                FleetBridge(
+                    subscriber: subscriber, translator: HomeAssistantTranslator(options: try homeAssistantOptions()),
+                    publishing: publishing, logger: logger)
             case .owntracks:
-                FleetBridge(subscriber: subscriber, translator: try OwnTracksTranslator(user: owntracksUser), logger: logger)
+                FleetBridge(
+                    subscriber: subscriber, translator: try OwnTracksTranslator(user: owntracksUser), publishing: publishing,
+                    logger: logger)
             }
         // SIGTERM or SIGINT: unsubscribe, publish everything received, wait for the broker's
         // acknowledgements, exit 0.

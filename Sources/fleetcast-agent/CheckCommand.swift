@@ -17,10 +17,12 @@ struct CheckCommand: AsyncParsableCommand {
         discussion: """
             Loads the configuration as `run` does (file, FLEETCAST_… environment, flags), opens the \
             source until a first position fix, connects to the broker (TLS and credentials \
-            included) and publishes a non-retained offline status with reason "check" to prove \
-            the broker's ACL lets the vehicle publish. Prints one line per step: ok, or what \
-            failed and what to do. Exit status 0 when all pass, 1 when a step fails, 78 for a \
-            configuration error.
+            included) and publishes a non-retained test message on <prefix>/<vehicle>/check to \
+            prove the broker's ACL lets the vehicle publish. Not while the agent runs for the \
+            vehicle: a broker that makes the client id the user name (the shipped configurations) \
+            would close the agent's connection, so the broker step fails saying so; stop the \
+            agent first. Prints one line per step: ok, or what failed and what to do. Exit status \
+            0 when all pass, 1 when a step fails, 78 for a configuration error.
             """
     )
 

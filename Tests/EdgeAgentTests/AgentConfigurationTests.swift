@@ -49,6 +49,9 @@ struct AgentConfigurationTests {
         #expect(config.outbox == AgentConfiguration.OutboxSettings())
         #expect(config.stateDirectory == "/var/lib/fleetcast")
         #expect(config.logLevel == .info)
+        // The vehicle id, as a broker that binds the client id to the user name makes it.
+        #expect(config.mqttConfiguration.clientID == "van-7")
+        #expect(config.fixTime == AgentConfiguration.FixTimeSettings())
     }
 
     @Test("file < environment < flags")

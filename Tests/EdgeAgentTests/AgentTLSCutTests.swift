@@ -35,7 +35,7 @@ struct AgentTLSCutTests {
         let proxy = try await TCPProxy(port: port, to: broker.port)
         defer { Task { await proxy.kill() } }
         try await waitUntil("a fix from the agent at the broker", timeout: .seconds(60)) {
-            broker.log.contains("Received PUBLISH from fleetcast-v-tls") && broker.log.contains("fleet/v-tls/fix")
+            broker.log.contains("Received PUBLISH from v-tls") && broker.log.contains("fleet/v-tls/fix")
         }
         #expect(agent.isRunning)
         let log = agent.standardError

@@ -291,10 +291,12 @@ struct LibYAMLSnapshotTests {
         #expect(try value(snapshot, "report.stationarySpeed", .double) == .double(0.5))
         #expect(try value(snapshot, "outbox.maxBytes", .string) == .string("64MiB"))
         #expect(try value(snapshot, "broker.certFile", .string) == nil, "commented out")
+        #expect(try value(snapshot, "fixTime.maxOffset", .string) == .string("15m"))
+        #expect(try value(snapshot, "fixTime.systemClock", .string) == .string("auto"))
 
         let keys = KeyRecorder()
         _ = try Self.snapshot(bytes: bytes, parsingOptions: .init(secretsSpecifier: .dynamic { key, _ in keys.add(key) }))
-        #expect(keys.keys.count == 23)
+        #expect(keys.keys.count == 25)
         #expect(keys.keys.filter { !AgentConfiguration.knownKeys.contains($0) } == [])
     }
 

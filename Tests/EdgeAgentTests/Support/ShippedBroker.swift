@@ -1,5 +1,6 @@
 import FleetcastTestSupport
 import Foundation
+import MQTT
 
 /// The broker configuration Fleetcast ships in `deploy/mosquitto/`, started for a test as an
 /// administrator would install it: a CA, a broker certificate and client certificates made by
@@ -36,8 +37,12 @@ struct ShippedBroker: Sendable {
         .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
         .appendingPathComponent("deploy/mosquitto").path
 
-    /// The users made: two vehicles and the shipped ACL's watcher.
-    static let users = ["van-1", "van-2", "watch-dispatch"]
+    /// The users made: two vehicles and every user of the shipped ACL (a watcher, the two
+    /// bridges' reading and publishing logins, the applications that read the bridges).
+    static let users = [
+        "van-1", "van-2", "watch+dispatch", "bridge+homeassistant", "bridge+homeassistant-pub", "bridge+owntracks",
+        "bridge+owntracks-pub", "app+homeassistant", "app+owntracks",
+    ]
 
     /// The running broker: TLS on 127.0.0.1 (the broker certificate names `IP:127.0.0.1` and
     /// `DNS:localhost`).
@@ -95,7 +100,10 @@ struct ShippedBroker: Sendable {
         case .passwords:
             let passwordFile = files.file("passwd")
             for (index, user) in users.enumerated() {
-                let password = "pw-\(user)-\(UUID().uuidString.prefix(8))"
+                // A bridge's publishing login has its reading login's password (the bridge has one).
+                let password =
+                    user.hasSuffix("-pub")
+                    ? passwords[String(user.dropLast(4))]! : "pw-\(user)-\(UUID().uuidString.prefix(8))"
                 passwords[user] = password
                 try await TestBroker.runTool(
                     "/usr/bin/mosquitto_passwd", (index == 0 ? ["-c"] : []) + ["-b", passwordFile, user, password], in: files.path)
@@ -152,6 +160,27 @@ struct ShippedBroker: Sendable {
             guard let certificate = certificates[user] else { return trustOnly }
             return trustOnly + ["--cert", certificate.certificateFile, "--key", certificate.keyFile]
         }
+    }
+
+    /// `mosquitto_sub` on `filter` logged in as `user`, for `count` messages (see
+    /// ``MosquittoCLI/subscribe(broker:filter:count:timeoutSeconds:extra:loggedAs:)``): the
+    /// broker knows it by the user name (`use_username_as_clientid`).
+    func subscribe(
+        as user: String, _ filter: String, count: Int, timeoutSeconds: Int = 30, extra: [String] = []
+    ) async throws -> MosquittoCLI.Subscriber {
+        try await MosquittoCLI.subscribe(
+            broker: broker, filter: filter, count: count, timeoutSeconds: timeoutSeconds, extra: login(user) + extra, loggedAs: user)
+    }
+
+    /// Fleetcast's own MQTT client's settings to log in as `user` (client id `user`, as the broker
+    /// makes it anyway).
+    func mqttConfiguration(as user: String) throws -> MQTTConfiguration {
+        var configuration = MQTTConfiguration(
+            broker: try BrokerURL(parsing: "mqtts://\(user)@127.0.0.1:\(broker.port)"), clientID: user, password: passwords[user])
+        let certificate = certificates[user]
+        configuration.tls = MQTTTLSConfiguration(
+            caFile: ca.certificateFile, certificateFile: certificate?.certificateFile, keyFile: certificate?.keyFile)
+        return configuration
     }
 
     /// Arguments that connect over TLS trusting the CA, with no credentials at all.

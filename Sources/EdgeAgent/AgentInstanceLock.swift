@@ -1,0 +1,106 @@
+import FleetProtocol
+
+#if canImport(Glibc)
+import Glibc
+#elseif canImport(Musl)
+import Musl
+#elseif canImport(Darwin)
+import Darwin
+#endif
+
+/// Says that an agent runs for a vehicle: `run` holds an exclusive `flock(2)` on
+/// `{stateDir}/{vehicle}.lock` for as long as it runs (the kernel lets go when the process ends,
+/// however it ends, `kill -9` included), and `check` asks whether someone holds it before it
+/// connects to the broker.
+///
+/// Under a broker that makes the client id the user name (`use_username_as_clientid`, the
+/// shipped `deploy/mosquitto` configurations) a vehicle has one connection at a time: a second
+/// login as the vehicle (a second agent, or `check`) closes the running agent's connection, and
+/// its last will marks the vehicle `offline`. This lock is how a second one knows not to.
+public final class AgentInstanceLock: Sendable {
+    /// The lock file's path for `vehicle` in `directory`: `{directory}/{vehicle}.lock`.
+    public static func path(directory: String, vehicle: VehicleID) -> String {
+        (directory.hasSuffix("/") ? String(directory.dropLast()) : directory) + "/\(vehicle.rawValue).lock"
+    }
+
+    /// What ``acquire(directory:vehicle:)`` found.
+    public enum Acquisition: Sendable {
+        /// This process holds the lock until the value is released (deinit).
+        case acquired(AgentInstanceLock)
+        /// Another process holds it: an agent runs for this vehicle.
+        case heldByAnother(path: String)
+        /// The lock file cannot be made or locked (a read-only state directory, say): nothing is
+        /// known either way.
+        case unavailable(path: String, reason: String)
+    }
+
+    /// The open lock file's descriptor; closed (and the lock let go) on deinit.
+    private let descriptor: Int32
+    /// The lock file.
+    public let path: String
+
+    private init(descriptor: Int32, path: String) {
+        self.descriptor = descriptor
+        self.path = path
+    }
+
+    deinit { close(descriptor) }
+
+    /// Takes the lock for this process, creating the file (0600) when it is missing.
+    public static func acquire(directory: String, vehicle: VehicleID) -> Acquisition {
+        let path = path(directory: directory, vehicle: vehicle)
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
+        guard descriptor >= 0 else { return .unavailable(path: path, reason: String(cString: strerror(errno))) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return .acquired(AgentInstanceLock(descriptor: descriptor, path: path)) }
+        let error = errno
+        close(descriptor)
+        if error == EWOULDBLOCK { return .heldByAnother(path: path) }
+        return .unavailable(path: path, reason: String(cString: strerror(error)))
+    }
+
+    /// What ``probe(directory:vehicle:)`` found.
+    public enum Probe: Sendable, Equatable {
+        /// Nobody holds the lock (or there is no lock file): no agent runs with this state
+        /// directory for this vehicle.
+        case free
+        /// Another process holds it: an agent runs.
+        case held(path: String)
+        /// The lock file is there but cannot be opened (another user's, say): nothing is known.
+        case unknown(path: String, reason: String)
+    }
+
+    /// Whether another process holds the lock (an agent runs for `vehicle`), without keeping it
+    /// and without creating the file.
+    public static func probe(directory: String, vehicle: VehicleID) -> Probe {
+        let path = path(directory: directory, vehicle: vehicle)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        guard descriptor >= 0 else {
+            let error = errno
+            return error == ENOENT ? .free : .unknown(path: path, reason: String(cString: strerror(error)))
+        }
+        defer { close(descriptor) }
+        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
+            _ = flock(descriptor, LOCK_UN)
+            return .free
+        }
+        let error = errno
+        return error == EWOULDBLOCK ? .held(path: path) : .unknown(path: path, reason: String(cString: strerror(error)))
+    }
+}
+
+/// Another agent holds the vehicle's ``AgentInstanceLock``: it runs with the same state
+/// directory for the same vehicle.
+public struct AgentAlreadyRunning: Error, Sendable, CustomStringConvertible {
+    /// The vehicle.
+    public let vehicle: VehicleID
+    /// The lock file the other agent holds.
+    public let path: String
+
+    public var description: String {
+        """
+        another fleetcast-agent runs for \(vehicle) (it holds \(path)); two would take the broker \
+        connection from each other (the broker's client id is the vehicle's user name): stop it \
+        first (systemctl stop fleetcast-agent)
+        """
+    }
+}
