@@ -149,7 +149,9 @@ public struct TrackWriter {
     static func gpxLongitude(_ longitude: Double) -> Double { longitude >= 180 ? longitude - 360 : longitude }
 
     /// `value` with at most `decimals` decimals, trailing zeros dropped, never in exponent
-    /// form (which GPX's `xsd:decimal` refuses).
+    /// form (which GPX's `xsd:decimal` refuses). Not the contract's `JSONWriter.appendNumber`:
+    /// that one, tuned for the agent's hot path, writes small values as `Double.description`
+    /// does (`1e-07`), valid JSON but not a GPX decimal.
     static func decimal(_ value: Double, _ decimals: Int) -> String {
         guard value.isFinite else { return "0" }
         var text = String(format: "%.\(decimals)f", value)

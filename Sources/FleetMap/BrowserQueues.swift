@@ -1,3 +1,5 @@
+import OrderedCollections
+
 /// The per-browser queues of the live map: which vehicles changed since each browser's last
 /// batch, coalesced, bounded, and flushed at most once per flush interval.
 ///
@@ -55,25 +57,24 @@ struct BrowserQueues<Key: Hashable, Waiter> {
     }
 
     private struct Browser {
-        var order: [Key] = []
-        var queued: Set<Key> = []
+        /// The vehicles changed since the last batch, each once, in the order first changed.
+        var order: OrderedSet<Key> = []
         var waiter: Waiter?
         var stalledFlushes = 0
         /// A flush found the queue non-empty and the writer busy: deliver on the next `next`.
         var due = false
 
         mutating func insert(_ key: Key) {
-            if queued.insert(key).inserted { order.append(key) }
+            order.append(key)
         }
 
         mutating func take() -> [Key] {
             defer {
                 order = []
-                queued = []
                 stalledFlushes = 0
                 due = false
             }
-            return order
+            return order.elements
         }
     }
 
@@ -92,7 +93,7 @@ struct BrowserQueues<Key: Hashable, Waiter> {
     var count: Int { browsers.count }
 
     /// The keys queued for browser `id`, oldest first (empty if unknown).
-    func pending(_ id: Int) -> [Key] { browsers[id]?.order ?? [] }
+    func pending(_ id: Int) -> [Key] { browsers[id]?.order.elements ?? [] }
 
     /// Adds a browser with an empty queue; `nil` once finished.
     mutating func add() -> Int? {
