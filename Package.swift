@@ -19,6 +19,7 @@ let package = Package(
         .library(name: "FleetWatch", targets: ["FleetWatch"]),
         .library(name: "FleetHistory", targets: ["FleetHistory"]),
         .library(name: "FleetMap", targets: ["FleetMap"]),
+        .library(name: "FleetBridges", targets: ["FleetBridges"]),
     ],
     dependencies: [
         .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
@@ -121,6 +122,16 @@ let package = Package(
                 .product(name: "PostgresNIO", package: "postgres-nio"),
             ]
         ),
+        // The bridges: the fleet's messages republished in Home Assistant's MQTT discovery and
+        // OwnTracks' JSON, for `fleet-watch bridge`.
+        .target(
+            name: "FleetBridges",
+            dependencies: [
+                "FleetWatch", "FleetProtocol", "GNSS", "MQTT",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
         // The live map: an HTTP server pushing the fleet to browsers (Leaflet page, SSE).
         .target(
             name: "FleetMap",
@@ -151,7 +162,7 @@ let package = Package(
         .executableTarget(
             name: "fleet-watch",
             dependencies: [
-                "FleetWatch", "FleetHistory", "FleetMap", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+                "FleetWatch", "FleetHistory", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
@@ -220,6 +231,10 @@ let package = Package(
             ]
         ),
         .testTarget(
+            name: "FleetBridgesTests",
+            dependencies: ["FleetBridges", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport"]
+        ),
+        .testTarget(
             name: "FleetHistoryTests",
             dependencies: [
                 "FleetHistory", "FleetWatch", "FleetProtocol", "GNSS", "FleetcastTestSupport",
@@ -250,7 +265,7 @@ let package = Package(
 if Context.environment["FLEETCAST_CONCURRENCY_TESTS_ONLY"] != nil {
     let fleetSide: Set<String> = [
         "FleetWatch", "FleetHistory", "FleetMap", "fleet-watch", "fleetcast-bench", "FleetWatchTests", "FleetHistoryTests",
-        "FleetMapTests",
+        "FleetMapTests", "FleetBridges", "FleetBridgesTests",
     ]
     package.targets.removeAll { fleetSide.contains($0.name) }
     package.products.removeAll { fleetSide.contains($0.name) }

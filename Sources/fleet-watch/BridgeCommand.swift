@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetBridges
 import FleetProtocol
 import FleetWatch
 import Logging

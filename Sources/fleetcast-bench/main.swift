@@ -1,4 +1,4 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint|record] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint|record|serve] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
@@ -13,3 +13,4 @@ if which == "drain" { await runDrainBenchmark(arguments: Array(arguments.dropFir
 if which == "footprint" { await runFootprintBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "latency" { await runLatencyBenchmark(arguments: Array(arguments.dropFirst())) }  // pty + mosquitto + agent binary
 if which == "record" { await runRecordBenchmark(arguments: Array(arguments.dropFirst())) }  // PostgreSQL + mosquitto + fleet-watch record
+if which == "serve" { await runServeBenchmark(arguments: Array(arguments.dropFirst())) }  // mosquitto + fleet-watch serve + browsers that never read

@@ -1,3 +1,4 @@
+import FleetBridges
 import FleetProtocol
 import FleetWatch
 import GNSS

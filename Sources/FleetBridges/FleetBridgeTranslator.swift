@@ -1,3 +1,4 @@
+import FleetWatch
 import MQTT
 
 /// Turns the fleet's events into the MQTT messages of another application (Home Assistant,

@@ -1,3 +1,4 @@
+import FleetWatch
 import GNSS
 
 /// What a bridge remembers of one vehicle: whether it is online, and its latest live fix and

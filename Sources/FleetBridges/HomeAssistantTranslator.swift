@@ -1,4 +1,5 @@
 import FleetProtocol
+import FleetWatch
 import GNSS
 import MQTT
 
