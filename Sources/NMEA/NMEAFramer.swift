@@ -92,7 +92,7 @@ public struct NMEAFramer: Sendable {
         var start = 0
         while i < count {
             let b = bytes[i]
-            if b == cookie, cookie != 0, state != .comment {
+            if cookie != 0, b == cookie, state != .comment {
                 // gpsfake never sends its delimiter.
                 if state == .sentence { pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<i])) }
                 i += 1
