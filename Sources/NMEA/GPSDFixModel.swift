@@ -259,8 +259,10 @@ struct GPSDFixModel {
         if let s {
             if let t = s.time { fix.time = t }
             if s.latitude.isFinite, s.longitude.isFinite {
-                fix.latitude = s.latitude
-                fix.longitude = s.longitude
+                // gpsd_error_model drops a position off the globe.
+                let onGlobe = abs(s.latitude) <= 90 && abs(s.longitude) <= 180
+                fix.latitude = onGlobe ? s.latitude : .nan
+                fix.longitude = onGlobe ? s.longitude : .nan
             }
             if s.mode != 0 { fix.mode = s.mode }
             if s.altHAE.isFinite || s.altMSL.isFinite {
@@ -268,8 +270,9 @@ struct GPSDFixModel {
                 if s.altMSL.isFinite { fix.altMSL = s.altMSL }
                 if s.geoidSeparation.isFinite { fix.geoidSeparation = s.geoidSeparation }
             }
-            if s.speed.isFinite { fix.speed = s.speed }
-            if s.climb.isFinite { fix.climb = s.climb }
+            // gpsd_error_model's sanity limit: 9999.9 m/s.
+            if s.speed.isFinite, abs(s.speed) <= 9999.9 { fix.speed = s.speed }
+            if s.climb.isFinite, abs(s.climb) <= 9999.9 { fix.climb = s.climb }
             if s.track.isFinite { fix.track = s.track.truncatingRemainder(dividingBy: 360) }
             if fix.track < 0 { fix.track += 360 }
             if let n = s.satellitesUsed { satellitesUsed = n }

@@ -185,4 +185,20 @@ struct GPSDBinaryTests {
             #expect(f.mode == .threeD && f.satellitesUsed == 17 && f.eph == 2 && f.epv == 3)
         }
     }
+
+    @Test("a binary position off the globe is dropped, as gpsd_error_model drops it; no fix comes of it")
+    func offGlobe() {
+        func fixes(lat: Double) -> [Fix] {
+            var bytes: [UInt8] = []
+            for k in 0..<3 {
+                let run = UInt32(1000 * (k + 1))
+                bytes += casicPV(runTime: run, lat: lat, lon: 11.5, height: 500, sep: 47, speed: 1, heading: 90)
+                bytes += casicTimeUTC(runTime: run, second: UInt8(10 + k)) + casicGPSInfo(runTime: run)
+            }
+            return decodeBytes(bytes).events.compactMap(\.fix)
+        }
+        #expect(fixes(lat: 48.25).map(\.latitude) == [48.25, 48.25])
+        #expect(fixes(lat: 95).isEmpty)
+        #expect(fixes(lat: .infinity).isEmpty)
+    }
 }
