@@ -1,3 +1,4 @@
+import Foundation
 import GNSS
 import NMEA
 import Testing
