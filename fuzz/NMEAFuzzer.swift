@@ -5,7 +5,8 @@ import NMEA
 
 /// The framer's lines for `bytes` fed in chunks that end at `cuts`, with its error count.
 func frame(_ bytes: UnsafeRawBufferPointer, cuts: [Int]) -> (lines: [[UInt8]], errors: Int) {
-    var framer = NMEAFramer()
+    // As the decoder frames: gpsd's comment markers, gpsfake's delay cookie, binary frames.
+    var framer = NMEAFramer(reportsDateComments: true, deliversBinaryFrames: true)
     var lines: [[UInt8]] = []
     var from = 0
     for cut in cuts + [bytes.count] where cut >= from {
@@ -49,9 +50,19 @@ public func fuzzNMEA(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         }
     }
 
-    // Framer: the same lines whatever the chunking; each line a sentence-shaped run of ASCII.
+    // Framer: the same lines whatever the chunking; each line a sentence-shaped run of ASCII,
+    // a comment marker, or a whole binary frame with a good checksum.
     let whole = frame(bytes, cuts: [])
     for line in whole.lines {
+        if line.first == 0xB5 || line.first == 0xBA {
+            check(line.count <= NMEAFramer.maximumBinaryPayload + 10, "a binary frame longer than the maximum")
+            check(NMEAFramer.binaryChecksumIsGood(line), "a binary frame with a bad checksum")
+            continue
+        }
+        if line.first == UInt8(ascii: "#") {
+            check(line == Array("# Date: ".utf8) || line == Array("# Delay-Cookie:".utf8), "an unexpected comment line")
+            continue
+        }
         check(line.first == UInt8(ascii: "$") || line.first == UInt8(ascii: "!"), "a line not starting with $ or !")
         check(line.count <= NMEAFramer.maximumSentenceLength, "a line longer than the maximum: \(line.count)")
         check(line.dropFirst().allSatisfy { (0x20...0x7E).contains($0) && $0 != UInt8(ascii: "$") && $0 != UInt8(ascii: "!") },

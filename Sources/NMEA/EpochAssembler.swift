@@ -89,6 +89,11 @@ struct EpochAssembler {
     /// time is a correction only if gpsd's fix changed.
     private var lastEmitted: Fix?
     private var emittedSnapshot: GPSDFixModel.Snapshot?
+    /// gpsd's binary drivers' cycle detection (each driver keeps its own).
+    private var ubxCycle = GPSDBinaryCycle(), casicCycle = GPSDBinaryCycle()
+    /// What the fix of a binary report carries besides gpsd's TPV (set while it is made).
+    private var binaryExtras: (satellites: Int?, eph: Double, epv: Double)?
+    private var lastBinarySolution: GPSDBinaryMessage.Solution?
     /// A `# Date:` comment was seen (gpsd's regression-test mode: no WKRO correction).
     var regressionMode = false
 
@@ -125,6 +130,46 @@ struct EpochAssembler {
         guard contributes else { return }
         let ordinal = note(kind)
         if let ender = cycleEnder, ender.kind == kind, ender.ordinal == ordinal { flush(emit: emit) }
+    }
+
+    /// A binary message (UBX, CASIC): gpsd's binary driver's cycle rule (a new time word
+    /// clears the fix and teaches the ender; the ender, and UBX NAV-SOL, report; while no
+    /// ender is known, CASIC reports every message that sets a position or mode), its
+    /// values merged into gpsd's fix. A report emits at once: it is the binary solution of
+    /// the second, with the receiver's satellites and error estimates, and no DOPs.
+    mutating func binary(_ m: GPSDBinaryMessage, emit: (GNSSEvent) -> Void) {
+        let step: (clear: Bool, report: Bool)
+        switch m.driver {
+        case .ubx:
+            detector.isReliable = true
+            step = ubxCycle.step(m)
+        case .casic:
+            detector.isReliable = casicCycle.ender != 0
+            step = casicCycle.step(m)
+        }
+        if step.clear {
+            // gpsd's last report before the clear stands: emit it if it is waiting.
+            flush(emit: emit)
+            lastBinarySolution = nil
+        }
+        if var s = m.solution, s.latitude.isFinite || s.mode != 0 {
+            // gpsd's satellites-used count stands until a message sets it (NAV-PVT does not).
+            if s.satellitesUsed == nil { s.satellitesUsed = lastBinarySolution?.satellitesUsed }
+            lastBinarySolution = s
+        }
+        gpsd.binary(m.solution, clear: step.clear)
+        var reports = step.report || m.forcesReport
+        if !detector.isReliable, m.solution?.changesFix == true { reports = true }
+        // A report without a time or position yet (NAV-SOL's, early in a UBX cycle) is one
+        // gpsd makes of values the decoder does not keep: it neither publishes nor ends a fix.
+        let f = gpsd.fix
+        let publishable = f.mode >= 2 && f.time > 0 && f.latitude.isFinite && f.longitude.isFinite
+        guard reports, publishable || f.mode == 1 else { return }
+        let s = lastBinarySolution
+        binaryExtras = (s?.satellitesUsed, s?.eph ?? .nan, s?.epv ?? .nan)
+        report(emit: emit)
+        flush(emit: emit)
+        binaryExtras = nil
     }
 
     /// Counts a fix sentence of the cycle; returns its ordinal among its kind (1, 2…).
@@ -259,6 +304,16 @@ struct EpochAssembler {
         let e = epoch
         let msl: Double? = g.altMSL.isFinite ? g.altMSL : nil
         let sep: Double? = msl != nil && g.geoidSeparation.isFinite ? g.geoidSeparation : nil
+        if let b = binaryExtras {
+            return Fix(
+                time: UTCTimestamp(millisecondsSince1970: g.time), latitude: g.latitude, longitude: g.longitude,
+                altitudeHAE: g.altHAE.isFinite ? g.altHAE : nil, altitudeMSL: msl, geoidSeparation: sep,
+                speed: g.speed.isFinite ? g.speed : nil, track: g.track.isFinite ? g.track : nil,
+                magneticVariation: e.magneticVariation, climb: g.climb.isFinite ? g.climb : nil,
+                mode: mode, quality: nil, satellitesUsed: b.satellites.flatMap { $0 > 0 ? $0 : nil },
+                hdop: nil, vdop: nil, pdop: nil, eph: b.eph.isFinite ? b.eph : nil, epv: b.epv.isFinite ? b.epv : nil
+            )
+        }
         return Fix(
             time: UTCTimestamp(millisecondsSince1970: g.time), latitude: g.latitude, longitude: g.longitude,
             altitudeHAE: g.altHAE.isFinite ? g.altHAE : nil, altitudeMSL: msl, geoidSeparation: sep,

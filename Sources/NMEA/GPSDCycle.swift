@@ -380,6 +380,12 @@ struct GPSDCycleDetector {
     }
 
     /// Runs one sentence through the detector: (starts a cycle, gpsd reports after it).
+    /// gpsd's session-wide `cycle_end_reliable`, which binary drivers set too.
+    var isReliable: Bool {
+        get { reliable }
+        set { reliable = newValue }
+    }
+
     mutating func step(_ p: GPSDPacket) -> (clear: Bool, report: Bool) {
         var clear = false, report = false
         if p.handled { cycleContinue = p.continues }

@@ -248,6 +248,46 @@ struct GPSDFixModel {
         errorModel()
     }
 
+    /// Runs one binary message (UBX, CASIC) through gpsd's core: the clear of a new cycle,
+    /// `gps_merge_fix` of what the message set (finite values only, as for altitudes), the
+    /// altitude gpsd completes from the receiver's geoid separation, and the error model.
+    /// gpsd's NMEA state (GGA latch, GSA talkers) is not touched: the binary drivers keep
+    /// their own.
+    mutating func binary(_ s: GPSDBinaryMessage.Solution?, clear: Bool) {
+        guard clear || s != nil else { return }
+        if clear { fix = Snapshot() }
+        if let s {
+            if let t = s.time { fix.time = t }
+            if s.latitude.isFinite, s.longitude.isFinite {
+                // gpsd_error_model drops a position off the globe.
+                let onGlobe = abs(s.latitude) <= 90 && abs(s.longitude) <= 180
+                fix.latitude = onGlobe ? s.latitude : .nan
+                fix.longitude = onGlobe ? s.longitude : .nan
+            }
+            if s.mode != 0 { fix.mode = s.mode }
+            if s.altHAE.isFinite || s.altMSL.isFinite {
+                if s.altHAE.isFinite { fix.altHAE = s.altHAE }
+                if s.altMSL.isFinite { fix.altMSL = s.altMSL }
+                if s.geoidSeparation.isFinite { fix.geoidSeparation = s.geoidSeparation }
+            }
+            // gpsd_error_model's sanity limit: 9999.9 m/s.
+            if s.speed.isFinite, abs(s.speed) <= 9999.9 { fix.speed = s.speed }
+            if s.climb.isFinite, abs(s.climb) <= 9999.9 { fix.climb = s.climb }
+            if s.track.isFinite { fix.track = s.track.truncatingRemainder(dividingBy: 360) }
+            if fix.track < 0 { fix.track += 360 }
+            if let n = s.satellitesUsed { satellitesUsed = n }
+        }
+        // gpsd_error_model: the missing one of altMSL and altHAE from the geoid separation.
+        if fix.geoidSeparation.isFinite {
+            if fix.altHAE.isFinite, !fix.altMSL.isFinite {
+                fix.altMSL = fix.altHAE - fix.geoidSeparation
+            } else if !fix.altHAE.isFinite, fix.altMSL.isFinite {
+                fix.altHAE = fix.altMSL + fix.geoidSeparation
+            }
+        }
+        errorModel()
+    }
+
     /// `gpsd_error_model`: the derived speed and climb.
     private mutating func errorModel() {
         guard fix.time > 0 else { return }

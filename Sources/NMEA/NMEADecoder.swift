@@ -8,6 +8,9 @@ import GNSS
 /// lines) → ``NMEAChecksum`` → ``NMEAFields`` (tokens) → ``NMEASentence`` (one parser per
 /// type) → the epoch assembler (cycles → `Fix`: see `EpochAssembler` for the rules).
 ///
+/// Binary UBX and CASIC frames interleaved with the sentences are read as gpsd reads them
+/// (`GPSDBinaryMessage`): their navigation solution is gpsd's last report of the second.
+///
 /// Corrupt input never stops it: a bad checksum, a truncated or over-long line, or a
 /// sentence it does not know is counted in ``statistics`` and skipped.
 public struct NMEADecoder: Sendable {
@@ -22,7 +25,7 @@ public struct NMEADecoder: Sendable {
 
     /// The options in force.
     public let options: Options
-    private var framer = NMEAFramer(reportsDateComments: true)
+    private var framer = NMEAFramer(reportsDateComments: true, deliversBinaryFrames: true)
     private var assembler = EpochAssembler()
     private var counts = NMEAStatistics()
     private var sawDateComment = false, sawDelayCookie = false
@@ -58,8 +61,14 @@ public struct NMEADecoder: Sendable {
         assembler.finish(emit: emit)
     }
 
-    /// Decodes one framed line (`$…*hh`, no CR/LF).
+    /// Decodes one framed line (`$…*hh`, no CR/LF) or binary frame.
     private mutating func handle(line: UnsafeRawBufferPointer, emit: (GNSSEvent) -> Void) {
+        if line[0] == 0xB5 || line[0] == 0xBA {
+            // A UBX or CASIC frame: gpsd reads its navigation solution too.
+            counts.binaryFrames += 1
+            if let message = GPSDBinaryMessage(frame: line) { assembler.binary(message, emit: emit) }
+            return
+        }
         if line[0] == UInt8(ascii: "#") {
             // `# Date: …` puts gpsd in its regression-test mode (see `EpochAssembler.timestamp`),
             // but gpsfake does not pass it on from a recording with a `# Delay-Cookie:`

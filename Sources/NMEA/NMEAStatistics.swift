@@ -14,6 +14,9 @@ public struct NMEAStatistics: Sendable, Equatable {
     /// Valid sentences not used: proprietary (`$P…`), unknown types, `!` AIS, heading
     /// sentences without a usable value.
     public var ignored = 0
+    /// UBX and CASIC binary frames with a good checksum (the receiver's binary output that
+    /// gpsd reads besides NMEA; see `NMEAFramer`).
+    public var binaryFrames = 0
     /// Lines dropped by the framer: truncated, over-long, or broken by binary bytes.
     public var framingErrors = 0
 

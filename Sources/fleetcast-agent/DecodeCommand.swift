@@ -63,7 +63,7 @@ struct DecodeCommand: ParsableCommand {
         let s = decoder.statistics
         var summary = "sentences \(s.sentences), fixes \(s.fixes), headings \(s.headings), "
         summary += "bad checksums \(s.badChecksums), missing checksums \(s.missingChecksums), "
-        summary += "ignored \(s.ignored), framing errors \(s.framingErrors)\n"
+        summary += "ignored \(s.ignored), framing errors \(s.framingErrors), binary frames \(s.binaryFrames)\n"
         for failure in failures { summary += "fleetcast-agent decode: \(failure)\n" }
         _ = summary.utf8CString.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }
         if !failures.isEmpty { throw ExitCode(1) }

@@ -61,6 +61,7 @@ struct DecodeCommandTests {
         #expect(objects.allSatisfy { $0["v"] as? Int == 1 && $0["vehicle"] == nil && $0["seq"] == nil })
         let s = decoder.statistics
         #expect(r.stderr.contains("sentences \(s.sentences), fixes \(s.fixes), headings \(s.headings)"))
+        #expect(r.stderr.contains("binary frames \(s.binaryFrames)\n"))
         #expect(r.stderr.contains("bad checksums \(s.badChecksums)") && r.stderr.contains("ignored \(s.ignored)"))
         #expect(r.stderr.contains("framing errors \(s.framingErrors)"))
     }
