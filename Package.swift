@@ -81,6 +81,8 @@ let package = Package(
         // adjtimex(2) from <sys/timex.h> (Glibc's Swift module lacks it): whether the system
         // clock is synchronized, for the agent's check of fix times. Header only, in libc.
         .systemLibrary(name: "CTimex"),
+        // glibc's mallopt(3) for `fleet-watch serve`'s large, short-lived snapshot buffers.
+        .systemLibrary(name: "CMalloc"),
         // An async MQTT 5 / 3.1.1 client over libmosquitto.
         .target(
             name: "MQTT",
@@ -162,7 +164,7 @@ let package = Package(
         .executableTarget(
             name: "fleet-watch",
             dependencies: [
-                "FleetWatch", "FleetHistory", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+                "FleetWatch", "FleetHistory", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore", "CMalloc",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

@@ -1,4 +1,5 @@
 import ArgumentParser
+import CMalloc
 import FleetHistory
 import FleetMap
 import FleetProtocol
@@ -113,6 +114,13 @@ struct ServeCommand: AsyncParsableCommand {
         let logger = connection.makeLogger()
         let (host, port) = try address()
         let useTiles = tiles != "none"
+        // Each browser's snapshot is one buffer of megabytes (the whole fleet with its trails),
+        // freed once written or when the browser is dropped. glibc raises its mmap threshold to
+        // the largest block freed, after which such buffers come from the heap and their pages
+        // stay with the process: a burst of browsers would leave serve hundreds of megabytes
+        // bigger for good. A fixed threshold keeps every buffer above 256 KiB in its own mapping,
+        // returned to the system when freed.
+        _ = fleetcast_set_mmap_threshold(256 * 1024)
         let options = FleetMapServer.Options(
             host: host, port: port, leafletDirectory: leafletDir, tiles: useTiles ? tiles : nil,
             attribution: attribution ?? (tiles == FleetMapServer.openStreetMapTiles ? FleetMapServer.openStreetMapAttribution : nil),

@@ -16,12 +16,13 @@ import Glibc
 // (FIN_WAIT1; the kernel gives up on those by itself). Issue 18 measured 55 MB growing to 195-579 MB
 // with 80 such browsers and 2,000-3,000 vehicles, every connection kept.
 // Options: --vehicles N (default 2500), --stalled N (default 80), --seconds N (default 60),
-// --fleet-watch PATH.
+// --burst (every stalled browser at once instead of through the first half), --fleet-watch PATH.
 func runServeBenchmark(arguments: [String]) async {
     let vehicles = intOption(arguments, "--vehicles", 2_500)
     let stalledCount = intOption(arguments, "--stalled", 80)
     let seconds = intOption(arguments, "--seconds", 60)
     let executable = stringOption(arguments, "--fleet-watch", builtProduct("fleet-watch"))
+    let burst = arguments.contains("--burst")
     print("serve: \(vehicles) vehicles at 1 Hz, \(stalledCount) browsers that never read, \(seconds) s; load \(loadAverage())")
     do {
         let broker = try await BenchBroker.start(inflight: 100)
@@ -57,8 +58,8 @@ func runServeBenchmark(arguments: [String]) async {
         let start = ContinuousClock.now
         var peak = 0.0
         for second in 1...seconds {
-            // Browsers arrive through the first half of the run, one every few hundred ms.
-            let due = min(stalledCount, stalledCount * second * 2 / max(1, seconds))
+            // Browsers arrive through the first half of the run (with --burst, all at once).
+            let due = burst ? stalledCount : min(stalledCount, stalledCount * second * 2 / max(1, seconds))
             while stalled.count < due { stalled.append(try openStalledBrowser(port: port)) }
             try await Task.sleep(until: start + .seconds(second))
             let rss = residentMiB(server.pid)
@@ -70,6 +71,12 @@ func runServeBenchmark(arguments: [String]) async {
             }
         }
         print("  peak RSS \(fixed(peak, 1)) MiB")
+        // A browser that reads is still served: the whole fleet, over HTTP, now.
+        let reader = try TestProcess(
+            "/usr/bin/curl", ["-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "http://127.0.0.1:\(port)/api/vehicles"],
+            directory: broker.directory, name: "reader")
+        _ = await reader.waitForExit()
+        print("  a reading client: HTTP \(reader.standardOutput) bytes of /api/vehicles")
         let log = server.standardError
         print(
             "  the server logged \(log.components(separatedBy: "Dropped a slow browser").count - 1) slow browsers dropped, "
