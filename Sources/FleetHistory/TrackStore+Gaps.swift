@@ -77,7 +77,9 @@ extension TrackStore {
     ///
     /// Two statements, each one pass over the primary keys `(vehicle, run, seq)` of both
     /// tables merged in key order (no sort), linear in the rows checked.
-    public func completeness(vehicle: VehicleID? = nil, since: UTCTimestamp? = nil, until: UTCTimestamp? = nil) async throws
+    public func completeness(
+        vehicle: VehicleID? = nil, since: UTCTimestamp? = nil, until: UTCTimestamp? = nil
+    ) async throws
         -> CompletenessReport
     {
         let name = vehicle?.rawValue
@@ -100,14 +102,17 @@ extension TrackStore {
         guard runs.contains(where: { $0.missing > 0 }) else { return CompletenessReport(runs: runs, gaps: gaps) }
         let gapRows = try await client.query(Self.completenessQuery(Self.gapsSelect, name, windowed, from, to), logger: logger)
         for try await (vehicle, run, first, last) in gapRows.decode((String, Int64, Int64, Int64).self) {
-            gaps.append(SequenceGap(vehicle: vehicle, run: UInt64(clamping: run), first: UInt64(clamping: first), last: UInt64(clamping: last)))
+            gaps.append(
+                SequenceGap(vehicle: vehicle, run: UInt64(clamping: run), first: UInt64(clamping: first), last: UInt64(clamping: last)))
         }
         return CompletenessReport(runs: runs, gaps: gaps)
     }
 
     /// PostgreSQL's plan of the gap search, as run (`EXPLAIN (ANALYZE, BUFFERS)`): what an
     /// operator checks on a big history (and `fleetcast-bench record` prints).
-    public func completenessPlan(vehicle: VehicleID? = nil, since: UTCTimestamp? = nil, until: UTCTimestamp? = nil) async throws
+    public func completenessPlan(
+        vehicle: VehicleID? = nil, since: UTCTimestamp? = nil, until: UTCTimestamp? = nil
+    ) async throws
         -> String
     {
         let windowed = since != nil || until != nil

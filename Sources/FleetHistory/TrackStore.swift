@@ -206,7 +206,8 @@ public struct TrackStore: Sendable {
         // carry no NULLs here: NaN stands for an unknown number and −1 for unknown
         // satellites, turned back into NULL by NULLIF (neither is a value a fix can have).
         var vehicles: [String] = [], runs: [Int64] = [], seqs: [Int64] = [], times: [Date] = [], lats: [Double] = []
-        var lons: [Double] = [], altHAE: [Double] = [], altMSL: [Double] = [], speeds: [Double] = [], tracks: [Double] = [], climbs: [Double] = []
+        var lons: [Double] = [], altHAE: [Double] = [], altMSL: [Double] = [], speeds: [Double] = [], tracks: [Double] = [],
+            climbs: [Double] = []
         var modes: [Int16] = [], sats: [Int16] = [], hdops: [Double] = [], ephs: [Double] = [], epvs: [Double] = []
         var backlogs: [Bool] = []
         for record in rows {

@@ -108,7 +108,8 @@ public struct FleetSubscriber: Sendable {
     public func events() -> AsyncThrowingStream<FleetEvent, any Error> {
         guard configuration.acknowledgement == .onReceipt else {
             return AsyncThrowingStream {
-                throw MQTTError.invalidConfiguration("events() acknowledges nothing: a configuration that acknowledges after handling needs deliveries()")
+                throw MQTTError.invalidConfiguration(
+                    "events() acknowledges nothing: a configuration that acknowledges after handling needs deliveries()")
             }
         }
         let decoder = FleetMessageDecoder(topics: options.topics)

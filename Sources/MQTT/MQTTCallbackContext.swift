@@ -136,7 +136,9 @@ final class MQTTCallbackContext: Sendable {
     }
 
     func onMessage(_ message: MQTTMessage, identifiers: [UInt32]) {
-        let (targets, streamsOpen) = state.withLock { ($0.received(topic: message.topic, identifiers: identifiers), $0.hasOpenSubscription) }
+        let (targets, streamsOpen) = state.withLock {
+            ($0.received(topic: message.topic, identifiers: identifiers), $0.hasOpenSubscription)
+        }
         if targets.isEmpty {
             logger.trace("MQTT message matched no subscription", metadata: ["mqtt.topic": "\(JSONString.escaped(message.topic))"])
         }
@@ -148,7 +150,11 @@ final class MQTTCallbackContext: Sendable {
         let what: MQTTDeliveryLedger.Delivery = !targets.isEmpty ? .handedOver : streamsOpen ? .unwanted : .orphaned
         var message = message
         message.deliveryTag = deliveries.withLock { $0.deliver(what, at: .now) }
-        if what == .unwanted, unwantedLogged.withLock({ logged in defer { logged = true }; return !logged }) {
+        if what == .unwanted,
+            unwantedLogged.withLock({ logged in
+                defer { logged = true }; return !logged
+            })
+        {
             logger.info(
                 "MQTT message on a topic no stream asked for (a subscription the persistent session kept): let go",
                 metadata: ["mqtt.topic": "\(JSONString.escaped(message.topic))"])
@@ -170,7 +176,9 @@ final class MQTTCallbackContext: Sendable {
         }
         logger.log(
             level: count == 1 ? .warning : .debug, "A message larger than the maximum packet size was dropped unread",
-            metadata: ["mqtt.bytes": "\(bytes)", "mqtt.maximumPacketSize": "\(configuration.maximumPacketSize ?? 0)", "mqtt.dropped": "\(count)"])
+            metadata: [
+                "mqtt.bytes": "\(bytes)", "mqtt.maximumPacketSize": "\(configuration.maximumPacketSize ?? 0)", "mqtt.dropped": "\(count)",
+            ])
     }
 
     func onLog(level: Int32, line: String) {

@@ -132,7 +132,8 @@ enum MQTTConnectionLoop {
         guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
         let reading = mayRead(context)
         let writing = settled && mosquitto_want_write(mosq)
-        if waitForInput(reading || writing ? socket : -1, wakeup: context.wakeup, reading: reading, writing: writing,
+        if waitForInput(
+            reading || writing ? socket : -1, wakeup: context.wakeup, reading: reading, writing: writing,
             timeout: handlingPollMilliseconds)
         {
             var packets = 0

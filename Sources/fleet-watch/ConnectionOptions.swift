@@ -33,7 +33,10 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "File whose first line is the MQTT password.")
     var passwordFile: String?
 
-    @Option(help: "The MQTT client id (default: fleet-watch-<host>-<pid>; record: fleet-watch-record-<host>[-<share group>], the same at every start).")
+    @Option(
+        help:
+            "The MQTT client id (default: fleet-watch-<host>-<pid>; record: fleet-watch-record-<host>[-<share group>], the same at every start)."
+    )
     var clientID: String?
 
     @Option(help: "The largest MQTT packet taken, in bytes (announced to an MQTT 5 broker; larger messages are dropped unread).")

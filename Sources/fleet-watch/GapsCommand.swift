@@ -73,7 +73,8 @@ struct GapsCommand: AsyncParsableCommand {
                 return try await store.completeness(vehicle: vehicle, since: from, until: to)
             }
         } catch {
-            logger.error("cannot read the track history", metadata: ["postgres": "\(location)", "error": "\(describePostgresError(error))"])
+            logger.error(
+                "cannot read the track history", metadata: ["postgres": "\(location)", "error": "\(describePostgresError(error))"])
             throw ExitCode(2)
         }
         let output = StandardOutput()

@@ -37,7 +37,10 @@ struct RecordCommand: AsyncParsableCommand {
     @Option(help: "The most messages written in one batch.")
     var batchSize: Int = 1_000
 
-    @Option(help: "Messages received and not yet written (1 to 65535): the broker sends no more until they are, and keeps the rest in the session.")
+    @Option(
+        help:
+            "Messages received and not yet written (1 to 65535): the broker sends no more until they are, and keeps the rest in the session."
+    )
     var buffer: Int = 10_000
 
     @Option(help: "Seconds the broker keeps the session (and the messages that arrive) while the recorder is away.")

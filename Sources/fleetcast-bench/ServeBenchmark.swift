@@ -73,7 +73,8 @@ func runServeBenchmark(arguments: [String]) async {
         print("  peak RSS \(fixed(peak, 1)) MiB")
         // A browser that reads is still served: the whole fleet, over HTTP, now.
         let reader = try TestProcess(
-            "/usr/bin/curl", ["-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "http://127.0.0.1:\(port)/api/vehicles"],
+            "/usr/bin/curl",
+            ["-sS", "--max-time", "10", "-o", "/dev/null", "-w", "%{http_code} %{size_download}", "http://127.0.0.1:\(port)/api/vehicles"],
             directory: broker.directory, name: "reader")
         _ = await reader.waitForExit()
         print("  a reading client: HTTP \(reader.standardOutput) bytes of /api/vehicles")

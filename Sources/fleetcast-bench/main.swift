@@ -13,4 +13,5 @@ if which == "drain" { await runDrainBenchmark(arguments: Array(arguments.dropFir
 if which == "footprint" { await runFootprintBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "latency" { await runLatencyBenchmark(arguments: Array(arguments.dropFirst())) }  // pty + mosquitto + agent binary
 if which == "record" { await runRecordBenchmark(arguments: Array(arguments.dropFirst())) }  // PostgreSQL + mosquitto + fleet-watch record
-if which == "serve" { await runServeBenchmark(arguments: Array(arguments.dropFirst())) }  // mosquitto + fleet-watch serve + browsers that never read
+// serve: mosquitto, fleet-watch serve and browsers that never read
+if which == "serve" { await runServeBenchmark(arguments: Array(arguments.dropFirst())) }

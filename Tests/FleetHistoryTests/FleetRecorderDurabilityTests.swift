@@ -48,7 +48,9 @@ import Testing
             else { continue }
             let vehicle = String(levels[1])
             if levels[2] == "backlog" {
-                for event in object["events"] as? [[String: Any]] ?? [] { add(event, kind: event["kind"] as? String ?? "", vehicle: vehicle) }
+                for event in object["events"] as? [[String: Any]] ?? [] {
+                    add(event, kind: event["kind"] as? String ?? "", vehicle: vehicle)
+                }
             } else {
                 add(object, kind: String(levels[2]), vehicle: vehicle)
             }
@@ -98,7 +100,9 @@ import Testing
                     return s.fixes.count + s.headings.count
                 }
                 var agent = try FleetRecorderTests.startAgent("van-s", broker: broker, directory: directory)
-                try await waitUntil("40 messages stored", timeout: .seconds(30), interval: .milliseconds(200)) { try await storedCount() >= 40 }
+                try await waitUntil("40 messages stored", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    try await storedCount() >= 40
+                }
                 // Mid-drive: the power goes, and the card comes back with the store unreadable.
                 agent.send(SIGKILL)
                 _ = try await agent.waitForExit(timeout: .seconds(10))
@@ -125,7 +129,9 @@ import Testing
                 }
                 let runs = Set(published.fixes.map(\.run))
                 #expect(runs.count == 2, "a new numbering run after the store was lost: \(runs)")
-                #expect(published.fixes.union(published.headings).contains { $0.seq == 1 && $0.run == runs.max() }, "the new run numbers from 1 again")
+                #expect(
+                    published.fixes.union(published.headings).contains { $0.seq == 1 && $0.run == runs.max() },
+                    "the new run numbers from 1 again")
 
                 // Everything delivered a second time (an at-least-once broker, a replay): no new row.
                 var byTopic: [String: [String]] = [:]
@@ -232,7 +238,8 @@ import Testing
                 #expect(holed.status == 1, "\(holed.output)")
                 #expect(holed.output.contains("van-k1 run "), "\(holed.output)")
                 #expect(holed.output.contains(" seq 20-24: 5 missing"), "\(holed.output)")
-                let json = try await Self.gaps(postgres, database, directory: directory, extra: ["--format", "json", "--vehicle", "van-k1"])
+                let json = try await Self.gaps(
+                    postgres, database, directory: directory, extra: ["--format", "json", "--vehicle", "van-k1"])
                 #expect(json.status == 1)
                 let object = try JSONSerialization.jsonObject(with: Data(json.output.split(separator: "\n")[0].utf8)) as? [String: Any]
                 #expect(object?["complete"] as? Bool == false)

@@ -29,7 +29,8 @@ import Testing
             defer { browser.send(SIGKILL) }
             try await waitUntil("the snapshot and updates moving both vehicles", timeout: .seconds(30), interval: .milliseconds(100)) {
                 let events = FleetMapServeTests.events(in: browser.standardOutput)
-                let ids = Set(events.dropFirst().flatMap { (try? FleetMapServeTests.vehicles(in: $0.data)) ?? [] }.compactMap { $0["id"] as? String })
+                let ids = Set(
+                    events.dropFirst().flatMap { (try? FleetMapServeTests.vehicles(in: $0.data)) ?? [] }.compactMap { $0["id"] as? String })
                 return events.first?.name == "snapshot" && ids == ["van-1", "van-2"]
             }
             try await systemd.wait(for: "a watchdog ping") { $0.contains("WATCHDOG=1") }

@@ -31,7 +31,8 @@ import Testing
         let heading = FleetPayload.encode(Heading(trueHeading: 4, source: .hdt), vehicle: "van-7", seq: 4, run: 9)
         #expect(try FleetPayload.decodeHeading(heading, vehicle: van).number == MessageNumber(run: 9, seq: 4))
         #expect(throws: FleetPayload.DecodingError.self) {
-            try FleetPayload.decodeFix(Array(#"{"v":1,"seq":1,"run":-1,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2,"mode":3}"#.utf8), vehicle: van)
+            try FleetPayload.decodeFix(
+                Array(#"{"v":1,"seq":1,"run":-1,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2,"mode":3}"#.utf8), vehicle: van)
         }
         #expect(MessageNumber(run: 1, seq: 900) < MessageNumber(run: 2, seq: 1))
     }
@@ -43,7 +44,9 @@ import Testing
         #expect(throws: FleetPayload.DecodingError.invalidJSON("more than 64 members")) {
             try FleetPayload.decodeFix(Array(wide.utf8), vehicle: van)
         }
-        #expect(FleetPayload.duplicateKeyCheckComparisons(Array(wide.utf8)) <= 64 * 63 / 2 * 17, "pairs of the 64 members, keys of at most 16 bytes compared bytewise")
+        #expect(
+            FleetPayload.duplicateKeyCheckComparisons(Array(wide.utf8)) <= 64 * 63 / 2 * 17,
+            "pairs of the 64 members, keys of at most 16 bytes compared bytewise")
         // 59 members of unknown keys besides the 5 required: accepted (room for later versions).
         var roomy = #"{"v":1,"time":"2026-01-01T00:00:00Z","lat":1,"lon":2,"mode":3"#
         for i in 0..<59 { roomy += #","later\#(i)":true"# }

@@ -11,7 +11,8 @@ import Testing
     static func publishHostile(_ broker: TestBroker) async throws {
         try await MosquittoCLI.publish(
             broker: broker, topic: "fleet/van-h/status",
-            message: #"{"v":1,"vehicle":"van-h","state":"online","agent":"1\u001b]0;pwned\u0007","source":"sim:\u009b31m","reason":"\u001b[2J"}"#,
+            message:
+                #"{"v":1,"vehicle":"van-h","state":"online","agent":"1\u001b]0;pwned\u0007","source":"sim:\u009b31m","reason":"\u001b[2J"}"#,
             retain: true)
         try await MosquittoCLI.publish(
             broker: broker, topic: "fleet/van-h/fix",
@@ -45,7 +46,8 @@ import Testing
             Self.assertClean(json + jsonErr, "JSON lines")
             let lines = json.split(separator: "\n")
             #expect(lines.filter { $0.contains(#""kind":"malformed""#) }.count == 1, "\(json)")
-            #expect(lines.contains { $0.contains(#""kind":"status""#) && $0.contains(#"\u001b"#) }, "the status, its escapes escaped: \(json)")
+            #expect(
+                lines.contains { $0.contains(#""kind":"status""#) && $0.contains(#"\u001b"#) }, "the status, its escapes escaped: \(json)")
 
             // Plain lines (stdout not a terminal), live: the retained messages arrive first.
             let live = try TestProcess(

@@ -11,7 +11,8 @@ import Testing
     func waitForLog(_ process: TestProcess, _ text: String, timeout: Duration = .seconds(30)) async throws {
         try await waitUntil("\(process.commandLine) to log \"\(text)\"", timeout: timeout) {
             guard process.isRunning || process.standardError.contains(text) else {
-                throw TestSupportError.processFailed(process.commandLine, status: process.termination?.status ?? -1, output: process.standardError)
+                throw TestSupportError.processFailed(
+                    process.commandLine, status: process.termination?.status ?? -1, output: process.standardError)
             }
             return process.standardError.contains(text)
         }
@@ -28,7 +29,9 @@ import Testing
         let stopping = messages.firstIndex { $0.contains("STOPPING=1") }
         #expect(ready != nil, "READY=1: \(messages)", sourceLocation: sourceLocation)
         #expect(messages.contains("WATCHDOG=1"), "WATCHDOG=1: \(messages)", sourceLocation: sourceLocation)
-        #expect(stopping != nil && ready.map { $0 < stopping! } == true, "STOPPING=1 after READY=1: \(messages)", sourceLocation: sourceLocation)
+        #expect(
+            stopping != nil && ready.map { $0 < stopping! } == true, "STOPPING=1 after READY=1: \(messages)", sourceLocation: sourceLocation
+        )
     }
 
     @Test func watchExitsZeroWithin5sOfSIGTERMWithEveryLineComplete() async throws {
@@ -114,9 +117,10 @@ import Testing
 
             #expect(try await publisher.waitForExit(timeout: .seconds(60)) == 0, "\(publisher.standardError)")
             let received = await observer.messages(timeout: .seconds(60))
-            let latitudes = Set(received.compactMap { line in
-                line.range(of: #""lat":[0-9.]+"#, options: .regularExpression).map { String(line[$0].dropFirst(6)) }
-            })
+            let latitudes = Set(
+                received.compactMap { line in
+                    line.range(of: #""lat":[0-9.]+"#, options: .regularExpression).map { String(line[$0].dropFirst(6)) }
+                })
             #expect(latitudes.count == burst, "every fix of the burst bridged: \(latitudes.count) of \(burst)")
             #expect(staying.isRunning)
             let (stayingStatus, _) = try await staying.terminate()

@@ -1,5 +1,6 @@
-@testable import MQTT
 import Testing
+
+@testable import MQTT
 
 /// The bookkeeping that keeps acknowledgements from reaching the broker before the consumer
 /// has handled the messages, driven without a broker or a thread.

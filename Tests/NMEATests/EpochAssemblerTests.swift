@@ -170,9 +170,11 @@ struct EpochAssemblerTests {
     @Test("as gpsd's error model: speed from successive positions when the receiver sends none, climb from altitudes")
     func derivedSpeedAndClimb() throws {
         // GGA only: 0.001' of latitude a second is 1.852 m/s; the altitude rises 0.5 m a second.
-        let text = sentence("GPZDA,120000.00,19,11,2024,00,00") + (0..<3).map { i in
-            sentence("GPGGA,12000\(i).00,4807.0\(38 + i),N,01131.324,E,1,08,0.9,\(545.0 + 0.5 * Double(i)),M,46.9,M,,")
-        }.joined()
+        let text =
+            sentence("GPZDA,120000.00,19,11,2024,00,00")
+            + (0..<3).map { i in
+                sentence("GPGGA,12000\(i).00,4807.0\(38 + i),N,01131.324,E,1,08,0.9,\(545.0 + 0.5 * Double(i)),M,46.9,M,,")
+            }.joined()
         let fixes = decodeAll(text).events.compactMap(\.fix)
         #expect(fixes.count == 3)
         #expect(fixes.first?.speed == nil && fixes.first?.climb == nil)
