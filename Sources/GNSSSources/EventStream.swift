@@ -1,3 +1,4 @@
+import FleetcastCore
 import GNSS
 
 /// Runs a source's producer loop in its own task and hands its events out as an `AsyncStream`.
@@ -22,6 +23,26 @@ enum EventStream {
         }
         continuation.onTermination = { _ in task.cancel() }
         return stream
+    }
+
+    /// The reconnect loop every live source shares: `session` (one connection or one open
+    /// device; returns why it ended, and may reset the backoff once data flows) runs again and
+    /// again until cancelled, with `.connecting` before each and `.reconnecting(reason:delay:)`
+    /// and a ``FleetcastCore/Backoff`` wait after each.
+    static func reconnecting(
+        backoff initial: Backoff, _ session: @escaping @Sendable (EventSink, inout Backoff) async -> String
+    ) -> AsyncStream<GNSSEvent> {
+        run { sink in
+            var backoff = initial
+            while !Task.isCancelled {
+                sink.state(.connecting)
+                let reason = await session(sink, &backoff)
+                if Task.isCancelled { return }
+                let delay = backoff.next()
+                sink.state(.reconnecting(reason: reason, delay: delay))
+                do { try await Task.sleep(for: delay) } catch { return }
+            }
+        }
     }
 }
 

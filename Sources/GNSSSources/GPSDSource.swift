@@ -59,16 +59,8 @@ public struct GPSDSource: GNSSSource {
     /// Starts a fresh run: connect, watch, decode, reconnect after loss, until cancelled.
     public func makeEventStream() -> AsyncStream<GNSSEvent> {
         let source = self
-        return EventStream.run { sink in
-            var backoff = source.backoff
-            while !Task.isCancelled {
-                sink.state(.connecting)
-                let reason = await source.session(sink: sink, backoff: &backoff)
-                if Task.isCancelled { return }
-                let delay = backoff.next()
-                sink.state(.reconnecting(reason: reason, delay: delay))
-                do { try await Task.sleep(for: delay) } catch { return }
-            }
+        return EventStream.reconnecting(backoff: backoff) { sink, backoff in
+            await source.session(sink: sink, backoff: &backoff)
         }
     }
 

@@ -49,23 +49,14 @@ public struct SerialSource: GNSSSource {
     /// Starts a fresh run: open, read, decode, reopen after loss, until cancelled.
     public func makeEventStream() -> AsyncStream<GNSSEvent> {
         let path = path, baud = baud, logger = logger, initialBackoff = backoff, options = decoderOptions
-        return EventStream.run { sink in
-            var backoff = initialBackoff
-            while !Task.isCancelled {
-                sink.state(.connecting)
-                let reason: String
-                do {
-                    let fd = try SerialPort.openRaw(path: path, baud: baud)
-                    logger.debug("Serial device opened", metadata: ["serial.path": "\(path)", "serial.baud": "\(baud)"])
-                    reason = await Self.read(fd: fd, path: path, options: options, sink: sink, logger: logger, backoff: &backoff)
-                } catch {
-                    reason = "\(error)"
-                    logger.debug("Cannot open serial device", metadata: ["serial.path": "\(path)", "error": "\(error)"])
-                }
-                if Task.isCancelled { return }
-                let delay = backoff.next()
-                sink.state(.reconnecting(reason: reason, delay: delay))
-                do { try await Task.sleep(for: delay) } catch { return }
+        return EventStream.reconnecting(backoff: initialBackoff) { sink, backoff in
+            do {
+                let fd = try SerialPort.openRaw(path: path, baud: baud)
+                logger.debug("Serial device opened", metadata: ["serial.path": "\(path)", "serial.baud": "\(baud)"])
+                return await Self.read(fd: fd, path: path, options: options, sink: sink, logger: logger, backoff: &backoff)
+            } catch {
+                logger.debug("Cannot open serial device", metadata: ["serial.path": "\(path)", "error": "\(error)"])
+                return "\(error)"
             }
         }
     }
