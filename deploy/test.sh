@@ -28,8 +28,8 @@ as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   "${packages[@]}" >/dev/null
 
-echo "==> building"
-swift build --build-tests
+echo "==> building (each module may import only the modules it declares)"
+swift build --build-tests --explicit-target-dependency-import-check error
 
 echo "==> running every test"
 swift test --skip-build
