@@ -270,8 +270,7 @@ extension AgentService {
 final class StopSignal: Sendable {
     private struct State {
         var stopped = false
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextID: UInt64 = 0
+        var waiters = Waiters<Waiter<Void>>()
     }
     private let state = SanitizerVisibleMutex(State())
 
@@ -282,29 +281,21 @@ final class StopSignal: Sendable {
     func stop() {
         let waiters = state.withLock { state in
             state.stopped = true
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
+            return state.waiters.removeAll()
         }
         for waiter in waiters { waiter.resume() }
     }
 
     /// Returns once stopped, or when the task is cancelled.
     func wait() async {
-        let id = state.withLock { state in
-            defer { state.nextID += 1 }
-            return state.nextID
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { state -> Bool in
-                    if state.stopped || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
+        await suspend { waiter in
+            state.withLock { state in
+                if state.stopped || Task.isCancelled { return false }
+                state.waiters.insert(waiter, id: waiter.id)
+                return true
             }
-        } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        } cancel: { id in
+            state.withLock { $0.waiters.remove(id: id) }
         }
     }
 }

@@ -38,7 +38,7 @@ public final class Publisher: Sendable {
     /// The QoS of status and backlog messages (the contract fixes it at 1).
     public static let statusQoS = MQTTQoS.atLeastOnce
 
-    typealias State = PublisherState<CheckedContinuation<Void, Never>>
+    typealias State = PublisherState<Waiter<Void>>
 
     /// The settings it was made with.
     public let settings: Settings
@@ -658,13 +658,10 @@ public final class Publisher: Sendable {
     }
 
     private func waitForFinish() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // Cancellation is read under the lock: a cancellation after it finds the waiter.
-                state.withLock { $0.awaitFinish(cancelled: Task.isCancelled, continuation) }?.resume()
-            }
-        } onCancel: {
-            state.withLock { $0.cancelFinishWait() }?.resume()
+        await suspend { waiter in
+            state.withLock { $0.awaitFinish(cancelled: Task.isCancelled, waiter) } == nil
+        } cancel: { _ in
+            state.withLock { $0.cancelFinishWait() }
         }
     }
 
@@ -675,13 +672,10 @@ public final class Publisher: Sendable {
     }
 
     private func waitForRetry(since: UInt64) async {
-        let id = state.withLock { $0.makeWaiterID() }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                state.withLock { $0.awaitRetry(id: id, since: since, cancelled: Task.isCancelled, continuation) }?.resume()
-            }
-        } onCancel: {
-            state.withLock { $0.cancelRetryWait(id: id) }?.resume()
+        await suspend { waiter in
+            state.withLock { $0.awaitRetry(id: waiter.id, since: since, cancelled: Task.isCancelled, waiter) } == nil
+        } cancel: { id in
+            state.withLock { $0.cancelRetryWait(id: id) }
         }
     }
 }

@@ -100,8 +100,7 @@ struct PublisherState<Waiter> {
     private var stopIntake: (@Sendable () -> Void)?
     /// Raised by ``retryNow()``; waiting back-offs end early.
     private(set) var retryGeneration: UInt64 = 0
-    private var retryWaiters: [UInt64: Waiter] = [:]
-    private var nextWaiterID: UInt64 = 0
+    private var retryWaiters = Waiters<Waiter>()
     /// In an outage (a send failed; none succeeded since): logged once per outage.
     private var failing = false
     /// The level the outage's first failure was logged at; its end is logged at the same.
@@ -276,27 +275,20 @@ struct PublisherState<Waiter> {
     mutating func retryNow() -> [Waiter] {
         retryGeneration += 1
         refusedTopics.removeAll()
-        defer { retryWaiters.removeAll() }
-        return Array(retryWaiters.values)
-    }
-
-    /// An id for ``awaitRetry(id:since:cancelled:_:)``.
-    mutating func makeWaiterID() -> UInt64 {
-        defer { nextWaiterID += 1 }
-        return nextWaiterID
+        return retryWaiters.removeAll()
     }
 
     /// A back-off begun in generation `since` waits for ``retryNow()``: returns the waiter to
     /// resume at once if the generation moved or the task is cancelled, else keeps it.
     mutating func awaitRetry(id: UInt64, since: UInt64, cancelled: Bool, _ waiter: Waiter) -> Waiter? {
         if retryGeneration != since || cancelled { return waiter }
-        retryWaiters[id] = waiter
+        retryWaiters.insert(waiter, id: id)
         return nil
     }
 
     /// The back-off `id` ended otherwise (cancelled, timed out): its waiter, to resume, if kept.
     mutating func cancelRetryWait(id: UInt64) -> Waiter? {
-        retryWaiters.removeValue(forKey: id)
+        retryWaiters.remove(id: id)
     }
 
     // MARK: Store

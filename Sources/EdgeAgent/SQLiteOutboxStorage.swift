@@ -49,9 +49,9 @@ final class SQLiteOutboxStorage: OutboxStorage {
         var closing = false
         var closed = false
         /// The first ``close()``, waiting for the work under way to end.
-        var drained: CheckedContinuation<Void, Never>?
+        var drained: Waiter<Void>?
         /// Later ``close()`` calls, waiting for the first one to finish.
-        var closedWaiters: [CheckedContinuation<Void, Never>] = []
+        var closedWaiters = Waiters<Waiter<Void>>()
     }
 
     /// Why a file cannot be used as the outbox, so it is moved aside.
@@ -118,29 +118,31 @@ final class SQLiteOutboxStorage: OutboxStorage {
         case .done:
             return
         case .follower:
-            await withCheckedContinuation { continuation in
-                let closed = lifecycle.withLock { state -> Bool in
-                    if !state.closed { state.closedWaiters.append(continuation) }
-                    return state.closed
+            // Not cut short by cancellation: a close begun is finished.
+            await suspend { waiter in
+                lifecycle.withLock { state -> Bool in
+                    if !state.closed { state.closedWaiters.insert(waiter, id: waiter.id) }
+                    return !state.closed
                 }
-                if closed { continuation.resume() }
+            } cancel: { _ in
+                nil
             }
         case .closer(let waitForWork):
             if waitForWork {
-                await withCheckedContinuation { continuation in
-                    let idle = lifecycle.withLock { state -> Bool in
-                        if state.inFlight > 0 { state.drained = continuation }
-                        return state.inFlight == 0
+                await suspend { waiter in
+                    lifecycle.withLock { state -> Bool in
+                        if state.inFlight > 0 { state.drained = waiter }
+                        return state.inFlight > 0
                     }
-                    if idle { continuation.resume() }
+                } cancel: { _ in
+                    nil
                 }
             }
             try? await reader.close()
             try? await writer.close()
-            let waiters = lifecycle.withLock { state -> [CheckedContinuation<Void, Never>] in
+            let waiters = lifecycle.withLock { state -> [Waiter<Void>] in
                 state.closed = true
-                defer { state.closedWaiters = [] }
-                return state.closedWaiters
+                return state.closedWaiters.removeAll()
             }
             for waiter in waiters { waiter.resume() }
         }
@@ -157,7 +159,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
 
     /// Ends what ``enter()`` began; the last one lets a waiting ``close()`` go on.
     private func leave() {
-        let closer = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
+        let closer = lifecycle.withLock { state -> Waiter<Void>? in
             state.inFlight -= 1
             guard state.inFlight == 0 else { return nil }
             defer { state.drained = nil }
