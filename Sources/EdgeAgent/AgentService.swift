@@ -97,6 +97,32 @@ public final class AgentService: Service {
         self.clockSynchronized = clockSynchronized
     }
 
+    /// Says what the agent is doing, and whether fix times can be checked against the clock.
+    private func logStart(outboxPath: String) {
+        // One line that says what the agent is doing (the source and vehicle are also in
+        // every line's metadata).
+        let broker = configuration.broker
+        let tls = configuration.usesTLS
+        logger.info(
+            """
+            fleetcast-agent \(settings.agentVersion ?? "") starting: vehicle \(configuration.vehicle), \
+            source \(settings.sourceURI ?? configuration.source), broker \(broker.url) \
+            (TLS \(tls ? "on" : "off")\(broker.username.map { ", user \($0)" } ?? "")), outbox \(outboxPath)
+            """, metadata: ["mqtt.broker": "\(broker.url)", "outbox.path": "\(outboxPath)"])
+        if settings.maximumFixClockOffset != nil, configuration.fixTime.systemClock == .auto {
+            switch SystemClockSynchronization.read() {
+            case .synchronized:
+                logger.debug("System clock synchronized: fixes far from it are refused")
+            case .unsynchronized:
+                logger.debug("System clock not synchronized: fixes pass until it is")
+            case .unreadable(let reason):
+                logger.warning(
+                    "Cannot tell whether the system clock is synchronized; fix times are not checked against it (a ProtectClock=yes unit blocks adjtimex)",
+                    metadata: ["error": "adjtimex: \(reason)"])
+            }
+        }
+    }
+
     /// The agent's instance lock; `nil` when the state directory cannot hold it.
     private static func lock(_ configuration: AgentConfiguration) throws -> AgentInstanceLock? {
         switch AgentInstanceLock.acquire(directory: configuration.stateDirectory, vehicle: configuration.vehicle) {
@@ -130,28 +156,7 @@ public final class AgentService: Service {
             ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
         let publisher = Publisher(
             settings: settings, sender: link, store: store, logger: logger, clockSynchronized: clockSynchronized)
-        // One line that says what the agent is doing (the source and vehicle are also in
-        // every line's metadata).
-        let broker = configuration.broker
-        let tls = configuration.usesTLS
-        logger.info(
-            """
-            fleetcast-agent \(publisher.settings.agentVersion ?? "") starting: vehicle \(configuration.vehicle), \
-            source \(publisher.settings.sourceURI ?? configuration.source), broker \(broker.url) \
-            (TLS \(tls ? "on" : "off")\(broker.username.map { ", user \($0)" } ?? "")), outbox \(outboxPath)
-            """, metadata: ["mqtt.broker": "\(broker.url)", "outbox.path": "\(outboxPath)"])
-        if publisher.settings.maximumFixClockOffset != nil, configuration.fixTime.systemClock == .auto {
-            switch SystemClockSynchronization.read() {
-            case .synchronized:
-                logger.debug("System clock synchronized: fixes far from it are refused")
-            case .unsynchronized:
-                logger.debug("System clock not synchronized: fixes pass until it is")
-            case .unreadable(let reason):
-                logger.warning(
-                    "Cannot tell whether the system clock is synchronized; fix times are not checked against it (a ProtectClock=yes unit blocks adjtimex)",
-                    metadata: ["error": "adjtimex: \(reason)"])
-            }
-        }
+        logStart(outboxPath: outboxPath)
         let events = FiniteOrLive(finite: finiteSource, hub: hub)
         // The configuration is loaded, the store open and the source started (the hub starts
         // it for its first subscriber): ready, as far as systemd is concerned.
