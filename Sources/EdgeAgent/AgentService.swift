@@ -9,7 +9,8 @@ import TelemetryHub
 
 /// The agent as a `Service`: GNSS source → hub → publisher → MQTT, for one vehicle.
 ///
-/// `run()` starts the source through a ``Hub`` (the publisher is its lossless subscriber; others
+/// `run()` opens the outbox store (asynchronously: a `quick_check` over days of backlog on
+/// an SD card suspends the task, it blocks no thread), starts the source through a ``Hub`` (the publisher is its lossless subscriber; others
 /// may subscribe for status or tests), connects to the broker with the `offline` status as the
 /// last will, and publishes until the source ends (a replay) or a graceful shutdown
 /// (SIGTERM/SIGINT through the `ServiceGroup`). Either way it drains the outbox, publishes
@@ -19,9 +20,6 @@ public final class AgentService: Service {
     public let configuration: AgentConfiguration
     /// Fixes and headings from the receiver, for other subscribers than the publisher.
     public let hub: Hub<GNSSEvent>
-    /// The publisher, for its counters.
-    public let publisher: Publisher
-
     private let link: MQTTLink
     private let logger: Logger
     /// A replay is a batch upload: its intake waits for room in the outbox instead of dropping
@@ -29,20 +27,21 @@ public final class AgentService: Service {
     private let lossless: Bool
     /// A finite source (replay), read by the publisher directly; `nil` for a live receiver.
     private let finiteSource: AnyGNSSSource?
-    /// The outbox store's path (`memory` when degraded), for the start-up line.
-    private let outboxPath: String
-    /// The outbox store, closed once the publisher has made its last commit.
-    private let store: OutboxStore
+    /// What the publisher publishes and how (it is made in `run()`, over the opened store).
+    private let settings: Publisher.Settings
+    private let clockSynchronized: @Sendable () -> Bool
     /// systemd's notification socket, when run by systemd with `Type=notify`.
     private let notifier: SystemdNotifier?
     /// Held while the agent exists: says to `check` and to a second agent that this one runs;
-    /// `nil` when the state directory cannot hold it.
+    /// `nil` when the state directory cannot hold it (yet: `run()` tries again once the store
+    /// has made the directory).
     private let instanceLock: AgentInstanceLock?
 
-    /// Prepares the agent; nothing runs before `run()`.
+    /// Prepares the agent; nothing runs before `run()`, and no file but the instance lock is
+    /// opened (the store is opened by `run()`).
     ///
-    /// Throws when the source URI cannot be parsed or the state directory cannot hold the
-    /// sequence number, each error naming what is wrong.
+    /// Throws when the source URI cannot be parsed or another agent runs for the vehicle, each
+    /// error naming what is wrong.
     /// - Parameter notifier: systemd's notification socket (``SystemdNotifier``), when run by
     ///   systemd: `READY=1` once running, `STOPPING=1` on shutdown, `WATCHDOG=1` while alive.
     public init(
@@ -77,21 +76,7 @@ public final class AgentService: Service {
         }
         // Before the store is opened: a second agent must not touch the first one's store.
         // A missing state directory is made by the store; the lock is taken again after it.
-        func lock() throws -> AgentInstanceLock? {
-            switch AgentInstanceLock.acquire(directory: configuration.stateDirectory, vehicle: configuration.vehicle) {
-            case .acquired(let lock): return lock
-            case .heldByAnother(let path): throw AgentAlreadyRunning(vehicle: configuration.vehicle, path: path)
-            case .unavailable: return nil
-            }
-        }
-        var instanceLock = try lock()
-        let store = OutboxStore.open(directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
-        if instanceLock == nil { instanceLock = try lock() }
-        self.instanceLock = instanceLock
-        self.store = store
-        outboxPath =
-            store.degradedReason == nil
-            ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
+        instanceLock = try Self.lock(configuration)
         let mqtt = configuration.mqttConfiguration
         var settings = configuration.publisherSettings(agentVersion: agentVersion, lossless: lossless)
         // A live receiver's fix times are checked against a synchronized system clock; a
@@ -108,28 +93,23 @@ public final class AgentService: Service {
             case .synchronized: { true }
             }
         link = MQTTLink(configuration: mqtt, messageExpirySeconds: configuration.messageExpirySeconds, logger: logger)
-        publisher = Publisher(settings: settings, sender: link, store: store, logger: logger, clockSynchronized: clockSynchronized)
+        self.settings = settings
+        self.clockSynchronized = clockSynchronized
     }
 
-    private enum Child: Sendable {
-        case connected, finished, watchdogStopped
-    }
-
-    /// Runs until the source ends or a graceful shutdown; see the type's documentation.
-    /// Throws when the broker refuses the agent for a reason retrying cannot fix (TLS trust,
-    /// credentials, authorisation), after publishing what it could.
-    public func run() async throws {
+    /// Says what the agent is doing, and whether fix times can be checked against the clock.
+    private func logStart(outboxPath: String) {
         // One line that says what the agent is doing (the source and vehicle are also in
         // every line's metadata).
         let broker = configuration.broker
         let tls = configuration.usesTLS
         logger.info(
             """
-            fleetcast-agent \(publisher.settings.agentVersion ?? "") starting: vehicle \(configuration.vehicle), \
-            source \(publisher.settings.sourceURI ?? configuration.source), broker \(broker.url) \
+            fleetcast-agent \(settings.agentVersion ?? "") starting: vehicle \(configuration.vehicle), \
+            source \(settings.sourceURI ?? configuration.source), broker \(broker.url) \
             (TLS \(tls ? "on" : "off")\(broker.username.map { ", user \($0)" } ?? "")), outbox \(outboxPath)
             """, metadata: ["mqtt.broker": "\(broker.url)", "outbox.path": "\(outboxPath)"])
-        if publisher.settings.maximumFixClockOffset != nil, configuration.fixTime.systemClock == .auto {
+        if settings.maximumFixClockOffset != nil, configuration.fixTime.systemClock == .auto {
             switch SystemClockSynchronization.read() {
             case .synchronized:
                 logger.debug("System clock synchronized: fixes far from it are refused")
@@ -141,6 +121,42 @@ public final class AgentService: Service {
                     metadata: ["error": "adjtimex: \(reason)"])
             }
         }
+    }
+
+    /// The agent's instance lock; `nil` when the state directory cannot hold it.
+    private static func lock(_ configuration: AgentConfiguration) throws -> AgentInstanceLock? {
+        switch AgentInstanceLock.acquire(directory: configuration.stateDirectory, vehicle: configuration.vehicle) {
+        case .acquired(let lock): return lock
+        case .heldByAnother(let path): throw AgentAlreadyRunning(vehicle: configuration.vehicle, path: path)
+        case .unavailable: return nil
+        }
+    }
+
+    private enum Child: Sendable {
+        case connected, finished, watchdogStopped
+    }
+
+    /// Runs until the source ends or a graceful shutdown; see the type's documentation.
+    /// Throws when the broker refuses the agent for a reason retrying cannot fix (TLS trust,
+    /// credentials, authorisation), after publishing what it could.
+    public func run() async throws {
+        let store = await OutboxStore.open(
+            directory: configuration.stateDirectory, vehicle: configuration.vehicle, logger: logger)
+        // Kept until the end of the run: the lock taken once the store made the directory.
+        let lateLock: AgentInstanceLock?
+        do {
+            lateLock = instanceLock == nil ? try Self.lock(configuration) : nil
+        } catch {
+            await store.close()
+            throw error
+        }
+        defer { withExtendedLifetime(lateLock) {} }
+        let outboxPath =
+            store.degradedReason == nil
+            ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
+        let publisher = Publisher(
+            settings: settings, sender: link, store: store, logger: logger, clockSynchronized: clockSynchronized)
+        logStart(outboxPath: outboxPath)
         let events = FiniteOrLive(finite: finiteSource, hub: hub)
         // The configuration is loaded, the store open and the source started (the hub starts
         // it for its first subscriber): ready, as far as systemd is concerned.
@@ -171,8 +187,8 @@ public final class AgentService: Service {
                     // the publisher ends that wait too. (Not `cancelOnGracefulShutdown()`: its
                     // merge costs a task hop and two locks per event.)
                     try await withGracefulShutdownHandler {
-                        try await self.publisher.run(events: events)
-                    } onGracefulShutdown: { [publisher = self.publisher, notifier = self.notifier] in
+                        try await publisher.run(events: events)
+                    } onGracefulShutdown: { [notifier = self.notifier] in
                         if watchdogInterval == nil { notifier?.notify(Self.stoppingMessage) }
                         stopping.stop()
                         publisher.finish()
@@ -186,7 +202,8 @@ public final class AgentService: Service {
             if let notifier, let watchdogInterval {
                 group.addTask {
                     await self.petWatchdog(
-                        notifier, every: watchdogInterval / 2, intake: events.subscription, until: stopping)
+                        notifier, every: watchdogInterval / 2, publisher: publisher, intake: events.subscription,
+                        until: stopping)
                     return .success(.watchdogStopped)
                 }
             }
@@ -238,7 +255,8 @@ extension AgentService {
     /// a stall is logged once as a warning (systemd restarts the agent if it lasts
     /// `WatchdogSec`), and its end as a notice.
     private func petWatchdog(
-        _ notifier: SystemdNotifier, every period: Duration, intake: HubSubscription<GNSSEvent>?, until stop: StopSignal
+        _ notifier: SystemdNotifier, every period: Duration, publisher: Publisher, intake: HubSubscription<GNSSEvent>?,
+        until stop: StopSignal
     ) async {
         var probe = PipelineProbe()
         var stalled: String?
@@ -270,8 +288,7 @@ extension AgentService {
 final class StopSignal: Sendable {
     private struct State {
         var stopped = false
-        var waiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextID: UInt64 = 0
+        var waiters = Waiters<Waiter<Void>>()
     }
     private let state = SanitizerVisibleMutex(State())
 
@@ -282,29 +299,21 @@ final class StopSignal: Sendable {
     func stop() {
         let waiters = state.withLock { state in
             state.stopped = true
-            defer { state.waiters.removeAll() }
-            return Array(state.waiters.values)
+            return state.waiters.removeAll()
         }
         for waiter in waiters { waiter.resume() }
     }
 
     /// Returns once stopped, or when the task is cancelled.
     func wait() async {
-        let id = state.withLock { state in
-            defer { state.nextID += 1 }
-            return state.nextID
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { state -> Bool in
-                    if state.stopped || Task.isCancelled { return true }
-                    state.waiters[id] = continuation
-                    return false
-                }
-                if now { continuation.resume() }
+        await suspend { waiter in
+            state.withLock { state in
+                if state.stopped || Task.isCancelled { return false }
+                state.waiters.insert(waiter, id: waiter.id)
+                return true
             }
-        } onCancel: {
-            state.withLock { $0.waiters.removeValue(forKey: id) }?.resume()
+        } cancel: { id in
+            state.withLock { $0.waiters.remove(id: id) }
         }
     }
 }

@@ -14,7 +14,7 @@ import Synchronization
 /// done, only after the lock is released.
 final class Outbox: Sendable {
     typealias LiveItem = OutboxLiveItem
-    typealias State = OutboxState<CheckedContinuation<OutboxLiveItem?, Never>, CheckedContinuation<Void, Never>>
+    typealias State = OutboxState<Waiter<OutboxLiveItem?>, Waiter<Void>>
 
     /// Where records are stored.
     let storage: any OutboxStorage
@@ -46,37 +46,31 @@ final class Outbox: Sendable {
     /// empty, or when the task is cancelled.
     func nextLive() async -> LiveItem? {
         if let ready = state.withLock({ $0.nextLive() }) { return ready }
-        return await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<LiveItem?, Never>) in
-                let (immediate, resumptions): (LiveItem??, State.Resumptions) = state.withLock { state in
-                    if Task.isCancelled { return (.some(nil), .init()) }
-                    if let ready = state.nextLive() { return (ready, .init()) }
-                    // Registering serves the state: other waiters whose condition holds now
-                    // (a sync loop waiting for commitDue) must be resumed, not dropped.
-                    return (nil, state.setLiveWaiter(continuation))
-                }
-                if let immediate { continuation.resume(returning: immediate) }
-                run(resumptions)
+        return await suspend(returningOnCancel: nil) { (waiter: Waiter<LiveItem?>) -> LiveItem?? in
+            let (immediate, resumptions): (LiveItem??, State.Resumptions) = state.withLock { state in
+                if Task.isCancelled { return (.some(nil), .init()) }
+                if let ready = state.nextLive() { return (ready, .init()) }
+                // Registering serves the state: other waiters whose condition holds now
+                // (a sync loop waiting for commitDue) must be resumed, not dropped.
+                return (nil, state.setLiveWaiter(waiter))
             }
-        } onCancel: {
-            state.withLock { $0.removeLiveWaiter() }?.resume(returning: nil)
+            run(resumptions)
+            return immediate
+        } cancel: { _ in
+            state.withLock { $0.removeLiveWaiter() }
         }
     }
 
     /// Returns once `condition` holds (at once if it does), or when the task is cancelled.
     func wait(for condition: OutboxCondition) async {
-        let id = state.withLock { $0.makeWaiterID() }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                // Registered under the lock only if not cancelled yet; a cancellation after
-                // that finds it by `id` under the same lock.
-                let registered = state.withLock { state in
-                    !Task.isCancelled && state.addSignalWaiter(id, condition, continuation)
-                }
-                if !registered { continuation.resume() }
+        await suspend { waiter in
+            // Registered under the lock only if not cancelled yet; a cancellation after that
+            // finds it by its id under the same lock.
+            state.withLock { state in
+                !Task.isCancelled && state.addSignalWaiter(waiter.id, condition, waiter)
             }
-        } onCancel: {
-            state.withLock { $0.removeSignalWaiter(id) }?.resume()
+        } cancel: { id in
+            state.withLock { $0.removeSignalWaiter(id) }
         }
     }
 

@@ -132,7 +132,6 @@ struct OutboxState<LiveWaiter, Signal> {
     private(set) var drops = VehicleStatus.Drops()
     private(set) var closed = false
     private var signalWaiters: [UInt64: (condition: Condition, signal: Signal)] = [:]
-    private var nextWaiterID: UInt64 = 0
 
     /// A state starting from what the store held.
     init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool) {
@@ -413,13 +412,6 @@ struct OutboxState<LiveWaiter, Signal> {
     mutating func close() -> Resumptions {
         closed = true
         return serve()
-    }
-
-    /// An id for a task about to wait (allocated before it registers, so that its
-    /// cancellation handler can name it).
-    mutating func makeWaiterID() -> UInt64 {
-        defer { nextWaiterID += 1 }
-        return nextWaiterID
     }
 
     /// Registers a task waiting for `condition` under `id`; `false` if the condition already

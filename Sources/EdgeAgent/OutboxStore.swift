@@ -67,26 +67,27 @@ public struct OutboxStore: Sendable {
         self.movedAsidePath = movedAsidePath
     }
 
-    /// Opens (or creates) `vehicle`'s store in `directory`; never throws (see the type).
+    /// Opens (or creates) `vehicle`'s store in `directory`; never throws (see the type). SQLite
+    /// opens and checks the file on NIO's thread pool: the task suspends, no thread blocks.
     ///
     /// - Parameters:
     ///   - now: names a moved-aside file, and a numbering run begun now.
     ///   - logger: one error for a store moved aside, one for a store that cannot be used.
     public static func open(
         directory: String, vehicle: VehicleID, logger: Logger, now: UTCTimestampSource = SystemUTCClock.now
-    ) -> OutboxStore {
+    ) async -> OutboxStore {
         let path = path(directory: directory, vehicle: vehicle)
         let legacy = legacySequence(directory: directory, vehicle: vehicle)
         let newRun = UInt64(clamping: now().millisecondsSince1970)
         do {
             try AtomicFile.ensureDirectory(directory)
         } catch {
-            return degraded(path: path, reason: "\(error)", nextSeq: legacy, run: newRun, logger: logger)
+            return await degraded(path: path, reason: "\(error)", nextSeq: legacy, run: newRun, logger: logger)
         }
         var movedAside: String?
         for attempt in 0..<2 {
             do {
-                let (storage, opening) = try SQLiteOutboxStorage.open(
+                let (storage, opening) = try await SQLiteOutboxStorage.open(
                     path: path, minimumNextSeq: legacy, reserve: 128, newRun: newRun)
                 if opening.count > 0 || opening.uncleanSkipped > 0 {
                     logger.notice(
@@ -101,7 +102,7 @@ public struct OutboxStore: Sendable {
             } catch let unusable as SQLiteOutboxStorage.Unusable where attempt == 0 {
                 let aside = "\(path).corrupt-\(compactTime(now()))"
                 if let failure = moveAside(path, to: aside) {
-                    return degraded(
+                    return await degraded(
                         path: path, reason: "unusable (\(unusable)) and cannot be moved aside: \(failure)", nextSeq: legacy, run: newRun,
                         logger: logger)
                 }
@@ -112,21 +113,23 @@ public struct OutboxStore: Sendable {
                         "outbox.path": "\(path)", "outbox.movedTo": "\(aside)", "error": "\(unusable)",
                     ])
             } catch {
-                return degraded(path: path, reason: describe(error), nextSeq: legacy, run: newRun, logger: logger)
+                return await degraded(path: path, reason: describe(error), nextSeq: legacy, run: newRun, logger: logger)
             }
         }
-        return degraded(path: path, reason: "cannot be recreated", nextSeq: legacy, run: newRun, logger: logger)
+        return await degraded(path: path, reason: "cannot be recreated", nextSeq: legacy, run: newRun, logger: logger)
     }
 
     /// The memory fallback. An existing store that can still be read gives the numbering a
     /// floor (no number it stored or reserved is handed out again); its records stay in it
     /// for a run that can write it. Nothing of the numbering lasts beyond this run, so it is a
     /// numbering run of its own (`run`).
-    private static func degraded(path: String, reason: String, nextSeq: UInt64, run: UInt64, logger: Logger) -> OutboxStore {
+    private static func degraded(
+        path: String, reason: String, nextSeq: UInt64, run: UInt64, logger: Logger
+    ) async -> OutboxStore {
         let text = "\(path): \(reason)"
         var metadata: Logger.Metadata = ["outbox.path": "\(path)", "error": "\(reason)"]
         var next = nextSeq
-        if let existing = SQLiteOutboxStorage.readOnlyNumbering(path: path) {
+        if let existing = await SQLiteOutboxStorage.readOnlyNumbering(path: path) {
             next = max(next, existing.nextSeq)
             metadata["outbox.kept"] = "\(existing.stored)"
             metadata["seq.next"] = "\(next)"

@@ -35,127 +35,10 @@ import Synchronization
 /// ``Settings/drainTimeout``), commits the rest to the store with the exact next `seq`, and
 /// publishes `offline` with reason `shutdown`.
 public final class Publisher: Sendable {
-    /// What the publisher publishes and how.
-    public struct Settings: Sendable {
-        /// The vehicle the messages are about.
-        public var vehicle: VehicleID
-        /// The topic layout (prefix).
-        public var topics: FleetTopics
-        /// QoS of fix messages (0, 1 or 2).
-        public var fixQoS: MQTTQoS
-        /// QoS of heading messages (0, 1 or 2).
-        public var headingQoS: MQTTQoS
-        /// The GNSS source URI shown in the status (without credentials).
-        public var sourceURI: String?
-        /// The agent's version shown in the status.
-        public var agentVersion: String?
-        /// Which fixes and headings are worth sending.
-        public var policy: ReportingPolicy
-        /// A finite source that must lose nothing (a replay uploaded as a batch): every record
-        /// goes out live, in order, and the intake waits for room.
-        public var lossless: Bool
-        /// How long a clean finish waits for live sends, and then for the offline status.
-        public var drainTimeout: Duration
-        /// Wait after the first failed send; grows (with jitter) on each further failure.
-        public var initialRetryDelay: Duration
-        /// Longest wait between retries.
-        public var maxRetryDelay: Duration
-        /// Most live sends awaiting acknowledgement at once (at least 1): the MQTT client's
-        /// maximum in-flight messages (`broker.maxInflight`).
-        public var sendWindow: Int
-        /// How often the outbox commits to its store (`outbox.syncInterval`): at most this much
-        /// unacknowledged traffic is lost on a power cut.
-        public var syncInterval: Duration
-        /// Most bytes the store holds (`outbox.maxBytes`); beyond, the oldest headings, then
-        /// the oldest fixes, are dropped.
-        public var maxBytes: Int
-        /// Oldest record the store keeps (`outbox.maxAge`).
-        public var maxAge: Duration
-        /// Backlog events sent per second at most (`outbox.drainRate`).
-        public var drainRate: Int
-        /// Records held in memory while the store cannot be written, before the oldest are dropped.
-        public var memoryLimit: Int
-        /// Shortest time between two statuses re-published for backlog or loss counts.
-        public var statusInterval: Duration
-        /// The user name the broker knows the agent by, for errors about its ACL.
-        public var brokerUser: String?
-        /// Fixes stamped further than this from a synchronized system clock are refused and
-        /// counted (``FixTimeCheck``); `nil` (the default): not checked (a replay, the simulator).
-        public var maximumFixClockOffset: Duration?
-
-        /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix,
-        /// 32 live sends outstanding, a 1 s sync interval, 64 MiB and 7 days of backlog
-        /// drained at 200 events/s.
-        public init(
-            vehicle: VehicleID, topics: FleetTopics = .default, fixQoS: MQTTQoS = .atLeastOnce, headingQoS: MQTTQoS = .atMostOnce,
-            sourceURI: String? = nil, agentVersion: String? = nil, policy: ReportingPolicy = ReportingPolicy(),
-            lossless: Bool = false, drainTimeout: Duration = .seconds(5),
-            initialRetryDelay: Duration = .milliseconds(250), maxRetryDelay: Duration = .seconds(10),
-            sendWindow: Int = 32, syncInterval: Duration = .seconds(1), maxBytes: Int = 64 << 20,
-            maxAge: Duration = .seconds(7 * 86_400), drainRate: Int = 200, memoryLimit: Int = 20_000,
-            statusInterval: Duration = .seconds(10)
-        ) {
-            self.vehicle = vehicle
-            self.topics = topics
-            self.fixQoS = fixQoS
-            self.headingQoS = headingQoS
-            self.sourceURI = sourceURI
-            self.agentVersion = agentVersion
-            self.policy = policy
-            self.lossless = lossless
-            self.drainTimeout = drainTimeout
-            self.initialRetryDelay = initialRetryDelay
-            self.maxRetryDelay = maxRetryDelay
-            self.sendWindow = max(1, sendWindow)
-            self.syncInterval = syncInterval
-            self.maxBytes = maxBytes
-            self.maxAge = maxAge
-            self.drainRate = max(1, drainRate)
-            self.memoryLimit = max(1, memoryLimit)
-            self.statusInterval = statusInterval
-        }
-    }
-
     /// The QoS of status and backlog messages (the contract fixes it at 1).
     public static let statusQoS = MQTTQoS.atLeastOnce
 
-    private struct State {
-        var policy: ReportingPolicy
-        var gnss: VehicleStatus.GNSSState = .starting
-        var counters = PublisherCounters()
-        var finishing = false
-        var finishWaiter: CheckedContinuation<Void, Never>?
-        /// Raised by ``retryNow()``; waiting back-offs end early.
-        var retryGeneration: UInt64 = 0
-        var retryWaiters: [UInt64: CheckedContinuation<Void, Never>] = [:]
-        var nextWaiterID: UInt64 = 0
-        /// In an outage (a send failed; none succeeded since): logged once per outage.
-        var failing = false
-        /// The level the outage's first failure was logged at; its end is logged at the same.
-        var failureLevel = Logger.Level.info
-        /// A live send failed since the live loop last backed off.
-        var liveFailurePending = false
-        /// Sends that succeeded (a back-off starts over after one).
-        var successes: UInt64 = 0
-        /// What the last status said about backlog, losses and storage.
-        var lastStatus: (backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64)?
-        var lastStatusAt: ContinuousClock.Instant?
-        /// When a failing store was last logged as an error.
-        var lastStorageError: ContinuousClock.Instant?
-        /// That error was logged and its recovery not yet (the notice pairs with it).
-        var storageErrorAnnounced = false
-        /// Cancels the task reading the events of ``run(events:)`` (a paced replay waiting
-        /// for its next event stops at once on ``finish()``).
-        var stopIntake: (@Sendable () -> Void)?
-        /// Topics whose refusal by the broker was logged (once per topic and connection).
-        var refusedTopics: Set<String> = []
-        /// Whether the GNSS source is failing, for warnings a user sees (not one per retry).
-        var sourceHealth = SourceHealth()
-        /// When the sync loop last ran (for systemd's watchdog: the publisher answers).
-        var syncLoopActivity = ContinuousClock.now
-        /// The rule for live fix times, when ``Settings/maximumFixClockOffset`` is set.
-        var fixTimes: FixTimeCheck?
-    }
+    typealias State = PublisherState<Waiter<Void>>
 
     /// The settings it was made with.
     public let settings: Settings
@@ -203,9 +86,13 @@ public final class Publisher: Sendable {
                 maximumAgeMilliseconds: maxAge.seconds * 1000 + maxAge.attoseconds / 1_000_000_000_000_000,
                 maximumBytes: settings.maxBytes),
             storage: store.storage, opening: store.opening, memoryOnly: store.degradedReason != nil)
-        var initial = State(policy: settings.policy)
-        initial.fixTimes = settings.maximumFixClockOffset.map { FixTimeCheck(maximumOffset: $0) }
-        self.state = SanitizerVisibleMutex(initial)
+        self.state = SanitizerVisibleMutex(
+            State(
+                settings: .init(
+                    statusInterval: settings.statusInterval, initialRetryDelay: settings.initialRetryDelay,
+                    maxRetryDelay: settings.maxRetryDelay, maximumFixClockOffset: settings.maximumFixClockOffset,
+                    degradedAtOpen: store.degradedReason != nil),
+                policy: settings.policy, now: .now))
         let first = statusMessage(
             gnss: .starting, backlog: store.storedCount, drops: VehicleStatus.Drops(unclean: store.uncleanSkipped),
             storage: store.degradedReason, implausible: 0)
@@ -249,91 +136,38 @@ public final class Publisher: Sendable {
 
     /// Takes one event from a GNSS source; never waits. After ``finish()`` events are ignored.
     public func publish(_ event: GNSSEvent) {
-        let decision: (kind: OutboundMessage.Kind, fix: Fix?, heading: Heading?)?
-        let gnssChange: VehicleStatus.GNSSState?
-        var sourceReport: SourceHealth.Report?
-        var fixTimeReport: FixTimeCheck.LogAction?
         // The clocks are read before the lock: a fix's time is checked against them inside.
         var clocks: (wall: UTCTimestamp, synchronized: Bool)?
         if case .fix(let fix) = event, fix.mode != .noFix, settings.maximumFixClockOffset != nil {
             clocks = (now(), clockSynchronized())
         }
-        (decision, gnssChange) = state.withLock { state in
-            guard !state.finishing else { return (nil, nil) }
-            var change: VehicleStatus.GNSSState?
-            func gnss(_ new: VehicleStatus.GNSSState) {
-                if state.gnss != new { state.gnss = new; change = new }
-            }
-            switch event {
-            case .fix, .heading, .state(.streaming):
-                if state.sourceHealth.isFailing { sourceReport = state.sourceHealth.working(at: .now) }
-            case .state(.reconnecting(let reason, _)):
-                sourceReport = state.sourceHealth.failed(reason: reason, at: .now)
-            case .state: break
-            }
-            switch event {
-            case .fix(let fix):
-                state.counters.fixesReceived += 1
-                guard fix.mode != .noFix else {
-                    state.counters.fixesWithoutPosition += 1
-                    gnss(.noFix)
-                    return (nil, change)
-                }
-                if let clocks,
-                    let verdict = state.fixTimes?.evaluate(
-                        fixTime: fix.time, clock: clocks.wall, clockSynchronized: clocks.synchronized, at: .now)
-                {
-                    fixTimeReport = verdict.log
-                    guard verdict.accept else {
-                        state.counters.fixesImplausible += 1
-                        return (nil, change)
-                    }
-                }
-                gnss(.fixing)
-                switch state.policy.evaluate(fix) {
-                case .publish(let fix, _): return ((.fix, fix, nil), change)
-                case .skip:
-                    state.counters.fixesSkippedByPolicy += 1
-                    return (nil, change)
-                }
-            case .heading(let heading):
-                state.counters.headingsReceived += 1
-                guard state.policy.evaluate(heading) else {
-                    state.counters.headingsSkippedByPolicy += 1
-                    return (nil, change)
-                }
-                return ((.heading, nil, heading), change)
-            case .state(let sourceState):
-                switch sourceState {
-                case .connecting, .ended: break  // keeps `starting`/`source-lost`; a replay's end is followed by offline
-                case .streaming: gnss(.fixing)
-                case .noFix: gnss(.noFix)
-                case .reconnecting: gnss(.sourceLost)
-                }
-                return (nil, change)
-            }
+        let instant = ContinuousClock.now
+        let intake = state.withLock { $0.receive(event, clocks: clocks, at: instant) }
+        if let report = intake.sourceReport { log(report) }
+        if let report = intake.fixTimeLog {
+            FixTimeCheck.log(report, to: logger, maximumOffset: settings.maximumFixClockOffset)
         }
-        if let sourceReport { log(sourceReport) }
-        if let fixTimeReport { FixTimeCheck.log(fixTimeReport, to: logger, maximumOffset: settings.maximumFixClockOffset) }
-        if let gnssChange {
-            logger.debug("GNSS state changed", metadata: ["gnss.to": "\(gnssChange.rawValue)"])
+        if let change = intake.gnssChange {
+            logger.debug("GNSS state changed", metadata: ["gnss.to": "\(change.rawValue)"])
             queueStatus(force: true)
         }
-        guard let decision,
+        guard let decision = intake.publish,
             let seq = outbox.transition({ state -> (UInt64?, Outbox.State.Resumptions) in
                 guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
                 return (seq, resumptions)
             })
         else { return }
         let vehicle = settings.vehicle.rawValue
-        let payload =
-            decision.kind == .fix
-            ? FleetPayload.encode(decision.fix!, vehicle: vehicle, seq: seq, run: run)
-            : FleetPayload.encode(decision.heading!, vehicle: vehicle, seq: seq, run: run)
-        let record = OutboxRecord(
-            seq: seq, kind: decision.kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
+        let kind: OutboundMessage.Kind
+        let payload: [UInt8]
+        switch decision {
+        case .fix(let fix): (kind, payload) = (.fix, FleetPayload.encode(fix, vehicle: vehicle, seq: seq, run: run))
+        case .heading(let heading):
+            (kind, payload) = (.heading, FleetPayload.encode(heading, vehicle: vehicle, seq: seq, run: run))
+        }
+        let record = OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
         let accepted = outbox.transition { $0.accept(record) }
-        if accepted { state.withLock { $0.counters.queued += 1 } }
+        if accepted { state.withLock { $0.queued() } }
     }
 
     /// Takes one event from a finite source that must lose nothing (a replay uploaded as a
@@ -373,10 +207,7 @@ public final class Publisher: Sendable {
             }
             return nil
         }
-        let finishing = state.withLock { state -> Bool in
-            state.stopIntake = { intake.cancel() }
-            return state.finishing
-        }
+        let finishing = state.withLock { $0.intakeStarted(stop: { intake.cancel() }) }
         if finishing { intake.cancel() }
         var failure: (any Error)?
         await withTaskGroup(of: Void.self) { group in
@@ -451,38 +282,26 @@ public final class Publisher: Sendable {
 
     /// Asks ``run()`` to finish; returns at once. Idempotent.
     public func finish() {
-        let (waiter, stopIntake) = state.withLock { state in
-            state.finishing = true
-            defer { state.finishWaiter = nil; state.stopIntake = nil }
-            return (state.finishWaiter, state.stopIntake)
-        }
+        let actions = state.withLock { $0.finish() }
         outbox.transition { $0.close() }
-        waiter?.resume()
-        stopIntake?()
+        actions.waiter?.resume()
+        actions.stopIntake?()
     }
 
     /// Says the transport is usable now (the agent calls it when its MQTT link has connected):
     /// back-offs in progress end at once, so what waits goes out without waiting out a delay
     /// meant for an unreachable broker.
     public func retryNow() {
-        let waiters = state.withLock { state in
-            state.retryGeneration += 1
-            state.refusedTopics.removeAll()  // a new connection: a refusal is worth saying again
-            defer { state.retryWaiters.removeAll() }
-            return Array(state.retryWaiters.values)
-        }
+        let waiters = state.withLock { $0.retryNow() }
         for waiter in waiters { waiter.resume() }
     }
 
     // MARK: Live
 
     private func liveLoop() async {
-        var backoff = Backoff(initial: settings.initialRetryDelay, maximum: settings.maxRetryDelay)
-        var successesAtLastBackOff: UInt64 = 0
         await withDiscardingTaskGroup { group in
             while let item = await outbox.nextLive() {
-                let (failed, successes, since) = state.withLock { ($0.liveFailurePending, $0.successes, $0.retryGeneration) }
-                if failed {
+                if let retry = state.withLock({ $0.liveRetryWait() }) {
                     // A send failed: put this one back, let the others settle, back off, and go
                     // on from the newest of each kind (older live records have become backlog).
                     outbox.transition { state in
@@ -492,17 +311,15 @@ public final class Publisher: Sendable {
                         }
                     }
                     await outbox.wait(for: .liveIdle)
-                    if successes != successesAtLastBackOff { backoff.reset() }
-                    successesAtLastBackOff = successes
-                    await backOff(backoff.next(), since: since)
+                    await backOff(retry)
                     if Task.isCancelled { return }
-                    state.withLock { $0.liveFailurePending = false }
+                    state.withLock { $0.liveRetried() }
                     continue
                 }
                 // Runs synchronously up to the sender's first suspension, by which point the
                 // message is with the transport: live sends reach the wire in `seq` order.
                 group.addImmediateTask {
-                    if await !self.sendLive(item) { self.state.withLock { $0.liveFailurePending = true } }
+                    if await !self.sendLive(item) { self.state.withLock { $0.liveSendFailed() } }
                 }
             }
         }
@@ -555,8 +372,6 @@ public final class Publisher: Sendable {
     // MARK: Backlog
 
     private func backlogLoop() async {
-        var backoff = Backoff(initial: settings.initialRetryDelay, maximum: settings.maxRetryDelay)
-        var successesAtLastBackOff: UInt64 = 0
         var bucket = TokenBucket(
             rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
         let topic = settings.topics.backlog(settings.vehicle)
@@ -640,15 +455,11 @@ public final class Publisher: Sendable {
                 // than deleting days of history.
                 outbox.transition { $0.backlogFailed() }
                 noteRefusal(error, topic: topic)
-                let since = state.withLock { $0.retryGeneration }
-                await backOff(.seconds(300), since: since)
+                await backOff(state.withLock { $0.refusedBacklogRetryWait() })
             } catch {
                 outbox.transition { $0.backlogFailed() }
                 noteFailure(error, topic: topic)
-                let (successes, since) = state.withLock { ($0.successes, $0.retryGeneration) }
-                if successes != successesAtLastBackOff { backoff.reset() }
-                successesAtLastBackOff = successes
-                await backOff(backoff.next(), since: since)
+                await backOff(state.withLock { $0.retryWait(.backlog) })
             }
         }
     }
@@ -657,7 +468,8 @@ public final class Publisher: Sendable {
 
     private func syncLoop() async {
         while !Task.isCancelled {
-            state.withLock { $0.syncLoopActivity = .now }
+            let instant = ContinuousClock.now
+            state.withLock { $0.syncLoopRan(at: instant) }
             await outbox.wait(for: .commitDue, upTo: settings.syncInterval)
             if Task.isCancelled { return }
             let (closed, waiting) = outbox.read { ($0.closed, $0.liveWaitsForReservation) }
@@ -687,11 +499,7 @@ public final class Publisher: Sendable {
             let storage = outbox.storage
             let result = try await Task { try await storage.commit(batch) }.value
             let recovered = outbox.transition { $0.committed(batch, result) }
-            let announced = state.withLock { state -> Bool in
-                state.counters.commits += 1
-                defer { state.storageErrorAnnounced = false }
-                return recovered && state.storageErrorAnnounced
-            }
+            let announced = state.withLock { $0.committed(recovered: recovered) }
             if announced {
                 logger.notice("outbox store writable again", metadata: ["outbox.path": "\(outbox.storage.location)"])
                 queueStatus(force: true)
@@ -710,14 +518,7 @@ public final class Publisher: Sendable {
             // Once, and again at most every 5 minutes while the store flaps (on a full disk a
             // commit that only deletes can succeed): never a flood of errors and statuses.
             let clock = ContinuousClock.now
-            let announce =
-                newProblem && degradedAtOpen == nil
-                && state.withLock { state -> Bool in
-                    if let last = state.lastStorageError, last.duration(to: clock) < .seconds(300) { return false }
-                    state.lastStorageError = clock
-                    state.storageErrorAnnounced = true
-                    return true
-                }
+            let announce = state.withLock { $0.commitFailed(newProblem: newProblem, at: clock) }
             if announce {
                 logger.error(
                     "cannot write the outbox store; keeping messages in memory until it works again",
@@ -738,20 +539,15 @@ public final class Publisher: Sendable {
         let clock = ContinuousClock.now
         let (backlog, drops, problem) = outbox.read { ($0.backlogCount, $0.drops, $0.storageProblem) }
         let storage = problem ?? degradedAtOpen
-        let message: OutboundMessage? = state.withLock { state in
-            guard !state.finishing else { return nil }
-            let implausible = state.counters.fixesImplausible
-            if !force {
-                guard let last = state.lastStatus,
-                    last.backlog != backlog || last.drops != drops || last.storage != storage || last.implausible != implausible
-                else { return nil }
-                if let at = state.lastStatusAt, at.duration(to: clock) < settings.statusInterval { return nil }
-            }
-            state.lastStatus = (backlog, drops, storage, implausible)
-            state.lastStatusAt = clock
-            return statusMessage(gnss: state.gnss, backlog: backlog, drops: drops, storage: storage, implausible: implausible)
-        }
-        if let message { outbox.transition { $0.setStatus(message) } }
+        guard
+            let content = state.withLock({
+                $0.status(force: force, backlog: backlog, drops: drops, storage: storage, at: clock)
+            })
+        else { return }
+        let message = statusMessage(
+            gnss: content.gnss, backlog: content.backlog, drops: content.drops, storage: content.storage,
+            implausible: content.implausible)
+        outbox.transition { $0.setStatus(message) }
     }
 
     /// `implausible`: fixes refused for their time, reported only where fix times are checked.
@@ -792,7 +588,7 @@ public final class Publisher: Sendable {
                 }
             } ?? false
         if sent {
-            state.withLock { $0.counters.statusesPublished += 1 }
+            state.withLock { $0.offlineSent() }
         } else {
             logger.info("offline status not sent", metadata: ["mqtt.topic": "\(topic)"])
         }
@@ -825,13 +621,8 @@ public final class Publisher: Sendable {
         // saying it again here (and "resumed" after it) would log one event twice.
         var level = Logger.Level.info
         if let error = error as? MQTTError, error.code == .notConnected || error.code == .connectionLost { level = .debug }
-        let first = state.withLock { state -> Bool in
-            state.counters.sendFailures += 1
-            defer { state.failing = true }
-            if !state.failing { state.failureLevel = level }
-            return !state.failing
-        }
-        if first, !Task.isCancelled {
+        let first = state.withLock { $0.sendFailed(level: level) }
+        if first != nil, !Task.isCancelled {
             logger.log(
                 level: level, "send failed, keeping messages in the outbox",
                 metadata: [
@@ -844,7 +635,7 @@ public final class Publisher: Sendable {
     /// lost and regained (a new connection may come with a corrected ACL), naming the topic,
     /// the user and what to check.
     private func noteRefusal(_ error: MQTTError, topic: String) {
-        let first = state.withLock { $0.refusedTopics.insert(topic).inserted }
+        let first = state.withLock { $0.refused(topic: topic) }
         guard first else { return }
         queueStatus(force: true)
         logger.error(
@@ -858,14 +649,8 @@ public final class Publisher: Sendable {
     }
 
     private func noteSuccess(count: UInt64, statuses: UInt64, backlog: UInt64 = 0) {
-        let recovered = state.withLock { state -> Logger.Level? in
-            state.counters.published += count
-            state.counters.backlogPublished += backlog
-            state.counters.statusesPublished += statuses
-            state.successes += 1
-            if state.failing { state.refusedTopics.removeAll() }  // a new connection
-            defer { state.failing = false }
-            return state.failing ? state.failureLevel : nil
+        let recovered = state.withLock {
+            $0.sendSucceeded(count: count, statuses: statuses, backlog: backlog)
         }
         if let recovered {
             logger.log(level: recovered, "sending resumed", metadata: ["outbox.backlog": "\(backlogCount)"])
@@ -873,44 +658,24 @@ public final class Publisher: Sendable {
     }
 
     private func waitForFinish() async {
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let already = state.withLock { state -> Bool in
-                    if state.finishing || Task.isCancelled { return true }
-                    state.finishWaiter = continuation
-                    return false
-                }
-                if already { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { state -> CheckedContinuation<Void, Never>? in
-                defer { state.finishWaiter = nil }
-                return state.finishWaiter
-            }?.resume()
+        await suspend { waiter in
+            state.withLock { $0.awaitFinish(cancelled: Task.isCancelled, waiter) } == nil
+        } cancel: { _ in
+            state.withLock { $0.cancelFinishWait() }
         }
     }
 
-    /// Waits `delay`, or less if ``retryNow()`` is called meanwhile (or was since `since`).
-    private func backOff(_ delay: Duration, since: UInt64) async {
-        _ = await withTimeLimit(delay) { await self.waitForRetry(since: since) }
+    /// Waits `retry.delay`, or less if ``retryNow()`` is called meanwhile (or was since the
+    /// wait was decided).
+    private func backOff(_ retry: State.RetryWait) async {
+        _ = await withTimeLimit(retry.delay) { await self.waitForRetry(since: retry.since) }
     }
 
     private func waitForRetry(since: UInt64) async {
-        let id = state.withLock { state in
-            defer { state.nextWaiterID += 1 }
-            return state.nextWaiterID
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let already = state.withLock { state -> Bool in
-                    if state.retryGeneration != since || Task.isCancelled { return true }
-                    state.retryWaiters[id] = continuation
-                    return false
-                }
-                if already { continuation.resume() }
-            }
-        } onCancel: {
-            state.withLock { $0.retryWaiters.removeValue(forKey: id) }?.resume()
+        await suspend { waiter in
+            state.withLock { $0.awaitRetry(id: waiter.id, since: since, cancelled: Task.isCancelled, waiter) } == nil
+        } cancel: { id in
+            state.withLock { $0.cancelRetryWait(id: id) }
         }
     }
 }

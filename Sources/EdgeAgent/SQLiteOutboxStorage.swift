@@ -49,9 +49,9 @@ final class SQLiteOutboxStorage: OutboxStorage {
         var closing = false
         var closed = false
         /// The first ``close()``, waiting for the work under way to end.
-        var drained: CheckedContinuation<Void, Never>?
+        var drained: Waiter<Void>?
         /// Later ``close()`` calls, waiting for the first one to finish.
-        var closedWaiters: [CheckedContinuation<Void, Never>] = []
+        var closedWaiters = Waiters<Waiter<Void>>()
     }
 
     /// Why a file cannot be used as the outbox, so it is moved aside.
@@ -118,29 +118,31 @@ final class SQLiteOutboxStorage: OutboxStorage {
         case .done:
             return
         case .follower:
-            await withCheckedContinuation { continuation in
-                let closed = lifecycle.withLock { state -> Bool in
-                    if !state.closed { state.closedWaiters.append(continuation) }
-                    return state.closed
+            // Not cut short by cancellation: a close begun is finished.
+            await suspend { waiter in
+                lifecycle.withLock { state -> Bool in
+                    if !state.closed { state.closedWaiters.insert(waiter, id: waiter.id) }
+                    return !state.closed
                 }
-                if closed { continuation.resume() }
+            } cancel: { _ in
+                nil
             }
         case .closer(let waitForWork):
             if waitForWork {
-                await withCheckedContinuation { continuation in
-                    let idle = lifecycle.withLock { state -> Bool in
-                        if state.inFlight > 0 { state.drained = continuation }
-                        return state.inFlight == 0
+                await suspend { waiter in
+                    lifecycle.withLock { state -> Bool in
+                        if state.inFlight > 0 { state.drained = waiter }
+                        return state.inFlight > 0
                     }
-                    if idle { continuation.resume() }
+                } cancel: { _ in
+                    nil
                 }
             }
             try? await reader.close()
             try? await writer.close()
-            let waiters = lifecycle.withLock { state -> [CheckedContinuation<Void, Never>] in
+            let waiters = lifecycle.withLock { state -> [Waiter<Void>] in
                 state.closed = true
-                defer { state.closedWaiters = [] }
-                return state.closedWaiters
+                return state.closedWaiters.removeAll()
             }
             for waiter in waiters { waiter.resume() }
         }
@@ -157,7 +159,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
 
     /// Ends what ``enter()`` began; the last one lets a waiting ``close()`` go on.
     private func leave() {
-        let closer = lifecycle.withLock { state -> CheckedContinuation<Void, Never>? in
+        let closer = lifecycle.withLock { state -> Waiter<Void>? in
             state.inFlight -= 1
             guard state.inFlight == 0 else { return nil }
             defer { state.drained = nil }
@@ -168,9 +170,8 @@ final class SQLiteOutboxStorage: OutboxStorage {
 
     /// Opens (or creates) the store at `path`, checks it, and reserves the first numbers.
     ///
-    /// Blocks the calling thread while SQLite opens and checks the file on NIO's thread pool
-    /// (once, at start-up, as a synchronous open would). Never call it on a SwiftNIO event
-    /// loop, where waiting for a future traps.
+    /// SQLite opens and checks the file (`quick_check`, long over days of backlog on an SD
+    /// card) on NIO's thread pool while the task is suspended: no thread is blocked.
     ///
     /// - Parameters:
     ///   - minimumNextSeq: numbers below this are never handed out (a legacy `{vehicle}.seq`
@@ -183,45 +184,45 @@ final class SQLiteOutboxStorage: OutboxStorage {
     ///   directory, full disk).
     static func open(
         path: String, minimumNextSeq: UInt64, reserve: UInt64, newRun: UInt64
-    ) throws -> (SQLiteOutboxStorage, OutboxOpening) {
-        let writer = try connect(path)
+    ) async throws -> (SQLiteOutboxStorage, OutboxOpening) {
+        let writer = try await connect(path)
         do {
-            _ = try writer.rows("PRAGMA journal_mode = WAL")
-            try writer.run("PRAGMA synchronous = FULL")
+            _ = try await writer.rows("PRAGMA journal_mode = WAL")
+            try await writer.run("PRAGMA synchronous = FULL")
             // sqlite-nio builds SQLite with SECURE_DELETE (deleted rows overwritten with zeros):
             // every acknowledged record would be written to the card a second time.
-            try writer.run("PRAGMA secure_delete = OFF")
-            let check = try writer.rows("PRAGMA quick_check").compactMap { $0.text(0) }
+            try await writer.run("PRAGMA secure_delete = OFF")
+            let check = try await writer.rows("PRAGMA quick_check").compactMap { $0.text(0) }
             guard check == ["ok"] else {
                 throw Unusable(description: "integrity check failed: \(check.prefix(3).joined(separator: "; "))")
             }
-            try writer.run("BEGIN IMMEDIATE")
+            try await writer.run("BEGIN IMMEDIATE")
             let opening: OutboxOpening
             do {
-                try migrate(writer)
-                opening = try openInTransaction(writer, minimumNextSeq: minimumNextSeq, reserve: reserve, newRun: newRun)
-                try writer.run("COMMIT")
+                try await migrate(writer)
+                opening = try await openInTransaction(writer, minimumNextSeq: minimumNextSeq, reserve: reserve, newRun: newRun)
+                try await writer.run("COMMIT")
             } catch {
-                try? writer.run("ROLLBACK")
+                try? await writer.run("ROLLBACK")
                 throw error
             }
             // The database, its write-ahead log and index: the user's alone, whatever the umask.
             for file in [path, path + "-wal", path + "-shm"] { FilePermissions.makePrivate(file) }
-            let reader = try connect(path)
+            let reader = try await connect(path)
             do {
-                try reader.run("PRAGMA query_only = 1")
+                try await reader.run("PRAGMA query_only = 1")
                 // The backlog is read oldest first, once: a small page cache (256 KiB, not
                 // SQLite's 2 MiB default) is enough, and a vehicle's memory is short.
-                try reader.run("PRAGMA cache_size = -256")
+                try await reader.run("PRAGMA cache_size = -256")
             } catch {
-                _ = try? reader.close().wait()
+                _ = try? await reader.close()
                 throw error
             }
             let storage = SQLiteOutboxStorage(
                 location: path, writer: writer, reader: reader, count: opening.count, bytes: opening.bytes)
             return (storage, opening)
         } catch {
-            _ = try? writer.close().wait()
+            _ = try? await writer.close()
             if let error = error as? SQLiteError, meansUnusable(error) {
                 throw Unusable(description: "\(error.message) (\(error.reason))")
             }
@@ -229,18 +230,18 @@ final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
-    private static func connect(_ location: String) throws -> SQLiteConnection {
+    private static func connect(_ location: String) async throws -> SQLiteConnection {
         do {
-            let connection = try SQLiteConnection.open(
+            let connection = try await SQLiteConnection.open(
                 storage: .file(path: location), threadPool: .singleton, logger: quiet,
                 on: MultiThreadedEventLoopGroup.singleton.any()
-            ).wait()
+            ).get()
             // sqlite-nio's own busy handler retries for ever, at full speed: wait at most 5 s
             // for a lock instead (another process's WAL recovery), then fail with SQLITE_BUSY.
             do {
-                try connection.run("PRAGMA busy_timeout = 5000")
+                try await connection.run("PRAGMA busy_timeout = 5000")
             } catch {
-                _ = try? connection.close().wait()
+                _ = try? await connection.close()
                 throw error
             }
             return connection
@@ -254,11 +255,11 @@ final class SQLiteOutboxStorage: OutboxStorage {
 
     /// Creates the schema in a new store; refuses a store of a newer agent or of another
     /// program. Runs inside the opening transaction.
-    private static func migrate(_ db: SQLiteConnection) throws {
-        let tables = Set(try db.rows("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.text(0) })
+    private static func migrate(_ db: SQLiteConnection) async throws {
+        let tables = Set(try await db.rows("SELECT name FROM sqlite_master WHERE type = 'table'").compactMap { $0.text(0) })
         let applied =
             tables.contains("grdb_migrations")
-            ? Set(try db.rows("SELECT identifier FROM grdb_migrations").compactMap { $0.text(0) }) : []
+            ? Set(try await db.rows("SELECT identifier FROM grdb_migrations").compactMap { $0.text(0) }) : []
         if !applied.isSubset(of: knownVersions) {
             throw Unusable(description: "written by a newer agent (schema \(applied.sorted()))")
         }
@@ -266,7 +267,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
             if tables.contains("event") || tables.contains("meta") {
                 throw Unusable(description: "has tables of another schema")
             }
-            for statement in schema { try db.run(statement) }
+            for statement in schema { try await db.run(statement) }
         }
     }
 
@@ -278,18 +279,16 @@ final class SQLiteOutboxStorage: OutboxStorage {
     /// A read-only open sees what a crash left in the WAL, but needs the WAL's index file,
     /// which a clean stop removes and a read-only directory cannot recreate; then the file is
     /// read as `immutable` (after a clean stop everything is in the database file itself).
-    static func readOnlyNumbering(path: String) -> (nextSeq: UInt64, stored: Int)? {
+    static func readOnlyNumbering(path: String) async -> (nextSeq: UInt64, stored: Int)? {
         guard access(path, R_OK) == 0 else { return nil }
         let file = "file:" + uriEscaped(path)
         for location in [file + "?mode=ro", file + "?mode=ro&immutable=1"] {
-            guard let db = try? connect(location) else { continue }
-            defer { _ = try? db.close().wait() }
-            guard
-                let meta = try? db.rows("SELECT coalesce(max(value), 0) FROM meta WHERE key IN ('nextSeq', 'reservedSeq')")
-                    .first?.integer(0),
-                let row = try? db.rows("SELECT count(*), coalesce(max(seq), 0) FROM event").first,
-                let stored = row.integer(0), let maxStored = row.integer(1)
-            else { continue }
+            guard let db = try? await connect(location) else { continue }
+            let meta = try? await db.rows("SELECT coalesce(max(value), 0) FROM meta WHERE key IN ('nextSeq', 'reservedSeq')")
+                .first?.integer(0)
+            let row = try? await db.rows("SELECT count(*), coalesce(max(seq), 0) FROM event").first
+            _ = try? await db.close()
+            guard let meta, let row, let stored = row.integer(0), let maxStored = row.integer(1) else { continue }
             return (nextSeq: UInt64(clamping: max(meta, maxStored + 1, 1)), stored: Int(stored))
         }
         return nil
@@ -311,23 +310,23 @@ final class SQLiteOutboxStorage: OutboxStorage {
 
     private static func openInTransaction(
         _ db: SQLiteConnection, minimumNextSeq: UInt64, reserve: UInt64, newRun: UInt64
-    ) throws -> OutboxOpening {
-        let columns = try db.rows("PRAGMA table_info(event)").compactMap { $0.text(1) }
+    ) async throws -> OutboxOpening {
+        let columns = try await db.rows("PRAGMA table_info(event)").compactMap { $0.text(1) }
         guard columns == ["seq", "kind", "storedAt", "payload"] else {
             throw Unusable(description: "table event has columns \(columns), expected seq, kind, storedAt, payload")
         }
-        func meta(_ key: String) throws -> UInt64? {
-            try db.rows("SELECT value FROM meta WHERE key = ?", [.text(key)]).first?.integer(0).map { UInt64(clamping: $0) }
+        func meta(_ key: String) async throws -> UInt64? {
+            try await db.rows("SELECT value FROM meta WHERE key = ?", [.text(key)]).first?.integer(0).map { UInt64(clamping: $0) }
         }
-        let row = try db.rows("SELECT count(*), coalesce(sum(length(payload)), 0), coalesce(max(seq), 0) FROM event").first
+        let row = try await db.rows("SELECT count(*), coalesce(sum(length(payload)), 0), coalesce(max(seq), 0) FROM event").first
         let count = Int(row?.integer(0) ?? 0)
         let payloadBytes = Int(row?.integer(1) ?? 0)
         let maxStored = UInt64(clamping: row?.integer(2) ?? 0)
-        let clean = try meta("clean") ?? 1
-        let isNew = try meta("nextSeq") == nil && count == 0
-        let recordedRun = try meta("run")
-        let recordedNext = try meta("nextSeq") ?? 1
-        let reserved = try meta("reservedSeq") ?? recordedNext
+        let clean = try await meta("clean") ?? 1
+        let isNew = try await meta("nextSeq") == nil && count == 0
+        let recordedRun = try await meta("run")
+        let recordedNext = try await meta("nextSeq") ?? 1
+        let reserved = try await meta("reservedSeq") ?? recordedNext
         var next = max(1, minimumNextSeq, maxStored + 1)
         var skipped: UInt64 = 0
         if clean == 1 {
@@ -347,9 +346,9 @@ final class SQLiteOutboxStorage: OutboxStorage {
         } else {
             run = max(1, newRun, (recordedRun ?? 0) &+ 1)
         }
-        try db.run(writeMeta, metaBinds(nextSeq: next, reservedSeq: next + reserve, clean: false))
+        try await db.run(writeMeta, metaBinds(nextSeq: next, reservedSeq: next + reserve, clean: false))
         if run != recordedRun {
-            try db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('run', ?)", [.integer(SQLiteInt64(clamping: run))])
+            try await db.run("INSERT OR REPLACE INTO meta(key, value) VALUES ('run', ?)", [.integer(SQLiteInt64(clamping: run))])
         }
         return OutboxOpening(
             count: count, bytes: payloadBytes + count * OutboxRecord.overheadBytes, nextSeq: next, uncleanSkipped: skipped,
@@ -507,14 +506,14 @@ final class SQLiteOutboxStorage: OutboxStorage {
 }
 
 extension SQLiteConnection {
-    /// Runs one statement to completion, blocking the calling thread (the opening only).
-    fileprivate func run(_ sql: String, _ binds: [SQLiteData] = []) throws {
-        _ = try rows(sql, binds)
+    /// Runs one statement to completion (the opening only).
+    fileprivate func run(_ sql: String, _ binds: [SQLiteData] = []) async throws {
+        _ = try await fetch(sql, binds)
     }
 
-    /// One statement's rows, blocking the calling thread (the opening only).
-    fileprivate func rows(_ sql: String, _ binds: [SQLiteData] = []) throws -> [Row] {
-        try query(sql, binds).wait().map { $0.columns.map(\.data) }
+    /// One statement's rows (the opening only).
+    fileprivate func rows(_ sql: String, _ binds: [SQLiteData] = []) async throws -> [Row] {
+        try await fetch(sql, binds)
     }
 }
 

@@ -14,13 +14,13 @@ typealias MQTTClientLiveState = MQTTClientState<
     CheckedContinuation<Void, any Error>,
     AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
     AsyncStream<MQTTConnectionState>.Continuation,
-    CheckedContinuation<Void, Never>
+    Waiter<Void>
 >
 
 extension MQTTClientState.Actions
 where
     Ack == CheckedContinuation<Void, any Error>, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
-    Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == CheckedContinuation<Void, Never>
+    Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == FleetcastCore.Waiter<Void>
 {
     /// Performs the actions; call it after releasing the lock.
     func run() {

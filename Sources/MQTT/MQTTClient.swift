@@ -315,14 +315,13 @@ public final class MQTTClient: Sendable {
         guard loopRunning else { return }
         if handingOver { handle.unsubscribeForHandOver() }
         if mustDrain {
-            let drainID = context.state.withLock { $0.makeID() }
             _ = await withTimeLimit(flushTimeout) {
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { waiter in
-                        context.state.withLock { $0.awaitDrain(id: drainID, cancelled: Task.isCancelled, waiter) }.run()
-                    }
-                } onCancel: {
-                    context.state.withLock { $0.stopWaiting(id: drainID) }?.resume()
+                await suspend { waiter in
+                    let actions = context.state.withLock { $0.awaitDrain(id: waiter.id, cancelled: Task.isCancelled, waiter) }
+                    actions.run()
+                    return true  // kept, or resumed by the actions
+                } cancel: { id in
+                    context.state.withLock { $0.stopWaiting(id: id) }
                 }
             }
         }
@@ -370,30 +369,27 @@ public final class MQTTClient: Sendable {
     /// ``closeGrace`` once the task is cancelled.
     private static func wait(
         _ context: MQTTCallbackContext, bound: Duration?,
-        register: (inout MQTTClientLiveState, UInt64, CheckedContinuation<Void, Never>) -> Bool
+        register: (inout MQTTClientLiveState, UInt64, Waiter<Void>) -> Bool
     ) async {
-        let id = context.state.withLock { $0.makeID() }
-        @Sendable func expire(after delay: Duration) {
+        @Sendable func expire(_ id: UInt64, after delay: Duration) {
             // Not a child task: a cancelled caller's children would wake at once.
             Task {
                 try? await Task.sleep(for: delay)
                 context.state.withLock { $0.stopWaiting(id: id) }?.resume()
             }
         }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (waiter: CheckedContinuation<Void, Never>) in
-                guard context.state.withLock({ register(&$0, id, waiter) }) else {
-                    waiter.resume()
-                    return
-                }
-                if let bound {
-                    expire(after: Task.isCancelled ? min(bound, closeGrace) : bound)
-                } else if Task.isCancelled {
-                    expire(after: closeGrace)
-                }
+        await suspend { waiter in
+            guard context.state.withLock({ register(&$0, waiter.id, waiter) }) else { return false }
+            if let bound {
+                expire(waiter.id, after: Task.isCancelled ? min(bound, closeGrace) : bound)
+            } else if Task.isCancelled {
+                expire(waiter.id, after: closeGrace)
             }
-        } onCancel: {
-            expire(after: closeGrace)
+            return true
+        } cancel: { id in
+            // Not resumed at once: the step is still waited for, at most ``closeGrace``.
+            expire(id, after: closeGrace)
+            return nil
         }
     }
 

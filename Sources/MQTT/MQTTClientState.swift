@@ -78,47 +78,6 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         var outstanding: Int
     }
 
-    // MARK: actions
-
-    /// What the caller must do after a transition, outside the lock.
-    struct Actions {
-        /// Waits that succeed.
-        var succeed: [Ack] = []
-        /// Waits that fail with the error.
-        var fail: [(Ack, MQTTError)] = []
-        /// Waits ended by their task's cancellation (`CancellationError`).
-        var cancel: [Ack] = []
-        /// Connection states to yield to observers.
-        var notify: [(Observer, MQTTConnectionState)] = []
-        /// Observers to finish (after their last state).
-        var finishObservers: [Observer] = []
-        /// Subscription streams to finish, with the error when one ended them.
-        var finishStreams: [(Sink, MQTTError?)] = []
-        /// `shutdown()` steps to resume.
-        var resume: [Waiter] = []
-    }
-
-    /// What ``startConnect(_:cancelled:)`` asks for.
-    enum ConnectAction {
-        /// Start the loop thread; the wait is stored.
-        case startLoop
-        /// Fail the wait now (``Actions`` carry nothing).
-        case refuse(MQTTError)
-        /// The task was already cancelled: the client closed; run the ``Actions``.
-        case cancelled
-    }
-
-    /// What ``addObserver(_:_:seen:)`` did.
-    enum ObserverAction {
-        /// Stored: every later state reaches it, in order, from the transitions.
-        case stored
-        /// Not stored: the state changed since `seen`. Yield this one and add again with it
-        /// as `seen` (so no later state can overtake it).
-        case changed(MQTTConnectionState)
-        /// The client is closed: finish the stream (after yielding `.closed` if not seen).
-        case finish(yield: MQTTConnectionState?)
-    }
-
     // MARK: storage
 
     private let protocolVersion: MQTTProtocolVersion
@@ -801,7 +760,6 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
 }
 
 extension MQTTClientState: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
-extension MQTTClientState.Actions: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
 extension MQTTClientState.Phase: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
 extension MQTTClientState.Shutdown: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}
 extension MQTTClientState.PendingPublish: Sendable where Ack: Sendable, Sink: Sendable, Observer: Sendable, Waiter: Sendable {}

@@ -37,7 +37,7 @@ private func measureDrain(events: Int, rate: Int) async throws {
     let absent = SwitchableSender()
     let first = Publisher(
         settings: .init(vehicle: vehicle, drainTimeout: .milliseconds(200)), sender: absent,
-        store: OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
+        store: await OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
     let firstRun = Task { await first.run() }
     for index in 0..<(events / 2) {
         let ms = start + Int64(index) * 100
@@ -82,7 +82,7 @@ private func measureDrain(events: Int, rate: Int) async throws {
     try await link.connect(will: nil)
     let second = Publisher(
         settings: .init(vehicle: vehicle, drainRate: rate), sender: link,
-        store: OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
+        store: await OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
     let secondRun = Task { await second.run() }
     let drainStart = clock.now
     let live = Task {

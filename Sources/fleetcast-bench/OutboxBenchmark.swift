@@ -56,7 +56,7 @@ private func measureThroughput(records: Int) async throws {
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let vehicle = VehicleID("bench-1")!
     let sender = SwitchableSender()
-    let store = OutboxStore.open(directory: directory, vehicle: vehicle, logger: quietLogger)
+    let store = await OutboxStore.open(directory: directory, vehicle: vehicle, logger: quietLogger)
     let publisher = Publisher(
         settings: .init(
             vehicle: vehicle, initialRetryDelay: .milliseconds(50), maxRetryDelay: .milliseconds(50),
@@ -105,7 +105,7 @@ private func measureTenHertz(seconds duration: Int) async throws {
     for failing in [false, true] {
         let sender = SwitchableSender()
         sender.setFailing(failing)
-        let store = OutboxStore.open(directory: directory, vehicle: vehicle, logger: quietLogger)
+        let store = await OutboxStore.open(directory: directory, vehicle: vehicle, logger: quietLogger)
         let publisher = Publisher(
             settings: .init(vehicle: vehicle, initialRetryDelay: .milliseconds(100), maxRetryDelay: .seconds(1)),
             sender: sender, store: store, logger: quietLogger)

@@ -79,8 +79,8 @@ struct AgentShutdownTests {
 
     /// Checks that `seq` was stored on the way out: a clean stop records the exact next number
     /// in the outbox store (no numbers skipped at the next start) and keeps what was not sent.
-    static func expectSeqPersisted(_ directory: String, log: String) throws {
-        let store = OutboxStore.open(
+    static func expectSeqPersisted(_ directory: String, log: String) async throws {
+        let store = await OutboxStore.open(
             directory: "\(directory)/state", vehicle: VehicleID("v1")!, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
         #expect(store.degradedReason == nil)
         #expect(store.uncleanSkipped == 0, "a clean stop: the next run continues without a gap")
@@ -114,7 +114,7 @@ struct AgentShutdownTests {
         #expect(log.contains("backlog kept for the next run") && log.contains("outbox.backlog="), "stderr: \(log.suffix(6000))")
         #expect(log.contains("offline status not sent"))
         #expect(log.contains("agent stopped"))
-        try Self.expectSeqPersisted(directory, log: log)
+        try await Self.expectSeqPersisted(directory, log: log)
     }
 
     @Test("SIGTERM while the broker hangs, then the broker is killed during the drain: exits 0 in bounded time")
@@ -146,7 +146,7 @@ struct AgentShutdownTests {
         #expect(elapsed < Self.exitLimit)
         #expect(agent.standardError.contains("backlog kept for the next run"))
         #expect(agent.standardError.contains("offline status not sent"))
-        try Self.expectSeqPersisted(directory, log: agent.standardError)
+        try await Self.expectSeqPersisted(directory, log: agent.standardError)
     }
 
     @Test("SIGTERM while still trying the first connection to an unreachable broker: exits 0 in bounded time")
@@ -162,7 +162,7 @@ struct AgentShutdownTests {
         #expect(status == 0, "exit status after \(elapsed); stderr: \(agent.standardError.suffix(3000))")
         #expect(elapsed < Self.exitLimit)
         #expect(agent.standardError.contains("agent stopped"))
-        try Self.expectSeqPersisted(directory, log: agent.standardError)
+        try await Self.expectSeqPersisted(directory, log: agent.standardError)
     }
 
     /// A receiver that sends nothing (plugged in, no data) leaves the agent waiting for its

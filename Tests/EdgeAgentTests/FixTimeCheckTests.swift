@@ -85,9 +85,9 @@ struct FixTimeCheckTests {
     static func makePublisher(
         sender: RecordingSender, dir: TemporaryDirectory, logger: Logger, synchronized: Locked<Bool>,
         maximumOffset: Duration? = .seconds(900)
-    ) -> Publisher {
+    ) async -> Publisher {
         let vehicle = VehicleID("van-7")!
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
         var settings = Publisher.Settings(
             vehicle: vehicle, sourceURI: "serial:/dev/gnss0", drainTimeout: .seconds(5), initialRetryDelay: .milliseconds(1),
             maxRetryDelay: .milliseconds(20), syncInterval: .milliseconds(50), drainRate: 10_000, statusInterval: .milliseconds(100))
@@ -119,7 +119,7 @@ struct FixTimeCheckTests {
         let logger = Logger(label: "test") { _ in capture }
         let sender = RecordingSender()
         let synchronized = Locked(true)
-        let publisher = Self.makePublisher(sender: sender, dir: dir, logger: logger, synchronized: synchronized)
+        let publisher = await Self.makePublisher(sender: sender, dir: dir, logger: logger, synchronized: synchronized)
         let running = Task { await publisher.run() }
         try await withTimeout { await sender.waitForSent(1) }  // online
 
@@ -157,7 +157,7 @@ struct FixTimeCheckTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender()
-        let publisher = Self.makePublisher(
+        let publisher = await Self.makePublisher(
             sender: sender, dir: dir, logger: Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, synchronized: Locked(true),
             maximumOffset: nil)
         let running = Task { await publisher.run() }

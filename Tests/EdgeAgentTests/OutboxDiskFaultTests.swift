@@ -79,7 +79,7 @@ struct OutboxDiskFaultTests {
             settings: .init(
                 vehicle: vehicle, initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(50),
                 syncInterval: .milliseconds(50), drainRate: 100_000, statusInterval: .milliseconds(50)),
-            sender: sender, store: OutboxStore.open(directory: state, vehicle: vehicle, logger: logger), logger: logger)
+            sender: sender, store: await OutboxStore.open(directory: state, vehicle: vehicle, logger: logger), logger: logger)
         let running = Task { await publisher.run() }
         let total = 2_000  // ~450 KB of payloads: the 160 KiB disk fills up on the way
         for index in 0..<total {
@@ -123,7 +123,7 @@ struct OutboxDiskFaultTests {
             }
         }
         do {
-            let store = OutboxStore.open(directory: state, vehicle: vehicle, logger: quiet)
+            let store = await OutboxStore.open(directory: state, vehicle: vehicle, logger: quiet)
             let records = (UInt64(1)...40).map { OutboxRecord(seq: $0, kind: .fix, storedAtMilliseconds: 1, payload: Array("{}".utf8)) }
             _ = try await store.storage.commit(
                 OutboxCommit(
@@ -140,7 +140,7 @@ struct OutboxDiskFaultTests {
         if !uncleanStop { try copyToCard() }
         try Self.run("/bin/mount", ["-o", "remount,ro", card])
         let capture = InMemoryLogHandler()
-        let reopened = OutboxStore.open(directory: card, vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
+        let reopened = await OutboxStore.open(directory: card, vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
         #expect(reopened.degradedReason != nil, "a read-only store cannot be written: degraded")
         #expect(reopened.nextSeq >= reserved, "no number the store reserved is handed out again (next \(reopened.nextSeq))")
         let errors = capture.entries.filter { $0.level == .error }

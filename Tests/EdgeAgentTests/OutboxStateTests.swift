@@ -94,7 +94,7 @@ struct OutboxStateTests {
         var state = makeState()
         // The sync loop waits for commitDue: it is woken by the number that leaves fewer than
         // half of the 64 reserved (1..<65), the 32nd, not one later.
-        let waiting = state.addSignalWaiter(state.makeWaiterID(), .commitDue, "sync")
+        let waiting = state.addSignalWaiter(1, .commitDue, "sync")
         #expect(waiting, "not due yet")
         var wokenAt: UInt64?
         for _ in 0..<40 {
@@ -102,7 +102,7 @@ struct OutboxStateTests {
             if wokenAt == nil, resumptions.signals == ["sync"] { wokenAt = seq }
         }
         #expect(wokenAt == 32)
-        #expect(state.addSignalWaiter(state.makeWaiterID(), .commitDue, "sync") == false, "commit due at once")
+        #expect(state.addSignalWaiter(2, .commitDue, "sync") == false, "commit due at once")
         var blocked = makeState()
         for _ in 0..<64 { _ = blocked.takeSeq() }
         let seq = blocked.takeSeq()!.seq

@@ -39,13 +39,13 @@ struct OutboxStoreTests {
     func survivesRestart() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let first = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let first = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(first.degradedReason == nil)
         #expect(first.nextSeq == 1)
         _ = try await commit(first, inserts: (1...5).map { record($0) }, next: 6, reserved: 100)
         _ = try await commit(first, deletes: [1, 2], next: 8, reserved: 8, clean: true)
 
-        let second = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let second = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(second.storedCount == 3)
         #expect(second.nextSeq == 8, "a clean stop records the exact next number")
         #expect(second.uncleanSkipped == 0)
@@ -58,11 +58,11 @@ struct OutboxStoreTests {
     func uncleanStopSkipsReservation() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let first = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let first = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         _ = try await commit(first, inserts: [record(1), record(2)], next: 3, reserved: 67)
         #expect(first.opening.reservedSeq == 1 + 128, "opening reserves ahead before anything is sent")
         // No clean commit: as after kill -9 or a power cut.
-        let second = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let second = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(second.nextSeq == 67, "never a number that may have been sent before the crash")
         #expect(second.uncleanSkipped == 64)
         #expect(second.storedCount == 2, "nothing committed is lost")
@@ -72,27 +72,27 @@ struct OutboxStoreTests {
     func numberingRuns() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        func open(at ms: Int64) -> OutboxStore {
-            OutboxStore.open(
+        func open(at ms: Int64) async -> OutboxStore {
+            await OutboxStore.open(
                 directory: dir.path, vehicle: vehicle, logger: Self.quiet, now: { UTCTimestamp(millisecondsSince1970: ms) })
         }
-        let first = open(at: 1_000)
+        let first = await open(at: 1_000)
         #expect(first.run == 1_000, "a new store: the run is its opening time")
         _ = try await commit(first, inserts: [record(1), record(2)], next: 3, reserved: 3, clean: true)
         await first.close()
-        let second = open(at: 2_000)
+        let second = await open(at: 2_000)
         #expect(second.run == 1_000, "after a clean stop the numbering goes on in the same run")
         #expect(second.nextSeq == 3)
         await second.close()
         // No clean commit after the second opening: numbers were skipped, so a new run.
-        let third = open(at: 500)
+        let third = await open(at: 500)
         #expect(third.run == 1_001, "never below the last run, even with the clock set back")
         #expect(third.nextSeq > 3)
         await third.close()
         // The store lost (unreadable): moved aside, a new store and a new run from 1.
         let path = OutboxStore.path(directory: dir.path, vehicle: vehicle)
         try Data(repeating: 0x5A, count: 8192).write(to: URL(fileURLWithPath: path))
-        let fourth = open(at: 9_000)
+        let fourth = await open(at: 9_000)
         #expect(fourth.movedAsidePath != nil)
         #expect(fourth.run == 9_000)
         #expect(fourth.nextSeq == 1)
@@ -110,7 +110,7 @@ struct OutboxStoreTests {
             var info = stat()
             return stat(path, &info) == 0 ? info.st_mode & 0o777 : 0
         }
-        let store = OutboxStore.open(directory: state, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: state, vehicle: vehicle, logger: Self.quiet)
         _ = try await commit(store, inserts: [record(1)], next: 2, reserved: 2)
         #expect(mode(state) == 0o700)
         let path = OutboxStore.path(directory: state, vehicle: vehicle)
@@ -119,17 +119,17 @@ struct OutboxStoreTests {
         }
         await store.close()
         chmod(state, 0o755)
-        let again = OutboxStore.open(directory: state, vehicle: vehicle, logger: Self.quiet)
+        let again = await OutboxStore.open(directory: state, vehicle: vehicle, logger: Self.quiet)
         #expect(mode(state) == 0o700)
         await again.close()
     }
 
     @Test("an older agent's seq counter is honoured")
-    func legacyCounter() throws {
+    func legacyCounter() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         _ = dir.createFile("van-7.seq", "4242\n")
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(store.nextSeq == 4242)
     }
 
@@ -137,7 +137,7 @@ struct OutboxStoreTests {
     func limits() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         let records = (1...10).map { record(UInt64($0), $0.isMultiple(of: 2) ? .heading : .fix, at: Int64($0) * 1000) }
         let perRecord = records[0].accountedBytes
         let full = try await commit(store, inserts: records, next: 11, reserved: 100, maxBytes: perRecord * 4)
@@ -155,7 +155,7 @@ struct OutboxStoreTests {
     func reinsertCountsOnce() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         let records = (1...300).map { record($0) }
         let first = try await commit(store, inserts: records, next: 301, reserved: 400)
         #expect(first.count == 300)
@@ -164,7 +164,7 @@ struct OutboxStoreTests {
         #expect(again.count == 301, "only seq 301 is new")
         #expect(again.bytes == first.bytes + record(301).accountedBytes)
         await store.close()
-        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let reopened = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(reopened.storedCount == 301)
         #expect(reopened.opening.bytes == again.bytes, "what the commits counted is what the store holds")
         await reopened.close()
@@ -174,7 +174,7 @@ struct OutboxStoreTests {
     func limitAcrossPages() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         let records = (1...1000).map { record(UInt64($0)) }
         let perRecord = records[0].accountedBytes
         // Room for 100: 900 go, the oldest first, except the protected ones.
@@ -195,7 +195,7 @@ struct OutboxStoreTests {
     func closeWhileWorking() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         let records = (1...5000).map { record($0) }
         let committing = Task { try await commit(store, inserts: records, next: 5001, reserved: 6000) }
         async let firstClose: Void = store.close()
@@ -209,7 +209,7 @@ struct OutboxStoreTests {
             try await commit(store, next: 5001, reserved: 6000)
         }
         // The commit either ran whole (it began before the close) or not at all.
-        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let reopened = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         switch outcome {
         case .success(let result):
             #expect(result.count == 5000)
@@ -225,7 +225,7 @@ struct OutboxStoreTests {
     func backlogReads() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         _ = try await commit(store, inserts: (1...50).map { record($0, bytes: 200) }, next: 51, reserved: 200)
         let batch = try await store.storage.backlog(after: 10, limit: 100, maximumBytes: 1000, excluding: [12])
         #expect(batch.map(\.seq) == [11, 13, 14, 15, 16])
@@ -235,7 +235,7 @@ struct OutboxStoreTests {
 
     /// Writes 400 records into a store and closes it.
     private func fill(dir: TemporaryDirectory) async throws {
-        let good = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let good = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         _ = try await commit(good, inserts: (1...400).map { record($0, bytes: 300) }, next: 401, reserved: 500, clean: true)
         await good.close()
     }
@@ -272,7 +272,7 @@ struct OutboxStoreTests {
         }
         let capture = InMemoryLogHandler()
         let logger = Logger(label: "test") { _ in capture }
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
         if kind == "zero bytes" {
             // SQLite reads an empty file as an empty database: nothing to move aside, nothing lost.
             #expect(store.degradedReason == nil)
@@ -328,7 +328,7 @@ struct OutboxStoreTests {
                 INSERT INTO event VALUES (7, 1, 1000, CAST('{"seq":7}' AS BLOB)), (8, 2, 1000, CAST('{"seq":8}' AS BLOB));
                 INSERT INTO meta VALUES ('nextSeq', 9), ('reservedSeq', 40), ('clean', 1);
                 """)
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(store.degradedReason == nil)
         #expect(store.movedAsidePath == nil, "nothing moved aside")
         #expect(store.storedCount == 2)
@@ -342,10 +342,10 @@ struct OutboxStoreTests {
     }
 
     @Test("a store written now has exactly the tables and index an earlier agent's GRDB migration made, so it opens there too")
-    func schemaIsEarlierAgents() throws {
+    func schemaIsEarlierAgents() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(store.degradedReason == nil)
         let earlier = dir.path + "/earlier.db"
         try sqlite3(earlier, Self.earlierAgentSchema)
@@ -366,7 +366,7 @@ struct OutboxStoreTests {
         let path = OutboxStore.path(directory: dir.path, vehicle: vehicle)
         try sqlite3(path, Self.earlierAgentSchema + "INSERT INTO grdb_migrations VALUES ('v1'), ('v2');")
         let capture = InMemoryLogHandler()
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
         let aside = try #require(store.movedAsidePath)
         #expect(FileManager.default.fileExists(atPath: aside))
         let error = capture.entries.first { $0.level == .error }
@@ -375,12 +375,12 @@ struct OutboxStoreTests {
     }
 
     @Test("a state directory that cannot hold a store gives a memory store, marked degraded with the path")
-    func unusableDirectory() throws {
+    func unusableDirectory() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let file = dir.createFile("not-a-directory", "x")
         let capture = InMemoryLogHandler()
-        let store = OutboxStore.open(directory: file + "/state", vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
+        let store = await OutboxStore.open(directory: file + "/state", vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
         let reason = try #require(store.degradedReason)
         #expect(reason.contains(file), "names the path: \(reason)")
         #expect(store.storage.location == "memory")

@@ -15,9 +15,9 @@ struct PipelinedPublisherTests {
     private func makePublisher(
         sender: HoldingSender, dir: TemporaryDirectory, lossless: Bool = true, window: Int,
         retryDelay: Duration = .milliseconds(1)
-    ) throws -> Publisher {
+    ) async throws -> Publisher {
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
         let settings = Publisher.Settings(
             vehicle: vehicle, lossless: lossless, drainTimeout: .seconds(20),
             initialRetryDelay: retryDelay, maxRetryDelay: max(retryDelay, .milliseconds(20)), sendWindow: window,
@@ -41,7 +41,7 @@ struct PipelinedPublisherTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = HoldingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir, window: 4)
+        let publisher = try await makePublisher(sender: sender, dir: dir, window: 4)
         for second in 0..<20 { publisher.publish(.fix(Fixes.fix(at: Double(second)))) }
         let running = Task { await publisher.run() }
 
@@ -68,7 +68,7 @@ struct PipelinedPublisherTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = HoldingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir, window: 8)
+        let publisher = try await makePublisher(sender: sender, dir: dir, window: 8)
         let running = Task { await publisher.run() }
         let total = 2_000
 
@@ -112,7 +112,7 @@ struct PipelinedPublisherTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = HoldingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir, window: 4, retryDelay: .seconds(3600))
+        let publisher = try await makePublisher(sender: sender, dir: dir, window: 4, retryDelay: .seconds(3600))
         publisher.publish(.fix(Fixes.fix(at: 0)))
         let running = Task { await publisher.run() }
 
@@ -140,7 +140,7 @@ struct PipelinedPublisherTests {
         defer { dir.remove() }
         let total = 20_000
         let sender = HoldingSender(latency: .microseconds(20))
-        let publisher = try makePublisher(sender: sender, dir: dir, window: 4)
+        let publisher = try await makePublisher(sender: sender, dir: dir, window: 4)
         let events = AsyncStream<GNSSEvent>(bufferingPolicy: .unbounded) { continuation in
             continuation.yield(.state(.streaming))
             for index in 0..<total { continuation.yield(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }

@@ -16,8 +16,8 @@ struct PublisherTests {
     private func makePublisher(
         sender: RecordingSender, dir: TemporaryDirectory, policy: ReportingPolicy = ReportingPolicy(),
         logger: Logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, syncInterval: Duration = .milliseconds(50)
-    ) throws -> Publisher {
-        let store = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
+    ) async throws -> Publisher {
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
         let settings = Publisher.Settings(
             vehicle: vehicle, sourceURI: "gpsd://localhost:2947", agentVersion: "0.1.0-test", policy: policy,
             drainTimeout: .seconds(5), initialRetryDelay: .milliseconds(1), maxRetryDelay: .milliseconds(20),
@@ -47,7 +47,7 @@ struct PublisherTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir)
+        let publisher = try await makePublisher(sender: sender, dir: dir)
         let running = Task { await publisher.run() }
 
         try await withTimeout { await sender.waitForSent(1) }
@@ -96,7 +96,9 @@ struct PublisherTests {
         #expect(counters.fixesWithoutPosition == 1)
         #expect(counters.published == 6)
         #expect(counters.dropped == 0)
-        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() })
+        let reopened = await OutboxStore.open(
+            directory: dir.path, vehicle: vehicle, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        )
         #expect(reopened.nextSeq == 7, "a clean finish stores the exact next seq")
         #expect(reopened.storedCount == 0, "nothing left undelivered")
     }
@@ -109,7 +111,7 @@ struct PublisherTests {
         var captureLogger = Logger(label: "test") { _ in capture }
         captureLogger.logLevel = .trace
         let sender = RecordingSender(failing: true)
-        let publisher = try makePublisher(sender: sender, dir: dir, logger: captureLogger)
+        let publisher = try await makePublisher(sender: sender, dir: dir, logger: captureLogger)
         let running = Task { await publisher.run() }
 
         publisher.publish(.state(.streaming))
@@ -160,7 +162,7 @@ struct PublisherTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir, policy: ReportingPolicy(minInterval: 5))
+        let publisher = try await makePublisher(sender: sender, dir: dir, policy: ReportingPolicy(minInterval: 5))
         let events = AsyncStream<GNSSEvent> { continuation in
             continuation.yield(.state(.streaming))
             for second in 0..<12 { continuation.yield(.fix(Fixes.fix(at: Double(second), east: Double(second) * 12.5))) }
@@ -186,7 +188,7 @@ struct PublisherTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir)
+        let publisher = try await makePublisher(sender: sender, dir: dir)
         let events = AsyncThrowingStream<GNSSEvent, any Error> { continuation in
             continuation.yield(.fix(Fixes.fix(at: 0)))
             continuation.finish(throwing: ReceiverGone())
@@ -209,14 +211,14 @@ struct PublisherTests {
         let publisher = Publisher(
             settings: .init(
                 vehicle: vehicle, drainTimeout: .milliseconds(200), initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(20)),
-            sender: sender, store: OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet
+            sender: sender, store: await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet
         )
         let running = Task { await publisher.run() }
         publisher.publish(.fix(Fixes.fix(at: 0)))
         publisher.finish()
         try await withTimeout(10) { await running.value }
         #expect(sender.sent.isEmpty)
-        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet)
+        let reopened = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet)
         #expect(reopened.nextSeq == 2, "the exact next seq is stored even so")
         #expect(reopened.storedCount == 1, "the undelivered fix waits in the store")
     }
@@ -226,7 +228,7 @@ struct PublisherTests {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
         let sender = RecordingSender()
-        let publisher = try makePublisher(sender: sender, dir: dir)
+        let publisher = try await makePublisher(sender: sender, dir: dir)
         let (events, continuation) = AsyncStream<GNSSEvent>.makeStream()
         defer { continuation.finish() }
         continuation.yield(.fix(Fixes.fix(at: 0)))  // and then nothing for a long while
@@ -245,13 +247,13 @@ struct PublisherTests {
         let sender = RecordingSender()
         let publisher = Publisher(
             settings: .init(vehicle: vehicle, drainTimeout: .seconds(60), syncInterval: .seconds(3600)),
-            sender: sender, store: OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet)
+            sender: sender, store: await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet)
         // 300 fixes before any commit: the first reservation (128 numbers) does not cover the newest.
         for index in 0..<300 { publisher.publish(.fix(Fixes.fix(at: Double(index)))) }
         publisher.finish()
         try await withTimeout(20) { await publisher.run() }
         #expect(deliveredSeqs(sender.sent).contains(300), "the newest fix went out live")
-        let reopened = OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet)
+        let reopened = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet)
         #expect(reopened.nextSeq == 301, "a clean stop: numbering continues without a gap")
         let stored = try await reopened.storage.backlog(after: 0, limit: 1000, maximumBytes: 1 << 30, excluding: [])
         #expect(
@@ -263,7 +265,7 @@ struct PublisherTests {
     private func backlogged(
         _ sender: RecordingSender, dir: TemporaryDirectory, logger: Logger
     ) async throws -> (Publisher, Task<Void, Never>) {
-        let publisher = try makePublisher(sender: sender, dir: dir, logger: logger)
+        let publisher = try await makePublisher(sender: sender, dir: dir, logger: logger)
         let running = Task { await publisher.run() }
         for index in 0..<300 { publisher.publish(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }
         try await withTimeout { while publisher.backlogCount < 299 { try await Task.sleep(for: .milliseconds(5)) } }
@@ -323,10 +325,10 @@ struct PublisherTests {
     }
 
     @Test("the last will is the retained offline status without a reason")
-    func lastWill() throws {
+    func lastWill() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let publisher = try makePublisher(sender: RecordingSender(), dir: dir)
+        let publisher = try await makePublisher(sender: RecordingSender(), dir: dir)
         let will = publisher.lastWill
         #expect(will.topic == "fleet/van-7/status")
         #expect(will.qos == .atLeastOnce && will.retain)

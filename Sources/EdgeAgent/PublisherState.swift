@@ -1,0 +1,378 @@
+import FleetProtocol
+import FleetcastCore
+import GNSS
+import Logging
+
+/// The publisher's decisions as a plain value: what an event from the source leads to, when a
+/// failed send is retried and after how long, what is logged once, when a status is due, and
+/// which tasks wait for a retry or the finish.
+///
+/// Each event is a `mutating func` that ``Publisher`` calls under its lock; what it returns
+/// (continuations to resume, a log level, a status to queue) is acted on after the lock is
+/// released. No clocks are read here: instants come in as arguments. Generic over its `Waiter`
+/// (a continuation in the publisher) so tests drive every transition with plain values, no
+/// tasks.
+struct PublisherState<Waiter> {
+    /// Fixed settings.
+    struct Settings {
+        /// Shortest time between two statuses re-published for backlog or loss counts.
+        var statusInterval: Duration
+        /// Wait after the first failed send; grows (with jitter) on each further failure.
+        var initialRetryDelay: Duration
+        /// Longest wait between retries.
+        var maxRetryDelay: Duration
+        /// Fraction of each retry delay randomised away (0...1).
+        var retryJitter: Double = 0.2
+        /// Fixes stamped further than this from a synchronized clock are refused (`nil`: not checked).
+        var maximumFixClockOffset: Duration?
+        /// The store was degraded when opened (its problem is reported from the start: a later
+        /// failure to write it is not announced again).
+        var degradedAtOpen = false
+    }
+
+    /// One of the publisher's sending loops, each with its own back-off.
+    enum Loop: Sendable {
+        case live
+        case backlog
+    }
+
+    /// What to publish for an event that passed.
+    enum Publish: Sendable, Equatable {
+        case fix(Fix)
+        case heading(Heading)
+    }
+
+    /// What an event from the source leads to.
+    struct Intake {
+        /// The fix or heading to number and queue, if it passed.
+        var publish: Publish?
+        /// The GNSS state the status reports, when it changed (a status is then due).
+        var gnssChange: VehicleStatus.GNSSState?
+        /// What to log about the source's health.
+        var sourceReport: SourceHealth.Report?
+        /// What to log about fix times.
+        var fixTimeLog: FixTimeCheck.LogAction?
+    }
+
+    /// A back-off before a retry: how long, and the retry generation it began in (a
+    /// ``retryNow()`` after it ends the wait).
+    struct RetryWait: Sendable, Equatable {
+        var delay: Duration
+        var since: UInt64
+    }
+
+    /// What an `online` status says, besides what is fixed.
+    struct StatusContent: Sendable, Equatable {
+        var gnss: VehicleStatus.GNSSState
+        var backlog: Int
+        var drops: VehicleStatus.Drops
+        var storage: String?
+        var implausible: UInt64
+    }
+
+    /// What ``finish()`` must do outside the lock.
+    struct FinishActions {
+        /// The run waiting for the finish, to resume.
+        var waiter: Waiter?
+        /// Stops the task reading the events of ``Publisher/run(events:)``.
+        var stopIntake: (@Sendable () -> Void)?
+    }
+
+    /// A drain refused for good (the backlog topic missing from the broker's ACL) waits this
+    /// long, or until a new connection.
+    static var refusedBacklogWait: Duration { .seconds(300) }
+    /// A failing store is announced again at most this often.
+    static var storageErrorInterval: Duration { .seconds(300) }
+
+    let settings: Settings
+    private(set) var counters = PublisherCounters()
+    /// The GNSS state the status reports.
+    private(set) var gnss: VehicleStatus.GNSSState = .starting
+    /// ``finish()`` was called.
+    private(set) var finishing = false
+    /// When the sync loop last ran (systemd's watchdog asks).
+    private(set) var syncLoopActivity: ContinuousClock.Instant
+
+    private var policy: ReportingPolicy
+    private var sourceHealth = SourceHealth()
+    private var fixTimes: FixTimeCheck?
+    private var finishWaiter: Waiter?
+    private var stopIntake: (@Sendable () -> Void)?
+    /// Raised by ``retryNow()``; waiting back-offs end early.
+    private(set) var retryGeneration: UInt64 = 0
+    private var retryWaiters = Waiters<Waiter>()
+    /// In an outage (a send failed; none succeeded since): logged once per outage.
+    private var failing = false
+    /// The level the outage's first failure was logged at; its end is logged at the same.
+    private var failureLevel = Logger.Level.info
+    /// A live send failed since the live loop last backed off.
+    private(set) var liveFailurePending = false
+    /// Sends that succeeded (a back-off starts over after one).
+    private var successes: UInt64 = 0
+    private var backoffs: [Loop: (backoff: Backoff, successes: UInt64)]
+    /// What the last status said about backlog, losses and storage, and when.
+    private var lastStatus: StatusContent?
+    private var lastStatusAt: ContinuousClock.Instant?
+    /// When a failing store was last logged as an error.
+    private var lastStorageError: ContinuousClock.Instant?
+    /// That error was logged and its recovery not yet (the notice pairs with it).
+    private var storageErrorAnnounced = false
+    /// Topics whose refusal by the broker was logged (once per topic and connection).
+    private var refusedTopics: Set<String> = []
+
+    init(settings: Settings, policy: ReportingPolicy, now: ContinuousClock.Instant) {
+        self.settings = settings
+        self.policy = policy
+        self.syncLoopActivity = now
+        self.fixTimes = settings.maximumFixClockOffset.map { FixTimeCheck(maximumOffset: $0) }
+        let backoff = Backoff(initial: settings.initialRetryDelay, maximum: settings.maxRetryDelay, jitter: settings.retryJitter)
+        self.backoffs = [.live: (backoff, 0), .backlog: (backoff, 0)]
+    }
+
+    // MARK: Intake
+
+    /// An event from the GNSS source. After ``finish()`` it is ignored.
+    ///
+    /// - Parameters:
+    ///   - clocks: the wall clock and whether it is synchronized, read for a fix with a
+    ///     position when fix times are checked.
+    ///   - now: now, on a monotonic clock (for rate-limited logs).
+    mutating func receive(
+        _ event: GNSSEvent, clocks: (wall: UTCTimestamp, synchronized: Bool)?, at now: ContinuousClock.Instant
+    ) -> Intake {
+        var intake = Intake()
+        guard !finishing else { return intake }
+        switch event {
+        case .fix, .heading, .state(.streaming):
+            if sourceHealth.isFailing { intake.sourceReport = sourceHealth.working(at: now) }
+        case .state(.reconnecting(let reason, _)):
+            intake.sourceReport = sourceHealth.failed(reason: reason, at: now)
+        case .state: break
+        }
+        switch event {
+        case .fix(let fix):
+            counters.fixesReceived += 1
+            guard fix.mode != .noFix else {
+                counters.fixesWithoutPosition += 1
+                setGNSS(.noFix, &intake)
+                return intake
+            }
+            if let clocks,
+                let verdict = fixTimes?.evaluate(
+                    fixTime: fix.time, clock: clocks.wall, clockSynchronized: clocks.synchronized, at: now)
+            {
+                intake.fixTimeLog = verdict.log
+                guard verdict.accept else {
+                    counters.fixesImplausible += 1
+                    return intake
+                }
+            }
+            setGNSS(.fixing, &intake)
+            switch policy.evaluate(fix) {
+            case .publish(let fix, _): intake.publish = .fix(fix)
+            case .skip: counters.fixesSkippedByPolicy += 1
+            }
+        case .heading(let heading):
+            counters.headingsReceived += 1
+            if policy.evaluate(heading) {
+                intake.publish = .heading(heading)
+            } else {
+                counters.headingsSkippedByPolicy += 1
+            }
+        case .state(let sourceState):
+            switch sourceState {
+            case .connecting, .ended: break  // keeps `starting`/`source-lost`; a replay's end is followed by offline
+            case .streaming: setGNSS(.fixing, &intake)
+            case .noFix: setGNSS(.noFix, &intake)
+            case .reconnecting: setGNSS(.sourceLost, &intake)
+            }
+        }
+        return intake
+    }
+
+    private mutating func setGNSS(_ new: VehicleStatus.GNSSState, _ intake: inout Intake) {
+        if gnss != new {
+            gnss = new
+            intake.gnssChange = new
+        }
+    }
+
+    /// A record was accepted by the outbox.
+    mutating func queued() {
+        counters.queued += 1
+    }
+
+    // MARK: Sends
+
+    /// A send failed with an error that deserves `level`: the level to log it at when it
+    /// starts an outage (else `nil`: said once per outage).
+    mutating func sendFailed(level: Logger.Level) -> Logger.Level? {
+        counters.sendFailures += 1
+        defer { failing = true }
+        guard !failing else { return nil }
+        failureLevel = level
+        return level
+    }
+
+    /// A send succeeded (`count` fixes and headings, of which `backlog` in a batch, and
+    /// `statuses`): the level to log "sending resumed" at when it ends an outage.
+    mutating func sendSucceeded(count: UInt64, statuses: UInt64, backlog: UInt64 = 0) -> Logger.Level? {
+        counters.published += count
+        counters.backlogPublished += backlog
+        counters.statusesPublished += statuses
+        successes += 1
+        guard failing else { return nil }
+        failing = false
+        refusedTopics.removeAll()  // a new connection
+        return failureLevel
+    }
+
+    /// The broker refused a publish to `topic` for good: whether to say so (once per topic
+    /// and connection).
+    mutating func refused(topic: String) -> Bool {
+        refusedTopics.insert(topic).inserted
+    }
+
+    /// The offline status was delivered.
+    mutating func offlineSent() {
+        counters.statusesPublished += 1
+    }
+
+    /// A live send failed: the live loop backs off before its next item.
+    mutating func liveSendFailed() {
+        liveFailurePending = true
+    }
+
+    /// Asked by the live loop before each item: `nil` to send it, else the back-off to wait
+    /// (a send failed since the last one).
+    mutating func liveRetryWait() -> RetryWait? {
+        liveFailurePending ? retryWait(.live) : nil
+    }
+
+    /// The live loop waited out its back-off.
+    mutating func liveRetried() {
+        liveFailurePending = false
+    }
+
+    /// The back-off of `loop` after a failure: it starts over when a send succeeded since the
+    /// loop's last back-off, else grows.
+    mutating func retryWait(_ loop: Loop) -> RetryWait {
+        var (backoff, successesThen) = backoffs[loop]!
+        if successes != successesThen { backoff.reset() }
+        successesThen = successes
+        let delay = backoff.next()
+        backoffs[loop] = (backoff, successesThen)
+        return RetryWait(delay: delay, since: retryGeneration)
+    }
+
+    /// The wait after the backlog topic was refused for good.
+    func refusedBacklogRetryWait() -> RetryWait {
+        RetryWait(delay: Self.refusedBacklogWait, since: retryGeneration)
+    }
+
+    /// The transport is usable again: waiting back-offs end (resume them), and a refusal is
+    /// worth saying again.
+    mutating func retryNow() -> [Waiter] {
+        retryGeneration += 1
+        refusedTopics.removeAll()
+        return retryWaiters.removeAll()
+    }
+
+    /// A back-off begun in generation `since` waits for ``retryNow()``: returns the waiter to
+    /// resume at once if the generation moved or the task is cancelled, else keeps it.
+    mutating func awaitRetry(id: UInt64, since: UInt64, cancelled: Bool, _ waiter: Waiter) -> Waiter? {
+        if retryGeneration != since || cancelled { return waiter }
+        retryWaiters.insert(waiter, id: id)
+        return nil
+    }
+
+    /// The back-off `id` ended otherwise (cancelled, timed out): its waiter, to resume, if kept.
+    mutating func cancelRetryWait(id: UInt64) -> Waiter? {
+        retryWaiters.remove(id: id)
+    }
+
+    // MARK: Store
+
+    /// The sync loop ran.
+    mutating func syncLoopRan(at now: ContinuousClock.Instant) {
+        syncLoopActivity = now
+    }
+
+    /// A commit succeeded; `recovered`: the store had failed before. Returns whether to say
+    /// it is writable again (its failure was announced).
+    mutating func committed(recovered: Bool) -> Bool {
+        counters.commits += 1
+        defer { storageErrorAnnounced = false }
+        return recovered && storageErrorAnnounced
+    }
+
+    /// A commit failed; `newProblem`: the store worked before. Returns whether to announce it
+    /// (an error and a status): once, and again at most every ``storageErrorInterval`` while
+    /// the store flaps; never for a store degraded from the start.
+    mutating func commitFailed(newProblem: Bool, at now: ContinuousClock.Instant) -> Bool {
+        guard newProblem, !settings.degradedAtOpen else { return false }
+        if let last = lastStorageError, last.duration(to: now) < Self.storageErrorInterval { return false }
+        lastStorageError = now
+        storageErrorAnnounced = true
+        return true
+    }
+
+    // MARK: Status
+
+    /// Whether an `online` status is due, and what it says: at once when `force` (GNSS or
+    /// storage state), else when the backlog, losses, storage or refused fixes moved and at
+    /// most once per ``Settings/statusInterval``. None after ``finish()``.
+    mutating func status(
+        force: Bool, backlog: Int, drops: VehicleStatus.Drops, storage: String?, at now: ContinuousClock.Instant
+    ) -> StatusContent? {
+        guard !finishing else { return nil }
+        let content = StatusContent(
+            gnss: gnss, backlog: backlog, drops: drops, storage: storage, implausible: counters.fixesImplausible)
+        if !force {
+            guard let last = lastStatus,
+                last.backlog != backlog || last.drops != drops || last.storage != storage
+                    || last.implausible != content.implausible
+            else { return nil }
+            if let at = lastStatusAt, at.duration(to: now) < settings.statusInterval { return nil }
+        }
+        lastStatus = content
+        lastStatusAt = now
+        return content
+    }
+
+    // MARK: Lifecycle
+
+    /// The task reading events started; returns whether the publisher is finishing already
+    /// (then stop it at once), else keeps `stop` for ``finish()``.
+    mutating func intakeStarted(stop: @escaping @Sendable () -> Void) -> Bool {
+        stopIntake = stop
+        return finishing
+    }
+
+    /// ``Publisher/run()`` waits for the finish: returns the waiter to resume at once if the
+    /// publisher is finishing or the task is cancelled, else keeps it.
+    mutating func awaitFinish(cancelled: Bool, _ waiter: Waiter) -> Waiter? {
+        if finishing || cancelled { return waiter }
+        finishWaiter = waiter
+        return nil
+    }
+
+    /// The wait for the finish was cancelled: its waiter, to resume, if kept.
+    mutating func cancelFinishWait() -> Waiter? {
+        defer { finishWaiter = nil }
+        return finishWaiter
+    }
+
+    /// Stop taking events and finish. Idempotent.
+    mutating func finish() -> FinishActions {
+        finishing = true
+        defer {
+            finishWaiter = nil
+            stopIntake = nil
+        }
+        return FinishActions(waiter: finishWaiter, stopIntake: stopIntake)
+    }
+}
+
+extension PublisherState: Sendable where Waiter: Sendable {}
+extension PublisherState.FinishActions: Sendable where Waiter: Sendable {}
