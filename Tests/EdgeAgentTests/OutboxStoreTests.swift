@@ -6,11 +6,11 @@ import InMemoryLogging
 import Logging
 import Testing
 
+@testable import EdgeAgent
+
 #if canImport(Glibc)
 import Glibc
 #endif
-
-@testable import EdgeAgent
 
 /// The outbox store on real SQLite files: what survives a restart, how `seq` continues, and
 /// what happens to a store that is broken or cannot be written.

@@ -9,7 +9,9 @@ struct SecretsInOutputTests {
     static let password = "s3cr3t-Pa55"
     static let url = "mqtts://van-7:\(password)@broker.example.net:8883"
 
-    @Test("a password in the broker URL from a flag, the environment or the file: refused, never echoed", arguments: ["flag", "environment", "file"])
+    @Test(
+        "a password in the broker URL from a flag, the environment or the file: refused, never echoed",
+        arguments: ["flag", "environment", "file"])
     func passwordInBrokerURL(_ origin: String) async throws {
         let work = try makeTemporaryDirectory(prefix: "agent-secret")
         var environment: [String: String] = [:]
@@ -48,7 +50,9 @@ struct SecretsInOutputTests {
                 "run", "--source", "sim:?rate=10", "--vehicle", "van-7", "--broker", "mqtt://van-7@127.0.0.1:\(broker.port)",
                 "--password-file", file, "--state-dir", "\(work)/state",
             ], directory: work, name: "agent")
-        try await waitUntil("the warning", timeout: .seconds(20)) { agent.standardError.contains("password file can be read by every user") }
+        try await waitUntil("the warning", timeout: .seconds(20)) {
+            agent.standardError.contains("password file can be read by every user")
+        }
         agent.send(SIGTERM)
         _ = try await agent.waitForExit(timeout: .seconds(20))
         #expect(agent.standardError.contains(file))
