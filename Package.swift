@@ -91,16 +91,45 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        // The agent: configuration, reporting policy, outbox, publisher service.
+        // The agent's durable outbox: everything unacknowledged, in SQLite (or memory), with its
+        // limits, the order it drains in and what it drops first.
+        .target(
+            name: "EdgeOutbox",
+            dependencies: [
+                "FleetcastCore", "GNSS", "FleetProtocol", "MQTT",
+                .product(name: "NIOCore", package: "swift-nio"),
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "SQLiteNIO", package: "sqlite-nio"),
+            ]
+        ),
+        // The agent's publisher: the reporting policy, the hub's fixes and headings into the
+        // outbox and out to the broker, retries, and the vehicle's status.
+        .target(
+            name: "EdgePublisher",
+            dependencies: [
+                "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "CTimex",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The agent's configuration: YAML file (libyaml), environment and flags, validated.
+        .target(
+            name: "EdgeConfiguration",
+            dependencies: [
+                "EdgePublisher", "FleetProtocol", "MQTT", "FleetcastCore", "CYAML",
+                .product(name: "Logging", package: "swift-log"),
+                .product(name: "Configuration", package: "swift-configuration"),
+            ]
+        ),
+        // The agent as a service: source, hub, outbox and publisher started together, the
+        // systemd notifications, the instance lock and `check`.
         .target(
             name: "EdgeAgent",
             dependencies: [
-                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore", "CYAML", "CTimex",
+                "EdgeConfiguration", "EdgePublisher", "EdgeOutbox",
+                "GNSS", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
-                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-                .product(name: "Configuration", package: "swift-configuration"),
-                .product(name: "SQLiteNIO", package: "sqlite-nio"),
             ]
         ),
         // The subscriber library: MQTT messages back into an AsyncStream of fleet events.
@@ -155,7 +184,7 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-agent",
             dependencies: [
-                "GNSS", "NMEA", "GNSSSources", "TelemetryHub", "FleetProtocol", "EdgeAgent", "MQTT", "FleetcastCore",
+                "GNSS", "NMEA", "FleetProtocol", "EdgeAgent", "EdgeConfiguration", "FleetcastCore",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -175,7 +204,7 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-bench",
             dependencies: [
-                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch", "EdgeAgent", "FleetHistory",
+                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch", "EdgeOutbox", "EdgePublisher", "FleetHistory",
                 // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
                 "GNSSSources", "FleetcastTestSupport",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
@@ -221,7 +250,8 @@ let package = Package(
         .testTarget(
             name: "EdgeAgentTests",
             dependencies: [
-                "NMEA", "EdgeAgent", "GNSS", "FleetProtocol", "MQTT", "FleetcastTestSupport", "FleetcastCore",
+                "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT",
+                "FleetcastTestSupport", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),
@@ -234,7 +264,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetBridgesTests",
-            dependencies: ["FleetBridges", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport"]
+            dependencies: ["FleetBridges", "FleetWatch", "FleetProtocol", "GNSS", "MQTT"]
         ),
         .testTarget(
             name: "FleetHistoryTests",
@@ -248,8 +278,7 @@ let package = Package(
         .testTarget(
             name: "FleetMapTests",
             dependencies: [
-                "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore", "FleetcastTestSupport", "FleetHistory",
-                .product(name: "Hummingbird", package: "hummingbird"),
+                "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", "FleetHistory",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),

@@ -1,3 +1,4 @@
+import EdgeConfiguration
 import FleetProtocol
 import FleetcastCore
 import GNSS

@@ -1,3 +1,6 @@
+import EdgeConfiguration
+import EdgeOutbox
+import EdgePublisher
 import FleetProtocol
 import FleetcastCore
 import GNSS

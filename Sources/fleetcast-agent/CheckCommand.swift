@@ -1,5 +1,6 @@
 import ArgumentParser
 import EdgeAgent
+import EdgeConfiguration
 import Logging
 
 #if canImport(FoundationEssentials)

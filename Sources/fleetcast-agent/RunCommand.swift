@@ -1,5 +1,6 @@
 import ArgumentParser
 import EdgeAgent
+import EdgeConfiguration
 import FleetcastCore
 import Logging
 import ServiceLifecycle

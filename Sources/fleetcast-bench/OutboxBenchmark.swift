@@ -1,4 +1,5 @@
-import EdgeAgent
+import EdgeOutbox
+import EdgePublisher
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation

@@ -1,4 +1,6 @@
-import EdgeAgent
+import EdgeConfiguration
+import EdgeOutbox
+import EdgePublisher
 import FleetProtocol
 import FleetcastTestSupport
 import MQTT

@@ -4,7 +4,7 @@ import Foundation
 import Logging
 import Testing
 
-@testable import EdgeAgent
+@testable import EdgeOutbox
 
 #if canImport(Glibc)
 import Glibc

@@ -6,7 +6,9 @@ import InMemoryLogging
 import Logging
 import Testing
 
-@testable import EdgeAgent
+@testable import EdgeConfiguration
+@testable import EdgeOutbox
+@testable import EdgePublisher
 
 /// The rule for a live receiver's fix times (issue 18, 7): refused when implausibly far from a
 /// synchronized system clock, said once per run, counted; passed when the clock is not

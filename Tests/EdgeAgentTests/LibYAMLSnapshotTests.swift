@@ -1,5 +1,5 @@
 import Configuration
-import EdgeAgent
+import EdgeConfiguration
 import FleetcastCore
 import FleetcastTestSupport
 import Foundation

@@ -1,6 +1,6 @@
 import Testing
 
-@testable import EdgeAgent
+@testable import EdgeOutbox
 
 /// The outbox's state machine, driven with plain values: no tasks, no storage.
 @Suite("Outbox state")

@@ -6,7 +6,7 @@ import InMemoryLogging
 import Logging
 import Testing
 
-@testable import EdgeAgent
+@testable import EdgeOutbox
 
 #if canImport(Glibc)
 import Glibc

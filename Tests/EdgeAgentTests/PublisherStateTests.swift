@@ -3,7 +3,7 @@ import GNSS
 import Logging
 import Testing
 
-@testable import EdgeAgent
+@testable import EdgePublisher
 
 /// The publisher's state machine, driven with plain values: no tasks, no clocks, no broker.
 /// Waiters are strings; instants are chosen by the test.

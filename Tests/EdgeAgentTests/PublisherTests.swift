@@ -6,7 +6,8 @@ import InMemoryLogging
 import Logging
 import Testing
 
-@testable import EdgeAgent
+@testable import EdgeOutbox
+@testable import EdgePublisher
 
 @Suite("Publisher")
 struct PublisherTests {

@@ -6,6 +6,8 @@ import Logging
 import Testing
 
 @testable import EdgeAgent
+@testable import EdgeOutbox
+@testable import EdgePublisher
 
 #if canImport(Glibc)
 import Glibc

@@ -1,4 +1,4 @@
-import EdgeAgent
+import EdgePublisher
 import FleetcastCore
 import MQTT
 

@@ -33,8 +33,8 @@ import Darwin
 /// Two connections: the writer, used by the commits only (one at a time: the outbox's sync
 /// loop), and the reader for the backlog, which sees committed transactions only. Both do
 /// their work on NIO's thread pool, never on the caller's thread.
-final class SQLiteOutboxStorage: OutboxStorage {
-    let location: String
+package final class SQLiteOutboxStorage: OutboxStorage {
+    package let location: String
     private let writer: SQLiteConnection
     private let reader: SQLiteConnection
     /// Stored count and bytes, kept by the commits (which run one at a time).
@@ -45,24 +45,24 @@ final class SQLiteOutboxStorage: OutboxStorage {
     /// The store's life: open (counting the commits and reads under way), closing (waiting for
     /// them to end), closed.
     private struct Lifecycle {
-        var inFlight = 0
-        var closing = false
-        var closed = false
+        package var inFlight = 0
+        package var closing = false
+        package var closed = false
         /// The first ``close()``, waiting for the work under way to end.
-        var drained: Waiter<Void>?
+        package var drained: Waiter<Void>?
         /// Later ``close()`` calls, waiting for the first one to finish.
-        var closedWaiters = Waiters<Waiter<Void>>()
+        package var closedWaiters = Waiters<Waiter<Void>>()
     }
 
     /// Why a file cannot be used as the outbox, so it is moved aside.
-    struct Unusable: Error, CustomStringConvertible {
-        let description: String
+    package struct Unusable: Error, CustomStringConvertible {
+        package let description: String
     }
 
     /// A commit or read asked of a store that is closing or closed.
-    struct Closed: Error, CustomStringConvertible {
-        let location: String
-        var description: String { "\(location): the outbox store is closed" }
+    package struct Closed: Error, CustomStringConvertible {
+        package let location: String
+        package var description: String { "\(location): the outbox store is closed" }
     }
 
     /// The schema versions this agent knows (rows of `grdb_migrations`).
@@ -106,7 +106,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
     /// Closes both connections once the commits and reads under way have ended (later ones
     /// throw ``Closed``); the last close checkpoints the WAL into the database file. A second
     /// call waits for the first.
-    func close() async {
+    package func close() async {
         enum Role { case closer(waitForWork: Bool), follower, done }
         let role = lifecycle.withLock { state -> Role in
             if state.closed { return .done }
@@ -279,7 +279,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
     /// A read-only open sees what a crash left in the WAL, but needs the WAL's index file,
     /// which a clean stop removes and a read-only directory cannot recreate; then the file is
     /// read as `immutable` (after a clean stop everything is in the database file itself).
-    static func readOnlyNumbering(path: String) async -> (nextSeq: UInt64, stored: Int)? {
+    package static func readOnlyNumbering(path: String) async -> (nextSeq: UInt64, stored: Int)? {
         guard access(path, R_OK) == 0 else { return nil }
         let file = "file:" + uriEscaped(path)
         for location in [file + "?mode=ro", file + "?mode=ro&immutable=1"] {
@@ -370,7 +370,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
         }
     }
 
-    func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult {
+    package func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult {
         try enter()
         defer { leave() }
         let (count, bytes) = totals.withLock { $0 }
@@ -475,7 +475,7 @@ final class SQLiteOutboxStorage: OutboxStorage {
         ).map { Int($0.integer(0) ?? 0) }
     }
 
-    func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] {
+    package func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] {
         try enter()
         defer { leave() }
         let rows = try await reader.fetch(
@@ -540,7 +540,7 @@ private typealias Row = [SQLiteData]
 
 /// Rows gathered on sqlite-nio's thread for the task that asked for them.
 private final class RowCollector: Sendable {
-    let rows = SanitizerVisibleMutex<[Row]>([])
+    package let rows = SanitizerVisibleMutex<[Row]>([])
 }
 
 extension Array where Element == SQLiteData {

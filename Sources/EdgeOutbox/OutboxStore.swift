@@ -1,4 +1,5 @@
 import FleetProtocol
+import FleetcastCore
 import GNSS
 import Logging
 import SQLiteNIO
@@ -21,9 +22,9 @@ import Musl
 ///   handed out.
 public struct OutboxStore: Sendable {
     /// The opened storage.
-    let storage: any OutboxStorage
+    package let storage: any OutboxStorage
     /// What the store held.
-    let opening: OutboxOpening
+    package let opening: OutboxOpening
     /// Why the store is degraded (memory only); `nil` when it is a working SQLite store.
     public let degradedReason: String?
     /// Where a corrupt store was moved, if it was.
@@ -60,7 +61,7 @@ public struct OutboxStore: Sendable {
     }
 
     /// A store over `storage` (tests: a storage that fails or hangs on purpose).
-    init(storage: any OutboxStorage, opening: OutboxOpening, degradedReason: String? = nil, movedAsidePath: String? = nil) {
+    package init(storage: any OutboxStorage, opening: OutboxOpening, degradedReason: String? = nil, movedAsidePath: String? = nil) {
         self.storage = storage
         self.opening = opening
         self.degradedReason = degradedReason

@@ -2,13 +2,13 @@ import DequeModule
 import FleetProtocol
 
 /// Something for the outbox's live sender: the newest status, or a record for its live topic.
-enum OutboxLiveItem: Equatable, Sendable {
+package enum OutboxLiveItem: Equatable, Sendable {
     case status(OutboundMessage)
     case record(OutboxRecord)
 }
 
 /// What a task waits for in the outbox.
-enum OutboxCondition: Hashable, Sendable {
+package enum OutboxCondition: Hashable, Sendable {
     /// The live queue has room (lossless intake), or the outbox is closed.
     case liveRoom
     /// No live send is outstanding.
@@ -41,54 +41,71 @@ enum OutboxCondition: Hashable, Sendable {
 /// 4. The backlog drain asks ``backlogRequest()`` what to read from the store (after a cursor,
 ///    excluding what is live or acknowledged), marks the batch with ``backlogSending(_:)`` and
 ///    reports ``backlogAcknowledged()`` or ``backlogFailed()``.
-struct OutboxState<LiveWaiter, Signal> {
+package struct OutboxState<LiveWaiter, Signal> {
     /// Fixed settings.
-    struct Settings {
+    package struct Settings {
         /// Most live sends awaiting acknowledgement at once (≥ 1).
-        var liveWindow: Int
+        package var liveWindow: Int
         /// A finite source that must lose nothing: every record goes live, in order, and the
         /// intake waits for room (``Condition/liveRoom``) instead of displacing older ones.
-        var lossless: Bool
+        package var lossless: Bool
         /// Most records unwritten (not yet in the store) while the store fails; beyond it the
         /// oldest heading, then the oldest fix, is dropped (counted as `full`).
-        var memoryLimit: Int
+        package var memoryLimit: Int
         /// Oldest record kept, in milliseconds (the outbox's maximum age).
-        var maximumAgeMilliseconds: Int64
+        package var maximumAgeMilliseconds: Int64
         /// Most accounted bytes stored.
-        var maximumBytes: Int
+        package var maximumBytes: Int
         /// Fewest numbers reserved ahead by a commit: the most skipped after a crash while the
         /// link is healthy (a commit is due when half of them are used).
-        var minimumReserve: UInt64 = 128
+        package var minimumReserve: UInt64 = 128
+
+        package init(
+            liveWindow: Int, lossless: Bool, memoryLimit: Int, maximumAgeMilliseconds: Int64, maximumBytes: Int,
+            minimumReserve: UInt64 = 128
+        ) {
+            self.liveWindow = liveWindow
+            self.lossless = lossless
+            self.memoryLimit = memoryLimit
+            self.maximumAgeMilliseconds = maximumAgeMilliseconds
+            self.maximumBytes = maximumBytes
+            self.minimumReserve = minimumReserve
+        }
     }
 
-    typealias LiveItem = OutboxLiveItem
-    typealias Condition = OutboxCondition
+    package typealias LiveItem = OutboxLiveItem
+    package typealias Condition = OutboxCondition
 
     /// Continuations to resume once the lock is released.
-    struct Resumptions {
-        var live: [(LiveWaiter, LiveItem?)] = []
-        var signals: [Signal] = []
-        var isEmpty: Bool { live.isEmpty && signals.isEmpty }
+    package struct Resumptions {
+        package var live: [(LiveWaiter, LiveItem?)] = []
+        package var signals: [Signal] = []
+        package var isEmpty: Bool { live.isEmpty && signals.isEmpty }
+
+        package init(live: [(LiveWaiter, LiveItem?)] = [], signals: [Signal] = []) {
+            self.live = live
+            self.signals = signals
+        }
     }
 
     /// What the backlog drain should read next.
-    struct BacklogRequest: Equatable {
+    package struct BacklogRequest: Equatable {
         /// Read records with a larger `seq`.
-        var after: UInt64
+        package var after: UInt64
         /// Skip these (live, or acknowledged and not deleted yet).
-        var excluding: Set<UInt64>
+        package var excluding: Set<UInt64>
         /// The generation this request saw; wait for a later one when the read finds nothing.
-        var generation: UInt64
+        package var generation: UInt64
     }
 
-    let settings: Settings
+    package let settings: Settings
 
     // MARK: Numbering
     /// The next `seq` to hand out.
-    private(set) var nextSeq: UInt64
+    package private(set) var nextSeq: UInt64
     /// No record with a `seq` at or above this may be sent: the store's committed reservation
     /// (`UInt64.max` while the store is degraded: numbers are then not durable).
-    private(set) var reservedSeq: UInt64
+    package private(set) var reservedSeq: UInt64
     private var acceptedSinceCommit: UInt64 = 0
 
     // MARK: Persistence
@@ -100,13 +117,13 @@ struct OutboxState<LiveWaiter, Signal> {
     private var deleting: Set<UInt64> = []
     /// Stored (or being stored) records acknowledged since the last commit was taken.
     private var acknowledgedStored: Set<UInt64> = []
-    private(set) var commitInProgress = false
+    package private(set) var commitInProgress = false
     /// Records in the store, as of the last commit.
-    private(set) var storedCount = 0
+    package private(set) var storedCount = 0
     /// The store's last commit failed; `storageProblem` says why.
-    private(set) var storageProblem: String?
+    package private(set) var storageProblem: String?
     /// The store itself is the memory fallback (numbers are not durable).
-    private(set) var memoryOnly: Bool
+    package private(set) var memoryOnly: Bool
 
     // MARK: Live
     private var liveQueue: Deque<OutboxRecord> = []
@@ -125,16 +142,16 @@ struct OutboxState<LiveWaiter, Signal> {
     /// that joined the backlog while the drain was reading (it was live then, so excluded).
     private var rewoundSinceRequest: UInt64?
     /// Rises whenever the backlog may hold records the drain has not read.
-    private(set) var generation: UInt64 = 1
+    package private(set) var generation: UInt64 = 1
 
     // MARK: Counters and lifecycle
     /// Records lost, by cause, since start.
-    private(set) var drops = VehicleStatus.Drops()
-    private(set) var closed = false
+    package private(set) var drops = VehicleStatus.Drops()
+    package private(set) var closed = false
     private var signalWaiters: [UInt64: (condition: Condition, signal: Signal)] = [:]
 
     /// A state starting from what the store held.
-    init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool) {
+    package init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool) {
         self.settings = settings
         self.nextSeq = opening.nextSeq
         self.memoryOnly = memoryOnly
@@ -147,7 +164,7 @@ struct OutboxState<LiveWaiter, Signal> {
 
     /// Hands out the next `seq` (the caller encodes the payload with it, outside the lock).
     /// Returns `nil` once closed. Also says whether a commit is due (numbers running out).
-    mutating func takeSeq() -> (seq: UInt64, resumptions: Resumptions)? {
+    package mutating func takeSeq() -> (seq: UInt64, resumptions: Resumptions)? {
         guard !closed else { return nil }
         let seq = nextSeq
         nextSeq += 1
@@ -158,7 +175,7 @@ struct OutboxState<LiveWaiter, Signal> {
     }
 
     /// Takes a record numbered by ``takeSeq()``. Returns `false` when closed (it is not kept).
-    mutating func accept(_ record: OutboxRecord) -> (accepted: Bool, resumptions: Resumptions) {
+    package mutating func accept(_ record: OutboxRecord) -> (accepted: Bool, resumptions: Resumptions) {
         guard !closed else { return (false, Resumptions()) }
         insertSorted(record, into: &unwritten)
         if storageProblem != nil, unwritten.count > settings.memoryLimit { _ = dropOldestUnwritten() }
@@ -178,7 +195,7 @@ struct OutboxState<LiveWaiter, Signal> {
     }
 
     /// Replaces the status to send (a newer one supersedes one not yet sent).
-    mutating func setStatus(_ message: OutboundMessage) -> Resumptions {
+    package mutating func setStatus(_ message: OutboundMessage) -> Resumptions {
         pendingStatus = message
         return serve()
     }
@@ -188,7 +205,7 @@ struct OutboxState<LiveWaiter, Signal> {
     /// The live sender asks for its next item: the pending status first, then the oldest live
     /// record (within the window and the reservation). `.some(nil)`: closed and nothing left;
     /// `nil`: wait with ``setLiveWaiter(_:)``.
-    mutating func nextLive() -> LiveItem?? {
+    package mutating func nextLive() -> LiveItem?? {
         let inflight = liveInflight.count + (statusInflight == nil ? 0 : 1)
         if let status = pendingStatus, statusInflight == nil, inflight < settings.liveWindow {
             pendingStatus = nil
@@ -205,19 +222,19 @@ struct OutboxState<LiveWaiter, Signal> {
     }
 
     /// Registers the waiting live sender (one at a time).
-    mutating func setLiveWaiter(_ waiter: LiveWaiter) -> Resumptions {
+    package mutating func setLiveWaiter(_ waiter: LiveWaiter) -> Resumptions {
         liveWaiter = waiter
         return serve()
     }
 
     /// Takes the waiting live sender out (cancelled); resume it with `nil`.
-    mutating func removeLiveWaiter() -> LiveWaiter? {
+    package mutating func removeLiveWaiter() -> LiveWaiter? {
         defer { liveWaiter = nil }
         return liveWaiter
     }
 
     /// The broker acknowledged the live record `seq`.
-    mutating func liveAcknowledged(_ seq: UInt64) -> Resumptions {
+    package mutating func liveAcknowledged(_ seq: UInt64) -> Resumptions {
         if let record = liveInflight.removeValue(forKey: seq) {
             newestLiveAcknowledged[record.kind] = max(newestLiveAcknowledged[record.kind] ?? 0, seq)
         }
@@ -227,7 +244,7 @@ struct OutboxState<LiveWaiter, Signal> {
 
     /// The broker refused the live record `seq` for good: it leaves the outbox as if
     /// acknowledged (nothing behind it waits), counted as `rejected`.
-    mutating func liveRejected(_ seq: UInt64) -> Resumptions {
+    package mutating func liveRejected(_ seq: UInt64) -> Resumptions {
         if liveInflight.removeValue(forKey: seq) != nil { drops.rejected += 1 }
         acknowledge(seq)
         return serve()
@@ -236,7 +253,7 @@ struct OutboxState<LiveWaiter, Signal> {
     /// Sending the live record `seq` failed: it is retried live while it is the newest of its
     /// kind (in lossless mode: unless a newer one was acknowledged live), otherwise it joins
     /// the backlog, so the retained message is never replaced by an older one.
-    mutating func liveFailed(_ seq: UInt64) -> Resumptions {
+    package mutating func liveFailed(_ seq: UInt64) -> Resumptions {
         guard let record = liveInflight.removeValue(forKey: seq) else { return serve() }
         let superseded =
             (newestLiveAcknowledged[record.kind] ?? 0) > seq
@@ -251,17 +268,17 @@ struct OutboxState<LiveWaiter, Signal> {
 
     /// The status in flight was delivered (`true`) or not; an undelivered one is sent again
     /// unless a newer one is waiting.
-    mutating func statusSent(_ delivered: Bool) -> Resumptions {
+    package mutating func statusSent(_ delivered: Bool) -> Resumptions {
         if !delivered, pendingStatus == nil { pendingStatus = statusInflight }
         statusInflight = nil
         return serve()
     }
 
     /// Live records waiting or in flight (the status not counted).
-    var liveCount: Int { liveQueue.count + liveInflight.count }
+    package var liveCount: Int { liveQueue.count + liveInflight.count }
 
     /// A live record waits for a commit to reserve its number (the queue rises in `seq`).
-    var liveWaitsForReservation: Bool {
+    package var liveWaitsForReservation: Bool {
         liveQueue.last.map { $0.seq >= reservedSeq } ?? false
     }
 
@@ -270,7 +287,7 @@ struct OutboxState<LiveWaiter, Signal> {
     /// The next transaction: the unwritten records, the acknowledged stored ones to delete,
     /// the numbering; `nil` while a commit is in progress. `clean` marks the last one of a
     /// clean stop (then the next run continues at `nextSeq`).
-    mutating func takeCommit(nowMilliseconds: Int64, clean: Bool = false) -> OutboxCommit? {
+    package mutating func takeCommit(nowMilliseconds: Int64, clean: Bool = false) -> OutboxCommit? {
         guard !commitInProgress else { return nil }
         commitInProgress = true
         writing = Array(unwritten)
@@ -294,7 +311,7 @@ struct OutboxState<LiveWaiter, Signal> {
     }
 
     /// The commit succeeded. Returns whether the storage recovered from a failure, and what to resume.
-    mutating func committed(_ commit: OutboxCommit, _ result: OutboxCommitResult) -> (recovered: Bool, resumptions: Resumptions) {
+    package mutating func committed(_ commit: OutboxCommit, _ result: OutboxCommitResult) -> (recovered: Bool, resumptions: Resumptions) {
         commitInProgress = false
         let recovered = storageProblem != nil
         storageProblem = nil
@@ -312,7 +329,7 @@ struct OutboxState<LiveWaiter, Signal> {
     /// by `memoryLimit`) and are retried by the next commit; meanwhile numbers are not durable,
     /// so live sending goes on without waiting for a reservation. Returns whether this is a
     /// new problem (to log once).
-    mutating func commitFailed(reason: String) -> (newProblem: Bool, resumptions: Resumptions) {
+    package mutating func commitFailed(reason: String) -> (newProblem: Bool, resumptions: Resumptions) {
         commitInProgress = false
         let newProblem = storageProblem == nil
         storageProblem = reason
@@ -328,25 +345,25 @@ struct OutboxState<LiveWaiter, Signal> {
 
     /// Whether a commit has anything to do: records to write or delete, numbers running out,
     /// or a failed store to retry. A healthy link at 10 Hz needs one only every few seconds.
-    var commitNeeded: Bool {
+    package var commitNeeded: Bool {
         !unwritten.isEmpty || !acknowledgedStored.isEmpty || storageProblem != nil
             || nextSeq + settings.minimumReserve / 2 >= reservedSeq
     }
 
     /// Records stored or waiting to be, not acknowledged: the status's `backlog`.
-    var backlogCount: Int {
+    package var backlogCount: Int {
         max(0, unacknowledgedCount - liveCount)
     }
 
     /// Records accepted and not acknowledged, live ones included.
-    var unacknowledgedCount: Int {
+    package var unacknowledgedCount: Int {
         max(0, storedCount - acknowledgedStored.count - deleting.count) + unwritten.count + writing.count
     }
 
     // MARK: Backlog
 
     /// What the drain should read next; `nil` while a batch is in flight.
-    mutating func backlogRequest() -> BacklogRequest? {
+    package mutating func backlogRequest() -> BacklogRequest? {
         guard backlogInflight == nil else { return nil }
         rewoundSinceRequest = nil
         var excluding = acknowledgedStored.union(deleting)
@@ -358,7 +375,7 @@ struct OutboxState<LiveWaiter, Signal> {
     /// Backlog records held in memory because the store cannot be written (a full disk):
     /// up to `limit` with `seq > after`, oldest first, within `maximumBytes` (at least one),
     /// skipping `excluding`. Empty while the store works (then the drain reads the store).
-    func unwrittenBacklog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) -> [OutboxRecord] {
+    package func unwrittenBacklog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) -> [OutboxRecord] {
         guard storageProblem != nil else { return [] }
         var records: [OutboxRecord] = []
         var total = 0
@@ -375,7 +392,7 @@ struct OutboxState<LiveWaiter, Signal> {
     /// The drain is sending these records (rising `seq`) as one batch, read for its last
     /// ``backlogRequest()``. The cursor moves past them, but not past a record that joined the
     /// backlog since that request (it was live, so the read skipped it): that one is read next.
-    mutating func backlogSending(_ seqs: [UInt64]) {
+    package mutating func backlogSending(_ seqs: [UInt64]) {
         backlogInflight = seqs
         if let last = seqs.last { backlogCursor = max(backlogCursor, last) }
         if let rewound = rewoundSinceRequest { backlogCursor = min(backlogCursor, rewound) }
@@ -383,7 +400,7 @@ struct OutboxState<LiveWaiter, Signal> {
     }
 
     /// The batch in flight was acknowledged.
-    mutating func backlogAcknowledged() -> Resumptions {
+    package mutating func backlogAcknowledged() -> Resumptions {
         for seq in backlogInflight ?? [] { acknowledge(seq) }
         backlogInflight = nil
         return serve()
@@ -391,7 +408,7 @@ struct OutboxState<LiveWaiter, Signal> {
 
     /// The broker refused the batch in flight for good: its records leave the outbox, counted
     /// as `rejected`.
-    mutating func backlogRejected() -> Resumptions {
+    package mutating func backlogRejected() -> Resumptions {
         let seqs = backlogInflight ?? []
         for seq in seqs { acknowledge(seq) }
         drops.rejected += UInt64(seqs.count)
@@ -400,7 +417,7 @@ struct OutboxState<LiveWaiter, Signal> {
     }
 
     /// The batch in flight failed: the cursor goes back before it, to send it again.
-    mutating func backlogFailed() -> Resumptions {
+    package mutating func backlogFailed() -> Resumptions {
         if let first = backlogInflight?.first { rewindCursor(before: first) }
         backlogInflight = nil
         return serve()
@@ -409,21 +426,21 @@ struct OutboxState<LiveWaiter, Signal> {
     // MARK: Closing and waiting
 
     /// Accepts no more records; the live sender finishes once its queue is empty.
-    mutating func close() -> Resumptions {
+    package mutating func close() -> Resumptions {
         closed = true
         return serve()
     }
 
     /// Registers a task waiting for `condition` under `id`; `false` if the condition already
     /// holds (do not wait: resume it at once).
-    mutating func addSignalWaiter(_ id: UInt64, _ condition: Condition, _ signal: Signal) -> Bool {
+    package mutating func addSignalWaiter(_ id: UInt64, _ condition: Condition, _ signal: Signal) -> Bool {
         guard !holds(condition) else { return false }
         signalWaiters[id] = (condition, signal)
         return true
     }
 
     /// Removes a signal waiter (cancelled); returns it to be resumed, if still waiting.
-    mutating func removeSignalWaiter(_ id: UInt64) -> Signal? {
+    package mutating func removeSignalWaiter(_ id: UInt64) -> Signal? {
         signalWaiters.removeValue(forKey: id)?.signal
     }
 

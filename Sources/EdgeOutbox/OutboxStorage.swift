@@ -6,7 +6,7 @@
 /// ``backlog(after:limit:maximumBytes:excluding:)`` concurrently. The SQLite store does its I/O
 /// (an `fsync` on an SD card can take hundreds of milliseconds) on its own serial queue, not
 /// on the caller's thread; never call one under a lock.
-protocol OutboxStorage: Sendable {
+package protocol OutboxStorage: Sendable {
     /// A short name for logs and the status (`/var/lib/fleetcast/van-7.outbox`, `memory`).
     var location: String { get }
 
@@ -25,60 +25,60 @@ protocol OutboxStorage: Sendable {
 
 extension OutboxStorage {
     /// Nothing to release (memory).
-    func close() async {}
+    package func close() async {}
 }
 
 /// What an outbox found in its store when it opened it.
-struct OutboxOpening: Sendable, Equatable {
+package struct OutboxOpening: Sendable, Equatable {
     /// Records stored (the backlog left by the last run).
-    var count: Int
+    package var count: Int
     /// Their accounted bytes.
-    var bytes: Int
+    package var bytes: Int
     /// The first `seq` this run may hand out: never one handed out before.
-    var nextSeq: UInt64
+    package var nextSeq: UInt64
     /// `seq` numbers skipped because the last run did not stop cleanly (0 after a clean stop).
-    var uncleanSkipped: UInt64
+    package var uncleanSkipped: UInt64
     /// The reservation stored at opening: no number at or above it may be sent before the
     /// next commit.
-    var reservedSeq: UInt64 = .max
+    package var reservedSeq: UInt64 = .max
     /// The numbering run this run's messages belong to (`FleetProtocol.MessageNumber.run`):
     /// kept from the last run after a clean stop, a new one (the opening time, milliseconds
     /// since 1970) for a new store, after an unclean stop (numbers were skipped) and for memory
     /// only; 0 for a store of an earlier agent that never recorded one.
-    var run: UInt64 = 0
+    package var run: UInt64 = 0
 }
 
 /// One transaction's worth of changes to the store.
-struct OutboxCommit: Sendable {
+package struct OutboxCommit: Sendable {
     /// Records to insert (accepted since the last commit and not acknowledged yet).
-    var inserts: [OutboxRecord] = []
+    package var inserts: [OutboxRecord] = []
     /// Stored records the broker acknowledged since the last commit.
-    var deletes: [UInt64] = []
+    package var deletes: [UInt64] = []
     /// The next `seq` to hand out, as of this batch: every lower number is either in the store,
     /// in `inserts`, or acknowledged.
-    var nextSeq: UInt64
+    package var nextSeq: UInt64
     /// No `seq` at or above this is handed out before the next commit (the reservation that
     /// keeps numbers from being reused after a crash).
-    var reservedSeq: UInt64
+    package var reservedSeq: UInt64
     /// Set on the last commit of a clean stop: the next run starts at `nextSeq`, without a gap.
-    var clean = false
+    package var clean = false
     /// Records older than this (milliseconds since 1970) are dropped as expired.
-    var expiresBeforeMilliseconds: Int64
+    package var expiresBeforeMilliseconds: Int64
     /// Records whose accounted bytes exceed this are dropped, oldest headings first, then the
     /// oldest fixes.
-    var maximumBytes: Int
+    package var maximumBytes: Int
     /// Records not to drop for size (being sent right now).
-    var protected: Set<UInt64> = []
+    package var protected: Set<UInt64> = []
 }
 
 /// The store after a commit.
-struct OutboxCommitResult: Sendable, Equatable {
+package struct OutboxCommitResult: Sendable, Equatable {
     /// Records stored.
-    var count: Int
+    package var count: Int
     /// Their accounted bytes.
-    var bytes: Int
+    package var bytes: Int
     /// Records dropped by this commit because they were older than the maximum age.
-    var expired: UInt64 = 0
+    package var expired: UInt64 = 0
     /// Records dropped by this commit because the store was over its byte limit.
-    var full: UInt64 = 0
+    package var full: UInt64 = 0
 }

@@ -1,3 +1,4 @@
+import EdgePublisher
 import FleetProtocol
 import Logging
 import MQTT

@@ -1,4 +1,5 @@
 import Configuration
+import EdgePublisher
 import FleetProtocol
 import FleetcastCore
 import Logging

@@ -1,4 +1,3 @@
-import FleetcastCore
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)
@@ -9,17 +8,23 @@ import Darwin
 
 /// Small POSIX file helpers for the agent's state directory: whole-file reads and crash-safe
 /// replacement (temporary file + `fsync` + `rename` + `fsync` of the directory).
-enum AtomicFile {
+package enum AtomicFile {
     /// An I/O failure: the operation, the path and the system's error text.
-    struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
-        let operation: String
-        let path: String
-        let errno: Int32
-        var description: String { "cannot \(operation) \(path): \(String(cString: strerror(errno)))" }
+    package struct Failure: Error, Sendable, Equatable, CustomStringConvertible {
+        package let operation: String
+        package let path: String
+        package let errno: Int32
+        package var description: String { "cannot \(operation) \(path): \(String(cString: strerror(errno)))" }
+
+        package init(operation: String, path: String, errno: Int32) {
+            self.operation = operation
+            self.path = path
+            self.errno = errno
+        }
     }
 
     /// Reads a whole (small) file; `nil` when it does not exist.
-    static func contents(of path: String, limit: Int = 4096) throws(Failure) -> [UInt8]? {
+    package static func contents(of path: String, limit: Int = 4096) throws(Failure) -> [UInt8]? {
         let fd = open(path, O_RDONLY | O_CLOEXEC)
         if fd < 0 {
             if errno == ENOENT { return nil }
@@ -42,7 +47,7 @@ enum AtomicFile {
 
     /// Replaces `path` with `bytes` so that a crash leaves either the old or the new content:
     /// writes `path.tmp`, `fsync`s it, renames it over `path` and `fsync`s the directory.
-    static func replace(_ path: String, with bytes: [UInt8]) throws(Failure) {
+    package static func replace(_ path: String, with bytes: [UInt8]) throws(Failure) {
         let temporary = path + ".tmp"
         let fd = open(temporary, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0o644)
         if fd < 0 { throw Failure(operation: "create", path: temporary, errno: errno) }
@@ -81,7 +86,7 @@ enum AtomicFile {
     }
 
     /// Creates `path` as a directory (mode 0755) unless it exists; throws when it cannot.
-    static func ensureDirectory(_ path: String) throws(Failure) {
+    package static func ensureDirectory(_ path: String) throws(Failure) {
         var info = stat()
         if stat(path, &info) == 0 {
             guard info.st_mode & S_IFMT == S_IFDIR else {
@@ -97,7 +102,7 @@ enum AtomicFile {
     }
 
     /// The directory part of a path (`.` when there is none).
-    static func directory(of path: String) -> String {
+    package static func directory(of path: String) -> String {
         guard let slash = path.lastIndex(of: "/") else { return "." }
         return slash == path.startIndex ? "/" : String(path[..<slash])
     }

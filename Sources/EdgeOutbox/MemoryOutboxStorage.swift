@@ -4,17 +4,17 @@ import FleetcastCore
 /// The outbox's fallback store when no database can be used (a read-only or full state
 /// directory, a store that cannot be created): the same rules as the SQLite store, in memory,
 /// bounded by its byte limit. Nothing in it survives a restart; the status says `degraded`.
-final class MemoryOutboxStorage: OutboxStorage {
-    let location = "memory"
+package final class MemoryOutboxStorage: OutboxStorage {
+    package let location = "memory"
     private struct Contents {
-        var records: Deque<OutboxRecord> = []
-        var bytes = 0
+        package var records: Deque<OutboxRecord> = []
+        package var bytes = 0
     }
     private let contents = SanitizerVisibleMutex(Contents())
 
-    init() {}
+    package init() {}
 
-    func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult {
+    package func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult {
         contents.withLock { contents in
             var result = OutboxCommitResult(count: 0, bytes: 0)
             if !batch.deletes.isEmpty {
@@ -62,7 +62,7 @@ final class MemoryOutboxStorage: OutboxStorage {
         }
     }
 
-    func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] {
+    package func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] {
         contents.withLock { contents in
             var records: [OutboxRecord] = []
             var total = 0

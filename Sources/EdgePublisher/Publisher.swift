@@ -1,3 +1,4 @@
+import EdgeOutbox
 import FleetProtocol
 import FleetcastCore
 import GNSS

@@ -12,39 +12,39 @@ import Synchronization
 ///
 /// The state is an ``OutboxState`` behind a lock; continuations are resumed, and storage I/O
 /// done, only after the lock is released.
-final class Outbox: Sendable {
-    typealias LiveItem = OutboxLiveItem
-    typealias State = OutboxState<Waiter<OutboxLiveItem?>, Waiter<Void>>
+package final class Outbox: Sendable {
+    package typealias LiveItem = OutboxLiveItem
+    package typealias State = OutboxState<Waiter<OutboxLiveItem?>, Waiter<Void>>
 
     /// Where records are stored.
-    let storage: any OutboxStorage
+    package let storage: any OutboxStorage
     private let state: SanitizerVisibleMutex<State>
 
-    init(settings: State.Settings, storage: any OutboxStorage, opening: OutboxOpening, memoryOnly: Bool) {
+    package init(settings: State.Settings, storage: any OutboxStorage, opening: OutboxOpening, memoryOnly: Bool) {
         self.storage = storage
         self.state = SanitizerVisibleMutex(State(settings: settings, opening: opening, memoryOnly: memoryOnly))
     }
 
     /// Reads the state (no waiting, nothing resumed).
-    func read<T: Sendable>(_ body: @Sendable (borrowing State) -> T) -> T {
+    package func read<T: Sendable>(_ body: @Sendable (borrowing State) -> T) -> T {
         state.withLock { body($0) }
     }
 
     /// Runs a transition and resumes what it returned, after the lock is released.
-    func transition<T: Sendable>(_ body: @Sendable (inout State) -> (T, State.Resumptions)) -> T {
+    package func transition<T: Sendable>(_ body: @Sendable (inout State) -> (T, State.Resumptions)) -> T {
         let (value, resumptions) = state.withLock { body(&$0) }
         run(resumptions)
         return value
     }
 
     /// Runs a transition that returns only resumptions.
-    func transition(_ body: @Sendable (inout State) -> State.Resumptions) {
+    package func transition(_ body: @Sendable (inout State) -> State.Resumptions) {
         run(state.withLock { body(&$0) })
     }
 
     /// The live sender's next item; `nil` once the outbox is closed and its live queue is
     /// empty, or when the task is cancelled.
-    func nextLive() async -> LiveItem? {
+    package func nextLive() async -> LiveItem? {
         if let ready = state.withLock({ $0.nextLive() }) { return ready }
         return await suspend(returningOnCancel: nil) { (waiter: Waiter<LiveItem?>) -> LiveItem?? in
             let (immediate, resumptions): (LiveItem??, State.Resumptions) = state.withLock { state in
@@ -62,7 +62,7 @@ final class Outbox: Sendable {
     }
 
     /// Returns once `condition` holds (at once if it does), or when the task is cancelled.
-    func wait(for condition: OutboxCondition) async {
+    package func wait(for condition: OutboxCondition) async {
         await suspend { waiter in
             // Registered under the lock only if not cancelled yet; a cancellation after that
             // finds it by its id under the same lock.
@@ -76,7 +76,7 @@ final class Outbox: Sendable {
 
     /// Returns once `condition` holds or `timeout` has passed, whichever comes first (or when
     /// the task is cancelled).
-    func wait(for condition: OutboxCondition, upTo timeout: Duration) async {
+    package func wait(for condition: OutboxCondition, upTo timeout: Duration) async {
         _ = await withTimeLimit(timeout) { await self.wait(for: condition) }
     }
 
