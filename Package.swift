@@ -8,7 +8,6 @@ let package = Package(
     platforms: [.macOS(.v15)],
     products: [
         .executable(name: "fleetcast-agent", targets: ["fleetcast-agent"]),
-        .executable(name: "fleetcast-bench", targets: ["fleetcast-bench"]),
         .executable(name: "fleet-watch", targets: ["fleet-watch"]),
         .library(name: "GNSS", targets: ["GNSS"]),
         .library(name: "NMEA", targets: ["NMEA"]),
@@ -201,6 +200,9 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
+        // The benchmarks: a development tool, not a product, never packaged (`swift build -c
+        // release` builds it). It starts real brokers, PostgreSQL servers and agents through the
+        // tests' support library, which therefore stays out of every product.
         .executableTarget(
             name: "fleetcast-bench",
             dependencies: [
@@ -287,17 +289,3 @@ let package = Package(
     ],
     swiftLanguageModes: [.v6]
 )
-
-// The ThreadSanitizer step of deploy/test.sh runs the concurrency tests only (TelemetryHub,
-// EdgeAgent, MQTT) and sets FLEETCAST_CONCURRENCY_TESTS_ONLY: the package then leaves out the
-// fleet side, which none of them uses (fleet-watch and its libraries, the map's web server and
-// the PostgreSQL client, the benchmarks), so the instrumented build holds what it checks and
-// not minutes of BoringSSL and HTTP.
-if Context.environment["FLEETCAST_CONCURRENCY_TESTS_ONLY"] != nil {
-    let fleetSide: Set<String> = [
-        "FleetWatch", "FleetHistory", "FleetMap", "fleet-watch", "fleetcast-bench", "FleetWatchTests", "FleetHistoryTests",
-        "FleetMapTests", "FleetBridges", "FleetBridgesTests",
-    ]
-    package.targets.removeAll { fleetSide.contains($0.name) }
-    package.products.removeAll { fleetSide.contains($0.name) }
-}

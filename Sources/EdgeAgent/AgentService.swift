@@ -106,12 +106,12 @@ public final class AgentService: Service {
         // every line's metadata).
         let broker = configuration.broker
         let tls = configuration.usesTLS
-        logger.info(
-            """
-            fleetcast-agent \(settings.agentVersion ?? "") starting: vehicle \(configuration.vehicle), \
-            source \(settings.sourceURI ?? configuration.source), broker \(broker.url) \
-            (TLS \(tls ? "on" : "off")\(broker.username.map { ", user \($0)" } ?? "")), outbox \(outboxPath)
-            """, metadata: ["mqtt.broker": "\(broker.url)", "outbox.path": "\(outboxPath)"])
+        var metadata: Logger.Metadata = [
+            "agent.version": "\(settings.agentVersion ?? "")", "gnss.source": "\(settings.sourceURI ?? configuration.source)",
+            "mqtt.broker": "\(broker.url)", "mqtt.tls": "\(tls ? "on" : "off")", "outbox.path": "\(outboxPath)",
+        ]
+        if let user = broker.username { metadata["mqtt.user"] = "\(user)" }
+        logger.info("fleetcast-agent starting", metadata: metadata)
         if settings.maximumFixClockOffset != nil, configuration.fixTime.systemClock == .auto {
             switch SystemClockSynchronization.read() {
             case .synchronized:

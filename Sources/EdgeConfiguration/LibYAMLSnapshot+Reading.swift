@@ -45,22 +45,12 @@ extension LibYAMLSnapshot {
         /// Reads key–value pairs up to the end of the mapping whose start was just read.
         private mutating func readMapping(path: [String], depth: Int) throws(Failure) {
             while true {
-                let keyEvent = try events.next()
-                let key: String
-                switch keyEvent.kind {
-                case .mappingEnd:
-                    return
-                case .scalar(let scalar, let anchor):
-                    try refuse(anchor: anchor, at: keyEvent, path: path)
-                    key = scalar.text
-                case .alias(let name):
-                    throw Self.alias(name, at: keyEvent, path: path)
-                default:
-                    throw Failure(
-                        "a key in \(Self.describe(path)) is a mapping or a list; keys must be single values",
-                        line: keyEvent.line, column: keyEvent.column)
-                }
-                let keyPath = path + [key]
+                guard
+                    let key = try nextScalar(
+                        until: .mappingEnd, path: path,
+                        nested: "a key in \(Self.describe(path)) is a mapping or a list; keys must be single values")
+                else { return }
+                let keyPath = path + [key.text]
                 let valueEvent = try events.next()
                 switch valueEvent.kind {
                 case .scalar(let scalar, let anchor):
@@ -88,21 +78,31 @@ extension LibYAMLSnapshot {
         /// Reads the scalars up to the end of the sequence whose start was just read.
         private mutating func readSequence(path: [String]) throws(Failure) -> [YAMLScalar] {
             var items: [YAMLScalar] = []
-            while true {
-                let event = try events.next()
-                switch event.kind {
-                case .sequenceEnd:
-                    return items
-                case .scalar(let scalar, let anchor):
-                    try refuse(anchor: anchor, at: event, path: path)
-                    items.append(scalar)
-                case .alias(let name):
-                    throw Self.alias(name, at: event, path: path)
-                default:
-                    throw Failure(
-                        "item \(items.count + 1) of the list \(Self.describe(path)) is a mapping or a list; a list holds single values only",
-                        line: event.line, column: event.column)
-                }
+            while let item = try nextScalar(
+                until: .sequenceEnd, path: path,
+                nested: "item \(items.count + 1) of the list \(Self.describe(path)) is a mapping or a list; a list holds single values only"
+            ) {
+                items.append(item)
+            }
+            return items
+        }
+
+        /// The next event's single value, or `nil` at `end`; an anchor, an alias, or a mapping or
+        /// list where a single value belongs (`nested` says which) is refused.
+        private mutating func nextScalar(
+            until end: YAMLEvent.Kind, path: [String], nested: @autoclosure () -> String
+        ) throws(Failure) -> YAMLScalar? {
+            let event = try events.next()
+            switch event.kind {
+            case end:
+                return nil
+            case .scalar(let scalar, let anchor):
+                try refuse(anchor: anchor, at: event, path: path)
+                return scalar
+            case .alias(let name):
+                throw Self.alias(name, at: event, path: path)
+            default:
+                throw Failure(nested(), line: event.line, column: event.column)
             }
         }
 

@@ -601,12 +601,12 @@ public final class Publisher: Sendable {
         func seconds(_ duration: Duration) -> String { "\(duration.components.seconds) s" }
         switch report {
         case .failing(let reason):
-            logger.warning("GNSS source failing, retrying: \(reason)")
+            logger.warning("GNSS source failing, retrying", metadata: ["error": "\(reason)"])
         case .stillFailing(let reason, let attempts, let duration):
             logger.warning(
-                "GNSS source still failing, retrying: \(reason)",
+                "GNSS source still failing, retrying",
                 metadata: [
-                    "gnss.attempts": "\(attempts)", "gnss.failingFor": "\(seconds(duration))",
+                    "error": "\(reason)", "gnss.attempts": "\(attempts)", "gnss.failingFor": "\(seconds(duration))",
                 ])
         case .recovered(let attempts, let duration):
             logger.notice(
@@ -639,14 +639,15 @@ public final class Publisher: Sendable {
         let first = state.withLock { $0.refused(topic: topic) }
         guard first else { return }
         queueStatus(force: true)
+        var metadata: Logger.Metadata = ["mqtt.topic": "\(topic)", "error": "\(error)"]
+        if let user = settings.brokerUser { metadata["mqtt.user"] = "\(user)" }
+        let consequence =
+            topic == settings.topics.backlog(settings.vehicle) && !error.isPacketTooLarge
+            ? "the backlog stays in the store until the broker takes it"
+            : "refused messages are dropped and counted as rejected in the status"
         logger.error(
-            """
-            the broker refused to publish to \(topic)\(settings.brokerUser.map { " as user \($0)" } ?? ""): \(error); \
-            check the broker's ACL allows this vehicle's topics and that the vehicle id \(settings.vehicle) is right. \
-            \(topic == settings.topics.backlog(settings.vehicle) && !error.isPacketTooLarge
-                ? "The backlog stays in the store until the broker takes it"
-                : "Refused messages are dropped and counted as rejected in the status")
-            """, metadata: ["mqtt.topic": "\(topic)"])
+            "the broker refused a publish: check that its ACL allows this vehicle's topics and that the vehicle id is right; \(consequence)",
+            metadata: metadata)
     }
 
     private func noteSuccess(count: UInt64, statuses: UInt64, backlog: UInt64 = 0) {

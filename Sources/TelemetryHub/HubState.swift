@@ -308,22 +308,17 @@ import DequeModule
 
     /// A consumer asks for its next value without suspending.
     @inlinable mutating func poll(_ id: HubSubscriberID) -> NextAction {
-        if let index = activeIndex[id] {
-            if let element = active[index].popFirst() {
-                active[index].delivered &+= 1
-                return .element(element)
-            }
-            if active[index].waiter != nil {
-                return .fail(HubError.concurrentNext(id))
-            }
-            return .wait
-        }
-        return pollDraining(id)
+        next(id, suspending: nil)
     }
 
     /// A consumer that found nothing in `poll` suspends with `waiter`. Values may have arrived
     /// in between, in which case they are returned and the waiter is not stored.
     @inlinable mutating func suspend(_ id: HubSubscriberID, waiter: Waiter) -> NextAction {
+        next(id, suspending: waiter)
+    }
+
+    /// The next value, or else `.wait` (no waiter given) or `.suspended` (the waiter stored).
+    @inlinable mutating func next(_ id: HubSubscriberID, suspending waiter: Waiter?) -> NextAction {
         if let index = activeIndex[id] {
             if let element = active[index].popFirst() {
                 active[index].delivered &+= 1
@@ -332,6 +327,7 @@ import DequeModule
             if active[index].waiter != nil {
                 return .fail(HubError.concurrentNext(id))
             }
+            guard let waiter else { return .wait }
             active[index].waiter = waiter
             return .suspended
         }

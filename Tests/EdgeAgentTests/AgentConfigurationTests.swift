@@ -315,8 +315,7 @@ struct AgentConfigurationTests {
 
     @Test("the documented sample file uses only known keys and valid values")
     func sampleFile() async throws {
-        let sample = String(#filePath.split(separator: "/").dropLast(3).joined(separator: "/"))
-        let path = "/" + sample + "/config/agent.yaml"
+        let path = RepositoryPath.of("config/agent.yaml")
         do {
             _ = try await AgentConfiguration.load(filePath: path, environment: [:], flags: [:])
         } catch {

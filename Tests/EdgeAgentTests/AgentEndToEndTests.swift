@@ -7,9 +7,7 @@ import Testing
 /// client we did not write (`mosquitto_sub`) reading the topics.
 @Suite("fleetcast-agent run, end to end", .serialized)
 struct AgentEndToEndTests {
-    static let fixtures = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("NMEATests/Fixtures/gpsd")
+    static let fixtures = URL(fileURLWithPath: RepositoryPath.of("Tests/NMEATests/Fixtures/gpsd"))
 
     /// The fix times our decoder finds in a recording: what the agent must publish.
     static func fixTimes(in recording: String) throws -> [String] {

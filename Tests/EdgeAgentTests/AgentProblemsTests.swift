@@ -16,8 +16,7 @@ struct AgentProblemsTests {
         log.split(separator: "\n").filter { $0.contains(" \(level) fleetcast.agent:") }
     }
 
-    static let fixture = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("NMEATests/Fixtures/gpsd/nmea-rtk.log").path
+    static let fixture = RepositoryPath.of("Tests/NMEATests/Fixtures/gpsd/nmea-rtk.log")
 
     @Test(
         "a missing serial device: a start-up line, one warning naming the path and the cause (not one per retry), a notice when it is plugged in, and no connection noise"
@@ -37,9 +36,11 @@ struct AgentProblemsTests {
         // The source retries with backoff (1 s, 2 s, …): wait for a few of its attempts.
         try await Task.sleep(for: .seconds(4))
         let log = agent.standardError
-        let startup = try #require(Self.lines(log, level: "info").first { $0.contains("starting:") }, "a start-up line: \(log)")
+        let startup = try #require(
+            Self.lines(log, level: "info").first { $0.contains("fleetcast-agent starting") }, "a start-up line: \(log)")
         for part in [
-            "vehicle v1", "source serial:\(device)", "broker mqtt://127.0.0.1:\(broker.port)", "TLS off", "outbox \(work)/state/v1.outbox",
+            "vehicle=v1", "gnss.source=serial:\(device)", "mqtt.broker=mqtt://127.0.0.1:\(broker.port)", "mqtt.tls=off",
+            "outbox.path=\(work)/state/v1.outbox",
         ] {
             #expect(startup.contains(part), "the start-up line says \(part): \(startup)")
         }

@@ -19,9 +19,7 @@ struct AgentShutdownTests {
     /// which waits for room in the outbox once the broker is gone, instead of dropping.
     static let sources = [
         "sim:?rate=10",
-        "replay:"
-            + URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-            .appendingPathComponent("NMEATests/Fixtures/gpsd/nmea-rtk.log").path + "?speed=max&loop=true",
+        "replay:" + RepositoryPath.of("Tests/NMEATests/Fixtures/gpsd/nmea-rtk.log") + "?speed=max&loop=true",
     ]
 
     /// Starts the agent on `source` (the simulator at 10 Hz by default), with its state in

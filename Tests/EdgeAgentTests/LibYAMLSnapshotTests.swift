@@ -37,7 +37,7 @@ struct LibYAMLSnapshotTests {
 
     /// The shipped `config/agent.yaml`.
     private static func sampleBytes() throws -> [UInt8] {
-        let path = "/" + #filePath.split(separator: "/").dropLast(3).joined(separator: "/") + "/config/agent.yaml"
+        let path = RepositoryPath.of("config/agent.yaml")
         return Array(try #require(FileManager.default.contents(atPath: path)))
     }
 

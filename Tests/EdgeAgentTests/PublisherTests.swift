@@ -314,7 +314,9 @@ struct PublisherTests {
         #expect(publisher.backlogCount >= 299, "kept: \(publisher.backlogCount)")
         #expect(publisher.counters.drops.rejected == 0)
         let errors = capture.entries.filter { $0.level == .error }
-        #expect(errors.count == 1 && errors[0].message.description.contains("/backlog"), "\(errors.map(\.message))")
+        #expect(
+            errors.count == 1 && errors[0].metadata["mqtt.topic"]?.description.hasSuffix("/backlog") == true,
+            "\(errors.map(\.message))")
         // The ACL is fixed; the next connection drains it.
         sender.setRefusal(nil)
         publisher.retryNow()

@@ -33,9 +33,7 @@ struct ShippedBroker: Sendable {
     }
 
     /// `deploy/mosquitto` in this checkout.
-    static let deployDirectory = URL(fileURLWithPath: #filePath)
-        .deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent().deletingLastPathComponent()
-        .appendingPathComponent("deploy/mosquitto").path
+    static let deployDirectory = RepositoryPath.of("deploy/mosquitto")
 
     /// The users made: two vehicles and every user of the shipped ACL (a watcher, the two
     /// bridges' reading and publishing logins, the applications that read the bridges).
