@@ -186,7 +186,9 @@ public final class TestBroker: Sendable {
             guard process.isRunning else {
                 throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
             }
-            return FreePort.isAccepting(port)
+            // Ours, not another test's broker that took the port first: mosquitto says
+            // "running" only once its listeners are bound (it exits on "Address already in use").
+            return process.standardError.contains(" running") && FreePort.isAccepting(port)
         }
     }
 
