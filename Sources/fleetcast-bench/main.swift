@@ -1,4 +1,4 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint|record|serve] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint|record|serve|wire] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
@@ -15,3 +15,5 @@ if which == "latency" { await runLatencyBenchmark(arguments: Array(arguments.dro
 if which == "record" { await runRecordBenchmark(arguments: Array(arguments.dropFirst())) }  // PostgreSQL + mosquitto + fleet-watch record
 // serve: mosquitto, fleet-watch serve and browsers that never read
 if which == "serve" { await runServeBenchmark(arguments: Array(arguments.dropFirst())) }
+// wire: bytes on the wire per fix over TLS (tcpdump on loopback), every fix, 1 per 30 s, parked
+if which == "wire" { await runWireBenchmark(arguments: Array(arguments.dropFirst())) }
