@@ -144,6 +144,18 @@ public final class TestProcess: Sendable {
         }
     }
 
+    /// Waits at most `timeout` for the process to exit and returns its ``Termination/status``;
+    /// when it has not exited by then, ``stop(grace:)``s it and throws
+    /// ``TestSupportError/timedOut(_:_:)``: for a tool that must finish by itself.
+    public func waitForExitOrStop(timeout: Duration, grace: Duration = .seconds(2)) async throws -> Int32 {
+        do {
+            return try await waitForExit(timeout: timeout)
+        } catch {
+            await stop(grace: grace)
+            throw error
+        }
+    }
+
     /// Stops the process and its process group: SIGTERM, then SIGKILL if it has not exited
     /// after `grace`; waits for it and returns its ``Termination/status``. Whatever is left
     /// of its group afterwards (a daemon it started) is killed.
