@@ -14,6 +14,17 @@ import Glibc
 /// no other descriptor of the test process leaks into it. A dedicated thread waits for its
 /// exit, so awaiting it blocks no cooperative thread. `deinit` kills the process group if the
 /// process is still running, so that none is left behind.
+///
+/// Why not swift-subprocess (1.0.2, which has process groups, resets signals in the child and
+/// tears down with SIGTERM then SIGKILL): its `run(…) { execution in … }` is scoped — the
+/// `Execution` must not escape the closure, `run` returns only once the child has exited, and
+/// the teardown runs only when that closure throws or its task is cancelled. The tests need a
+/// process as an object that outlives any one scope: a `TestBroker` keeps its mosquitto across
+/// a test's steps, stops and relaunches it, and kills it from `deinit` when a failing test
+/// unwinds; tests send SIGKILL or SIGSTOP at a moment of their choosing and read the stderr of
+/// a child still running. Over swift-subprocess that would be a task per child holding the
+/// closure open and smuggling the execution out of it — more code than this, and one more
+/// package (with its traits and C shims) to build for every CI run.
 public final class TestProcess: Sendable {
     /// How a process ended.
     public enum Termination: Equatable, Sendable, CustomStringConvertible {
