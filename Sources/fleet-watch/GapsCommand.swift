@@ -5,7 +5,6 @@ import FleetcastCore
 import Foundation
 import GNSS
 import Logging
-import PostgresNIO
 
 /// `fleet-watch gaps --postgres …`: proves the recorded history complete, or names what it
 /// lacks. Exits 0 when nothing is missing, 1 when something is (as `diff` does, so monitoring

@@ -4,7 +4,6 @@ import FleetProtocol
 import Foundation
 import GNSS
 import Logging
-import PostgresNIO
 
 /// `fleet-watch history --postgres … --vehicle V`: writes a vehicle's recorded track as
 /// GeoJSON, GPX 1.1 or CSV, for QGIS, GPX viewers and spreadsheets.
