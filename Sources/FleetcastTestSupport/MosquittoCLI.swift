@@ -32,13 +32,7 @@ public enum MosquittoCLI {
             [
                 "-h", "127.0.0.1", "-p", "\(broker.port)", "-t", topic, "-m", message, "-q", "\(qos)",
             ] + extra, directory: broker.directory, name: name)
-        let status: Int32
-        do {
-            status = try await process.waitForExit(timeout: timeout)
-        } catch {
-            await process.stop(grace: .seconds(2))
-            throw error
-        }
+        let status = try await process.waitForExitOrStop(timeout: timeout)
         return Outcome(status: status, errorOutput: process.standardError)
     }
 
@@ -105,9 +99,7 @@ public enum MosquittoCLI {
         /// test's expectation on the content fails instead of hanging.
         public func messages(timeout: Duration? = nil) async -> [String] {
             let limit = timeout ?? .seconds(timeoutSeconds + 10)
-            if (try? await process.waitForExit(timeout: limit)) == nil {
-                await process.stop(grace: .seconds(2))
-            }
+            _ = try? await process.waitForExitOrStop(timeout: limit)
             return process.standardOutput.split(separator: "\n").map(String.init)
         }
 

@@ -256,13 +256,7 @@ public final class TestBroker: Sendable {
             try? FileManager.default.removeItem(atPath: process.stdoutPath)
             try? FileManager.default.removeItem(atPath: process.stderrPath)
         }
-        let status: Int32
-        do {
-            status = try await process.waitForExit(timeout: timeout)
-        } catch {
-            await process.stop(grace: .seconds(2))
-            throw error
-        }
+        let status = try await process.waitForExitOrStop(timeout: timeout)
         let errorText = process.standardError
         guard status == 0 else {
             throw TestSupportError.processFailed(process.commandLine, status: status, output: errorText)

@@ -14,6 +14,17 @@ import Glibc
 /// no other descriptor of the test process leaks into it. A dedicated thread waits for its
 /// exit, so awaiting it blocks no cooperative thread. `deinit` kills the process group if the
 /// process is still running, so that none is left behind.
+///
+/// Why not swift-subprocess (1.0.2, which has process groups, resets signals in the child and
+/// tears down with SIGTERM then SIGKILL): its `run(…) { execution in … }` is scoped — the
+/// `Execution` must not escape the closure, `run` returns only once the child has exited, and
+/// the teardown runs only when that closure throws or its task is cancelled. The tests need a
+/// process as an object that outlives any one scope: a `TestBroker` keeps its mosquitto across
+/// a test's steps, stops and relaunches it, and kills it from `deinit` when a failing test
+/// unwinds; tests send SIGKILL or SIGSTOP at a moment of their choosing and read the stderr of
+/// a child still running. Over swift-subprocess that would be a task per child holding the
+/// closure open and smuggling the execution out of it — more code than this, and one more
+/// package (with its traits and C shims) to build for every CI run.
 public final class TestProcess: Sendable {
     /// How a process ended.
     public enum Termination: Equatable, Sendable, CustomStringConvertible {
@@ -141,6 +152,18 @@ public final class TestProcess: Sendable {
         try await withTimeout(timeout, "\(commandLine) to exit") { [self] in
             guard let termination = await awaitTermination() else { throw CancellationError() }
             return termination.status
+        }
+    }
+
+    /// Waits at most `timeout` for the process to exit and returns its ``Termination/status``;
+    /// when it has not exited by then, ``stop(grace:)``s it and throws
+    /// ``TestSupportError/timedOut(_:_:)``: for a tool that must finish by itself.
+    public func waitForExitOrStop(timeout: Duration, grace: Duration = .seconds(2)) async throws -> Int32 {
+        do {
+            return try await waitForExit(timeout: timeout)
+        } catch {
+            await stop(grace: grace)
+            throw error
         }
     }
 

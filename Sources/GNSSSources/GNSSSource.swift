@@ -1,4 +1,5 @@
 import GNSS
+import Logging
 
 /// A GNSS receiver seen as a restartable stream of ``GNSS/GNSSEvent`` values.
 ///
@@ -65,5 +66,14 @@ public struct AnyGNSSSource: GNSSSource {
     /// Starts the wrapped source.
     public func makeEventStream() -> AsyncStream<GNSSEvent> {
         make()
+    }
+}
+
+extension Logger {
+    /// This logger with a source's URI as `gnss.source` metadata, for the source's own lines.
+    func forSource(_ uri: String) -> Logger {
+        var logger = self
+        logger[metadataKey: "gnss.source"] = "\(uri)"
+        return logger
     }
 }

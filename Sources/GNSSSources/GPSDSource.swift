@@ -39,9 +39,7 @@ public struct GPSDSource: GNSSSource {
         self.port = port
         self.device = device
         self.uri = uri ?? GNSSSourceDescriptor.gpsd(host: host, port: port, device: device).uri
-        var logger = logger
-        logger[metadataKey: "gnss.source"] = "\(self.uri)"
-        self.logger = logger
+        self.logger = logger.forSource(self.uri)
         self.backoff = backoff
         self.maximumLineLength = maximumLineLength
         self.idleTimeout = idleTimeout

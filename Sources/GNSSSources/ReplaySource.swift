@@ -37,9 +37,7 @@ public struct ReplaySource: GNSSSource {
         self.speed = speed
         self.loop = loop
         self.uri = uri ?? GNSSSourceDescriptor.replay(path: path, speed: speed, loop: loop).uri
-        var logger = logger
-        logger[metadataKey: "gnss.source"] = "\(self.uri)"
-        self.logger = logger
+        self.logger = logger.forSource(self.uri)
         self.backoff = backoff
         self.decoderOptions = decoderOptions
     }

@@ -39,9 +39,7 @@ public struct SerialSource: GNSSSource {
         self.path = path
         self.baud = baud
         self.uri = uri ?? "serial:\(path)?baud=\(baud)"
-        var logger = logger
-        logger[metadataKey: "gnss.source"] = "\(self.uri)"
-        self.logger = logger
+        self.logger = logger.forSource(self.uri)
         self.backoff = backoff
         self.decoderOptions = decoderOptions
     }

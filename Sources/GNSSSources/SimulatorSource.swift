@@ -30,9 +30,7 @@ public struct SimulatorSource: GNSSSource {
     public init(options: SimulatorOptions = .init(), uri: String? = nil, logger: Logger) {
         self.options = options
         self.uri = uri ?? GNSSSourceDescriptor.simulator(options).uri
-        var logger = logger
-        logger[metadataKey: "gnss.source"] = "\(self.uri)"
-        self.logger = logger
+        self.logger = logger.forSource(self.uri)
     }
 
     /// Starts a fresh drive.

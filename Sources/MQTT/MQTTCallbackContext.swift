@@ -103,7 +103,7 @@ final class MQTTCallbackContext: Sendable {
                 logger.info(
                     "MQTT could not restore subscriptions",
                     metadata: [
-                        "mqtt.topic": "\(failed.map(\.filter))", "mqtt.error": "\(failed[0].error)",
+                        "mqtt.filters": "\(failed.map(\.filter))", "mqtt.error": "\(failed[0].error)",
                     ])
             }
             state.withLock { $0.restoreSent(sent, failed: failed) }.run()

@@ -232,7 +232,7 @@ public final class MQTTClient: Sendable {
             // Nobody awaits what went out; a refusal of it still ends the stream.
             context.state.withLock { $0.subscribeSent(id: id, sent, epoch: epoch, ack: nil) }.run()
             if rc == MOSQ_ERR_NO_CONN.rawValue {
-                context.logger.debug("MQTT subscription deferred until reconnected", metadata: ["mqtt.topic": "\(filters)"])
+                context.logger.debug("MQTT subscription deferred until reconnected", metadata: ["mqtt.filters": "\(filters)"])
                 return subscription
             }
             continuation.finish()
@@ -250,7 +250,7 @@ public final class MQTTClient: Sendable {
         } onCancel: {
             context.state.withLock { $0.cancelSubscribe(id: id) }.run()
         }
-        context.logger.debug("MQTT subscribed", metadata: ["mqtt.topic": "\(filters)"])
+        context.logger.debug("MQTT subscribed", metadata: ["mqtt.filters": "\(filters)"])
         return subscription
     }
 
@@ -426,7 +426,7 @@ extension MosquittoHandle {
         if rc == MOSQ_ERR_SUCCESS.rawValue {
             context.state.withLock { $0.unsubscribeSent(mid: mid, epoch: epoch) }.run()
         }
-        context.logger.debug("MQTT unsubscribed", metadata: ["mqtt.topic": "\(filters)", "mqtt.rc": "\(rc)"])
+        context.logger.debug("MQTT unsubscribed", metadata: ["mqtt.filters": "\(filters)", "mqtt.rc": "\(rc)"])
     }
 }
 

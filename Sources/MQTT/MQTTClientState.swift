@@ -156,6 +156,15 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         }
     }
 
+    /// Why a publish or a subscription is refused now; `nil` while connected or reconnecting.
+    private var refusal: MQTTError? {
+        switch phase {
+        case .connected, .reconnecting: nil
+        case .idle, .connecting: .notConnected
+        case .shuttingDown, .closed: .shutdown
+        }
+    }
+
     private var loopRunning: Bool {
         switch phase {
         case .idle, .closed: false
@@ -259,9 +268,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         let error = MQTTError.connack(reasonCode: reasonCode, version: protocolVersion, sentCredentials: sentCredentials)
         switch phase {
         case .connecting(let ack):
-            phase = .shuttingDown(Shutdown(stopRequested: true))
-            actions.fail.append((ack, error))
-            transition(to: .closed, &actions)
+            failConnect(ack, error, &actions)
         case .reconnecting(let attempt, _):
             phase = .reconnecting(attempt: attempt, refused: true)
             transition(to: .disconnected(reason: error.description), &actions)
@@ -295,9 +302,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         resumeAll(\.unsubackWaiters, &actions)
         switch phase {
         case .connecting(let ack):
-            phase = .shuttingDown(Shutdown(stopRequested: true))
-            actions.fail.append((ack, error))
-            transition(to: .closed, &actions)
+            failConnect(ack, error, &actions)
             return (false, true, actions)
         case .connected:
             phase = .reconnecting(attempt: 0, refused: false)
@@ -310,6 +315,13 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         case .idle, .shuttingDown, .closed:
             return (false, true, actions)
         }
+    }
+
+    /// The first connect failed with `error`: its wait fails and the client closes (it connects once).
+    private mutating func failConnect(_ ack: Ack, _ error: MQTTError, _ actions: inout Actions) {
+        phase = .shuttingDown(Shutdown(stopRequested: true))
+        actions.fail.append((ack, error))
+        transition(to: .closed, &actions)
     }
 
     /// The loop is about to wait before its next reconnect attempt; `delay` gives the wait
@@ -471,11 +483,8 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// A publish is about to be handed to libmosquitto: refused unless connected or
     /// reconnecting; otherwise the connection epoch it is sent on and the token of its wait.
     mutating func beginPublish() -> Result<(epoch: UInt64, token: UInt64), MQTTError> {
-        switch phase {
-        case .connected, .reconnecting: .success((epoch, makeID()))
-        case .idle, .connecting: .failure(.notConnected)
-        case .shuttingDown, .closed: .failure(.shutdown)
-        }
+        if let refusal { return .failure(refusal) }
+        return .success((epoch, makeID()))
     }
 
     /// Registers the wait of a publish libmosquitto accepted with `mid`, unless its
@@ -555,13 +564,9 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     mutating func addSubscription(
         id: UInt64, filters: [String], qos: MQTTQoS, sink: Sink
     ) -> Result<(identifiers: [UInt32], epoch: UInt64), MQTTError> {
-        switch phase {
-        case .connected, .reconnecting:
-            subscriptions[id] = Subscription(filters: filters, qos: qos, sink: sink)
-            return .success((filters.map { identifier(for: $0) }, epoch))
-        case .idle, .connecting: return .failure(.notConnected)
-        case .shuttingDown, .closed: return .failure(.shutdown)
-        }
+        if let refusal { return .failure(refusal) }
+        subscriptions[id] = Subscription(filters: filters, qos: qos, sink: sink)
+        return .success((filters.map { identifier(for: $0) }, epoch))
     }
 
     /// The SUBSCRIBEs of subscription `id` went out as `sent` (mid and filters of each) on
@@ -687,11 +692,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// uses, to UNSUBSCRIBE (only while connected or reconnecting), and the connection epoch
     /// they are sent on.
     mutating func removeSubscription(id: UInt64) -> (filters: [String], epoch: UInt64) {
-        guard let removed = subscriptions.removeValue(forKey: id) else { return ([], epoch) }
-        switch phase {
-        case .connected, .reconnecting: break
-        case .idle, .connecting, .shuttingDown, .closed: return ([], epoch)
-        }
+        guard let removed = subscriptions.removeValue(forKey: id), refusal == nil else { return ([], epoch) }
         let stillUsed = Set(subscriptions.values.flatMap(\.filters))
         var seen = Set<String>()
         let unused = removed.filters.filter { !stillUsed.contains($0) && seen.insert($0).inserted }

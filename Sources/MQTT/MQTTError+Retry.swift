@@ -6,15 +6,14 @@ extension MQTTError {
     /// left out: some brokers use it for passing trouble. MQTT 3.1.1 has no such answer: a
     /// broker drops what it refuses and acknowledges it.)
     public var isPermanentPublishRefusal: Bool {
-        guard case .publishRejected(_, let code, _) = failure else { return false }
-        return [0x87, 0x90, 0x95, 0x99].contains(code)
+        guard code == .publishRejected, let reasonCode else { return false }
+        return [0x87, 0x90, 0x95, 0x99].contains(reasonCode)
     }
 
     /// The broker refused a publish as larger than its maximum packet size (0x95): a smaller
     /// message would pass.
     public var isPacketTooLarge: Bool {
-        guard case .publishRejected(_, let code, _) = failure else { return false }
-        return code == 0x95
+        code == .publishRejected && reasonCode == 0x95
     }
 
     /// Whether a failed connect may succeed later without a change of configuration: the
@@ -24,14 +23,14 @@ extension MQTTError {
     /// broker's, or ours refused by it), credentials and authorisation are not retried: they
     /// need the user.
     public var isWorthRetrying: Bool {
-        switch failure {
+        switch code {
         case .connectionRefused, .hostNotFound, .network, .connectionLost, .notConnected, .library:
             true
-        case .tls(_, let detail):
+        case .tls:
             !detail.lowercased().contains("certificate") && !detail.lowercased().contains("unknown ca")
-        case .connectionRejected(let code, _):
+        case .connectionRejected:
             // MQTT 5: server unavailable, server busy, connection rate exceeded; 3.1.1: 3.
-            code == 0x88 || code == 0x89 || code == 0x9F || code == 3
+            [0x88, 0x89, 0x9F, 3].contains(reasonCode)
         default:
             false
         }

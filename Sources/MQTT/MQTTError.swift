@@ -54,213 +54,118 @@ public struct MQTTError: Error, Sendable, Hashable, CustomStringConvertible {
         public static let library = Code("library")
     }
 
-    /// The failure with its details; internal, so that it can grow.
-    enum Failure: Sendable, Hashable {
-        /// The broker URL could not be parsed.
-        case invalidBrokerURL(String, reason: String)
-        /// A topic or topic filter is not valid MQTT.
-        case invalidTopic(String, reason: String)
-        /// A configuration value libmosquitto refused (file not found, bad value…).
-        case invalidConfiguration(String)
-        /// Nothing accepts connections at host:port (TCP connection refused).
-        case connectionRefused(host: String, port: Int)
-        /// The host name could not be resolved (DNS failure).
-        case hostNotFound(host: String)
-        /// Another network failure while connecting (unreachable, timed out…).
-        case network(host: String, port: Int, detail: String)
-        /// TLS: the server's certificate is not signed by a trusted CA (or is expired/invalid).
-        case tlsCertificateNotTrusted(host: String, detail: String)
-        /// TLS: the server's certificate does not name the host we connected to.
-        case tlsHostnameMismatch(host: String)
-        /// Another TLS failure (protocol, client certificate or key file…).
-        case tls(host: String, detail: String)
-        /// The broker refused the user name or password (CONNACK 0x86 / 3.1.1 code 4, or "not
-        /// authorized" in answer to a CONNECT that carried credentials, as mosquitto sends).
-        case badUserNameOrPassword(reasonCode: Int)
-        /// The broker refused the connection as not authorized (CONNACK 0x87 / 3.1.1 code 5).
-        case notAuthorized(reasonCode: Int)
-        /// The broker refused the connection for another reason (CONNACK reason code).
-        case connectionRejected(reasonCode: Int, reason: String)
-        /// The operation needs a connection and there is none.
-        case notConnected
-        /// The connection was lost before the operation completed.
-        case connectionLost(reason: String)
-        /// The broker answered a publish with a failure reason code (MQTT 5).
-        case publishRejected(topic: String, reasonCode: Int, reason: String)
-        /// The broker refused a subscription (SUBACK failure).
-        case subscribeRejected(filters: [String], reasonCode: Int, reason: String)
-        /// The client has been shut down.
-        case shutdown
-        /// Another libmosquitto error.
-        case library(operation: String, code: Int32, message: String)
-    }
-
-    let failure: Failure
-
-    init(_ failure: Failure) {
-        self.failure = failure
-    }
-
-    /// A sentence saying what happened, for logs and command-line errors.
-    public var description: String {
-        switch failure {
-        case .invalidBrokerURL(let url, let reason): "invalid broker URL '\(url)': \(reason)"
-        case .invalidTopic(let topic, let reason): "invalid topic '\(topic)': \(reason)"
-        case .invalidConfiguration(let detail): "invalid MQTT configuration: \(detail)"
-        case .connectionRefused(let host, let port): "connection refused by \(host):\(port) (is the broker running?)"
-        case .hostNotFound(let host): "broker host '\(host)' not found (DNS lookup failed)"
-        case .network(let host, let port, let detail): "cannot reach \(host):\(port): \(detail)"
-        case .tlsCertificateNotTrusted(let host, let detail):
-            "TLS: the certificate of \(host) is not trusted (not signed by the configured CA): \(detail)"
-        case .tlsHostnameMismatch(let host): "TLS: the broker's certificate does not match the host name '\(host)'"
-        case .tls(let host, let detail): "TLS failure with \(host): \(detail)"
-        case .badUserNameOrPassword(let code): "bad user name or password (broker reason code \(Self.hex(code)))"
-        case .notAuthorized(let code): "not authorized by the broker (reason code \(Self.hex(code)))"
-        case .connectionRejected(let code, let reason): "connection rejected by the broker: \(reason) (reason code \(Self.hex(code)))"
-        case .notConnected: "not connected to the broker"
-        case .connectionLost(let reason): "connection to the broker lost: \(reason)"
-        case .publishRejected(let topic, let code, let reason):
-            "publish to '\(topic)' rejected by the broker: \(reason) (reason code \(Self.hex(code)))"
-        case .subscribeRejected(let filters, let code, let reason):
-            "subscription to \(filters) rejected by the broker: \(reason) (reason code \(Self.hex(code)))"
-                + (code == 0x87 || code == 0x80 ? "; check the broker's ACL for this user and these topics" : "")
-        case .shutdown: "the MQTT client has been shut down"
-        case .library(let operation, let code, let message): "\(operation) failed: \(message) (libmosquitto error \(code))"
-        }
-    }
-
-    // MARK: what a caller inspects
-
     /// What kind of failure it is.
-    public var code: Code {
-        switch failure {
-        case .invalidBrokerURL: .invalidBrokerURL
-        case .invalidTopic: .invalidTopic
-        case .invalidConfiguration: .invalidConfiguration
-        case .connectionRefused: .connectionRefused
-        case .hostNotFound: .hostNotFound
-        case .network: .network
-        case .tlsCertificateNotTrusted: .tlsCertificateNotTrusted
-        case .tlsHostnameMismatch: .tlsHostnameMismatch
-        case .tls: .tls
-        case .badUserNameOrPassword: .badUserNameOrPassword
-        case .notAuthorized: .notAuthorized
-        case .connectionRejected: .connectionRejected
-        case .notConnected: .notConnected
-        case .connectionLost: .connectionLost
-        case .publishRejected: .publishRejected
-        case .subscribeRejected: .subscribeRejected
-        case .shutdown: .shutdown
-        case .library: .library
-        }
-    }
-
+    public let code: Code
+    /// A sentence saying what happened, for logs and command-line errors.
+    public let description: String
     /// The broker's host, for connection and TLS failures.
-    public var host: String? {
-        switch failure {
-        case .connectionRefused(let host, _), .hostNotFound(let host), .network(let host, _, _),
-            .tlsCertificateNotTrusted(let host, _), .tlsHostnameMismatch(let host), .tls(let host, _):
-            host
-        default: nil
-        }
-    }
-
+    public let host: String?
     /// The broker's port, for `connectionRefused` and `network`.
-    public var port: Int? {
-        switch failure {
-        case .connectionRefused(_, let port), .network(_, let port, _): port
-        default: nil
-        }
-    }
-
+    public let port: Int?
     /// The MQTT reason code the broker answered with (CONNACK, PUBACK, SUBACK), if any.
-    public var reasonCode: Int? {
-        switch failure {
-        case .badUserNameOrPassword(let code), .notAuthorized(let code), .connectionRejected(let code, _),
-            .publishRejected(_, let code, _), .subscribeRejected(_, let code, _):
-            code
-        default: nil
-        }
-    }
-
+    public let reasonCode: Int?
     /// The topic of a refused publish, the invalid topic or filter, or the invalid broker URL.
-    public var topic: String? {
-        switch failure {
-        case .publishRejected(let topic, _, _), .invalidTopic(let topic, _), .invalidBrokerURL(let topic, _): topic
-        default: nil
-        }
-    }
-
+    public let topic: String?
     /// The filters of a refused subscription (empty otherwise).
-    public var filters: [String] {
-        if case .subscribeRejected(let filters, _, _) = failure { return filters }
-        return []
-    }
-
+    public let filters: [String]
     /// The free-text part: why a URL, topic or configuration is invalid, the broker's reason,
     /// the network or TLS detail, libmosquitto's message. Empty when the code says it all.
-    public var detail: String {
-        switch failure {
-        case .invalidBrokerURL(_, let text), .invalidTopic(_, let text), .invalidConfiguration(let text),
-            .network(_, _, let text), .tlsCertificateNotTrusted(_, let text), .tls(_, let text),
-            .connectionRejected(_, let text), .connectionLost(let text), .publishRejected(_, _, let text),
-            .subscribeRejected(_, _, let text), .library(_, _, let text):
-            text
-        case .connectionRefused, .hostNotFound, .tlsHostnameMismatch, .badUserNameOrPassword, .notAuthorized,
-            .notConnected, .shutdown:
-            ""
-        }
+    public let detail: String
+
+    /// Each kind of failure is made in one place, its static function below, with its sentence.
+    private init(
+        _ code: Code, _ description: String, host: String? = nil, port: Int? = nil, reasonCode: Int? = nil,
+        topic: String? = nil, filters: [String] = [], detail: String = ""
+    ) {
+        self.code = code
+        self.description = description
+        self.host = host
+        self.port = port
+        self.reasonCode = reasonCode
+        self.topic = topic
+        self.filters = filters
+        self.detail = detail
     }
 
     // MARK: making one
 
     /// The broker URL `url` could not be parsed, because of `reason`.
-    public static func invalidBrokerURL(_ url: String, reason: String) -> MQTTError { MQTTError(.invalidBrokerURL(url, reason: reason)) }
+    public static func invalidBrokerURL(_ url: String, reason: String) -> MQTTError {
+        MQTTError(.invalidBrokerURL, "invalid broker URL '\(url)': \(reason)", topic: url, detail: reason)
+    }
     /// `topic` is not a valid MQTT topic or filter, because of `reason`.
-    public static func invalidTopic(_ topic: String, reason: String) -> MQTTError { MQTTError(.invalidTopic(topic, reason: reason)) }
-    /// libmosquitto refused a setting.
-    public static func invalidConfiguration(_ detail: String) -> MQTTError { MQTTError(.invalidConfiguration(detail)) }
+    public static func invalidTopic(_ topic: String, reason: String) -> MQTTError {
+        MQTTError(.invalidTopic, "invalid topic '\(topic)': \(reason)", topic: topic, detail: reason)
+    }
+    /// libmosquitto refused a setting (file not found, bad value…).
+    public static func invalidConfiguration(_ detail: String) -> MQTTError {
+        MQTTError(.invalidConfiguration, "invalid MQTT configuration: \(detail)", detail: detail)
+    }
     /// TCP connection refused at `host`:`port`.
-    public static func connectionRefused(host: String, port: Int) -> MQTTError { MQTTError(.connectionRefused(host: host, port: port)) }
-    /// `host` could not be resolved.
-    public static func hostNotFound(host: String) -> MQTTError { MQTTError(.hostNotFound(host: host)) }
-    /// Another network failure while connecting.
+    public static func connectionRefused(host: String, port: Int) -> MQTTError {
+        MQTTError(.connectionRefused, "connection refused by \(host):\(port) (is the broker running?)", host: host, port: port)
+    }
+    /// `host` could not be resolved (DNS failure).
+    public static func hostNotFound(host: String) -> MQTTError {
+        MQTTError(.hostNotFound, "broker host '\(host)' not found (DNS lookup failed)", host: host)
+    }
+    /// Another network failure while connecting (unreachable, timed out…).
     public static func network(host: String, port: Int, detail: String) -> MQTTError {
-        MQTTError(.network(host: host, port: port, detail: detail))
+        MQTTError(.network, "cannot reach \(host):\(port): \(detail)", host: host, port: port, detail: detail)
     }
-    /// The server's certificate is not trusted.
+    /// The server's certificate is not signed by a trusted CA (or is expired or invalid).
     public static func tlsCertificateNotTrusted(host: String, detail: String) -> MQTTError {
-        MQTTError(.tlsCertificateNotTrusted(host: host, detail: detail))
+        MQTTError(
+            .tlsCertificateNotTrusted, "TLS: the certificate of \(host) is not trusted (not signed by the configured CA): \(detail)",
+            host: host, detail: detail)
     }
-    /// The server's certificate does not name `host`.
-    public static func tlsHostnameMismatch(host: String) -> MQTTError { MQTTError(.tlsHostnameMismatch(host: host)) }
-    /// Another TLS failure.
-    public static func tls(host: String, detail: String) -> MQTTError { MQTTError(.tls(host: host, detail: detail)) }
-    /// The broker refused the user name or password.
-    public static func badUserNameOrPassword(reasonCode: Int) -> MQTTError { MQTTError(.badUserNameOrPassword(reasonCode: reasonCode)) }
-    /// The broker refused the connection as not authorized.
-    public static func notAuthorized(reasonCode: Int) -> MQTTError { MQTTError(.notAuthorized(reasonCode: reasonCode)) }
-    /// The broker refused the connection for another reason.
+    /// The server's certificate does not name `host`, the host we connected to.
+    public static func tlsHostnameMismatch(host: String) -> MQTTError {
+        MQTTError(.tlsHostnameMismatch, "TLS: the broker's certificate does not match the host name '\(host)'", host: host)
+    }
+    /// Another TLS failure (protocol, client certificate or key file…).
+    public static func tls(host: String, detail: String) -> MQTTError {
+        MQTTError(.tls, "TLS failure with \(host): \(detail)", host: host, detail: detail)
+    }
+    /// The broker refused the user name or password (CONNACK 0x86 / 3.1.1 code 4, or "not
+    /// authorized" in answer to a CONNECT that carried credentials, as mosquitto sends).
+    public static func badUserNameOrPassword(reasonCode: Int) -> MQTTError {
+        MQTTError(.badUserNameOrPassword, "bad user name or password (broker reason code \(hex(reasonCode)))", reasonCode: reasonCode)
+    }
+    /// The broker refused the connection as not authorized (CONNACK 0x87 / 3.1.1 code 5).
+    public static func notAuthorized(reasonCode: Int) -> MQTTError {
+        MQTTError(.notAuthorized, "not authorized by the broker (reason code \(hex(reasonCode)))", reasonCode: reasonCode)
+    }
+    /// The broker refused the connection for another reason (CONNACK reason code).
     public static func connectionRejected(reasonCode: Int, reason: String) -> MQTTError {
-        MQTTError(.connectionRejected(reasonCode: reasonCode, reason: reason))
+        MQTTError(
+            .connectionRejected, "connection rejected by the broker: \(reason) (reason code \(hex(reasonCode)))",
+            reasonCode: reasonCode, detail: reason)
     }
     /// The operation needs a connection and there is none.
-    public static let notConnected = MQTTError(.notConnected)
+    public static let notConnected = MQTTError(.notConnected, "not connected to the broker")
     /// The connection was lost before the operation completed.
-    public static func connectionLost(reason: String) -> MQTTError { MQTTError(.connectionLost(reason: reason)) }
-    /// The broker refused a publish to `topic`.
-    public static func publishRejected(topic: String, reasonCode: Int, reason: String) -> MQTTError {
-        MQTTError(.publishRejected(topic: topic, reasonCode: reasonCode, reason: reason))
+    public static func connectionLost(reason: String) -> MQTTError {
+        MQTTError(.connectionLost, "connection to the broker lost: \(reason)", detail: reason)
     }
-    /// The broker refused a subscription to `filters`.
+    /// The broker answered a publish to `topic` with a failure reason code (MQTT 5).
+    public static func publishRejected(topic: String, reasonCode: Int, reason: String) -> MQTTError {
+        MQTTError(
+            .publishRejected, "publish to '\(topic)' rejected by the broker: \(reason) (reason code \(hex(reasonCode)))",
+            reasonCode: reasonCode, topic: topic, detail: reason)
+    }
+    /// The broker refused a subscription to `filters` (SUBACK failure).
     public static func subscribeRejected(filters: [String], reasonCode: Int, reason: String) -> MQTTError {
-        MQTTError(.subscribeRejected(filters: filters, reasonCode: reasonCode, reason: reason))
+        let hint = reasonCode == 0x87 || reasonCode == 0x80 ? "; check the broker's ACL for this user and these topics" : ""
+        return MQTTError(
+            .subscribeRejected, "subscription to \(filters) rejected by the broker: \(reason) (reason code \(hex(reasonCode)))\(hint)",
+            reasonCode: reasonCode, filters: filters, detail: reason)
     }
     /// The client has been shut down.
-    public static let shutdown = MQTTError(.shutdown)
+    public static let shutdown = MQTTError(.shutdown, "the MQTT client has been shut down")
     /// Another libmosquitto error in `operation` (`code` is its `MOSQ_ERR_*` value).
     public static func library(operation: String, code: Int32, message: String) -> MQTTError {
-        MQTTError(.library(operation: operation, code: code, message: message))
+        MQTTError(.library, "\(operation) failed: \(message) (libmosquitto error \(code))", detail: message)
     }
 
     private static func hex(_ code: Int) -> String {

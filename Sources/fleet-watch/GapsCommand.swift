@@ -5,7 +5,6 @@ import FleetcastCore
 import Foundation
 import GNSS
 import Logging
-import PostgresNIO
 
 /// `fleet-watch gaps --postgres …`: proves the recorded history complete, or names what it
 /// lacks. Exits 0 when nothing is missing, 1 when something is (as `diff` does, so monitoring
@@ -28,8 +27,7 @@ struct GapsCommand: AsyncParsableCommand {
         case text, json
     }
 
-    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require|verify-full].")
-    var postgres: String
+    @OptionGroup var database: PostgresOptions
 
     @Option(help: "Only this vehicle.")
     var vehicle: String?
@@ -46,7 +44,6 @@ struct GapsCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
         if let vehicle {
             do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
         }
@@ -60,17 +57,13 @@ struct GapsCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let location = try PostgresLocation(parsing: postgres, environment: ProcessInfo.processInfo.environment)
+        let location = try database.location()
         let (from, to) = try range()
         let vehicle = try vehicle.map { try VehicleID(validating: $0) }
-        let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
-        let store = TrackStore(client: client, logger: logger)
         let report: CompletenessReport
         do {
-            report = try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask { await client.run() }
-                defer { group.cancelAll() }
-                return try await store.completeness(vehicle: vehicle, since: from, until: to)
+            report = try await PostgresOptions.withTrackStore(at: location, logger: logger) { store in
+                try await store.completeness(vehicle: vehicle, since: from, until: to)
             }
         } catch {
             logger.error(

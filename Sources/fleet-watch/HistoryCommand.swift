@@ -4,7 +4,6 @@ import FleetProtocol
 import Foundation
 import GNSS
 import Logging
-import PostgresNIO
 
 /// `fleet-watch history --postgres … --vehicle V`: writes a vehicle's recorded track as
 /// GeoJSON, GPX 1.1 or CSV, for QGIS, GPX viewers and spreadsheets.
@@ -19,8 +18,7 @@ struct HistoryCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require|verify-full].")
-    var postgres: String
+    @OptionGroup var database: PostgresOptions
 
     @Option(help: "The vehicle.")
     var vehicle: String
@@ -40,7 +38,6 @@ struct HistoryCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
         do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
         let (from, to) = try range()
         guard from < to else { throw ValidationError("--since must be before --until") }
@@ -56,7 +53,7 @@ struct HistoryCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let location = try PostgresLocation(parsing: postgres, environment: ProcessInfo.processInfo.environment)
+        let location = try database.location()
         let vehicle = try VehicleID(validating: vehicle)
         let (from, to) = try range()
 
@@ -69,11 +66,7 @@ struct HistoryCommand: AsyncParsableCommand {
         } else {
             handle = FileHandle.standardOutput
         }
-        let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
-        let store = TrackStore(client: client, logger: logger)
-        let count = try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
+        let count = try await PostgresOptions.withTrackStore(at: location, logger: logger) { store in
             var pending = ""
             var writer = TrackWriter(format: format, vehicle: vehicle) { text in
                 pending += text

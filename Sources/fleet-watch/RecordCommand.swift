@@ -31,8 +31,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Option(help: "The database: postgres://[user@]host[:port]/database[?sslmode=disable|prefer|require|verify-full].")
-    var postgres: String
+    @OptionGroup var database: PostgresOptions
 
     @Option(help: "The most messages written in one batch.")
     var batchSize: Int = 1_000
@@ -47,7 +46,6 @@ struct RecordCommand: AsyncParsableCommand {
     var sessionExpiry: Int = 86_400
 
     func validate() throws {
-        do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
         guard batchSize > 0, (1...65_535).contains(buffer) else {
             throw ValidationError("--batch-size must be positive and --buffer 1 to 65535")
         }
@@ -56,7 +54,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = connection.makeLogger()
-        let location = try PostgresLocation(parsing: postgres, environment: ProcessInfo.processInfo.environment)
+        let location = try database.location()
         // The recorder subscribes once its schema is migrated: then it is ready.
         let readiness = Readiness(["subscribed"])
         let shareSuffix = connection.shareGroup.map { "-\($0.prefix(32))" } ?? ""

@@ -3,12 +3,6 @@ import EdgeAgent
 import EdgeConfiguration
 import Logging
 
-#if canImport(FoundationEssentials)
-import FoundationEssentials  // ProcessInfo; full Foundation (ICU) would cost a vehicle megabytes
-#else
-import Foundation
-#endif
-
 /// `fleetcast-agent check`: validates the configuration, then tries the source and the broker
 /// as the service would, one line per step. Exits 0 when every step passes.
 struct CheckCommand: AsyncParsableCommand {
@@ -27,42 +21,23 @@ struct CheckCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "YAML configuration file (see config/agent.yaml).")
-    var config: String?
-
-    @Option(help: "GNSS source URI, overriding the configuration.")
-    var source: String?
-
-    @Option(help: "Broker URL, overriding the configuration.")
-    var broker: String?
-
-    @Option(help: "Vehicle id, overriding the configuration.")
-    var vehicle: String?
-
-    @Option(help: "File holding the broker password.")
-    var passwordFile: String?
+    @OptionGroup var options: ConfigurationOptions
 
     @Option(help: "Seconds to wait for the receiver's first position fix.")
     var timeout: Int = 60
 
     func run() async throws {
-        var flags: [String: String] = [:]
-        flags["source"] = source
-        flags["broker.url"] = broker
-        flags["vehicle"] = vehicle
-        flags["broker.passwordFile"] = passwordFile
         @Sendable func line(_ passed: Bool, _ name: String, _ detail: String) {
             print("\(passed ? "ok  " : "FAIL") \(name + String(repeating: " ", count: max(0, 8 - name.count))) \(detail)")
         }
         let configuration: AgentConfiguration
         do {
-            configuration = try await AgentConfiguration.load(
-                filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
+            configuration = try await options.load()
         } catch {
             line(false, "config", "\(error)")
             throw ExitCode(78)  // EX_CONFIG
         }
-        line(true, "config", "\(config ?? "defaults, environment and flags"): vehicle \(configuration.vehicle)")
+        line(true, "config", "\(options.config ?? "defaults, environment and flags"): vehicle \(configuration.vehicle)")
         LoggingSystem.bootstrap { label in
             var handler = StreamLogHandler.standardError(label: label)
             handler.logLevel = .critical  // the steps speak for themselves

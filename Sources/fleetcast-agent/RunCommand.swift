@@ -36,17 +36,7 @@ struct RunCommand: AsyncParsableCommand {
             """
     )
 
-    @Option(help: "GNSS source URI (default sim:, the built-in simulated receiver).")
-    var source: String?
-
-    @Option(help: "Vehicle id: 1 to 64 characters of A-Z a-z 0-9 . _ -")
-    var vehicle: String?
-
-    @Option(help: "Broker: mqtt[s]://[user@]host[:port] (default mqtt://localhost:1883).")
-    var broker: String?
-
-    @Option(help: "YAML configuration file (see config/agent.yaml).")
-    var config: String?
+    @OptionGroup var options: ConfigurationOptions
 
     @Option(help: "Directory for the persistent message sequence number.")
     var stateDir: String?
@@ -60,28 +50,20 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Client private key (PEM).")
     var keyFile: String?
 
-    @Option(help: "File holding the broker password.")
-    var passwordFile: String?
-
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String?
 
     func run() async throws {
         var flags: [String: String] = [:]
-        flags["source"] = source
-        flags["vehicle"] = vehicle
-        flags["broker.url"] = broker
         flags["stateDir"] = stateDir
         flags["broker.caFile"] = caFile
         flags["broker.certFile"] = certFile
         flags["broker.keyFile"] = keyFile
-        flags["broker.passwordFile"] = passwordFile
         flags["log.level"] = logLevel
 
         let configuration: AgentConfiguration
         do {
-            configuration = try await AgentConfiguration.load(
-                filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
+            configuration = try await options.load(adding: flags)
         } catch {
             let message = "fleetcast-agent: \(error)\n"
             _ = message.utf8CString.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }

@@ -161,12 +161,7 @@ import Testing
                 "--headless=new", "--no-sandbox", "--disable-gpu", "--no-first-run", "--user-data-dir=\(directory)/\(name)-profile",
                 "--timeout=10000", "--dump-dom", url,
             ], directory: directory, name: name)
-        do {
-            _ = try await process.waitForExit(timeout: .seconds(60))
-        } catch {
-            await process.stop(grace: .seconds(1))
-            throw error
-        }
+        _ = try await process.waitForExitOrStop(timeout: .seconds(60), grace: .seconds(1))
         // The renderer and zygote processes of its group, if any outlived it.
         await process.stop(grace: .seconds(1))
         defer { try? FileManager.default.removeItem(atPath: "\(directory)/\(name)-profile") }

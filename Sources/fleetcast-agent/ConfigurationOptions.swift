@@ -1,0 +1,38 @@
+import ArgumentParser
+import EdgeConfiguration
+
+#if canImport(FoundationEssentials)
+import FoundationEssentials  // ProcessInfo; full Foundation (ICU) would cost a vehicle megabytes
+#else
+import Foundation
+#endif
+
+/// The options `run` and `check` share: the configuration file, and the flags that override
+/// what it and the FLEETCAST_… environment variables say.
+struct ConfigurationOptions: ParsableArguments {
+    @Option(help: "GNSS source URI (default sim:, the built-in simulated receiver).")
+    var source: String?
+
+    @Option(help: "Vehicle id: 1 to 64 characters of A-Z a-z 0-9 . _ -")
+    var vehicle: String?
+
+    @Option(help: "Broker: mqtt[s]://[user@]host[:port] (default mqtt://localhost:1883).")
+    var broker: String?
+
+    @Option(help: "YAML configuration file (see config/agent.yaml).")
+    var config: String?
+
+    @Option(help: "File holding the broker password.")
+    var passwordFile: String?
+
+    /// Loads the configuration: the file, then the environment, then these flags and `flags`
+    /// (more flags of the command, by configuration key), each overriding the one before.
+    func load(adding flags: [String: String] = [:]) async throws(ConfigurationError) -> AgentConfiguration {
+        var flags = flags
+        flags["source"] = source
+        flags["vehicle"] = vehicle
+        flags["broker.url"] = broker
+        flags["broker.passwordFile"] = passwordFile
+        return try await AgentConfiguration.load(filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
+    }
+}
