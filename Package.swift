@@ -82,11 +82,13 @@ let package = Package(
         .systemLibrary(name: "CTimex"),
         // glibc's mallopt(3) for `fleet-watch serve`'s large, short-lived snapshot buffers.
         .systemLibrary(name: "CMalloc"),
+        // The kernel's TCP counters of a socket (Linux TCP_INFO): what the broker link costs.
+        .target(name: "CTCPTraffic"),
         // An async MQTT 5 / 3.1.1 client over libmosquitto.
         .target(
             name: "MQTT",
             dependencies: [
-                "CMosquitto", "FleetcastCore",
+                "CMosquitto", "CTCPTraffic", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),

@@ -240,11 +240,13 @@ public final class AgentService: Service {
         // leaves one database file, its write-ahead log checkpointed into it).
         await store.close()
         let counters = publisher.counters
+        let traffic = link.traffic ?? MQTTTraffic()
         logger.info(
             "agent stopped",
             metadata: [
                 "published": "\(counters.published)", "dropped": "\(counters.dropped)",
                 "skipped": "\(counters.skippedByPolicy)", "implausible": "\(counters.fixesImplausible)",
+                "mqtt.bytesSent": "\(traffic.sent)", "mqtt.bytesReceived": "\(traffic.received)",
             ])
         if let failure { throw failure }
     }

@@ -15,6 +15,8 @@ public final class MQTTLink: MessageSending {
     private let properties: MQTTPublishProperties
     private let logger: Logger
     private let client = SanitizerVisibleMutex<MQTTClient?>(nil)
+    /// The client connected last, kept after shutdown for its ``traffic``.
+    private let lastClient = SanitizerVisibleMutex<MQTTClient?>(nil)
 
     /// - Parameters:
     ///   - configuration: broker, credentials, TLS, will.
@@ -49,7 +51,12 @@ public final class MQTTLink: MessageSending {
         let connected = try await MQTTClient.connectRetrying(
             configuration: configuration, outageLevel: .warning, recoveryLevel: .notice, logger: logger)
         client.withLock { $0 = connected }
+        lastClient.withLock { $0 = connected }
     }
+
+    /// The bytes on the wire of the broker connection, reconnections included (``MQTTTraffic``);
+    /// zero before the first connection.
+    public var traffic: MQTTTraffic? { lastClient.withLock { $0 }?.traffic ?? MQTTTraffic() }
 
     /// Disconnects cleanly (no will), after waiting up to `flushTimeout` for unacknowledged
     /// publishes, and gives up waiting after `timeout` in all (the network thread may be stuck

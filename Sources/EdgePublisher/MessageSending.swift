@@ -27,4 +27,13 @@ public protocol MessageSending: Sendable {
     ///   - qos: the MQTT quality of service.
     ///   - retain: whether the broker keeps it as the topic's retained message.
     func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws
+
+    /// What the link has cost on the network so far (bytes on the wire), for the vehicle's
+    /// status; `nil` where the transport cannot tell.
+    var traffic: MQTTTraffic? { get }
+}
+
+extension MessageSending {
+    /// Not counted.
+    public var traffic: MQTTTraffic? { nil }
 }

@@ -559,7 +559,8 @@ public final class Publisher: Sendable {
             vehicle: settings.vehicle, state: .online, since: onlineSince, agentVersion: settings.agentVersion,
             source: settings.sourceURI, gnss: gnss, droppedFixes: drops.total, drops: drops,
             backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped),
-            implausibleFixes: settings.maximumFixClockOffset == nil ? nil : implausible
+            implausibleFixes: settings.maximumFixClockOffset == nil ? nil : implausible,
+            bytesSent: sender.traffic?.sent, bytesReceived: sender.traffic?.received
         )
         return OutboundMessage(
             kind: .status, topic: settings.topics.status(settings.vehicle),
@@ -574,7 +575,8 @@ public final class Publisher: Sendable {
             vehicle: settings.vehicle, state: .offline, since: now(), agentVersion: settings.agentVersion,
             source: settings.sourceURI, gnss: gnssState, droppedFixes: drops.total, reason: "shutdown", drops: drops,
             backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped),
-            implausibleFixes: settings.maximumFixClockOffset == nil ? nil : counters.fixesImplausible
+            implausibleFixes: settings.maximumFixClockOffset == nil ? nil : counters.fixesImplausible,
+            bytesSent: sender.traffic?.sent, bytesReceived: sender.traffic?.received
         )
         let topic = settings.topics.status(settings.vehicle)
         let payload = FleetPayload.encode(status)

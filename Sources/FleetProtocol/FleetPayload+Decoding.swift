@@ -87,7 +87,7 @@ extension FleetPayload {
     /// `nil`. Optional: `since` (time), `agent`, `source` (≤ 1024 bytes), `reason` (text ≤ 256
     /// bytes), `gnss` (`fixing`, `no-fix`, `source-lost`, `starting`), `dropped`, `droppedFull`,
     /// `droppedExpired`, `droppedUnclean`, `rejected`, `implausible`, `backlog` (counts ≥ 0), `storage` (`ok`, `degraded`),
-    /// `storageReason` (text ≤ 512 bytes).
+    /// `storageReason` (text ≤ 512 bytes), `bytesSent`, `bytesReceived` (counts ≥ 0).
     public static func decodeStatus(_ payload: [UInt8], vehicle: VehicleID?) throws(DecodingError) -> VehicleStatus {
         let o = try object(payload)
         try o.requireVersion()
@@ -120,7 +120,8 @@ extension FleetPayload {
             vehicle: id, state: state, since: try o.time("since"), agentVersion: try o.string("agent"),
             source: try o.string("source", maxBytes: 1024), gnss: gnss, droppedFixes: try o.unsigned("dropped"),
             reason: try o.string("reason"), drops: drops, backlog: try o.unsigned("backlog"), storage: storage,
-            storageReason: try o.string("storageReason", maxBytes: 512), implausibleFixes: try o.unsigned("implausible")
+            storageReason: try o.string("storageReason", maxBytes: 512), implausibleFixes: try o.unsigned("implausible"),
+            bytesSent: try o.unsigned("bytesSent"), bytesReceived: try o.unsigned("bytesReceived")
         )
     }
 

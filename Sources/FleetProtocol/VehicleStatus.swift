@@ -87,14 +87,22 @@ public struct VehicleStatus: Sendable, Equatable {
     /// clock (`implausible`; a count of fixes); absent where fix times are not checked (a
     /// replay, the simulator, an older agent).
     public let implausibleFixes: UInt64?
+    /// Bytes the agent's broker link has cost on the network since it started, sent and
+    /// received (`bytesSent`, `bytesReceived`: TCP payload, TLS records included, plus IP and TCP
+    /// headers, from the kernel's counters); absent where not counted (an older agent).
+    public let bytesSent: UInt64?
+    /// See ``bytesSent``.
+    public let bytesReceived: UInt64?
 
     public init(
         vehicle: VehicleID, state: State, since: UTCTimestamp? = nil, agentVersion: String? = nil,
         source: String? = nil, gnss: GNSSState? = nil, droppedFixes: UInt64? = nil, reason: String? = nil,
         drops: Drops? = nil, backlog: UInt64? = nil, storage: StorageState? = nil, storageReason: String? = nil,
-        implausibleFixes: UInt64? = nil
+        implausibleFixes: UInt64? = nil, bytesSent: UInt64? = nil, bytesReceived: UInt64? = nil
     ) {
         self.implausibleFixes = implausibleFixes
+        self.bytesSent = bytesSent
+        self.bytesReceived = bytesReceived
         self.drops = drops
         self.backlog = backlog
         self.storage = storage
@@ -129,6 +137,8 @@ extension FleetPayload {
         w.int("rejected", status.drops?.rejected)
         w.int("implausible", status.implausibleFixes)
         w.int("backlog", status.backlog)
+        w.int("bytesSent", status.bytesSent)
+        w.int("bytesReceived", status.bytesReceived)
         w.string("storage", status.storage?.rawValue)
         w.string("storageReason", status.storageReason)
         w.string("reason", status.reason)

@@ -52,6 +52,8 @@ final class MQTTCallbackContext: Sendable {
     let unwantedLogged = SanitizerVisibleMutex(false)
     /// Messages dropped for their size (``onOversizeMessage(bytes:)``).
     let oversizeDropped = SanitizerVisibleMutex(0)
+    /// The bytes the broker connections have cost (``MQTTClient/traffic``).
+    let traffic = SanitizerVisibleMutex(MQTTTrafficMeter())
     /// Wakes the network loop of a client that acknowledges after handling when the consumer
     /// acknowledges (its loop polls the socket and this pipe).
     let wakeup: LoopWakeup?

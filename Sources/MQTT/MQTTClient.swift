@@ -40,6 +40,10 @@ public final class MQTTClient: Sendable {
     /// The configuration the client was made with.
     public var configuration: MQTTConfiguration { context.configuration }
 
+    /// What the broker connections have cost on the network so far (bytes on the wire, TLS and
+    /// TCP/IP headers included), as of the network loop's last reading, at most a second old.
+    public var traffic: MQTTTraffic { context.traffic.withLock { $0.total } }
+
     /// The current connection state.
     public var connectionState: MQTTConnectionState {
         context.state.withLock { $0.connectionState }

@@ -15,6 +15,8 @@ enum MQTTConnectionLoop {
     /// How long one `mosquitto_loop` call may wait in `select`, in milliseconds. Publishes
     /// and `mosquitto_disconnect` wake it earlier through libmosquitto's socket pair.
     static let selectTimeoutMilliseconds: Int32 = 1000
+    /// How often the connection's TCP counters are read (``MQTTTraffic``).
+    static let trafficSampleInterval: Duration = .seconds(1)
     /// The slice of a backoff wait after which a shutdown request is noticed.
     static let stopCheckInterval: Duration = .milliseconds(20)
 
@@ -42,6 +44,7 @@ enum MQTTConnectionLoop {
         }
         var disconnectSent = false
         var stopDeadline: ContinuousClock.Instant?
+        var trafficDue = ContinuousClock.now
         while true {
             if context.acknowledgesAfterHandling {
                 guard let turn = turnAfterHandling(handle, stopDeadline: &stopDeadline) else {
@@ -57,7 +60,15 @@ enum MQTTConnectionLoop {
             }
             savedErrno = errno
             if rc == MOSQ_ERR_SUCCESS.rawValue {
-                if !disconnectSent && context.state.withLock({ $0.mustStop }) {
+                let stopping = context.state.withLock { $0.mustStop }
+                // The kernel's counters: once a second (a system call), and at every turn of a
+                // shutdown, so that the last figures are whole.
+                if stopping || ContinuousClock.now >= trafficDue {
+                    let socket = mosquitto_socket(mosq)
+                    context.traffic.withLock { $0.sample(socket: socket) }
+                    trafficDue = ContinuousClock.now.advanced(by: trafficSampleInterval)
+                }
+                if !disconnectSent && stopping {
                     // A shutdown raced with a (re)connect: send DISCONNECT now.
                     disconnectSent = true
                     _ = mosquitto_disconnect_v5(mosq, 0, nil)
@@ -65,6 +76,7 @@ enum MQTTConnectionLoop {
                 continue
             }
             let error = context.connectError(code: rc, errnoValue: savedErrno)
+            context.traffic.withLock { $0.connectionEnded() }
             let (reconnect, isNews, actions) = context.state.withLock { $0.connectionLost(error) }
             actions.run()
             guard reconnect else { break }

@@ -58,6 +58,13 @@ struct AgentEndToEndTests {
         #expect(offline["state"] as? String == "offline")
         #expect(offline["reason"] as? String == "shutdown")
         #expect(offline["dropped"] as? Int == 0)
+        // What the link cost, from the kernel's counters: at least every fix's payload went out.
+        let payloadBytes = try await fixSubscriber.messages().reduce(0) { $0 + $1.utf8.count - "fleet/rtk-1/fix ".count }
+        let sent = (offline["bytesSent"] as? NSNumber)?.intValue ?? 0
+        #expect(sent > 0 && (offline["bytesReceived"] as? NSNumber)?.intValue ?? 0 > 0, "\(offline)")
+        let stopped = try #require(agent.standardError.split(separator: "\n").first { $0.contains("agent stopped") })
+        let finalSent = stopped.split(separator: " ").first { $0.hasPrefix("mqtt.bytesSent=") }.flatMap { Int($0.dropFirst(15)) }
+        #expect((finalSent ?? 0) >= payloadBytes, "the last figures are whole: \(stopped), \(payloadBytes) bytes of fixes")
     }
 
     @Test("a restarted agent continues seq where it stopped")

@@ -78,6 +78,9 @@ import Testing
         let text = String(decoding: FleetPayload.encode(counted), as: UTF8.self)
         #expect(text.contains(#""dropped":10,"droppedFull":1,"droppedExpired":2,"droppedUnclean":3,"rejected":4"#), "\(text)")
         #expect(try FleetPayload.decodeStatus(FleetPayload.encode(counted), vehicle: van) == counted)
+        let link = VehicleStatus(vehicle: van, state: .online, bytesSent: 123_456, bytesReceived: 7_890)
+        #expect(String(decoding: FleetPayload.encode(link), as: UTF8.self).hasSuffix(#""bytesSent":123456,"bytesReceived":7890}"#))
+        #expect(try FleetPayload.decodeStatus(FleetPayload.encode(link), vehicle: van) == link)
         #expect(
             try FleetPayload.decodeStatus(bytes(#"{"v":1,"state":"offline"}"#), vehicle: van)
                 == VehicleStatus(vehicle: van, state: .offline))

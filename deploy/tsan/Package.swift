@@ -45,7 +45,11 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CTimex"),
-        .target(name: "MQTT", dependencies: ["CMosquitto", "FleetcastCore", .product(name: "Logging", package: "swift-log")]),
+        .target(name: "CTCPTraffic"),
+        .target(
+            name: "MQTT",
+            dependencies: ["CMosquitto", "CTCPTraffic", "FleetcastCore", .product(name: "Logging", package: "swift-log")]
+        ),
         .target(
             name: "EdgeOutbox",
             dependencies: [

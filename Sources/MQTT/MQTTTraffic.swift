@@ -1,0 +1,64 @@
+import CTCPTraffic
+
+/// What a client's broker connections have cost on the network since it was made, from the
+/// kernel's TCP counters (every connection, reconnections included): bytes as the link carries
+/// them, TLS records and TCP/IP headers counted, not MQTT payloads.
+public struct MQTTTraffic: Sendable, Equatable {
+    /// Bytes sent and acknowledged by the broker's host: TCP payload (TLS records, MQTT packets)
+    /// plus the IP and TCP headers of every segment sent.
+    public var sent: UInt64 = 0
+    /// Bytes received: TCP payload plus the IP and TCP headers of every segment received.
+    public var received: UInt64 = 0
+    /// TCP segments sent and received.
+    public var segments: UInt64 = 0
+
+    /// No traffic.
+    public init() {}
+
+    /// `sent` + `received`.
+    public var total: UInt64 { sent &+ received }
+}
+
+/// Sums ``MQTTTraffic`` over a client's connections: sampled on the network loop's thread after
+/// each turn of the loop (one `getsockopt`), folded into the total when a connection ends.
+/// The bytes of a connection's last turn, if the connection failed in it, are not seen.
+struct MQTTTrafficMeter: Sendable {
+    /// Connections that have ended.
+    private var ended = MQTTTraffic()
+    /// The current connection at its last sample.
+    private var current = MQTTTraffic()
+
+    /// Everything so far.
+    var total: MQTTTraffic {
+        MQTTTraffic(
+            sent: ended.sent &+ current.sent, received: ended.received &+ current.received, segments: ended.segments &+ current.segments)
+    }
+
+    /// Reads the counters of the connection on `socket` (`mosquitto_socket`).
+    mutating func sample(socket: Int32) {
+        var sent: UInt64 = 0
+        var received: UInt64 = 0
+        var segmentsOut: UInt32 = 0
+        var segmentsIn: UInt32 = 0
+        var headerBytes: UInt32 = 0
+        guard fleetcast_tcp_traffic(socket, &sent, &received, &segmentsOut, &segmentsIn, &headerBytes) == 0 else { return }
+        current = MQTTTraffic(
+            sent: sent &+ UInt64(segmentsOut) &* UInt64(headerBytes),
+            received: received &+ UInt64(segmentsIn) &* UInt64(headerBytes),
+            segments: UInt64(segmentsOut) &+ UInt64(segmentsIn))
+    }
+
+    /// The connection sampled last has ended: its figures join the total.
+    mutating func connectionEnded() {
+        ended = total
+        current = MQTTTraffic()
+    }
+}
+
+extension MQTTTraffic {
+    init(sent: UInt64, received: UInt64, segments: UInt64) {
+        self.sent = sent
+        self.received = received
+        self.segments = segments
+    }
+}

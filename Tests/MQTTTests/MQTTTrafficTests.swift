@@ -1,0 +1,35 @@
+import FleetcastTestSupport
+import Testing
+
+@testable import MQTT
+
+/// What a vehicle's link costs: the client's own count of its bytes on the wire, against what
+/// it sent, over a real broker connection and a reconnection.
+@Suite struct MQTTTrafficTests {
+    @Test func bytesOnTheWireCountPayloadsAndHeadersAcrossReconnections() async throws {
+        try await withBroker { broker in
+            let client = try makeClient(broker)
+            try await client.connect()
+            let payload = [UInt8](repeating: 0x41, count: 10_000)
+            for _ in 0..<20 {
+                try await client.publish(topic: "traffic/test", payload: payload, qos: .atLeastOnce)
+            }
+            // Read once a second by the network loop.
+            try await waitUntil("the 200,000 payload bytes counted") { client.traffic.sent >= 200_000 }
+            let first = client.traffic
+            // Each publish adds its MQTT header and topic (19 bytes), its TCP segment's headers
+            // (52 bytes on loopback); CONNECT and pings a few hundred more. What comes back:
+            // CONNACK, 20 PUBACKs and TCP acknowledgements, 52-byte headers each.
+            #expect(first.sent < 200_000 + 20 * (19 + 52) + 1_000, "\(first)")
+            #expect(first.received > 20 * 4 && first.received < 20 * 2 * (4 + 52) + 1_000, "\(first)")
+            #expect(first.segments >= 40, "\(first)")
+
+            try await broker.restart()
+            try await waitUntil("the reconnection") { client.connectionState == .connected }
+            try await client.publish(topic: "traffic/test", payload: payload, qos: .atLeastOnce)
+            try await waitUntil("the new connection's bytes added") { client.traffic.sent >= first.sent + 10_000 }
+            #expect(client.traffic.received > first.received, "the first connection's bytes are kept")
+            await client.shutdown()
+        }
+    }
+}
