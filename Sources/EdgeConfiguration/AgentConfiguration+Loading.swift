@@ -295,6 +295,43 @@ struct ConfigurationSources {
     }
 
     mutating func build() -> AgentConfiguration? {
+        let vehicle = vehicleID()
+        let source =
+            value(
+                "source",
+                expected:
+                    "a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password)"
+            ) { text -> String? in Self.sourceURI(text) } ?? "sim:"
+
+        let broker = brokerSettings()
+        let topics =
+            value(
+                "topics.prefix",
+                expected:
+                    "one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet)"
+            ) { try? FleetTopics(prefix: $0) } ?? .default
+        let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
+        let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atMostOnce
+        let expiry = integer("messageExpiry", in: 1...4_294_967_295, unit: " of seconds")
+        let policy = reportingPolicy()
+        let outbox = outboxSettings()
+        let fixTime = fixTimeSettings()
+        let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
+        let logLevel =
+            value("log.level", expected: "trace, debug, info, notice, warning, error or critical") {
+                Logger.Level(rawValue: $0.lowercased())
+            } ?? .info
+
+        guard problems.isEmpty, let vehicle, let broker else { return nil }
+        return AgentConfiguration(
+            vehicle: vehicle, source: source, broker: broker, topics: topics, fixQoS: fixQoS, headingQoS: headingQoS,
+            messageExpirySeconds: expiry, policy: policy, outbox: outbox, fixTime: fixTime, stateDirectory: stateDirectory,
+            logLevel: logLevel, origins: origins
+        )
+    }
+
+    /// `vehicle`, required.
+    private mutating func vehicleID() -> VehicleID? {
         var vehicle: VehicleID?
         if let (text, origin) = text("vehicle") {
             do { vehicle = try VehicleID(validating: text) } catch {
@@ -308,13 +345,11 @@ struct ConfigurationSources {
                         "vehicle is required: set it in the configuration file, the environment variable \(AgentConfiguration.environmentName("vehicle")) or the flag \(AgentConfiguration.flagName("vehicle"))"
                 ))
         }
-        let source =
-            value(
-                "source",
-                expected:
-                    "a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password)"
-            ) { text -> String? in Self.sourceURI(text) } ?? "sim:"
+        return vehicle
+    }
 
+    /// `broker.*`; `nil` when the URL is unusable.
+    private mutating func brokerSettings() -> AgentConfiguration.Broker? {
         let url: BrokerURL? =
             value("broker.url", expected: AgentConfiguration.brokerURLForm, shown: BrokerURL.redactingPassword) {
                 try? BrokerURL(parsing: $0)
@@ -379,15 +414,17 @@ struct ConfigurationSources {
             } ?? .v5
         let keepAlive = integer("broker.keepAlive", in: 5...65535, unit: " of seconds") ?? 30
         let maxInflight = integer("broker.maxInflight", in: 1...65535) ?? 20
-        let topics =
-            value(
-                "topics.prefix",
-                expected:
-                    "one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet)"
-            ) { try? FleetTopics(prefix: $0) } ?? .default
-        let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
-        let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atMostOnce
-        let expiry = integer("messageExpiry", in: 1...4_294_967_295, unit: " of seconds")
+        guard let url else { return nil }
+        var broker = AgentConfiguration.Broker(
+            url: url, username: username, password: password, caFile: caFile, certFile: certFile, keyFile: keyFile,
+            protocolVersion: protocolVersion, keepAliveSeconds: keepAlive, maxInflight: maxInflight
+        )
+        broker.passwordFile = passwordFile
+        return broker
+    }
+
+    /// `report.*`.
+    private mutating func reportingPolicy() -> ReportingPolicy {
         let minInterval = number("report.minInterval", expected: "a number of seconds, 0 or more") { $0 >= 0 }
         let maxInterval = number("report.maxInterval", expected: "a number of seconds, more than 0") { $0 > 0 }
         if let minInterval, let maxInterval, maxInterval < minInterval, let origin = origins["report.maxInterval"] {
@@ -402,6 +439,14 @@ struct ConfigurationSources {
         }
         let stationarySpeed =
             number("report.stationarySpeed", expected: "a speed in m/s, 0 or more (0 turns the track hold off)") { $0 >= 0 } ?? 0.5
+        return ReportingPolicy(
+            minInterval: minInterval, maxInterval: maxInterval, minDistance: minDistance,
+            minHeadingChange: minHeadingChange, stationarySpeed: stationarySpeed > 0 ? stationarySpeed : nil
+        )
+    }
+
+    /// `outbox.*`.
+    private mutating func outboxSettings() -> AgentConfiguration.OutboxSettings {
         let syncInterval = number("outbox.syncInterval", expected: "a number of seconds from 0.05 to 60") { $0 >= 0.05 && $0 <= 60 } ?? 1
         let maxBytes =
             value("outbox.maxBytes", expected: "a size from 1MiB to 1TiB, in bytes or with KiB, MiB, GiB (e.g. 64MiB)") {
@@ -412,6 +457,11 @@ struct ConfigurationSources {
                 Self.parseSeconds($0).flatMap { (60...365 * 86_400).contains($0) ? $0 : nil }
             } ?? 7 * 86_400
         let drainRate = integer("outbox.drainRate", in: 1...100_000, unit: " of events per second") ?? 200
+        return .init(syncIntervalSeconds: syncInterval, maxBytes: maxBytes, maxAgeSeconds: maxAge, drainRate: drainRate)
+    }
+
+    /// `fixTime.*`.
+    private mutating func fixTimeSettings() -> AgentConfiguration.FixTimeSettings {
         let fixTimeMaxOffset =
             value("fixTime.maxOffset", expected: "a duration from 1m to 365d, in seconds or with s, m, h, d (e.g. 15m), or off") {
                 (text: String) -> Int?? in
@@ -421,33 +471,10 @@ struct ConfigurationSources {
             } ?? AgentConfiguration.defaultFixTimeMaxOffsetSeconds
         let systemClock =
             value("fixTime.systemClock", expected: "auto or synchronized") { AgentConfiguration.SystemClock(rawValue: $0) } ?? .auto
-        let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
-        let logLevel =
-            value("log.level", expected: "trace, debug, info, notice, warning, error or critical") {
-                Logger.Level(rawValue: $0.lowercased())
-            } ?? .info
-
-        guard problems.isEmpty, let vehicle, let url else { return nil }
         var fixTime = AgentConfiguration.FixTimeSettings()
         fixTime.maxOffsetSeconds = fixTimeMaxOffset
         fixTime.systemClock = systemClock
-        var broker = AgentConfiguration.Broker(
-            url: url, username: username, password: password, caFile: caFile, certFile: certFile, keyFile: keyFile,
-            protocolVersion: protocolVersion, keepAliveSeconds: keepAlive, maxInflight: maxInflight
-        )
-        broker.passwordFile = passwordFile
-        return AgentConfiguration(
-            vehicle: vehicle, source: source,
-            broker: broker,
-            topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, messageExpirySeconds: expiry,
-            policy: ReportingPolicy(
-                minInterval: minInterval, maxInterval: maxInterval, minDistance: minDistance,
-                minHeadingChange: minHeadingChange, stationarySpeed: stationarySpeed > 0 ? stationarySpeed : nil
-            ),
-            outbox: .init(
-                syncIntervalSeconds: syncInterval, maxBytes: maxBytes, maxAgeSeconds: maxAge, drainRate: drainRate),
-            fixTime: fixTime, stateDirectory: stateDirectory, logLevel: logLevel, origins: origins
-        )
+        return fixTime
     }
 }
 
