@@ -167,6 +167,14 @@ public final class AgentService: Service {
         let will = publisher.lastWill  // the retained `offline` status
         let mqttWill = MQTTWill(
             topic: will.topic, payload: will.payload, qos: will.qos, retain: will.retain)
+        let failure = await runTogether(publisher: publisher, events: events, will: mqttWill)
+        await stop(publisher: publisher, store: store)
+        if let failure { throw failure }
+    }
+
+    /// Connects, publishes and pets the watchdog side by side until the publisher finishes;
+    /// returns what ended the run, if it was an error.
+    private func runTogether(publisher: Publisher, events: FiniteOrLive, will mqttWill: MQTTWill) async -> (any Error)? {
         var failure: (any Error)?
         // With systemd's watchdog on, its task is the only one that notifies while running, so
         // that STOPPING=1 always comes after the last WATCHDOG=1 (a ping after STOPPING=1
@@ -229,6 +237,11 @@ public final class AgentService: Service {
                 }
             }
         }
+        return failure
+    }
+
+    /// Disconnects, closes the store and says what the run did.
+    private func stop(publisher: Publisher, store: OutboxStore) async {
         // The publisher has already waited for its messages (drain, then `offline`, each
         // bounded by `drainTimeout`): nothing is awaited any more, so the flush is short and
         // the whole disconnect is bounded, even when the broker is gone.
@@ -248,7 +261,6 @@ public final class AgentService: Service {
                 "skipped": "\(counters.skippedByPolicy)", "implausible": "\(counters.fixesImplausible)",
                 "mqtt.bytesSent": "\(traffic.sent)", "mqtt.bytesReceived": "\(traffic.received)",
             ])
-        if let failure { throw failure }
     }
 }
 
