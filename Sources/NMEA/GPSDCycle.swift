@@ -148,144 +148,30 @@ struct GPSDPacket {
         let n = address.count
         if n == 5 {
             // Three-letter types follow any two-character talker (PQGSV is a GSV).
-            let code = UInt32(address[2]) << 16 | UInt32(address[3]) << 8 | UInt32(address[4])
-            switch code {
-            case 0x425743: return 18  // BWC
-            case 0x444254: return 19  // DBT
-            case 0x445054: return 20  // DPT
-            case 0x44544D: return 21  // DTM
-            case 0x474253: return 22  // GBS
-            case 0x474741: return 23  // GGA
-            case 0x474C4C: return 24  // GLL
-            case 0x474E53: return 25  // GNS
-            case 0x475253: return 26  // GRS
-            case 0x475341: return 27  // GSA
-            case 0x475354: return 28  // GST
-            case 0x475356: return 29  // GSV
-            case 0x484447: return 32  // HDG
-            case 0x48444D: return 33  // HDM
-            case 0x484454: return 34  // HDT
-            case 0x4D5457: return 35  // MTW
-            case 0x4D5744: return 36  // MWD
-            case 0x4D5756: return 37  // MWV
-            case 0x524D43: return 74  // RMC
-            case 0x524F54: return 75  // ROT
-            case 0x544853: return 77  // THS
-            case 0x545854: return 78  // TXT
-            case 0x565447: return 79  // VTG
-            case 0x584452: return 80  // XDR
-            case 0x5A4441: return 81  // ZDA
-            default: break
-            }
+            let tag = lookup(name: UnsafeRawBufferPointer(rebasing: address[2...]), f)
+            if tag != 0 { return tag }
         }
         guard n > 3 else { return 0 }
-        let tag: UInt8
-        switch packed(address) {
-        case 0x000000524F4C4750: tag = 1  // PGLOR
-        case 0x0000000043524550:  // PERC, by subtype
-            if f.field(1, equals: "FWsts") {
-                tag = 2
-            } else if f.field(1, equals: "GPavp") {
-                tag = 3
-            } else if f.field(1, equals: "GPctr") {
-                tag = 4
-            } else if f.field(1, equals: "GPdbg") {
-                tag = 5
-            } else if f.field(1, equals: "GPppf") {
-                tag = 6
-            } else if f.field(1, equals: "GPppr") {
-                tag = 7
-            } else if f.field(1, equals: "GPreh") {
-                tag = 8
-            } else if f.field(1, equals: "GPsts") {
-                tag = 9
-            } else if f.field(1, equals: "GPver") {
-                tag = 10
-            } else {
-                return 0
-            }
-        case 0x000000454D524750: tag = 11  // PGRME
-        case 0x000000464D524750: tag = 12  // PGRMF
-        case 0x0000004D4D524750: tag = 13  // PGRMM
-        case 0x000000544D524750: tag = 14  // PGRMT
-        case 0x000000564D524750: tag = 15  // PGRMV
-        case 0x0000005A4D524750: tag = 16  // PGRMZ
-        case 0x5943415255434341: tag = 17  // ACCURACY
-        case 0x00004343414F5947: tag = 30  // GYOACC
-        case 0x000000004F464E49: tag = 31  // INFO
-        case 0x0000005248534150: tag = 38  // PASHR
-        case 0x0031303052494150: tag = 39  // PAIR001
-        case 0x0030313052494150: tag = 40  // PAIR010
-        case 0x004F464E49544450: tag = 41  // PDTINFO
-        case 0x0000005053504750: tag = 42  // PGPSP
-        case 0x000054534E474D50: tag = 43  // PMGNST
-        case 0x003130304B544D50: tag = 44  // PMTK001
-        case 0x003432344B544D50: tag = 45  // PMTK424
-        case 0x003530374B544D50: tag = 46  // PMTK705
-        case 0x454746434D545150:  // PQTMCFGEINSMSGERROR, by length
-            if n == 19 {
-                tag = 47
-            } else if n == 16 {
-                tag = 48
-            } else {
-                return 0
-            }
-        case 0x4F4746434D545150:  // PQTMCFGORIENTATIONERROR, by length
-            if n == 23 {
-                tag = 49
-            } else if n == 20 {
-                tag = 50
-            } else {
-                return 0
-            }
-        case 0x574746434D545150:  // PQTMCFGWHEELTICKERROR, by length
-            if n == 21 {
-                tag = 51
-            } else if n == 18 {
-                tag = 52
-            } else {
-                return 0
-            }
-        case 0x005350474D545150: tag = 53  // PQTMGPS
-        case 0x00554D494D545150: tag = 54  // PQTMIMU
-        case 0x00534E494D545150: tag = 55  // PQTMINS
-        case 0x54504D514D545150: tag = 56  // PQTMQMPTERROR
-        case 0x005245564D545150: tag = 57  // PQTMVER
-        case 0x004F4E5245565150: tag = 58  // PQVERNO
-        case 0x0045504546525350: tag = 59  // PSRFEPE
-        case 0x0000000049545350:  // PSTI, by subtype
-            if f.field(1, equals: "030") {
-                tag = 60
-            } else if f.field(1, equals: "032") {
-                tag = 61
-            } else if f.field(1, equals: "033") {
-                tag = 62
-            } else if f.field(1, equals: "035") {
-                tag = 63
-            } else if f.field(1, equals: "036") {
-                tag = 64
-            } else {
-                return 0
-            }
-        case 0x005550434D545350: tag = 65  // PSTMCPU
-        case 0x45544E414D545350: tag = 66  // PSTMANTENNASTATUS
-        case 0x005245564D545350: tag = 67  // PSTMVER
-        case 0x004142524C4E5450: tag = 68  // PTNLRBA
-        case 0x004D4E524C4E5450: tag = 69  // PTNLRNM
-        case 0x005054524C4E5450: tag = 70  // PTNLRTP
-        case 0x004F58524C4E5450: tag = 71  // PTNLRXO
-        case 0x00000041544E5450: tag = 72  // PTNTA
-        case 0x004D5448544E5450: tag = 73  // PTNTHTM
-        case 0x0054415453524E53: tag = 76  // SNRSTAT
-        default: return 0
+        return lookup(name: address, f)
+    }
+
+    /// The tag of the entry named exactly `name` whose subtype, if it has one, is field 1;
+    /// or 0. A binary search of ``byPrefix`` for the name's first eight bytes, then a check
+    /// of each entry that shares them (PERC and PSTI by subtype, PQTMCFG… by length).
+    private static func lookup(name: UnsafeRawBufferPointer, _ f: NMEAFields) -> UInt8 {
+        let key = packed(name)
+        var low = 0
+        var high = byPrefix.count
+        while low < high {
+            let mid = (low + high) / 2
+            if byPrefix[mid].prefix < key { low = mid + 1 } else { high = mid }
         }
-        let e = table[Int(tag) - 1]
-        guard e.name.utf8CodeUnitCount == n else { return 0 }
-        if n > 8 {
-            let name = e.name.utf8Start
-            for k in 8..<n where address[k] != name[k] { return 0 }
+        while low < byPrefix.count, byPrefix[low].prefix == key {
+            let tag = byPrefix[low].tag
+            low += 1
+            if table[Int(tag) - 1].matches(name, f) { return tag }
         }
-        return tag
+        return 0
     }
 
     /// The first eight bytes of a name, zero-padded, as one integer.
@@ -294,6 +180,12 @@ struct GPSDPacket {
         for k in 0..<min(8, bytes.count) { v |= UInt64(bytes[k]) << UInt64(8 * k) }
         return v
     }
+
+    /// The tags of ``table``, sorted by the first eight bytes of their names (``packed(_:)``),
+    /// entries sharing a prefix in table order.
+    private static let byPrefix: [(prefix: UInt64, tag: UInt8)] = table.indices
+        .map { i in (prefix: table[i].name.withUTF8Buffer { packed(UnsafeRawBufferPointer($0)) }, tag: UInt8(i + 1)) }
+        .sorted { ($0.prefix, $0.tag) < ($1.prefix, $1.tag) }
 
     /// One entry of gpsd's `nmea_phrase[]` that has a handler, in gpsd's order.
     struct Entry {
@@ -312,6 +204,16 @@ struct GPSDPacket {
             self.subtype = subtype
             self.minimumFields = minimumFields
             self.continues = false
+        }
+
+        /// Whether a sentence is this entry: its address (or type) `name` is the entry's
+        /// name and field 1 the entry's subtype, if it has one.
+        func matches(_ name: UnsafeRawBufferPointer, _ f: NMEAFields) -> Bool {
+            guard name.count == self.name.utf8CodeUnitCount else { return false }
+            let own = self.name.utf8Start
+            for k in 0..<name.count where name[k] != own[k] { return false }
+            if let subtype, !f.field(1, equals: subtype) { return false }
+            return true
         }
     }
 
