@@ -332,6 +332,9 @@ public final class MQTTClient: Sendable {
         await Self.wait(context, bound: Self.closeGrace) { $0.awaitUnsubacks(id: $1, $2) }
         if handingOver { await Self.waitForQuiet(context) }
         if context.state.withLock({ $0.stopAfterDrain() }) {
+            // The last reading of the link's counters, while its socket is still open.
+            let reading = MQTTTrafficMeter.read(socket: mosquitto_socket(handle.pointer))
+            context.traffic.withLock { $0.update(reading) }
             _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
         }
         await Self.wait(context, bound: nil) { $0.awaitLoopEnd(id: $1, $2) }

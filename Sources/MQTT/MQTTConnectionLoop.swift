@@ -60,15 +60,13 @@ enum MQTTConnectionLoop {
             }
             savedErrno = errno
             if rc == MOSQ_ERR_SUCCESS.rawValue {
-                let stopping = context.state.withLock { $0.mustStop }
-                // The kernel's counters: once a second (a system call), and at every turn of a
-                // shutdown, so that the last figures are whole.
-                if stopping || ContinuousClock.now >= trafficDue {
-                    let socket = mosquitto_socket(mosq)
-                    context.traffic.withLock { $0.sample(socket: socket) }
+                // The kernel's counters, once a second (a system call).
+                if ContinuousClock.now >= trafficDue {
+                    let reading = MQTTTrafficMeter.read(socket: mosquitto_socket(mosq))
+                    context.traffic.withLock { $0.update(reading) }
                     trafficDue = ContinuousClock.now.advanced(by: trafficSampleInterval)
                 }
-                if !disconnectSent && stopping {
+                if !disconnectSent && context.state.withLock({ $0.mustStop }) {
                     // A shutdown raced with a (re)connect: send DISCONNECT now.
                     disconnectSent = true
                     _ = mosquitto_disconnect_v5(mosq, 0, nil)

@@ -19,9 +19,9 @@ public struct MQTTTraffic: Sendable, Equatable {
     public var total: UInt64 { sent &+ received }
 }
 
-/// Sums ``MQTTTraffic`` over a client's connections: sampled on the network loop's thread after
-/// each turn of the loop (one `getsockopt`), folded into the total when a connection ends.
-/// The bytes of a connection's last turn, if the connection failed in it, are not seen.
+/// Sums ``MQTTTraffic`` over a client's connections: read by the network loop once a second and
+/// by a shutdown before its DISCONNECT, folded into the total when a connection ends. What a
+/// lost connection carried after its last reading is not seen.
 struct MQTTTrafficMeter: Sendable {
     /// Connections that have ended.
     private var ended = MQTTTraffic()
@@ -34,18 +34,24 @@ struct MQTTTrafficMeter: Sendable {
             sent: ended.sent &+ current.sent, received: ended.received &+ current.received, segments: ended.segments &+ current.segments)
     }
 
-    /// Reads the counters of the connection on `socket` (`mosquitto_socket`).
-    mutating func sample(socket: Int32) {
+    /// The counters of the connection on `socket` (`mosquitto_socket`): a system call, made
+    /// outside any lock; `nil` when the socket is gone.
+    static func read(socket: Int32) -> MQTTTraffic? {
         var sent: UInt64 = 0
         var received: UInt64 = 0
         var segmentsOut: UInt32 = 0
         var segmentsIn: UInt32 = 0
         var headerBytes: UInt32 = 0
-        guard fleetcast_tcp_traffic(socket, &sent, &received, &segmentsOut, &segmentsIn, &headerBytes) == 0 else { return }
-        current = MQTTTraffic(
+        guard fleetcast_tcp_traffic(socket, &sent, &received, &segmentsOut, &segmentsIn, &headerBytes) == 0 else { return nil }
+        return MQTTTraffic(
             sent: sent &+ UInt64(segmentsOut) &* UInt64(headerBytes),
             received: received &+ UInt64(segmentsIn) &* UInt64(headerBytes),
             segments: UInt64(segmentsOut) &+ UInt64(segmentsIn))
+    }
+
+    /// The current connection's counters as last read.
+    mutating func update(_ reading: MQTTTraffic?) {
+        if let reading { current = reading }
     }
 
     /// The connection sampled last has ended: its figures join the total.
