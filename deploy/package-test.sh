@@ -203,14 +203,14 @@ wait_port "$port"; wait_port "$tls_port"
 # The agent as the unit starts it: user fleetcast with its groups (dialout), no capabilities,
 # umask 0077, the sandbox; a datagram socket standing in for systemd's $NOTIFY_SOCKET.
 agent=
-start_agent() {  # VEHICLE SOURCE BROKER [FLAG…]
+start_agent() {  # VEHICLE SOURCE BROKER [FLAG…]; EVERY_FIX=1: every fix (not the default reporting policy)
   local vehicle=$1 source=$2 broker=$3
   shift 3
   install -d -o fleetcast -g fleetcast -m 0750 "$work/state-$vehicle"
   socat -u "UNIX-RECV:$work/notify-$vehicle,perm=0777" "OPEN:$work/notify-$vehicle.log,creat,append" &
   pids+=($!)
   for _ in $(seq 50); do [ -S "$work/notify-$vehicle" ] && break; sleep 0.1; done
-  (umask 0077; exec env NOTIFY_SOCKET="$work/notify-$vehicle" WATCHDOG_USEC=2000000 \
+  (umask 0077; exec env NOTIFY_SOCKET="$work/notify-$vehicle" WATCHDOG_USEC=2000000 ${EVERY_FIX:+FLEETCAST_REPORT_EVERY_FIX=1} \
     setpriv --reuid=fleetcast --regid=fleetcast --init-groups --inh-caps=-all --bounding-set=-all \
     "$work/sandbox" "$work/syscalls" -- /usr/bin/fleetcast-agent run --vehicle "$vehicle" \
     --source "$source" --broker "$broker" --state-dir "$work/state-$vehicle" "$@") \
@@ -315,7 +315,8 @@ for name in fleet-watch-record.service fleet-watch-serve.service fleet-watch-bri
 done
 
 step "running the installed fleet-watch as each unit would, while an installed agent publishes"
-start_agent fleet-1 'sim:?rate=10' "mqtt://127.0.0.1:$port"
+# A stream of fixes for the fleet side to record, map and bridge.
+EVERY_FIX=1 start_agent fleet-1 'sim:?rate=10' "mqtt://127.0.0.1:$port"
 fleet_agent=$agent
 # A PostgreSQL for the recorder, with a password (scram-sha-256), which the unit takes from
 # /etc/fleetcast/fleet-watch.secrets.

@@ -29,8 +29,8 @@ extension AgentConfiguration {
         "broker.caFile", "broker.certFile", "broker.keyFile",
         "broker.protocol", "broker.keepAlive", "broker.maxInflight",
         "topics.prefix", "qos.fix", "qos.heading", "messageExpiry",
-        "report.minInterval", "report.maxInterval", "report.minDistance",
-        "report.minHeadingChange", "report.stationarySpeed",
+        "report.everyFix", "report.minInterval", "report.maxInterval", "report.minDistance",
+        "report.minHeadingChange", "report.stationarySpeed", "report.stoppedInterval",
         "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate",
         "fixTime.maxOffset", "fixTime.systemClock", "stateDir", "log.level",
     ]
@@ -412,7 +412,7 @@ struct ConfigurationSources {
             value("broker.protocol", expected: "5 or 3.1.1") { text in
                 AgentConfiguration.ProtocolVersion(rawValue: text == "5.0" ? "5" : text)
             } ?? .v5
-        let keepAlive = integer("broker.keepAlive", in: 5...65535, unit: " of seconds") ?? 30
+        let keepAlive = integer("broker.keepAlive", in: 5...65535, unit: " of seconds") ?? AgentConfiguration.Broker.defaultKeepAliveSeconds
         let maxInflight = integer("broker.maxInflight", in: 1...65535) ?? 20
         guard let url else { return nil }
         var broker = AgentConfiguration.Broker(
@@ -425,24 +425,51 @@ struct ConfigurationSources {
 
     /// `report.*`.
     private mutating func reportingPolicy() -> ReportingPolicy {
-        let minInterval = number("report.minInterval", expected: "a number of seconds, 0 or more") { $0 >= 0 }
-        let maxInterval = number("report.maxInterval", expected: "a number of seconds, more than 0") { $0 > 0 }
-        if let minInterval, let maxInterval, maxInterval < minInterval, let origin = origins["report.maxInterval"] {
-            problems.append(
-                .invalid(
-                    "report.maxInterval", origin, expected: "at least report.minInterval (\(Self.show(minInterval)) s)",
-                    got: Self.show(maxInterval)))
+        let defaults = ReportingPolicy.trackerDefaults
+        let everyFix =
+            value("report.everyFix", expected: "true or false") { text -> Bool? in
+                switch text.lowercased() {
+                case "true", "yes", "on", "1": true
+                case "false", "no", "off", "0": false
+                default: nil
+                }
+            } ?? false
+        var minInterval = rule("report.minInterval", "a number of seconds, 0 or more", defaults.minInterval) { $0 >= 0 }
+        let maxInterval = rule("report.maxInterval", "a number of seconds, more than 0", defaults.maxInterval) { $0 > 0 }
+        if let floor = minInterval, let maxInterval, maxInterval < floor {
+            if let origin = origins["report.maxInterval"], origins["report.minInterval"] != nil {
+                problems.append(
+                    .invalid(
+                        "report.maxInterval", origin, expected: "at least report.minInterval (\(Self.show(floor)) s)",
+                        got: Self.show(maxInterval)))
+            } else {
+                minInterval = maxInterval  // a heartbeat set below the default floor lowers it
+            }
         }
-        let minDistance = number("report.minDistance", expected: "a number of metres, more than 0") { $0 > 0 }
-        let minHeadingChange = number("report.minHeadingChange", expected: "a number of degrees, more than 0 and at most 180") {
-            $0 > 0 && $0 <= 180
+        let minDistance = rule("report.minDistance", "a number of metres, more than 0", defaults.minDistance) { $0 > 0 }
+        let minHeadingChange = rule(
+            "report.minHeadingChange", "a number of degrees, more than 0 and at most 180", defaults.minHeadingChange
+        ) { $0 > 0 && $0 <= 180 }
+        let stoppedInterval = rule("report.stoppedInterval", "a number of seconds, more than 0", defaults.stoppedInterval) {
+            $0 > 0
         }
         let stationarySpeed =
             number("report.stationarySpeed", expected: "a speed in m/s, 0 or more (0 turns the track hold off)") { $0 >= 0 } ?? 0.5
+        let hold = stationarySpeed > 0 ? stationarySpeed : nil
+        if everyFix { return ReportingPolicy(stationarySpeed: hold) }
         return ReportingPolicy(
             minInterval: minInterval, maxInterval: maxInterval, minDistance: minDistance,
-            minHeadingChange: minHeadingChange, stationarySpeed: stationarySpeed > 0 ? stationarySpeed : nil
+            minHeadingChange: minHeadingChange, stationarySpeed: hold, stoppedInterval: stoppedInterval
         )
+    }
+
+    /// A reporting rule: its number, `off` for none, or `fallback` when not given.
+    private mutating func rule(_ key: String, _ expected: String, _ fallback: Double?, _ accept: (Double) -> Bool) -> Double? {
+        let given = value(key, expected: "\(expected), or off") { text -> Double?? in
+            if text.lowercased() == "off" { return .some(nil) }
+            return Double(text).flatMap { $0.isFinite && accept($0) ? .some($0) : nil }
+        }
+        return given ?? fallback
     }
 
     /// `outbox.*`.

@@ -35,7 +35,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         public var keyFile: String?
         /// MQTT protocol version (default 5).
         public var protocolVersion: ProtocolVersion
-        /// Keep-alive interval, seconds (default 30).
+        /// Keep-alive interval, seconds (default ``defaultKeepAliveSeconds``).
         public var keepAliveSeconds: Int
         /// Most QoS 1/2 messages in flight at once (default 20).
         public var maxInflight: Int
@@ -43,11 +43,18 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         /// read it.
         public var passwordFile: String?
 
-        /// Broker settings; defaults: MQTT 5, keep-alive 30 s, 20 in flight.
+        /// The default keep-alive, seconds: 4 minutes, under the idle timeout of the NATs of
+        /// cellular carriers (5 minutes and more for most, so that a quiet connection stays
+        /// open), and a PINGREQ, PINGRESP and their TCP acknowledgements (about 300 bytes with
+        /// TLS) every 4 minutes instead of every 30 s; the broker declares a silent vehicle gone
+        /// (its last will) after one and a half keep-alives, 6 minutes.
+        public static let defaultKeepAliveSeconds = 240
+
+        /// Broker settings; defaults: MQTT 5, keep-alive 240 s, 20 in flight.
         public init(
             url: BrokerURL, username: String? = nil, password: Secret? = nil, caFile: String? = nil,
             certFile: String? = nil, keyFile: String? = nil, protocolVersion: ProtocolVersion = .v5,
-            keepAliveSeconds: Int = 30, maxInflight: Int = 20
+            keepAliveSeconds: Int = Broker.defaultKeepAliveSeconds, maxInflight: Int = 20
         ) {
             self.url = url
             self.username = username
@@ -138,7 +145,11 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     /// The publisher settings this configuration implies.
     ///
     /// - Parameter lossless: a finite source (a replay) that must lose nothing.
+    /// A finite source uploads every fix unless a `report.*` rule is configured: the default
+    /// policy is for live vehicles.
     public func publisherSettings(agentVersion: String?, lossless: Bool = false) -> Publisher.Settings {
+        let configured = origins.keys.contains { $0.hasPrefix("report.") && $0 != "report.stationarySpeed" }
+        let policy = lossless && !configured ? ReportingPolicy(stationarySpeed: policy.stationarySpeed) : policy
         var settings = Publisher.Settings(
             vehicle: vehicle, topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, sourceURI: source,
             agentVersion: agentVersion, policy: policy, lossless: lossless,
@@ -172,11 +183,13 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("qos.fix", "\(fixQoS.rawValue)"),
             line("qos.heading", "\(headingQoS.rawValue)"),
             line("messageExpiry", messageExpirySeconds.map { "\($0)" }),
+            line("report.everyFix", policy.limitsRate ? "false" : "true"),
             line("report.minInterval", number(policy.minInterval)),
             line("report.maxInterval", number(policy.maxInterval)),
             line("report.minDistance", number(policy.minDistance)),
             line("report.minHeadingChange", number(policy.minHeadingChange)),
             line("report.stationarySpeed", number(policy.stationarySpeed)),
+            line("report.stoppedInterval", number(policy.stoppedInterval)),
             line("outbox.syncInterval", number(outbox.syncIntervalSeconds)),
             line("outbox.maxBytes", "\(outbox.maxBytes)"),
             line("outbox.maxAge", "\(outbox.maxAgeSeconds)"),

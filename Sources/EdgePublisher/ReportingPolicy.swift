@@ -26,6 +26,13 @@ import GNSS
 /// a fix *earlier* than the last published one (receiver clock reset, replay restarted) is
 /// published and restarts the timing.
 ///
+/// ``stoppedInterval`` is the heartbeat while the vehicle is stationary, for fixes and headings
+/// alike (``maxInterval`` while it moves): a parked vehicle reports once an hour, not once a
+/// minute.
+///
+/// ``trackerDefaults`` is the agent's default, chosen for a vehicle on a metered cellular link
+/// in the manner of the trackers fleets run; `ReportingPolicy()` publishes every fix.
+///
 /// ## Stationary track hold
 /// At standstill a receiver's course over ground is noise. While the speed is below
 /// ``stationarySpeed`` (m/s) the published fix carries the last track seen while moving
@@ -42,6 +49,16 @@ public struct ReportingPolicy: Sendable, Equatable {
     public var minHeadingChange: Double?
     /// Speed below which the vehicle counts as stationary, m/s; `nil`: never stationary.
     public var stationarySpeed: Double?
+    /// Maximum time without a published fix (and heading) while stationary, seconds (the
+    /// heartbeat of a parked vehicle); `nil`: ``maxInterval`` applies.
+    public var stoppedInterval: Double?
+
+    /// The agent's default: at most one fix per 10 s while moving, sooner never, published
+    /// after 100 m or a 15° turn, at least every 2 minutes; while stationary (below 0.5 m/s)
+    /// once an hour; a stop and a start at once.
+    public static let trackerDefaults = ReportingPolicy(
+        minInterval: 10, maxInterval: 120, minDistance: 100, minHeadingChange: 15, stationarySpeed: 0.5,
+        stoppedInterval: 3600)
 
     /// What the policy remembers between fixes.
     private var lastPublished: Fix?
@@ -96,10 +113,12 @@ public struct ReportingPolicy: Sendable, Equatable {
     ///   - minDistance: metres.
     ///   - minHeadingChange: degrees.
     ///   - stationarySpeed: m/s; below it the vehicle is stationary and its track is held.
+    ///   - stoppedInterval: seconds; the heartbeat while stationary.
     public init(
         minInterval: Double? = nil, maxInterval: Double? = nil, minDistance: Double? = nil,
-        minHeadingChange: Double? = nil, stationarySpeed: Double? = nil
+        minHeadingChange: Double? = nil, stationarySpeed: Double? = nil, stoppedInterval: Double? = nil
     ) {
+        self.stoppedInterval = stoppedInterval
         self.minInterval = minInterval
         self.maxInterval = maxInterval
         self.minDistance = minDistance
@@ -109,7 +128,12 @@ public struct ReportingPolicy: Sendable, Equatable {
 
     /// Whether any rate or trigger rule is set (otherwise every fix is published).
     public var limitsRate: Bool {
-        minInterval != nil || maxInterval != nil || minDistance != nil || minHeadingChange != nil
+        minInterval != nil || maxInterval != nil || minDistance != nil || minHeadingChange != nil || stoppedInterval != nil
+    }
+
+    /// The heartbeat that applies, moving or stationary.
+    private func heartbeat(stationary: Bool) -> Double? {
+        stationary ? stoppedInterval ?? maxInterval : maxInterval
     }
 
     /// Decides about one fix and remembers it. Fixes must come in receiver order.
@@ -126,7 +150,7 @@ public struct ReportingPolicy: Sendable, Equatable {
         if elapsed == 0 { return .skip(reason: .duplicate) }
         if elapsed < 0 { return publish(candidate, .first) }
         if !limitsRate { return publish(candidate, .everyFix) }
-        if let maxInterval, elapsed >= maxInterval { return publish(candidate, .heartbeat) }
+        if let heartbeat = heartbeat(stationary: stationary), elapsed >= heartbeat { return publish(candidate, .heartbeat) }
         if motionChanged { return publish(candidate, .motionChange) }
         if let minInterval, elapsed < minInterval { return .skip(reason: .tooSoon) }
         if minDistance == nil, minHeadingChange == nil {
@@ -145,7 +169,8 @@ public struct ReportingPolicy: Sendable, Equatable {
     /// Decides about one heading reading and remembers it if published.
     ///
     /// With no rule set every heading is published. Otherwise a heading is published when
-    /// ``maxInterval`` elapsed since the last published heading, or when ``minInterval`` (if
+    /// the heartbeat (``maxInterval``, or ``stoppedInterval`` while the last fix said the vehicle
+    /// was stationary) elapsed since the last published heading, or when ``minInterval`` (if
     /// set) elapsed and, if ``minHeadingChange`` is set, it turned by at least that much.
     /// Time is the heading's own, or the latest fix's when the heading has none (HDT); a
     /// heading with no time at all is published.
@@ -155,7 +180,7 @@ public struct ReportingPolicy: Sendable, Equatable {
         var publish = true
         if limitsRate, let time, let lastTime = lastHeadingTime {
             let elapsed = time.secondsSince1970 - lastTime.secondsSince1970
-            if elapsed >= 0, !(maxInterval.map { elapsed >= $0 } ?? false) {
+            if elapsed >= 0, !(heartbeat(stationary: wasStationary == true).map { elapsed >= $0 } ?? false) {
                 let pastFloor = minInterval.map { elapsed >= $0 } ?? (elapsed > 0)
                 let turned =
                     minHeadingChange.map { threshold in

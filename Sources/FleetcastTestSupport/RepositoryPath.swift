@@ -18,3 +18,7 @@ public enum RepositoryPath {
         return relative
     }
 }
+
+/// The environment of an agent started by a test or a benchmark that counts every fix: the
+/// default reporting policy thins a vehicle's fixes for its cellular link.
+public let agentEveryFixEnvironment = ["FLEETCAST_REPORT_EVERY_FIX": "1"]

@@ -68,7 +68,7 @@ private func measureFootprint(agent: String, source: String, seconds: Int) async
         [
             "run", "--source", uri, "--vehicle", "fp", "--broker", broker.url, "--state-dir", "\(directory)/state",
             "--config", configuration,
-        ], directory: directory, name: "agent-\(source)")
+        ], directory: directory, name: "agent-\(source)", environment: agentEveryFixEnvironment)
     // What arrives, counted by a client we did not write.
     let counter = try TestProcess(
         "/usr/bin/mosquitto_sub",

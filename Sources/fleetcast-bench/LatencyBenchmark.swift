@@ -129,7 +129,7 @@ private func measureLatency(agent: String, epochs count: Int, warmupEpochs: Int,
                 "run", "--source", "serial:\(pty.path)?baud=115200", "--vehicle", vehicle, "--broker", broker.url,
                 "--state-dir", state, "--config", configuration,
             ],
-            directory: directory, name: "agent-\(run)")
+            directory: directory, name: "agent-\(run)", environment: agentEveryFixEnvironment)
     } catch {
         receiving.cancel()
         await client.shutdown()

@@ -1,15 +1,16 @@
 import FleetcastTestSupport
 import Foundation
 
-/// `fleetcast-bench wire [--seconds S] [--agent PATH] [--runs every,interval30,parked]`
+/// `fleetcast-bench wire [--seconds S] [--agent PATH] [--runs every,interval30,moving,parked]`
 ///
 /// What the agent's traffic costs on a vehicle's metered link, counted on the wire: the real
 /// binary publishing over TLS to a real mosquitto, every IP packet of its broker connection
 /// captured by `tcpdump` on the loopback interface (both directions; IP and TCP headers, the TLS
-/// handshake and records, MQTT packets and acknowledgements, keep-alive pings). Three runs of S
+/// handshake and records, MQTT packets and acknowledgements, keep-alive pings). Four runs of S
 /// seconds each (default 300), with the simulated receiver at 1 Hz and otherwise the agent's
-/// defaults: `every` (moving, every fix published, as `report.everyFix`), `interval30` (moving,
-/// at most one fix per 30 s: `report.minInterval` 30) and `parked` (standing still). A plain
+/// defaults: `every` (moving, every fix published: `report.everyFix`), `interval30` (moving, one
+/// fix per 30 s: `report.minInterval` and `maxInterval` 30, no other rule), `moving` and `parked`
+/// (the default reporting policy, driving at 12 m/s and standing still). A plain
 /// second listener of the same broker lets a subscriber count the fixes without being counted.
 ///
 /// Prints per run: bytes on the wire (sent, received), of which the connection's first 2 s
@@ -21,7 +22,7 @@ import Foundation
 func runWireBenchmark(arguments: [String]) async {
     let seconds = intOption(arguments, "--seconds", 300)
     let agent = agentExecutable(arguments)
-    let runs = stringOption(arguments, "--runs", "every,interval30,parked").split(separator: ",").map(String.init)
+    let runs = stringOption(arguments, "--runs", "every,interval30,moving,parked").split(separator: ",").map(String.init)
     guard FileManager.default.isExecutableFile(atPath: agent) else {
         print("wire: no fleetcast-agent at \(agent) (build it next to the bench, or pass --agent PATH)")
         return
@@ -33,7 +34,7 @@ func runWireBenchmark(arguments: [String]) async {
     print("wire: agent \(agent), \(seconds) s per run, TLS, 1 Hz receiver; load average \(loadAverage())")
     for run in runs {
         guard let scenario = WireScenario(rawValue: run) else {
-            print("wire: unknown run \(run) (every, interval30, parked)")
+            print("wire: unknown run \(run) (every, interval30, moving, parked)")
             continue
         }
         do {
@@ -57,27 +58,33 @@ func runWireBenchmark(arguments: [String]) async {
 }
 
 private enum WireScenario: String {
-    case every, interval30, parked
+    case every, interval30, moving, parked
 
     var label: String {
         switch self {
-        case .every: "every fix at 1 Hz, moving"
+        case .every: "every fix at 1 Hz, moving (report.everyFix)"
         case .interval30: "one fix per 30 s, moving"
-        case .parked: "parked"
+        case .moving: "moving, default policy"
+        case .parked: "parked, default policy"
         }
     }
 
     var source: String {
         switch self {
-        case .every, .interval30: "sim:?rate=1&speed=12"
+        case .every, .interval30, .moving: "sim:?rate=1&speed=12"
         case .parked: "sim:?rate=1&speed=0"
         }
     }
 
     var environment: [String: String] {
         switch self {
-        case .every, .parked: [:]
-        case .interval30: ["FLEETCAST_REPORT_MIN_INTERVAL": "30"]
+        case .every: agentEveryFixEnvironment
+        case .interval30:
+            [
+                "FLEETCAST_REPORT_MIN_INTERVAL": "30", "FLEETCAST_REPORT_MAX_INTERVAL": "30", "FLEETCAST_REPORT_MIN_DISTANCE": "off",
+                "FLEETCAST_REPORT_MIN_HEADING_CHANGE": "off",
+            ]
+        case .moving, .parked: [:]
         }
     }
 }

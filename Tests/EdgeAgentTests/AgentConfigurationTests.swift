@@ -40,14 +40,14 @@ struct AgentConfigurationTests {
         #expect(config.source == "sim:")
         #expect(config.broker.url == BrokerURL(host: "localhost", port: 1883))
         #expect(config.broker.protocolVersion == .v5)
-        #expect(config.broker.keepAliveSeconds == 30)
+        #expect(config.broker.keepAliveSeconds == 240, "a keep-alive under cellular NAT timeouts")
         #expect(config.broker.maxInflight == 20)
         #expect(config.topics.prefix == "fleet")
         #expect(config.fixQoS == .atLeastOnce)
         #expect(config.headingQoS == .atMostOnce)
         #expect(config.messageExpirySeconds == nil)
-        #expect(config.policy == ReportingPolicy(stationarySpeed: 0.5))
-        #expect(config.policy.limitsRate == false, "every fix is published by default")
+        #expect(config.policy == .trackerDefaults, "a tracker's policy for a metered link by default")
+        #expect(config.policy.stoppedInterval == 3600 && config.policy.minDistance == 100)
         #expect(config.outbox == AgentConfiguration.OutboxSettings())
         #expect(config.stateDirectory == "/var/lib/fleetcast")
         #expect(config.logLevel == .info)
@@ -152,8 +152,8 @@ struct AgentConfigurationTests {
                 "topics.prefix in \(path): expected one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet), got \"fleet/#\"",
                 "messageExpiry in \(path): expected a whole number of seconds from 1 to 4294967295, got \"-5\"",
                 "report.maxInterval in \(path): expected at least report.minInterval (30 s), got \"10\"",
-                "report.minDistance in \(path): expected a number of metres, more than 0, got \"abc\"",
-                "report.minHeadingChange in \(path): expected a number of degrees, more than 0 and at most 180, got \"270\"",
+                "report.minDistance in \(path): expected a number of metres, more than 0, or off, got \"abc\"",
+                "report.minHeadingChange in \(path): expected a number of degrees, more than 0 and at most 180, or off, got \"270\"",
                 "report.stationarySpeed in \(path): expected a speed in m/s, 0 or more (0 turns the track hold off), got \"-1\"",
                 "outbox.maxBytes in \(path): expected a size from 1MiB to 1TiB, in bytes or with KiB, MiB, GiB (e.g. 64MiB), got \"10GB-ish\"",
                 "outbox.drainRate in \(path): expected a whole number of events per second from 1 to 100000, got \"0\"",
@@ -304,7 +304,10 @@ struct AgentConfigurationTests {
         #expect(config.topics.prefix == "acme/fleet")
         #expect(config.messageExpirySeconds == 600)
         #expect(
-            config.policy == ReportingPolicy(minInterval: 2, maxInterval: 120, minDistance: 30, minHeadingChange: 15, stationarySpeed: 0.8))
+            config.policy
+                == ReportingPolicy(
+                    minInterval: 2, maxInterval: 120, minDistance: 30, minHeadingChange: 15, stationarySpeed: 0.8,
+                    stoppedInterval: 3600))
         #expect(
             config.outbox
                 == AgentConfiguration.OutboxSettings(syncIntervalSeconds: 0.5, maxBytes: 16 << 20, maxAgeSeconds: 2 * 86_400, drainRate: 50)
@@ -322,5 +325,28 @@ struct AgentConfigurationTests {
             // Only the files it points to (which exist on a vehicle, not here) may be missing.
             #expect(Set(error.problems.map(\.key)) == ["broker.passwordFile", "broker.caFile"], "\(error)")
         }
+    }
+
+    @Test(
+        "report.everyFix publishes every fix; 'off' turns one rule off; a heartbeat below the default floor lowers it; a replay uploads every fix unless a rule is set"
+    )
+    func reportingPolicyChoices() async throws {
+        let dir = try TemporaryDirectory()
+        let everyFix = try await load(environment: ["FLEETCAST_VEHICLE": "v", "FLEETCAST_REPORT_EVERY_FIX": "1"], in: dir)
+        #expect(everyFix.policy == ReportingPolicy(stationarySpeed: 0.5) && !everyFix.policy.limitsRate)
+        let off = try await load(
+            environment: ["FLEETCAST_VEHICLE": "v", "FLEETCAST_REPORT_MIN_DISTANCE": "off", "FLEETCAST_REPORT_MAX_INTERVAL": "5"], in: dir)
+        #expect(off.policy.minDistance == nil && off.policy.maxInterval == 5 && off.policy.minInterval == 5)
+        #expect(off.policy.minHeadingChange == 15 && off.policy.stoppedInterval == 3600)
+        await #expect(throws: ConfigurationError.self) {
+            try await load(environment: ["FLEETCAST_VEHICLE": "v", "FLEETCAST_REPORT_EVERY_FIX": "sometimes"], in: dir)
+        }
+        let replay = try await load(environment: ["FLEETCAST_VEHICLE": "v", "FLEETCAST_SOURCE": "replay:/tmp/x.nmea"], in: dir)
+        #expect(!replay.publisherSettings(agentVersion: nil, lossless: true).policy.limitsRate, "a replay uploads every fix")
+        #expect(replay.publisherSettings(agentVersion: nil, lossless: false).policy == .trackerDefaults)
+        let thinned = try await load(
+            environment: ["FLEETCAST_VEHICLE": "v", "FLEETCAST_SOURCE": "replay:/tmp/x.nmea", "FLEETCAST_REPORT_MIN_INTERVAL": "30"],
+            in: dir)
+        #expect(thinned.publisherSettings(agentVersion: nil, lossless: true).policy.minInterval == 30, "unless a rule is set")
     }
 }

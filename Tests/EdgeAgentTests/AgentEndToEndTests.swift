@@ -41,7 +41,7 @@ struct AgentEndToEndTests {
             [
                 "run", "--source", "replay:\(recording)?speed=max", "--vehicle", "rtk-1",
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", state,
-            ], directory: state, name: "agent")
+            ], directory: state, name: "agent", environment: agentEveryFixEnvironment)
         let status = try await withTimeout(.seconds(60), "the agent to finish the replay") { await agent.waitForExit() }
         #expect(status == 0, "agent exit status; stderr: \(agent.standardError)")
 
@@ -84,7 +84,7 @@ struct AgentEndToEndTests {
                 [
                     "run", "--source", "replay:\(recording)?speed=max", "--vehicle", "mag-1",
                     "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", state,
-                ], directory: state, name: "agent-\(run)")
+                ], directory: state, name: "agent-\(run)", environment: agentEveryFixEnvironment)
             #expect(try await withTimeout(.seconds(60), "run \(run)") { await agent.waitForExit() } == 0)
             for line in await subscriber.messages() {
                 seqs.append(try #require((try Self.json(line.dropFirst("fleet/mag-1/fix ".count))["seq"] as? NSNumber)?.intValue))
@@ -113,7 +113,7 @@ struct AgentEndToEndTests {
             [
                 "run", "--source", "gpsd://127.0.0.1:\(gpsdPort)", "--vehicle", "gpsd-1",
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", directory,
-            ], directory: directory, name: "agent")
+            ], directory: directory, name: "agent", environment: agentEveryFixEnvironment)
         let fixes = try await subscriber.messages().map { try Self.json($0.dropFirst("fleet/gpsd-1/fix ".count)) }
         #expect(fixes.count == 5, "agent stderr: \(agent.standardError)")
         // bt451 was recorded near 49.4°N 8.5°E (gpsd's own decoding; see the .chk file).

@@ -58,7 +58,8 @@ struct AgentFixTimeTests {
             [
                 "run", "--source", "serial:\(device)?baud=9600", "--vehicle", "v1",
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
-            ], directory: work, name: "agent", environment: ["FLEETCAST_FIX_TIME_SYSTEM_CLOCK": "synchronized"])
+            ], directory: work, name: "agent",
+            environment: ["FLEETCAST_REPORT_EVERY_FIX": "1", "FLEETCAST_FIX_TIME_SYSTEM_CLOCK": "synchronized"])
         defer { agent.send(SIGKILL) }
         let writer = try #require(FileHandle(forWritingAtPath: feed))
         func longitudes() -> [Double] {

@@ -65,7 +65,7 @@ struct AgentOutageTests {
                 [
                     "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(port)",
                     "--state-dir", state, "--log-level", "debug",
-                ], directory: state, name: "agent-\(UUID().uuidString.prefix(4))")
+                ], directory: state, name: "agent-\(UUID().uuidString.prefix(4))", environment: agentEveryFixEnvironment)
         }
         var agent = try startAgent()
         try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 20 }
@@ -155,7 +155,7 @@ struct AgentOutageTests {
             [
                 "run", "--config", config, "--source", "sim:?rate=10&timeScale=10", "--vehicle", "v1",
                 "--broker", "mqtt://127.0.0.1:\(port)", "--state-dir", state,
-            ], directory: state, name: "agent")
+            ], directory: state, name: "agent", environment: agentEveryFixEnvironment)
         try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 50 }
         await proxy.kill()
         let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
@@ -219,7 +219,7 @@ struct AgentOutageTests {
             [
                 "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
                 "--state-dir", state,
-            ], directory: state, name: "agent")
+            ], directory: state, name: "agent", environment: agentEveryFixEnvironment)
         #expect(await fixes.messages().count == 5, "live fixes flow")
         agent.send(SIGTERM)
         #expect(await agent.waitForExit() == 0)

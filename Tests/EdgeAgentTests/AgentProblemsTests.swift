@@ -32,7 +32,7 @@ struct AgentProblemsTests {
             [
                 "run", "--source", "serial:\(device)?baud=9600", "--vehicle", "v1",
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
-            ], directory: work, name: "agent")
+            ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
         // The source retries with backoff (1 s, 2 s, …): wait for a few of its attempts.
         try await Task.sleep(for: .seconds(4))
         let log = agent.standardError
@@ -84,7 +84,7 @@ struct AgentProblemsTests {
             [
                 "run", "--source", "gpsd://127.0.0.1:\(port)", "--vehicle", "v1",
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
-            ], directory: work, name: "agent")
+            ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
         try await waitUntil("the warning", timeout: .seconds(10)) { !Self.lines(agent.standardError, level: "warning").isEmpty }
         try await Task.sleep(for: .seconds(3))  // more retries
         let warnings = Self.lines(agent.standardError, level: "warning")
@@ -113,7 +113,7 @@ struct AgentProblemsTests {
             [
                 "run", "--source", "sim:?rate=10", "--vehicle", "van-2",
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
-            ], directory: work, name: "agent")
+            ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
         // The status (allowed) goes on being published and counts the refusals: nothing waits
         // behind the refused fixes.
         try await waitUntil("a status counting rejected fixes", timeout: .seconds(30), interval: .milliseconds(100)) {

@@ -32,7 +32,7 @@ struct AgentShutdownTests {
             [
                 "run", "--source", source, "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(brokerPort)",
                 "--state-dir", "\(directory)/state", "--log-level", level,
-            ], directory: directory, name: "agent")
+            ], directory: directory, name: "agent", environment: agentEveryFixEnvironment)
     }
 
     /// Sends SIGTERM (with `kill(2)`, not through `TestProcess`) and waits for the exit,

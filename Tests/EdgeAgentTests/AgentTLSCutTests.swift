@@ -27,7 +27,7 @@ struct AgentTLSCutTests {
             [
                 "run", "--source", "sim:?rate=10", "--vehicle", "v-tls", "--broker", "mqtts://localhost:\(port)", "--ca-file", ca,
                 "--state-dir", "\(work)/state",
-            ], directory: work, name: "agent")
+            ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
         try await Task.sleep(for: .seconds(15))
         #expect(agent.isRunning, "a cut handshake is retried, not fatal: \(agent.standardError)")
         cutter.send(SIGKILL, toGroup: true)

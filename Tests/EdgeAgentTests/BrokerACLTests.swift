@@ -209,7 +209,7 @@ struct BrokerACLTests {
                 [
                     "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://van-1@127.0.0.1:\(port)",
                     "--ca-file", shipped.ca.certificateFile, "--password-file", passwordFile, "--state-dir", shipped.files.path,
-                ], directory: shipped.files.path, name: "agent")
+                ], directory: shipped.files.path, name: "agent", environment: agentEveryFixEnvironment)
             defer { agent.send(SIGKILL) }
 
             try await Self.waitUntil("van-1 online with fixes and headings at the watcher", timeout: .seconds(30), agent: agent) {
@@ -345,7 +345,7 @@ struct BrokerACLTests {
                     "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://127.0.0.1:\(shipped.broker.port)",
                     "--ca-file", shipped.ca.certificateFile, "--cert-file", certificate.certificateFile, "--key-file", certificate.keyFile,
                     "--state-dir", shipped.files.path,
-                ], directory: shipped.files.path, name: "agent")
+                ], directory: shipped.files.path, name: "agent", environment: agentEveryFixEnvironment)
             defer { agent.send(SIGKILL) }
 
             try await Self.waitUntil("van-1 online with fixes at the watcher", timeout: .seconds(30), agent: agent) {

@@ -38,7 +38,9 @@ struct BrokerIdentityTests {
                 "--key-file", certificate.keyFile,
             ]
         }
-        let agent = try TestProcess(builtProduct("fleetcast-agent"), arguments, directory: shipped.files.path, name: "agent-van-2")
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"), arguments, directory: shipped.files.path, name: "agent-van-2",
+            environment: agentEveryFixEnvironment)
         try await BrokerACLTests.waitUntil("van-2 online with fixes", timeout: .seconds(30), agent: agent) {
             let received = observer.messagesSoFar
             return BrokerACLTests.lines(received, on: "fleet/van-2/status").contains {

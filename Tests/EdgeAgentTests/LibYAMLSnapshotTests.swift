@@ -1,5 +1,6 @@
 import Configuration
 import EdgeConfiguration
+import EdgePublisher
 import FleetcastCore
 import FleetcastTestSupport
 import Foundation
@@ -162,7 +163,7 @@ struct LibYAMLSnapshotTests {
             "agent.yaml", "vehicle: van-7\nmessageExpiry: ~\nreport:\n  minInterval: null\ntopics:\n  prefix:\nstateDir: ''\n")
         let config = try await AgentConfiguration.load(filePath: path, environment: [:], flags: [:])
         #expect(config.messageExpirySeconds == nil)
-        #expect(config.policy.minInterval == nil)
+        #expect(config.policy.minInterval == ReportingPolicy.trackerDefaults.minInterval, "not set: the default")
         #expect(config.topics.prefix == "fleet")
         #expect(config.stateDirectory == "/var/lib/fleetcast")
         #expect(Set(config.origins.keys) == ["vehicle"])
@@ -287,7 +288,7 @@ struct LibYAMLSnapshotTests {
         #expect(try value(snapshot, "vehicle", .string) == .string("van-7"))
         #expect(try value(snapshot, "broker.url", .string) == .string("mqtts://broker.example.net:8883"))
         #expect(try value(snapshot, "broker.protocol", .string) == .string("5"))
-        #expect(try value(snapshot, "broker.keepAlive", .int) == .int(30))
+        #expect(try value(snapshot, "broker.keepAlive", .int) == .int(240))
         #expect(try value(snapshot, "report.stationarySpeed", .double) == .double(0.5))
         #expect(try value(snapshot, "outbox.maxBytes", .string) == .string("64MiB"))
         #expect(try value(snapshot, "broker.certFile", .string) == nil, "commented out")
@@ -296,7 +297,7 @@ struct LibYAMLSnapshotTests {
 
         let keys = KeyRecorder()
         _ = try Self.snapshot(bytes: bytes, parsingOptions: .init(secretsSpecifier: .dynamic { key, _ in keys.add(key) }))
-        #expect(keys.keys.count == 25)
+        #expect(keys.keys.count == 27)
         #expect(keys.keys.filter { !AgentConfiguration.knownKeys.contains($0) } == [])
     }
 

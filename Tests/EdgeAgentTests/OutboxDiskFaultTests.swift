@@ -54,7 +54,7 @@ struct OutboxDiskFaultTests {
             [
                 "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
                 "--state-dir", state,
-            ], directory: work, name: "agent")
+            ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
         #expect(await fixes.messages().count == 10, "live fixes flow")
         let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status"))
         let status = try #require(

@@ -141,4 +141,24 @@ struct ReportingPolicyTests {
         let decisions = readings.map { limited.evaluate(Heading(time: Fixes.time($0.0), trueHeading: $0.1, source: .ths)) }
         #expect(decisions == [true, false, false, false, true])
     }
+
+    @Test(
+        "the tracker defaults: a parked vehicle reports once an hour (fixes and headings), a moving one every 100 m, a stop and a start at once"
+    )
+    func trackerDefaults() {
+        let parked = (0..<7_300).map { Fixes.fix(at: Double($0), speed: 0, track: nil) }
+        #expect(published(.trackerDefaults, parked) == [0, 3600, 7200])
+        var policy = ReportingPolicy.trackerDefaults
+        _ = policy.evaluate(Fixes.fix(at: 0, speed: 0, track: nil))
+        let headings = (0..<600).filter { policy.evaluate(Heading(time: Fixes.time(Double($0)), trueHeading: 90, source: .hdt)) }
+        #expect(headings == [0], "a parked vehicle's steady heading waits for the stationary heartbeat: \(headings)")
+        // Driving east at 12.5 m/s for 60 s: every 100 m (8 s apart, past the 10 s floor: 10 s).
+        #expect(published(.trackerDefaults, drive(60)) == [0, 10, 20, 30, 40, 50])
+        // Stops at 20 s, parked to 100 s, drives off at 100 s: both at once.
+        let driving: [Fix] = (0..<20).map { Fixes.fix(at: Double($0), east: Double($0) * 12.5, speed: 12.5, track: 90) }
+        let stopped: [Fix] = (20..<100).map { Fixes.fix(at: Double($0), east: 250, speed: 0, track: nil) }
+        let off: [Fix] = (100..<105).map { Fixes.fix(at: Double($0), east: 250 + Double($0 - 100) * 12.5, speed: 12.5, track: 90) }
+        let stopAndGo = driving + stopped + off
+        #expect(published(.trackerDefaults, stopAndGo) == [0, 10, 20, 100])
+    }
 }

@@ -49,7 +49,7 @@ struct SecretsInOutputTests {
             [
                 "run", "--source", "sim:?rate=10", "--vehicle", "van-7", "--broker", "mqtt://van-7@127.0.0.1:\(broker.port)",
                 "--password-file", file, "--state-dir", "\(work)/state",
-            ], directory: work, name: "agent")
+            ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
         try await waitUntil("the warning", timeout: .seconds(20)) {
             agent.standardError.contains("password file can be read by every user")
         }

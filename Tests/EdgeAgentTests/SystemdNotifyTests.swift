@@ -49,6 +49,7 @@ struct SystemdNotifyTests {
                 "--state-dir", state,
             ], directory: state, name: "agent",
             environment: [
+                "FLEETCAST_REPORT_EVERY_FIX": "1",
                 "NOTIFY_SOCKET": systemd.address, "WATCHDOG_USEC": "1000000",  // WatchdogSec=1s: a ping every 0.5 s
             ])
         try await systemd.wait(for: "READY=1") { $0.first?.hasPrefix("READY=1\n") == true }

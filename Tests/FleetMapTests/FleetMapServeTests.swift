@@ -35,7 +35,7 @@ import Testing
                     [
                         "run", "--source", "sim:?rate=5&speed=15&lat=\(vehicle.lat)&lon=\(vehicle.lon)", "--vehicle", vehicle.id,
                         "--broker", broker.url, "--state-dir", "\(broker.directory)/state-\(vehicle.id)",
-                    ], directory: broker.directory, name: "agent-\(vehicle.id)"))
+                    ], directory: broker.directory, name: "agent-\(vehicle.id)", environment: agentEveryFixEnvironment))
         }
         let port = try FreePort.next()
         let server = try TestProcess(

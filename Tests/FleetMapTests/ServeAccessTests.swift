@@ -101,7 +101,7 @@ import Testing
             [
                 "run", "--source", "sim:?rate=5&speed=15&lat=48.85&lon=2.35", "--vehicle", "van-1", "--broker", broker.url,
                 "--state-dir", "\(broker.directory)/state-van-1",
-            ], directory: broker.directory, name: "agent-van-1")
+            ], directory: broker.directory, name: "agent-van-1", environment: agentEveryFixEnvironment)
         let server = try TestProcess(
             builtProduct("fleet-watch"), ["serve", "--broker", broker.url, "--tiles", "none"] + arguments,
             directory: broker.directory, name: "serve-\(UUID().uuidString.prefix(8))")
