@@ -89,14 +89,14 @@ public struct FleetMapServer: Service {
         public var tls: TLSConfiguration?
 
         /// Options for `127.0.0.1:8080`, OpenStreetMap tiles, Debian's Leaflet, vehicles stale
-        /// after 30 s, 5-minute trails, updates every 250 ms, a slow browser dropped after
+        /// after 150 s (never when parked), 5-minute trails, updates every 250 ms, a slow browser dropped after
         /// 10,000 queued vehicles or 40 missed flushes (10 s), at most 1,000 browsers and 1,024
         /// connections at once, a connection closed after 30 s without its client reading or 60 s
         /// idle, no authentication, plain HTTP.
         public init(
             host: String = "127.0.0.1", port: Int = 8080, leafletDirectory: String = FleetMapServer.debianLeafletDirectory,
             tiles: String? = FleetMapServer.openStreetMapTiles, attribution: String? = FleetMapServer.openStreetMapAttribution,
-            staleAfter: Duration = .seconds(30), trailWindow: Duration = .seconds(300), flushInterval: Duration = .milliseconds(250),
+            staleAfter: Duration = .seconds(150), trailWindow: Duration = .seconds(300), flushInterval: Duration = .milliseconds(250),
             maximumPending: Int = 10_000, maximumStalledFlushes: Int = 40, maximumVehicles: Int = FleetState.defaultMaximumVehicles,
             maximumBrowsers: Int = 1_000, maximumConnections: Int = 1_024, writeTimeout: Duration = .seconds(30),
             idleTimeout: Duration = .seconds(60), access: MapAccess = MapAccess(), tls: TLSConfiguration? = nil

@@ -133,7 +133,9 @@ enum MapPage {
 
           function statusOf(d) {
             if (d.state === "offline") return "offline";
-            if (serverNow() - d.seen > config.staleAfterMs) return "stale";
+            // A parked vehicle (online, slower than 0.5 m/s) reports once an hour: not stale.
+            const parked = d.state === "online" && d.spd != null && d.spd < 0.5;
+            if (!parked && serverNow() - d.seen > config.staleAfterMs) return "stale";
             return d.state === "online" ? "online" : "unknown";
           }
 

@@ -14,8 +14,9 @@ public struct FleetTable: Sendable {
     /// The column titles, in order.
     public static let columns = ["VEHICLE", "STATE", "AGE", "LAT", "LON", "KM/H", "HDG", "SATS", "MODE", "GAPS"]
 
-    /// A renderer marking vehicles stale after `staleAfter` (default 30 s).
-    public init(staleAfter: Duration = .seconds(30)) {
+    /// A renderer marking vehicles stale after `staleAfter` (default 150 s: the agent's
+    /// default heartbeat while moving is 2 minutes; parked vehicles are never stale).
+    public init(staleAfter: Duration = .seconds(150)) {
         self.staleAfter = staleAfter
     }
 

@@ -53,9 +53,18 @@ public struct VehicleSnapshot: Sendable, Equatable {
         .milliseconds(max(0, now.millisecondsSince1970 - lastSeen.millisecondsSince1970))
     }
 
-    /// Whether nothing new has arrived for longer than `staleAfter` at `now`.
+    /// Below this speed (m/s) an online vehicle's newest fix says it is parked: the agent's
+    /// default reporting policy then reports once an hour, and the broker's last will says when
+    /// its link goes.
+    public static let parkedSpeed = 0.5
+
+    /// Whether the last status says online and the newest fix is slower than ``parkedSpeed``.
+    public var isParked: Bool { online == true && (fix?.speed).map { $0 < Self.parkedSpeed } == true }
+
+    /// Whether nothing new has arrived for longer than `staleAfter` at `now`; a parked vehicle
+    /// (``isParked``) is never stale: silence is what it is expected to send.
     public func isStale(now: UTCTimestamp, after staleAfter: Duration) -> Bool {
-        age(now: now) > staleAfter
+        !isParked && age(now: now) > staleAfter
     }
 
     /// Records a message number in the gap count: a message of the current run goes to

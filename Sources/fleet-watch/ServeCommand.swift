@@ -50,8 +50,8 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The directory holding leaflet.js and leaflet.css.")
     var leafletDir: String = FleetMapServer.debianLeafletDirectory
 
-    @Option(help: "Seconds without news after which a vehicle is drawn as stale.")
-    var staleAfter: Double = 30
+    @Option(help: "Seconds without news after which a moving vehicle is drawn as stale (a parked one never is).")
+    var staleAfter: Double = 150
 
     @Option(help: "Minutes of trail drawn behind each vehicle.")
     var trailMinutes: Double = 5

@@ -21,8 +21,8 @@ struct WatchCommand: AsyncParsableCommand {
     @Flag(help: "Print the retained snapshot of the fleet and exit.")
     var once = false
 
-    @Option(help: "Seconds without a message before a vehicle is marked stale.")
-    var staleAfter: Double = 30
+    @Option(help: "Seconds without a message before a moving vehicle is marked stale (a parked one never is).")
+    var staleAfter: Double = 150
 
     @Option(help: "With --once: seconds of quiet after the subscription that end the snapshot.")
     var quietPeriod: Double = 0.5

@@ -98,4 +98,19 @@ import Testing
         #expect(ansi.contains("… 2 more"))
         #expect(!ansi.contains("van-7"))
     }
+
+    /// The agent's default policy reports a parked vehicle once an hour: an online vehicle
+    /// whose newest fix stands still is not stale after minutes of silence; a moving one is.
+    @Test func aParkedOnlineVehicleIsNotStale() {
+        var state = FleetState()
+        let parked = VehicleID("parked-1")!, moving = VehicleID("moving-1")!
+        for vehicle in [parked, moving] { state.apply(.status(VehicleStatus(vehicle: vehicle, state: .online)), at: at(0)) }
+        state.apply(.fix(parked, seq: 1, Fix(time: t0, latitude: 48.85, longitude: 2.29, speed: 0.1, mode: .threeD)), at: at(0))
+        state.apply(.fix(moving, seq: 1, Fix(time: t0, latitude: 48.86, longitude: 2.30, speed: 12, mode: .threeD)), at: at(0))
+        let lines = FleetTable().render(state, now: at(1_800)).split(separator: "\n")
+        #expect(lines.contains { $0.hasPrefix("parked-1") && $0.split(separator: " ")[1] == "online" }, "\(lines)")
+        #expect(lines.contains { $0.hasPrefix("moving-1") && $0.split(separator: " ")[1] == "stale" }, "\(lines)")
+        state.apply(.status(VehicleStatus(vehicle: parked, state: .offline)), at: at(1_900))
+        #expect(state.vehicles.first { $0.vehicle == parked }?.isParked == false, "offline: its last will came")
+    }
 }
