@@ -31,7 +31,7 @@ extension AgentConfiguration {
         "topics.prefix", "qos.fix", "qos.heading", "messageExpiry",
         "report.everyFix", "report.minInterval", "report.maxInterval", "report.minDistance",
         "report.minHeadingChange", "report.stationarySpeed", "report.stoppedInterval",
-        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate", "outbox.batchWait",
+        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate",
         "fixTime.maxOffset", "fixTime.systemClock", "stateDir", "log.level",
     ]
 
@@ -484,9 +484,7 @@ struct ConfigurationSources {
                 Self.parseSeconds($0).flatMap { (60...365 * 86_400).contains($0) ? $0 : nil }
             } ?? 7 * 86_400
         let drainRate = integer("outbox.drainRate", in: 1...100_000, unit: " of events per second") ?? 200
-        let batchWait = number("outbox.batchWait", expected: "a number of seconds from 0 to 300") { $0 >= 0 && $0 <= 300 } ?? 30
-        return .init(
-            syncIntervalSeconds: syncInterval, maxBytes: maxBytes, maxAgeSeconds: maxAge, drainRate: drainRate, batchWaitSeconds: batchWait)
+        return .init(syncIntervalSeconds: syncInterval, maxBytes: maxBytes, maxAgeSeconds: maxAge, drainRate: drainRate)
     }
 
     /// `fixTime.*`.

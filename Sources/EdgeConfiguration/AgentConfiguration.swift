@@ -95,16 +95,9 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         public var maxAgeSeconds: Int
         /// Backlog events sent per second at most (`outbox.drainRate`, default 200).
         public var drainRate: Int
-        /// Seconds a small backlog (records superseded on a busy link) waits for more before it
-        /// goes, outside a drain (`outbox.batchWait`, default 30; 0: at once).
-        public var batchWaitSeconds: Double
 
-        /// The defaults: 1 s, 64 MiB, 7 days, 200 events/s, 30 s.
-        public init(
-            syncIntervalSeconds: Double = 1, maxBytes: Int = 64 << 20, maxAgeSeconds: Int = 7 * 86_400, drainRate: Int = 200,
-            batchWaitSeconds: Double = 30
-        ) {
-            self.batchWaitSeconds = batchWaitSeconds
+        /// The defaults: 1 s, 64 MiB, 7 days, 200 events/s.
+        public init(syncIntervalSeconds: Double = 1, maxBytes: Int = 64 << 20, maxAgeSeconds: Int = 7 * 86_400, drainRate: Int = 200) {
             self.syncIntervalSeconds = syncIntervalSeconds
             self.maxBytes = maxBytes
             self.maxAgeSeconds = maxAgeSeconds
@@ -165,7 +158,6 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             maxBytes: outbox.maxBytes, maxAge: .seconds(outbox.maxAgeSeconds), drainRate: outbox.drainRate
         )
         settings.brokerUser = broker.username
-        settings.backlogBatchWait = .milliseconds(Int64((outbox.batchWaitSeconds * 1000).rounded()))
         return settings
     }
 
@@ -202,7 +194,6 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("outbox.maxBytes", "\(outbox.maxBytes)"),
             line("outbox.maxAge", "\(outbox.maxAgeSeconds)"),
             line("outbox.drainRate", "\(outbox.drainRate)"),
-            line("outbox.batchWait", number(outbox.batchWaitSeconds)),
             line("fixTime.maxOffset", fixTime.maxOffsetSeconds.map { "\($0)" } ?? "off"),
             line("fixTime.systemClock", fixTime.systemClock.rawValue),
             line("stateDir", stateDirectory),

@@ -44,10 +44,6 @@ extension Publisher {
         public var memoryLimit: Int
         /// Shortest time between two statuses re-published for backlog or loss counts.
         public var statusInterval: Duration
-        /// How long a small backlog (fewer than ``Publisher/fullBacklogBatch`` events, outside
-        /// a drain) waits for more before it is sent: records superseded on a busy link then go
-        /// out together, not one message each (`.zero`: at once).
-        public var backlogBatchWait: Duration
         /// The user name the broker knows the agent by, for errors about its ACL.
         public var brokerUser: String?
         /// Fixes stamped further than this from a synchronized system clock are refused and
@@ -64,9 +60,8 @@ extension Publisher {
             initialRetryDelay: Duration = .milliseconds(250), maxRetryDelay: Duration = .seconds(10),
             sendWindow: Int = 32, syncInterval: Duration = .seconds(1), maxBytes: Int = 64 << 20,
             maxAge: Duration = .seconds(7 * 86_400), drainRate: Int = 200, memoryLimit: Int = 20_000,
-            statusInterval: Duration = .seconds(10), backlogBatchWait: Duration = .zero
+            statusInterval: Duration = .seconds(10)
         ) {
-            self.backlogBatchWait = backlogBatchWait
             self.vehicle = vehicle
             self.topics = topics
             self.fixQoS = fixQoS

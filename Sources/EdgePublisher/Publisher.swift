@@ -236,7 +236,7 @@ public final class Publisher: Sendable {
                 "mqtt.topic": "\(settings.topics.fix(settings.vehicle))", "outbox.path": "\(outbox.storage.location)",
             ])
         if let degradedAtOpen { outbox.transition { $0.commitFailed(reason: degradedAtOpen).resumptions } }
-        let drained = await withTaskGroup(of: Void.self, returning: Bool.self) { group in
+        await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.syncLoop() }
             group.addTask { await self.backlogLoop() }
             let live = Task { await self.liveLoop() }
@@ -261,10 +261,7 @@ public final class Publisher: Sendable {
             }
             await live.value
             group.cancelAll()
-            return drained
         }
-        // The backlog loop has ended: nothing of the backlog is in flight.
-        if drained, settings.backlogBatchWait > .zero { await sendWaitingBacklog() }
         await commit(clean: true)
         let backlog = outbox.read { $0.unacknowledgedCount }
         if backlog > 0 {
@@ -375,58 +372,12 @@ public final class Publisher: Sendable {
 
     // MARK: Backlog
 
-    /// A clean stop over a working link sends the small backlog that was waiting for company
-    /// (``Settings/backlogBatchWait``), in one message bounded by ``Settings/drainTimeout``,
-    /// instead of leaving it for the next run. A larger backlog stays for the next run.
-    private func sendWaitingBacklog() async {
-        await commit(clean: false)  // the newest superseded records too
-        guard let request = outbox.transition({ ($0.backlogRequest(), Outbox.State.Resumptions()) }),
-            let records = try? await outbox.storage.backlog(
-                after: request.after, limit: Self.fullBacklogBatch, maximumBytes: FleetPayload.maximumBacklogBytes - 256,
-                excluding: request.excluding),
-            !records.isEmpty, records.count < Self.fullBacklogBatch
-        else { return }
-        var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle)
-        var batch: [UInt64] = []
-        for record in records {
-            guard writer.append(kind: record.kind == .fix ? .fix : .heading, payload: record.payload) else { break }
-            batch.append(record.seq)
-        }
-        outbox.transition { [batch] state -> Outbox.State.Resumptions in
-            state.backlogSending(batch)
-            return .init()
-        }
-        let (sender, topic, payload) = (self.sender, settings.topics.backlog(settings.vehicle), writer.finish())
-        let sent =
-            await withTimeLimit(settings.drainTimeout) {
-                (try? await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: false)) != nil
-            } ?? false
-        outbox.transition { sent ? $0.backlogAcknowledged() : $0.backlogFailed() }
-        if sent { noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count)) }
-    }
-
-    /// A backlog batch this large goes at once; a smaller one outside a drain waits up to
-    /// ``Settings/backlogBatchWait`` for more.
-    static let fullBacklogBatch = 32
-
-    /// How much longer a small backlog read waits for more; `nil`: send it now.
-    private func batchWaitLeft(_ records: [OutboxRecord], since: inout ContinuousClock.Instant?) -> Duration? {
-        guard settings.backlogBatchWait > .zero, records.count < Self.fullBacklogBatch else { return nil }
-        let start = since ?? .now
-        since = start
-        let left = start.advanced(by: settings.backlogBatchWait) - .now
-        return left > .zero ? left : nil
-    }
-
     private func backlogLoop() async {
         var bucket = TokenBucket(
             rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
         let topic = settings.topics.backlog(settings.vehicle)
         // Payload bytes per batch; halved when the broker says a batch is too large for it.
         var byteBudget = FleetPayload.maximumBacklogBytes - 256
-        // The last batch was full: a small read now is the tail of a drain, sent at once.
-        var draining = false
-        var waitingSince: ContinuousClock.Instant?
         while !Task.isCancelled {
             // Closed: the backlog stays in the store for the next run. (Going on would spin:
             // every wait for the backlog condition holds once closed.)
@@ -458,11 +409,6 @@ public final class Publisher: Sendable {
                 await outbox.wait(for: .backlog(after: request.generation))
                 continue
             }
-            if !draining, let left = batchWaitLeft(records, since: &waitingSince) {
-                await outbox.wait(for: .backlog(after: request.generation), upTo: left)
-                continue
-            }
-            waitingSince = nil
             var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle)
             var batch: [UInt64] = []
             for record in records {
@@ -489,7 +435,6 @@ public final class Publisher: Sendable {
             }
             do {
                 try await sender.send(topic: topic, payload: writer.finish(), qos: Self.statusQoS, retain: false)
-                draining = batch.count >= Self.fullBacklogBatch
                 outbox.transition { $0.backlogAcknowledged() }
                 noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count))
             } catch let error as MQTTError where error.isPacketTooLarge && batch.count > 1 {

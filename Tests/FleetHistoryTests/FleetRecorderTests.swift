@@ -48,9 +48,7 @@ import Testing
             ], directory: directory.path, name: "agent-\(vehicle)",
             // Every heading must arrive to be recorded: QoS 1, as the README advises a fleet
             // that keeps its tracks (the default, QoS 0, loses one in flight when a recorder stops).
-            // The store-loss test destroys the vehicle's store after a SIGKILL: a backlog batch
-            // waiting for company (outbox.batchWait) would be lost with it, so none waits here.
-            environment: ["FLEETCAST_REPORT_EVERY_FIX": "1", "FLEETCAST_QOS_HEADING": "1", "FLEETCAST_OUTBOX_BATCH_WAIT": "0"])
+            environment: ["FLEETCAST_REPORT_EVERY_FIX": "1", "FLEETCAST_QOS_HEADING": "1"])
     }
 
     static func startRecorder(
