@@ -555,12 +555,13 @@ public final class Publisher: Sendable {
     private func statusMessage(
         gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64
     ) -> OutboundMessage {
+        let traffic = sender.traffic  // one reading: sent and received of the same moment
         let status = VehicleStatus(
             vehicle: settings.vehicle, state: .online, since: onlineSince, agentVersion: settings.agentVersion,
             source: settings.sourceURI, gnss: gnss, droppedFixes: drops.total, drops: drops,
             backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped),
             implausibleFixes: settings.maximumFixClockOffset == nil ? nil : implausible,
-            bytesSent: sender.traffic?.sent, bytesReceived: sender.traffic?.received
+            bytesSent: traffic?.sent, bytesReceived: traffic?.received
         )
         return OutboundMessage(
             kind: .status, topic: settings.topics.status(settings.vehicle),
@@ -571,12 +572,13 @@ public final class Publisher: Sendable {
     private func sendOffline() async {
         let (backlog, drops, problem) = outbox.read { ($0.backlogCount, $0.drops, $0.storageProblem) }
         let storage = problem ?? degradedAtOpen
+        let traffic = sender.traffic
         let status = VehicleStatus(
             vehicle: settings.vehicle, state: .offline, since: now(), agentVersion: settings.agentVersion,
             source: settings.sourceURI, gnss: gnssState, droppedFixes: drops.total, reason: "shutdown", drops: drops,
             backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped),
             implausibleFixes: settings.maximumFixClockOffset == nil ? nil : counters.fixesImplausible,
-            bytesSent: sender.traffic?.sent, bytesReceived: sender.traffic?.received
+            bytesSent: traffic?.sent, bytesReceived: traffic?.received
         )
         let topic = settings.topics.status(settings.vehicle)
         let payload = FleetPayload.encode(status)
