@@ -268,7 +268,7 @@ let package = Package(
         ),
         .testTarget(
             name: "FleetBridgesTests",
-            dependencies: ["FleetBridges", "FleetWatch", "FleetProtocol", "GNSS", "MQTT"]
+            dependencies: ["FleetBridges", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport"]
         ),
         .testTarget(
             name: "FleetHistoryTests",

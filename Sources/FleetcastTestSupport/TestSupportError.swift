@@ -14,6 +14,8 @@ public enum TestSupportError: Error, CustomStringConvertible, Sendable {
     case timedOut(String, Duration)
     /// A helper process failed (exit status and its stderr).
     case processFailed(String, status: Int32, output: String)
+    /// A text that should have been a JSON object.
+    case notJSONObject(String)
 
     /// What failed, in words.
     public var description: String {
@@ -21,6 +23,7 @@ public enum TestSupportError: Error, CustomStringConvertible, Sendable {
         case .system(let call, let code): "\(call) failed: \(String(cString: strerror(code)))"
         case .timedOut(let what, let timeout): "timed out after \(timeout) waiting for \(what)"
         case .processFailed(let command, let status, let output): "\(command) exited with \(status): \(output)"
+        case .notJSONObject(let text): "not a JSON object: \(text)"
         }
     }
 }

@@ -1,6 +1,7 @@
 import FleetBridges
 import FleetProtocol
 import FleetWatch
+import FleetcastTestSupport
 import GNSS
 import MQTT
 import Testing

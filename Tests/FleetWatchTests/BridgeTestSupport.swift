@@ -1,29 +1,7 @@
-import Foundation
+import FleetcastTestSupport
 import MQTT
-import Testing
 
 /// A bridged message's payload as the JSON object an application parses.
 func jsonObject(_ message: MQTTMessage) throws -> [String: Any] {
     try jsonObject(String(decoding: message.payload, as: UTF8.self))
-}
-
-/// A JSON text as an object, parsed with Foundation's parser (not the writer under test).
-func jsonObject(_ text: String) throws -> [String: Any] {
-    try #require(JSONSerialization.jsonObject(with: Data(text.utf8)) as? [String: Any], "not a JSON object: \(text)")
-}
-
-/// The literal token of `key`'s value in a flat JSON text (`"vel":36,` → `36`), to tell an
-/// integer from a number with a fraction, which JSONSerialization does not.
-func rawToken(_ key: String, in text: String) -> String? {
-    guard let start = text.range(of: "\"\(key)\":")?.upperBound else { return nil }
-    let rest = text[start...]
-    let end = rest.firstIndex { $0 == "," || $0 == "}" } ?? rest.endIndex
-    return String(rest[..<end])
-}
-
-/// Whether the token is a JSON integer (digits with an optional minus, no fraction, no exponent).
-func isIntegerToken(_ token: String?) -> Bool {
-    guard let token, !token.isEmpty else { return false }
-    let digits = token.hasPrefix("-") ? token.dropFirst() : Substring(token)
-    return !digits.isEmpty && digits.allSatisfy(\.isASCII) && digits.allSatisfy(\.isNumber)
 }

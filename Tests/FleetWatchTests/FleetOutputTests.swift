@@ -1,5 +1,6 @@
 import FleetProtocol
 import FleetWatch
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import Testing
