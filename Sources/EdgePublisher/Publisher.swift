@@ -375,6 +375,8 @@ public final class Publisher: Sendable {
     private func backlogLoop() async {
         var bucket = TokenBucket(
             rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
+        // Events per batch at most: a second's worth of the drain rate (the bucket's burst).
+        let fullBatch = max(1, settings.drainRate)
         let topic = settings.topics.backlog(settings.vehicle)
         // Payload bytes per batch; halved when the broker says a batch is too large for it.
         var byteBudget = FleetPayload.maximumBacklogBytes - 256
@@ -386,8 +388,10 @@ public final class Publisher: Sendable {
                     (state.closed ? nil : state.backlogRequest(), .init())
                 })
             else { return }
-            let available = max(1, bucket.available(at: .now))
-            let limit = min(available, FleetPayload.maximumBacklogEvents)
+            // A full batch every time, paced by waiting for its tokens below: reading only what
+            // the bucket holds would, once a burst is spent, send a message per event or two
+            // (each with its own TLS record, TCP segments and acknowledgement on the link).
+            let limit = min(fullBatch, FleetPayload.maximumBacklogEvents)
             let maximumBytes = byteBudget
             var records: [OutboxRecord]
             do {

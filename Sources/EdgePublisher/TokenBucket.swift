@@ -17,12 +17,6 @@ struct TokenBucket: Sendable {
         self.last = now
     }
 
-    /// Tokens available at `now` (never more than `burst`).
-    mutating func available(at now: ContinuousClock.Instant) -> Int {
-        refill(now)
-        return max(0, Int(tokens))
-    }
-
     /// Takes `count` tokens at `now`; returns how long to wait before using them (zero when
     /// they were there).
     mutating func take(_ count: Int, at now: ContinuousClock.Instant) -> Duration {

@@ -206,6 +206,58 @@ struct AgentOutageTests {
         await everything.stop()
     }
 
+    @Test(
+        "a 20 s outage at 10 Hz: every event arrives, and the backlog in full batches (at most one backlog message per 20 events), not a trickle of single events"
+    )
+    func twentySecondOutageDrainsInFullBatches() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        var proxy = try await TCPProxy(to: broker.port)
+        let port = proxy.port
+        let everything = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 120)
+        let state = try makeTemporaryDirectory(prefix: "agent-outage20")
+        let config = "\(state)/agent.yaml"
+        try "qos:\n  heading: 1\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--config", config, "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(port)",
+                "--state-dir", state,
+            ], directory: state, name: "agent", environment: agentEveryFixEnvironment)
+        try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 20 }
+        await proxy.kill()
+        let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
+        try await Task.sleep(for: .seconds(20))
+        proxy = try await TCPProxy(port: port, to: broker.port)
+        // Drained when every record of the outage has arrived, then 10 s more of live driving.
+        try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
+            let lines = everything.messagesSoFar
+            guard let firstLive = Self.seqs(lines, topicSuffix: "/fix").first(where: { $0 > cutAt + 300 }) else { return false }
+            let delivered = Set(Self.seqs(lines))
+            return (1..<firstLive).allSatisfy { delivered.contains($0) }
+        }
+        try await Task.sleep(for: .seconds(10))
+        agent.send(SIGTERM)
+        #expect(await agent.waitForExit() == 0)
+        try await Task.sleep(for: .milliseconds(500))
+        let lines = everything.messagesSoFar
+        let backlogMessages = lines.filter { $0.hasPrefix("fleet/v1/backlog ") }
+        let backlogEvents = Self.seqs(lines, topicSuffix: "/backlog").count
+        #expect(backlogEvents >= 300, "the outage came as backlog: \(backlogEvents) events")
+        #expect(
+            backlogMessages.count * 20 <= backlogEvents,
+            "\(backlogEvents) backlog events in \(backlogMessages.count) messages: \(backlogMessages.map { Self.seqs([$0]).count })")
+        let kept = try await OutboxStore.open(
+            directory: state, vehicle: VehicleID("v1")!, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        )
+        .storage.backlog(after: 0, limit: 100_000, maximumBytes: 1 << 30, excluding: []).map { Int($0.seq) }
+        let delivered = Set(Self.seqs(lines))
+        let newest = try #require(delivered.union(kept).max())
+        let missing = (1...newest).filter { !delivered.contains($0) && !kept.contains($0) }
+        #expect(missing.isEmpty, "every event arrived or waits in the store; missing \(missing.count): \(missing.prefix(20))")
+        await everything.stop()
+    }
+
     @Test("a corrupt store at start is moved aside (never deleted), named in one error, and the agent publishes from a new one")
     func corruptStoreAtStart() async throws {
         let broker = try await TestBroker.start()
