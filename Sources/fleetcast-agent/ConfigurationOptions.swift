@@ -8,7 +8,8 @@ import Foundation
 #endif
 
 /// The options `run` and `check` share: the configuration file, and the flags that override
-/// what it and the FLEETCAST_… environment variables say.
+/// what it and the FLEETCAST_… environment variables say (`check` reaches the broker as `run`
+/// does, so it takes the same source, identity and TLS flags).
 struct ConfigurationOptions: ParsableArguments {
     @Option(help: "GNSS source URI (default sim:, the built-in simulated receiver).")
     var source: String?
@@ -25,6 +26,15 @@ struct ConfigurationOptions: ParsableArguments {
     @Option(help: "File holding the broker password.")
     var passwordFile: String?
 
+    @Option(help: "CA certificate (PEM) to verify the broker with.")
+    var caFile: String?
+
+    @Option(help: "Client certificate (PEM), for brokers that ask for one.")
+    var certFile: String?
+
+    @Option(help: "Client private key (PEM).")
+    var keyFile: String?
+
     /// Loads the configuration: the file, then the environment, then these flags and `flags`
     /// (more flags of the command, by configuration key), each overriding the one before.
     func load(adding flags: [String: String] = [:]) async throws(ConfigurationError) -> AgentConfiguration {
@@ -33,6 +43,9 @@ struct ConfigurationOptions: ParsableArguments {
         flags["vehicle"] = vehicle
         flags["broker.url"] = broker
         flags["broker.passwordFile"] = passwordFile
+        flags["broker.caFile"] = caFile
+        flags["broker.certFile"] = certFile
+        flags["broker.keyFile"] = keyFile
         return try await AgentConfiguration.load(filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
     }
 }

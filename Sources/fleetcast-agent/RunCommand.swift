@@ -41,24 +41,12 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Directory for the persistent message sequence number.")
     var stateDir: String?
 
-    @Option(help: "CA certificate (PEM) to verify the broker with.")
-    var caFile: String?
-
-    @Option(help: "Client certificate (PEM), for brokers that ask for one.")
-    var certFile: String?
-
-    @Option(help: "Client private key (PEM).")
-    var keyFile: String?
-
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String?
 
     func run() async throws {
         var flags: [String: String] = [:]
         flags["stateDir"] = stateDir
-        flags["broker.caFile"] = caFile
-        flags["broker.certFile"] = certFile
-        flags["broker.keyFile"] = keyFile
         flags["log.level"] = logLevel
 
         let configuration: AgentConfiguration

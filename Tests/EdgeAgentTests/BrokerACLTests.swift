@@ -251,7 +251,7 @@ struct BrokerACLTests {
     }
 
     @Test(
-        "passwords: `fleetcast-agent check` passes for van-1 (MQTT 3.1.1 too: it reads its message back) and fails with ACL advice when van-1's login claims van-2"
+        "passwords: `fleetcast-agent check` (its CA from --ca-file, as `run` takes it) passes for van-1 (MQTT 3.1.1 too: it reads its message back) and fails with ACL advice when van-1's login claims van-2"
     )
     func agentCheck() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
@@ -262,8 +262,9 @@ struct BrokerACLTests {
                     [
                         "check", "--source", "sim:?rate=10", "--vehicle", vehicle, "--timeout", "20",
                         "--broker", "mqtts://van-1@127.0.0.1:\(shipped.broker.port)", "--password-file", passwordFile,
+                        "--ca-file", shipped.ca.certificateFile,
                     ], directory: shipped.files.path, name: "check-\(vehicle)-\(protocolVersion)",
-                    environment: ["FLEETCAST_BROKER_CA_FILE": shipped.ca.certificateFile, "FLEETCAST_BROKER_PROTOCOL": protocolVersion])
+                    environment: ["FLEETCAST_BROKER_PROTOCOL": protocolVersion])
                 let status = try await withTimeout(.seconds(60), "fleetcast-agent check") { await process.waitForExit() }
                 return (status, process.standardOutput + process.standardError)
             }
