@@ -1,5 +1,5 @@
 /// The topic layout of the contract: `{prefix}/{vehicle}/fix`, `…/heading`, `…/status`,
-/// `…/backlog`.
+/// `…/backlog`, `…/batch`.
 ///
 /// The prefix (default `fleet`) is one or more non-empty levels without wildcards, e.g.
 /// `fleet` or `acme/fleet`. Build topics with ``fix(_:)``, ``heading(_:)``, ``status(_:)``;
@@ -10,6 +10,10 @@ public struct FleetTopics: Sendable, Hashable {
         case fix, heading, status
         /// Batches of fixes and headings that could not be delivered live, oldest first.
         case backlog
+        /// Batches of current fixes and headings, oldest first, from a vehicle on a metered
+        /// link that gathers them for up to `uplink.batch` seconds instead of sending each
+        /// live (the backlog's payload; a subscriber takes its events as live ones).
+        case batch
     }
 
     /// Why a prefix cannot be used.
@@ -53,6 +57,9 @@ public struct FleetTopics: Sendable, Hashable {
     public func status(_ vehicle: VehicleID) -> String { topic(vehicle, .status) }
     /// `{prefix}/{vehicle}/backlog`: backlog batch JSON, QoS 1, not retained.
     public func backlog(_ vehicle: VehicleID) -> String { topic(vehicle, .backlog) }
+    /// `{prefix}/{vehicle}/batch`: batch JSON (the backlog's layout), QoS 1, retained (a new
+    /// subscriber gets the vehicle's last batch, whose last fix is its newest position).
+    public func batch(_ vehicle: VehicleID) -> String { topic(vehicle, .batch) }
 
     /// `{prefix}/{vehicle}/check`: `fleetcast-agent check`'s test message, not retained. Not
     /// part of the contract: subscribers ignore it (it proves the broker lets the vehicle publish).

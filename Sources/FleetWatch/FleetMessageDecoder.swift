@@ -7,7 +7,9 @@ import FleetProtocol
 /// ``FleetEvent/malformed(topic:reason:)``; nothing throws. A `backlog` batch becomes one
 /// ``FleetEvent/backlog(_:)`` per entry, in the batch's order, with one `malformed` event in
 /// place of each entry that does not decode (its reason names the entry's index): a bad entry
-/// never costs the good ones.
+/// never costs the good ones. A `batch` (a vehicle gathering current fixes on a metered link)
+/// is decoded the same way, but its entries are live events: ``FleetEvent/fix(_:seq:_:)`` and
+/// ``FleetEvent/heading(_:seq:_:)``, as if each had come on its own topic.
 public struct FleetMessageDecoder: Sendable {
     /// The longest part of a bad topic kept in a `malformed` event, in UTF-8 bytes.
     public static let maximumTopicBytesKept = 200
@@ -21,17 +23,18 @@ public struct FleetMessageDecoder: Sendable {
     }
 
     /// Decodes one message and hands its events to `body`, in order: exactly one for a `fix`,
-    /// `heading` or `status` message or a malformed one; one per entry of a `backlog` batch
-    /// (none for an empty batch). No array is allocated for a single event.
+    /// `heading` or `status` message or a malformed one; one per entry of a `backlog` or
+    /// `batch` message (none for an empty one). No array is allocated for a single event.
     public func decode(topic: String, payload: [UInt8], _ body: (FleetEvent) -> Void) {
         guard let (vehicle, channel) = topics.parse(topic) else {
             if topics.isCheck(topic) { return }  // `fleetcast-agent check`'s message: no event
             body(
                 .malformed(
-                    topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status|backlog}"))
+                    topic: Self.clipped(topic), reason: "topic does not match \(topics.prefix)/{vehicle}/{fix|heading|status|backlog|batch}"
+                ))
             return
         }
-        guard channel == .backlog else {
+        guard channel == .backlog || channel == .batch else {
             body(Self.singleEvent(channel, vehicle: vehicle, topic: topic, payload: payload))
             return
         }
@@ -42,7 +45,7 @@ public struct FleetMessageDecoder: Sendable {
             body(.malformed(topic: topic, reason: error.description))
             return
         }
-        Self.splice(batch, topic: topic, body)
+        Self.splice(batch, topic: topic, live: channel == .batch, body)
     }
 
     /// The event of a single-event message (`fix`, `heading`, `status`).
@@ -57,8 +60,8 @@ public struct FleetMessageDecoder: Sendable {
                 return .heading(d.vehicle, seq: d.number, d.heading)
             case .status:
                 return .status(try FleetPayload.decodeStatus(payload, vehicle: vehicle))
-            case .backlog:
-                return .malformed(topic: topic, reason: "a backlog batch is not a single event")
+            case .backlog, .batch:
+                return .malformed(topic: topic, reason: "a \(channel.rawValue) message is not a single event")
             }
         } catch {
             return .malformed(topic: topic, reason: error.description)
@@ -72,17 +75,22 @@ public struct FleetMessageDecoder: Sendable {
         return events
     }
 
-    /// The batch's good entries and its refused ones, back in the batch's order.
-    private static func splice(_ batch: FleetPayload.DecodedBacklog, topic: String, _ body: (FleetEvent) -> Void) {
+    /// The batch's good entries and its refused ones, back in the batch's order; `live`: as
+    /// live events (a `batch` message) rather than backlog ones.
+    private static func splice(_ batch: FleetPayload.DecodedBacklog, topic: String, live: Bool, _ body: (FleetEvent) -> Void) {
         var good = batch.events.makeIterator()
         var refused = batch.refused.makeIterator()
         var nextRefused = refused.next()
         for index in 0..<(batch.events.count + batch.refused.count) {
             if let r = nextRefused, r.index == index {
-                body(.malformed(topic: topic, reason: "backlog event \(index): \(r.error.description)"))
+                body(.malformed(topic: topic, reason: "\(live ? "batch" : "backlog") event \(index): \(r.error.description)"))
                 nextRefused = refused.next()
             } else if let event = good.next() {
-                body(.backlog(event))
+                switch (live, event) {
+                case (false, _): body(.backlog(event))
+                case (true, .fix(let d)): body(.fix(d.vehicle, seq: d.number, d.fix))
+                case (true, .heading(let d)): body(.heading(d.vehicle, seq: d.number, d.heading))
+                }
             }
         }
     }

@@ -92,7 +92,7 @@ struct BrokerACLTests {
     // MARK: - Passwords (fleetcast.conf)
 
     @Test(
-        "passwords: a vehicle writes its own fix, heading, status and backlog; other vehicles' topics and other topics are refused (MQTT 5: 0x87; MQTT 3.1.1: dropped silently)"
+        "passwords: a vehicle writes its own fix, heading, status, backlog and batch; other vehicles' topics and other topics are refused (MQTT 5: 0x87; MQTT 3.1.1: dropped silently)"
     )
     func vehicleWritesOnlyItsOwnTopics() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
@@ -140,9 +140,10 @@ struct BrokerACLTests {
             try await van1.connect()
             let wholeFleet = try await van1.subscribe(["fleet/#"])
             let aimed = try await van1.subscribe(["fleet/van-2/#", Self.checkTopic])
-            let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: 6, timeoutSeconds: 30)
-
             let van2Topics = Self.contractTopics(Self.van2)
+            // The retained fix, each contract topic live, and van-1's own check message.
+            let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: van2Topics.count + 2, timeoutSeconds: 30)
+
             for topic in van2Topics {
                 Self.expectAccepted(try await Self.publish(shipped, as: "van-2", topic, "live"), "van-2 → \(topic)")
             }

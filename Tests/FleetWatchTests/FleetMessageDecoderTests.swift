@@ -94,6 +94,28 @@ import Testing
         #expect(decoder.events(topic: "fleet/van-7/backlog", payload: batch([])).isEmpty)
     }
 
+    @Test func aCellularBatchBecomesLiveEventsInOrderAndABadEntryIsMalformedInItsPlace() {
+        let decoder = FleetMessageDecoder()
+        let payload = batch([
+            (.fix, json(fix(seq: 41, lat: 1))), (.heading, json(heading(seq: 42))), (.fix, #"{"v":1,"vehicle":"van-7","seq":43}"#),
+            (.fix, json(fix(seq: 44, lat: 4))),
+        ])
+        let events = decoder.events(topic: "fleet/van-7/batch", payload: payload)
+        let first = fix(seq: 41, lat: 1)
+        let second = heading(seq: 42)
+        let fourth = fix(seq: 44, lat: 4)
+        #expect(events.count == 4)
+        #expect(events.first == .fix(van, seq: first.number, first.fix))
+        #expect(events.dropFirst().first == .heading(van, seq: second.number, second.heading))
+        guard case .malformed(let topic, let reason) = events.dropFirst(2).first else { Issue.record("\(events)"); return }
+        #expect(topic == "fleet/van-7/batch" && reason.hasPrefix("batch event 2: "), "\(reason)")
+        #expect(events.last == .fix(van, seq: fourth.number, fourth.fix))
+        #expect(events.allSatisfy { !$0.isBacklog })
+        // A batch is not a single event, and its entries must be the topic's vehicle's.
+        guard case .malformed = decoder.events(topic: "fleet/van-7/heading", payload: payload).first else { Issue.record(); return }
+        guard case .malformed = decoder.events(topic: "fleet/bus-1/batch", payload: payload).first else { Issue.record(); return }
+    }
+
     @Test func aBadEntryBecomesOneMalformedEventInItsPlaceAndTheGoodOnesStay() {
         let decoder = FleetMessageDecoder()
         let payload = batch([
