@@ -31,7 +31,7 @@ extension AgentConfiguration {
         "topics.prefix", "qos.fix", "qos.heading", "messageExpiry",
         "report.everyFix", "report.minInterval", "report.maxInterval", "report.minDistance",
         "report.minHeadingChange", "report.stationarySpeed", "report.stoppedInterval",
-        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate",
+        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate", "uplink.batch",
         "fixTime.maxOffset", "fixTime.systemClock", "stateDir", "log.level",
     ]
 
@@ -315,6 +315,13 @@ struct ConfigurationSources {
         let expiry = integer("messageExpiry", in: 1...4_294_967_295, unit: " of seconds")
         let policy = reportingPolicy()
         let outbox = outboxSettings()
+        let uplinkBatch =
+            value("uplink.batch", expected: "a duration from 1s to 1h, in seconds or with s, m, h (e.g. 60), or off") {
+                (text: String) -> Int?? in
+                if text == "off" || text == "0" { return .some(nil) }
+                guard let seconds = Self.parseSeconds(text), (1...3600).contains(seconds) else { return nil }
+                return .some(seconds)
+            } ?? nil
         let fixTime = fixTimeSettings()
         let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
         let logLevel =
@@ -323,11 +330,13 @@ struct ConfigurationSources {
             } ?? .info
 
         guard problems.isEmpty, let vehicle, let broker else { return nil }
-        return AgentConfiguration(
+        var configuration = AgentConfiguration(
             vehicle: vehicle, source: source, broker: broker, topics: topics, fixQoS: fixQoS, headingQoS: headingQoS,
             messageExpirySeconds: expiry, policy: policy, outbox: outbox, fixTime: fixTime, stateDirectory: stateDirectory,
             logLevel: logLevel, origins: origins
         )
+        configuration.uplinkBatchSeconds = uplinkBatch
+        return configuration
     }
 
     /// `vehicle`, required.

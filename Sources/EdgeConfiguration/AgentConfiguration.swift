@@ -134,6 +134,10 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
 
     /// The check of fix times (`fixTime.*`).
     public var fixTime = FixTimeSettings()
+    /// Cellular batching, seconds (`uplink.batch`, default off: `nil`): fixes and headings are
+    /// gathered for up to this long and sent as one retained message on `…/batch` instead of
+    /// one message each (``Publisher/Settings/uplinkBatch``).
+    public var uplinkBatchSeconds: Int?
     /// Directory of the agent's state (the outbox store, `{vehicle}.outbox`) (`stateDir`,
     /// default `/var/lib/fleetcast`).
     public var stateDirectory: String
@@ -146,7 +150,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     ///
     /// - Parameter lossless: a finite source (a replay) that must lose nothing.
     /// A finite source uploads every fix unless a `report.*` rule is configured: the default
-    /// policy is for live vehicles.
+    /// policy is for live vehicles. It ignores `uplink.batch` (it is a batch upload already).
     public func publisherSettings(agentVersion: String?, lossless: Bool = false) -> Publisher.Settings {
         let configured = origins.keys.contains { $0.hasPrefix("report.") && $0 != "report.stationarySpeed" }
         let policy = lossless && !configured ? ReportingPolicy(stationarySpeed: policy.stationarySpeed) : policy
@@ -158,6 +162,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             maxBytes: outbox.maxBytes, maxAge: .seconds(outbox.maxAgeSeconds), drainRate: outbox.drainRate
         )
         settings.brokerUser = broker.username
+        // A replay is an upload of its own: every record live, in order, as fast as the link takes.
+        settings.uplinkBatch = lossless ? nil : uplinkBatchSeconds.map { .seconds($0) }
         return settings
     }
 
@@ -194,6 +200,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("outbox.maxBytes", "\(outbox.maxBytes)"),
             line("outbox.maxAge", "\(outbox.maxAgeSeconds)"),
             line("outbox.drainRate", "\(outbox.drainRate)"),
+            line("uplink.batch", uplinkBatchSeconds.map { "\($0)" } ?? "off"),
             line("fixTime.maxOffset", fixTime.maxOffsetSeconds.map { "\($0)" } ?? "off"),
             line("fixTime.systemClock", fixTime.systemClock.rawValue),
             line("stateDir", stateDirectory),

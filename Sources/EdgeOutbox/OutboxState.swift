@@ -18,6 +18,9 @@ package enum OutboxCondition: Hashable, Sendable {
     /// The backlog may have records the drain has not seen (the state's generation moved
     /// past the given one), or the outbox is closed.
     case backlog(after: UInt64)
+    /// A flush asked for with ``OutboxState/requestFlush()`` has been committed (the flush
+    /// generation moved past the given one), or the outbox is closed.
+    case flush(after: UInt64)
 }
 
 /// The outbox's state machine: numbering, what is waiting to be written to the store, what goes
@@ -28,7 +31,7 @@ package enum OutboxCondition: Hashable, Sendable {
 ///
 /// **Lifecycle of a record** (a fix or heading with its `seq`):
 /// 1. ``accept(_:)`` puts it in `unwritten` (to be written by the next commit) and, as the newest
-///    of its kind, in the live queue. A newer record of the same kind that arrives before it was
+///    of its kind, in the live queue (in batched mode it goes to the backlog alone). A newer record of the same kind that arrives before it was
 ///    sent takes its place in the live queue: the older one becomes backlog (in lossless mode,
 ///    a replay, nothing is displaced: every record goes live, in order).
 /// 2. The live sender takes it with ``nextLive()`` (up to `liveWindow` in flight), then reports
@@ -59,10 +62,13 @@ package struct OutboxState<LiveWaiter, Signal> {
         /// Fewest numbers reserved ahead by a commit: the most skipped after a crash while the
         /// link is healthy (a commit is due when half of them are used).
         package var minimumReserve: UInt64 = 128
+        /// Nothing goes live: every record waits in the store for the drain, which sends them
+        /// in batches (cellular batching, `uplink.batch`). The status still goes live.
+        package var batched: Bool
 
         package init(
             liveWindow: Int, lossless: Bool, memoryLimit: Int, maximumAgeMilliseconds: Int64, maximumBytes: Int,
-            minimumReserve: UInt64 = 128
+            minimumReserve: UInt64 = 128, batched: Bool = false
         ) {
             self.liveWindow = liveWindow
             self.lossless = lossless
@@ -70,6 +76,7 @@ package struct OutboxState<LiveWaiter, Signal> {
             self.maximumAgeMilliseconds = maximumAgeMilliseconds
             self.maximumBytes = maximumBytes
             self.minimumReserve = minimumReserve
+            self.batched = batched
         }
     }
 
@@ -144,6 +151,17 @@ package struct OutboxState<LiveWaiter, Signal> {
     /// Rises whenever the backlog may hold records the drain has not read.
     package private(set) var generation: UInt64 = 1
 
+    // MARK: Flushing (batched mode)
+    /// A flush was asked for and no commit has taken it yet.
+    private var flushRequested = false
+    /// The commit in progress carries a flush.
+    private var flushInCommit = false
+    /// Records numbered below this were accepted before the last completed flush: the drain
+    /// sends them without waiting for a batch to fill.
+    package private(set) var flushBelow: UInt64 = 0
+    /// Rises when a flush has been committed (what it covers can be read from the store).
+    package private(set) var flushGeneration: UInt64 = 0
+
     // MARK: Counters and lifecycle
     /// Records lost, by cause, since start.
     package private(set) var drops = VehicleStatus.Drops()
@@ -179,6 +197,8 @@ package struct OutboxState<LiveWaiter, Signal> {
         guard !closed else { return (false, Resumptions()) }
         insertSorted(record, into: &unwritten)
         if storageProblem != nil, unwritten.count > settings.memoryLimit { _ = dropOldestUnwritten() }
+        // Batched: backlog from the start; the commit that writes it moves the generation.
+        guard !settings.batched else { return (true, serve()) }
         if settings.lossless {
             insertSorted(record, into: &liveQueue)
         } else {
@@ -192,6 +212,18 @@ package struct OutboxState<LiveWaiter, Signal> {
             }
         }
         return (true, serve())
+    }
+
+    /// Asks for what has been accepted so far to be sent now rather than when its batch is
+    /// full or old enough (batched mode: the vehicle started or stopped moving). The next
+    /// commit writes it; then ``flushBelow`` covers it and ``Condition/flush(after:)`` holds.
+    /// Wakes the sync loop (``Condition/commitDue``) so that the commit is not a sync interval
+    /// away.
+    package mutating func requestFlush() -> Resumptions {
+        flushRequested = true
+        var resumptions = Resumptions()
+        signal(.commitDue, into: &resumptions)
+        return resumptions
     }
 
     /// Replaces the status to send (a newer one supersedes one not yet sent).
@@ -290,6 +322,8 @@ package struct OutboxState<LiveWaiter, Signal> {
     package mutating func takeCommit(nowMilliseconds: Int64, clean: Bool = false) -> OutboxCommit? {
         guard !commitInProgress else { return nil }
         commitInProgress = true
+        flushInCommit = flushRequested
+        flushRequested = false
         writing = Array(unwritten)
         unwritten.removeAll()
         deleting = acknowledgedStored
@@ -322,6 +356,7 @@ package struct OutboxState<LiveWaiter, Signal> {
         if !writing.isEmpty { generation += 1 }
         writing.removeAll()
         deleting.removeAll()
+        completeFlush(below: commit.nextSeq)
         return (recovered, serve())
     }
 
@@ -340,13 +375,14 @@ package struct OutboxState<LiveWaiter, Signal> {
         deleting.removeAll()
         while unwritten.count > settings.memoryLimit, dropOldestUnwritten() {}
         generation += 1  // the drain may now read the records held in memory
+        completeFlush(below: nextSeq)  // they are readable there too
         return (newProblem, serve())
     }
 
     /// Whether a commit has anything to do: records to write or delete, numbers running out,
     /// or a failed store to retry. A healthy link at 10 Hz needs one only every few seconds.
     package var commitNeeded: Bool {
-        !unwritten.isEmpty || !acknowledgedStored.isEmpty || storageProblem != nil
+        !unwritten.isEmpty || !acknowledgedStored.isEmpty || storageProblem != nil || flushRequested
             || nextSeq + settings.minimumReserve / 2 >= reservedSeq
     }
 
@@ -458,6 +494,7 @@ package struct OutboxState<LiveWaiter, Signal> {
         case .liveIdle: liveInflight.isEmpty && statusInflight == nil
         case .commitDue: closed || nextSeq + settings.minimumReserve / 2 >= reservedSeq
         case .backlog(let seen): closed || generation > seen
+        case .flush(let seen): closed || flushGeneration > seen
         }
     }
 
@@ -476,6 +513,14 @@ package struct OutboxState<LiveWaiter, Signal> {
         } else {
             acknowledgedStored.insert(seq)
         }
+    }
+
+    /// The commit that carried a flush is over: what was numbered below `seq` is readable.
+    private mutating func completeFlush(below seq: UInt64) {
+        guard flushInCommit else { return }
+        flushInCommit = false
+        flushBelow = max(flushBelow, seq)
+        flushGeneration += 1
     }
 
     /// A record that will not go live joins the backlog: the drain must be able to read it.

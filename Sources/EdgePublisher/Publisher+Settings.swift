@@ -49,6 +49,11 @@ extension Publisher {
         /// Fixes stamped further than this from a synchronized system clock are refused and
         /// counted (``FixTimeCheck``); `nil` (the default): not checked (a replay, the simulator).
         public var maximumFixClockOffset: Duration?
+        /// Cellular batching (`uplink.batch`): nothing goes live; fixes and headings wait in the
+        /// outbox for up to this long (from the oldest), or until a batch is full, or until the
+        /// vehicle starts or stops, and go out as one retained message on
+        /// `{prefix}/{vehicle}/batch`. `nil` (the default): each goes live on its own topic.
+        public var uplinkBatch: Duration?
 
         /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix,
         /// 32 live sends outstanding, a 1 s sync interval, 64 MiB and 7 days of backlog

@@ -25,6 +25,13 @@ import Synchronization
 /// - *sync*: once per ``Settings/syncInterval`` (sooner when the reserved `seq` numbers run
 ///   out) one transaction writes what is unacknowledged and deletes what was acknowledged.
 ///
+/// **Batched uplink** (``Settings/uplinkBatch``, for a metered link): nothing but the status
+/// goes live. Every fix and heading waits in the outbox, and the backlog loop sends them as
+/// retained `{prefix}/{vehicle}/batch` messages (the backlog's layout) once the oldest has
+/// waited the batch window, at once when a batch is full or when the vehicle starts or stops
+/// (the policy's first fix and motion changes), and, at a clean finish over a working link,
+/// what is left. A backlog after an outage goes out the same way, in full batches.
+///
 /// A failed send is retried after a jittered ``FleetcastCore/Backoff`` (from
 /// ``Settings/initialRetryDelay`` up to ``Settings/maxRetryDelay``), or at once when
 /// ``retryNow()`` says the link is back.
@@ -85,14 +92,14 @@ public final class Publisher: Sendable {
             settings: .init(
                 liveWindow: settings.sendWindow, lossless: settings.lossless, memoryLimit: settings.memoryLimit,
                 maximumAgeMilliseconds: maxAge.seconds * 1000 + maxAge.attoseconds / 1_000_000_000_000_000,
-                maximumBytes: settings.maxBytes),
+                maximumBytes: settings.maxBytes, batched: settings.uplinkBatch != nil),
             storage: store.storage, opening: store.opening, memoryOnly: store.degradedReason != nil)
         self.state = SanitizerVisibleMutex(
             State(
                 settings: .init(
                     statusInterval: settings.statusInterval, initialRetryDelay: settings.initialRetryDelay,
                     maxRetryDelay: settings.maxRetryDelay, maximumFixClockOffset: settings.maximumFixClockOffset,
-                    degradedAtOpen: store.degradedReason != nil),
+                    degradedAtOpen: store.degradedReason != nil, backlogTriggersStatus: settings.uplinkBatch == nil),
                 policy: settings.policy, now: .now))
         let first = statusMessage(
             gnss: .starting, backlog: store.storedCount, drops: VehicleStatus.Drops(unclean: store.uncleanSkipped),
@@ -168,7 +175,9 @@ public final class Publisher: Sendable {
         }
         let record = OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
         let accepted = outbox.transition { $0.accept(record) }
-        if accepted { state.withLock { $0.queued() } }
+        guard accepted else { return }
+        state.withLock { $0.queued() }
+        if intake.flush, settings.uplinkBatch != nil { outbox.transition { $0.requestFlush() } }
     }
 
     /// Takes one event from a finite source that must lose nothing (a replay uploaded as a
@@ -236,7 +245,7 @@ public final class Publisher: Sendable {
                 "mqtt.topic": "\(settings.topics.fix(settings.vehicle))", "outbox.path": "\(outbox.storage.location)",
             ])
         if let degradedAtOpen { outbox.transition { $0.commitFailed(reason: degradedAtOpen).resumptions } }
-        await withTaskGroup(of: Void.self) { group in
+        let drained = await withTaskGroup(of: Void.self, returning: Bool.self) { group in
             group.addTask { await self.syncLoop() }
             group.addTask { await self.backlogLoop() }
             let live = Task { await self.liveLoop() }
@@ -261,7 +270,10 @@ public final class Publisher: Sendable {
             }
             await live.value
             group.cancelAll()
+            return drained
         }
+        // The drain has ended: nothing of the backlog is in flight.
+        if drained, settings.uplinkBatch != nil { await flushBatches() }
         await commit(clean: true)
         let backlog = outbox.read { $0.unacknowledgedCount }
         if backlog > 0 {
@@ -372,14 +384,23 @@ public final class Publisher: Sendable {
 
     // MARK: Backlog
 
+    /// Where the drain sends: `…/backlog` (not retained), or in batched mode `…/batch`
+    /// (retained: a new subscriber gets the newest position with the last batch).
+    private var drainTopic: (topic: String, retain: Bool) {
+        settings.uplinkBatch == nil
+            ? (settings.topics.backlog(settings.vehicle), false) : (settings.topics.batch(settings.vehicle), true)
+    }
+
     private func backlogLoop() async {
         var bucket = TokenBucket(
             rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
         // Events per batch at most: a second's worth of the drain rate (the bucket's burst).
         let fullBatch = max(1, settings.drainRate)
-        let topic = settings.topics.backlog(settings.vehicle)
+        let (topic, retain) = drainTopic
         // Payload bytes per batch; halved when the broker says a batch is too large for it.
         var byteBudget = FleetPayload.maximumBacklogBytes - 256
+        // Batched mode: the oldest record waiting for its batch, and when the drain first saw it.
+        var firstSeen: (seq: UInt64, at: ContinuousClock.Instant)?
         while !Task.isCancelled {
             // Closed: the backlog stays in the store for the next run. (Going on would spin:
             // every wait for the backlog condition holds once closed.)
@@ -395,14 +416,7 @@ public final class Publisher: Sendable {
             let maximumBytes = byteBudget
             var records: [OutboxRecord]
             do {
-                records = try await outbox.storage.backlog(
-                    after: request.after, limit: limit, maximumBytes: maximumBytes, excluding: request.excluding)
-                if records.isEmpty {
-                    // A store that cannot be written (full disk): what waits in memory drains too.
-                    records = outbox.read {
-                        $0.unwrittenBacklog(after: request.after, limit: limit, maximumBytes: maximumBytes, excluding: request.excluding)
-                    }
-                }
+                records = try await readBacklog(request, limit: limit, maximumBytes: maximumBytes)
             } catch {
                 if Task.isCancelled { return }
                 logger.debug("cannot read the backlog", metadata: ["error": "\(error)"])
@@ -413,13 +427,11 @@ public final class Publisher: Sendable {
                 await outbox.wait(for: .backlog(after: request.generation))
                 continue
             }
-            var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle)
-            var batch: [UInt64] = []
-            for record in records {
-                guard writer.append(kind: record.kind == .fix ? .fix : .heading, payload: record.payload) else { break }
-                batch.append(record.seq)
+            if let wait = batchWait(records, limit: limit, maximumBytes: maximumBytes, firstSeen: &firstSeen) {
+                await outbox.wait(for: .flush(after: wait.flushGeneration), upTo: wait.left)
+                continue
             }
-            guard !batch.isEmpty else {
+            guard let (batch, payload) = makeBatch(records) else {
                 // A record too large for any batch (not one of ours): skip it, counted as sent.
                 let skipped = records[0].seq
                 outbox.transition { state in
@@ -438,7 +450,7 @@ public final class Publisher: Sendable {
                 return .init()
             }
             do {
-                try await sender.send(topic: topic, payload: writer.finish(), qos: Self.statusQoS, retain: false)
+                try await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: retain)
                 outbox.transition { $0.backlogAcknowledged() }
                 noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count))
             } catch let error as MQTTError where error.isPacketTooLarge && batch.count > 1 {
@@ -466,6 +478,83 @@ public final class Publisher: Sendable {
                 noteFailure(error, topic: topic)
                 await backOff(state.withLock { $0.retryWait(.backlog) })
             }
+        }
+    }
+
+    /// The backlog records `request` asks for, from the store, or while the store cannot be
+    /// written (a full disk) from what waits in memory.
+    private func readBacklog(_ request: Outbox.State.BacklogRequest, limit: Int, maximumBytes: Int) async throws -> [OutboxRecord] {
+        let records = try await outbox.storage.backlog(
+            after: request.after, limit: limit, maximumBytes: maximumBytes, excluding: request.excluding)
+        guard records.isEmpty else { return records }
+        return outbox.read {
+            $0.unwrittenBacklog(after: request.after, limit: limit, maximumBytes: maximumBytes, excluding: request.excluding)
+        }
+    }
+
+    /// In batched mode, how much longer a batch that is not full waits for company (until its
+    /// oldest record is ``Settings/uplinkBatch`` old), and the flush generation that ends the
+    /// wait sooner; `nil`: send it now (not batched, full, old enough, or flushed).
+    ///
+    /// The age is taken on the monotonic clock from when the drain first saw the oldest record
+    /// (`firstSeen`, kept by the drain), which is within a sync interval of its intake; the
+    /// wall clock only shortens the wait, for records stored before this run. A wall clock
+    /// set back (a board without a battery-backed clock, corrected by NTP after boot) never
+    /// holds a batch longer than the window.
+    private func batchWait(
+        _ records: [OutboxRecord], limit: Int, maximumBytes: Int, firstSeen: inout (seq: UInt64, at: ContinuousClock.Instant)?
+    ) -> (left: Duration, flushGeneration: UInt64)? {
+        guard let window = settings.uplinkBatch, let oldest = records.first else { return nil }
+        let (flushBelow, flushGeneration) = outbox.read { ($0.flushBelow, $0.flushGeneration) }
+        let bytes = records.reduce(0) { $0 + $1.payload.count }
+        let largest = records.map(\.payload.count).max() ?? 0
+        let full = records.count >= limit || bytes + largest > maximumBytes
+        guard !full, oldest.seq >= flushBelow else { return nil }
+        let clock = ContinuousClock.now
+        if firstSeen?.seq != oldest.seq { firstSeen = (oldest.seq, clock) }
+        let seen = firstSeen?.at ?? clock
+        let stored = Duration.milliseconds(now().millisecondsSince1970 - oldest.storedAtMilliseconds)
+        let left = min(window - seen.duration(to: clock), window - stored)
+        return left > .zero ? (left, flushGeneration) : nil
+    }
+
+    /// The records as one backlog (or batch) payload, as many as fit, and their `seq`s; `nil`
+    /// when not even the first fits.
+    private func makeBatch(_ records: [OutboxRecord]) -> (seqs: [UInt64], payload: [UInt8])? {
+        var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle)
+        var batch: [UInt64] = []
+        for record in records {
+            guard writer.append(kind: record.kind == .fix ? .fix : .heading, payload: record.payload) else { break }
+            batch.append(record.seq)
+        }
+        return batch.isEmpty ? nil : (batch, writer.finish())
+    }
+
+    /// A clean stop in batched mode over a working link sends what was gathered, as batches,
+    /// within ``Settings/drainTimeout``, rather than leaving the last minutes of a trip in the
+    /// store until the next start. What does not go in time stays there.
+    private func flushBatches() async {
+        await commit(clean: false)  // what was accepted since the last sync
+        let (topic, retain) = drainTopic
+        let deadline = ContinuousClock.now.advanced(by: settings.drainTimeout)
+        while ContinuousClock.now < deadline {
+            guard let request = outbox.transition({ ($0.backlogRequest(), Outbox.State.Resumptions()) }),
+                let records = try? await readBacklog(
+                    request, limit: FleetPayload.maximumBacklogEvents, maximumBytes: FleetPayload.maximumBacklogBytes - 256),
+                let (batch, payload) = makeBatch(records)
+            else { return }
+            outbox.transition { [batch] state -> Outbox.State.Resumptions in
+                state.backlogSending(batch)
+                return .init()
+            }
+            let sender = self.sender
+            let sent =
+                await withTimeLimit(deadline - ContinuousClock.now) {
+                    (try? await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: retain)) != nil
+                } ?? false
+            outbox.transition { sent ? $0.backlogAcknowledged() : $0.backlogFailed() }
+            guard sent else { return }
+            noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count))
         }
     }
 

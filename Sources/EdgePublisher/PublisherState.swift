@@ -28,6 +28,10 @@ struct PublisherState<Waiter> {
         /// The store was degraded when opened (its problem is reported from the start: a later
         /// failure to write it is not announced again).
         var degradedAtOpen = false
+        /// Whether a moving backlog count is worth a new status. Not in batched mode, where
+        /// every record waits in the outbox for its batch: the count moves all the time, and a
+        /// status every ``statusInterval`` would cost more than the batches.
+        var backlogTriggersStatus = true
     }
 
     /// One of the publisher's sending loops, each with its own back-off.
@@ -52,6 +56,9 @@ struct PublisherState<Waiter> {
         var sourceReport: SourceHealth.Report?
         /// What to log about fix times.
         var fixTimeLog: FixTimeCheck.LogAction?
+        /// The fix marks a start or a stop (the first fix, the vehicle starting or stopping):
+        /// a batched uplink sends what it gathered at once.
+        var flush = false
     }
 
     /// A back-off before a retry: how long, and the retry generation it began in (a
@@ -169,7 +176,9 @@ struct PublisherState<Waiter> {
             }
             setGNSS(.fixing, &intake)
             switch policy.evaluate(fix) {
-            case .publish(let fix, _): intake.publish = .fix(fix)
+            case .publish(let fix, let reason):
+                intake.publish = .fix(fix)
+                intake.flush = reason == .first || reason == .motionChange
             case .skip: counters.fixesSkippedByPolicy += 1
             }
         case .heading(let heading):
@@ -330,7 +339,7 @@ struct PublisherState<Waiter> {
             gnss: gnss, backlog: backlog, drops: drops, storage: storage, implausible: counters.fixesImplausible)
         if !force {
             guard let last = lastStatus,
-                last.backlog != backlog || last.drops != drops || last.storage != storage
+                (settings.backlogTriggersStatus && last.backlog != backlog) || last.drops != drops || last.storage != storage
                     || last.implausible != content.implausible
             else { return nil }
             if let at = lastStatusAt, at.duration(to: now) < settings.statusInterval { return nil }

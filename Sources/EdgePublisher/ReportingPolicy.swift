@@ -91,7 +91,8 @@ public struct ReportingPolicy: Sendable, Equatable {
         case distance
         /// ``minHeadingChange`` reached.
         case headingChange = "heading-change"
-        /// The vehicle stopped or started moving.
+        /// The vehicle stopped or started moving (with ``stationarySpeed`` set; also when every
+        /// fix is published).
         case motionChange = "motion-change"
     }
 
@@ -149,7 +150,9 @@ public struct ReportingPolicy: Sendable, Equatable {
         let elapsed = fix.time.secondsSince1970 - last.time.secondsSince1970
         if elapsed == 0 { return .skip(reason: .duplicate) }
         if elapsed < 0 { return publish(candidate, .first) }
-        if !limitsRate { return publish(candidate, .everyFix) }
+        // Every fix goes out; one where the vehicle starts or stops says so (a batched uplink
+        // sends what it gathered at once).
+        if !limitsRate { return publish(candidate, motionChanged ? .motionChange : .everyFix) }
         if let heartbeat = heartbeat(stationary: stationary), elapsed >= heartbeat { return publish(candidate, .heartbeat) }
         if motionChanged { return publish(candidate, .motionChange) }
         if let minInterval, elapsed < minInterval { return .skip(reason: .tooSoon) }

@@ -41,12 +41,16 @@ struct RunCommand: AsyncParsableCommand {
     @Option(help: "Directory for the persistent message sequence number.")
     var stateDir: String?
 
+    @Option(help: "Gather fixes and headings for up to this many seconds and send them as one message (a metered link), or off.")
+    var uplinkBatch: String?
+
     @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
     var logLevel: String?
 
     func run() async throws {
         var flags: [String: String] = [:]
         flags["stateDir"] = stateDir
+        flags["uplink.batch"] = uplinkBatch
         flags["log.level"] = logLevel
 
         let configuration: AgentConfiguration

@@ -1,7 +1,7 @@
 import FleetcastTestSupport
 import Foundation
 
-/// `fleetcast-bench wire [--seconds S] [--agent PATH] [--runs every,interval30,moving,parked]`
+/// `fleetcast-bench wire [--seconds S] [--agent PATH] [--runs every,interval30,moving,parked,batch60]`
 ///
 /// What the agent's traffic costs on a vehicle's metered link, counted on the wire: the real
 /// binary publishing over TLS to a real mosquitto, every IP packet of its broker connection
@@ -10,7 +10,8 @@ import Foundation
 /// seconds each (default 300), with the simulated receiver at 1 Hz and otherwise the agent's
 /// defaults: `every` (moving, every fix published: `report.everyFix`), `interval30` (moving, one
 /// fix per 30 s: `report.minInterval` and `maxInterval` 30, no other rule), `moving` and `parked`
-/// (the default reporting policy, driving at 12 m/s and standing still). A plain
+/// (the default reporting policy, driving at 12 m/s and standing still), and `batch60` (every
+/// fix, moving, gathered into one message a minute: `uplink.batch` 60). A plain
 /// second listener of the same broker lets a subscriber count the fixes without being counted.
 ///
 /// Prints per run: bytes on the wire (sent, received), of which the connection's first 2 s
@@ -23,7 +24,7 @@ import Foundation
 func runWireBenchmark(arguments: [String]) async {
     let seconds = intOption(arguments, "--seconds", 300)
     let agent = agentExecutable(arguments)
-    let runs = stringOption(arguments, "--runs", "every,interval30,moving,parked").split(separator: ",").map(String.init)
+    let runs = stringOption(arguments, "--runs", "every,interval30,moving,parked,batch60").split(separator: ",").map(String.init)
     guard FileManager.default.isExecutableFile(atPath: agent) else {
         print("wire: no fleetcast-agent at \(agent) (build it next to the bench, or pass --agent PATH)")
         return
@@ -35,7 +36,7 @@ func runWireBenchmark(arguments: [String]) async {
     print("wire: agent \(agent), \(seconds) s per run, TLS, 1 Hz receiver; load average \(loadAverage())")
     for run in runs {
         guard let scenario = WireScenario(rawValue: run) else {
-            print("wire: unknown run \(run) (every, interval30, moving, parked)")
+            print("wire: unknown run \(run) (every, interval30, moving, parked, batch60)")
             continue
         }
         do {
@@ -60,11 +61,12 @@ func runWireBenchmark(arguments: [String]) async {
 }
 
 private enum WireScenario: String {
-    case every, interval30, moving, parked
+    case every, interval30, moving, parked, batch60
 
     var label: String {
         switch self {
         case .every: "every fix at 1 Hz, moving (report.everyFix)"
+        case .batch60: "every fix at 1 Hz, moving, batched every 60 s (uplink.batch 60)"
         case .interval30: "one fix per 30 s, moving"
         case .moving: "moving, default policy"
         case .parked: "parked, default policy"
@@ -73,7 +75,7 @@ private enum WireScenario: String {
 
     var source: String {
         switch self {
-        case .every, .interval30, .moving: "sim:?rate=1&speed=12"
+        case .every, .interval30, .moving, .batch60: "sim:?rate=1&speed=12"
         case .parked: "sim:?rate=1&speed=0"
         }
     }
@@ -81,6 +83,7 @@ private enum WireScenario: String {
     var environment: [String: String] {
         switch self {
         case .every: agentEveryFixEnvironment
+        case .batch60: agentEveryFixEnvironment.merging(["FLEETCAST_UPLINK_BATCH": "60"]) { $1 }
         case .interval30:
             [
                 "FLEETCAST_REPORT_MIN_INTERVAL": "30", "FLEETCAST_REPORT_MAX_INTERVAL": "30", "FLEETCAST_REPORT_MIN_DISTANCE": "off",
@@ -110,7 +113,7 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
     }
 
     let subscriber = try TestProcess(
-        "/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", "\(countingPort)", "-t", "fleet/+/fix", "-q", "1"],
+        "/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", "\(countingPort)", "-t", "fleet/+/fix", "-t", "fleet/+/batch", "-q", "1"],
         directory: directory, name: "subscriber")
     let capture = "\(directory)/wire.pcap"
     let tcpdump = try TestProcess(
@@ -135,7 +138,10 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
     _ = await subscriber.stop()
 
     var count = try countCapture(capture, port: broker.port)
-    count.fixes = subscriber.standardOutput.split(separator: "\n").count
+    // A fix message is one line; a batch is one line holding each of its events.
+    count.fixes = subscriber.standardOutput.split(separator: "\n").reduce(0) { total, line in
+        total + max(1, line.components(separatedBy: #""kind":"fix""#).count - 1)
+    }
     return count
 }
 

@@ -349,4 +349,29 @@ struct AgentConfigurationTests {
             in: dir)
         #expect(thinned.publisherSettings(agentVersion: nil, lossless: true).policy.minInterval == 30, "unless a rule is set")
     }
+
+    @Test(
+        "uplink.batch: off by default; seconds or with a unit from the file, the environment or the flag; out of range or not a duration is refused"
+    )
+    func uplinkBatch() async throws {
+        let dir = try TemporaryDirectory()
+        let plain = try await load(environment: ["FLEETCAST_VEHICLE": "v"], in: dir)
+        #expect(plain.uplinkBatchSeconds == nil && plain.publisherSettings(agentVersion: nil).uplinkBatch == nil)
+        let file = try await load(yaml: "vehicle: v\nuplink:\n  batch: 2m\n", in: dir)
+        #expect(file.uplinkBatchSeconds == 120 && file.publisherSettings(agentVersion: nil).uplinkBatch == .seconds(120))
+        #expect(file.publisherSettings(agentVersion: nil, lossless: true).uplinkBatch == nil, "a replay uploads as it does anyway")
+        let environment = try await load(yaml: "vehicle: v\nuplink:\n  batch: 2m\n", environment: ["FLEETCAST_UPLINK_BATCH": "60"], in: dir)
+        #expect(environment.uplinkBatchSeconds == 60)
+        let flag = try await load(
+            environment: ["FLEETCAST_VEHICLE": "v", "FLEETCAST_UPLINK_BATCH": "60"], flags: ["uplink.batch": "off"], in: dir)
+        #expect(flag.uplinkBatchSeconds == nil)
+        #expect(flag.description.contains("uplink.batch = off  (flag --uplink-batch)"), "\(flag.description)")
+        for bad in ["0.5", "2h", "soon", "-1"] {
+            let messages = await problems(environment: ["FLEETCAST_VEHICLE": "v", "FLEETCAST_UPLINK_BATCH": bad], in: dir)
+            #expect(
+                messages == [
+                    "uplink.batch in environment variable FLEETCAST_UPLINK_BATCH: expected a duration from 1s to 1h, in seconds or with s, m, h (e.g. 60), or off, got \"\(bad)\""
+                ], "\(messages)")
+        }
+    }
 }

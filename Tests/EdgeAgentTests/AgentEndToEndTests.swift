@@ -94,8 +94,10 @@ struct AgentEndToEndTests {
         #expect(seqs == Array(1...(2 * perRun)))
     }
 
-    @Test("gpsd → agent → broker: fixes from gpsfake's gpsd arrive; SIGTERM publishes offline and exits 0")
-    func gpsdToBroker() async throws {
+    @Test(
+        "gpsd → agent → broker: fixes from gpsfake's gpsd arrive (live, and batched with uplink.batch 1); SIGTERM publishes offline and exits 0",
+        arguments: [false, true])
+    func gpsdToBroker(batched: Bool) async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
         let directory = try makeTemporaryDirectory(prefix: "agent-gpsd")
@@ -107,15 +109,24 @@ struct AgentEndToEndTests {
         defer { gpsfake.send(SIGTERM, toGroup: true) }  // gpsfake and the gpsd it started
         try await waitUntil("gpsd to listen on \(gpsdPort)", timeout: .seconds(20)) { FreePort.isAccepting(gpsdPort) }
 
-        let subscriber = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/gpsd-1/fix", count: 5, timeoutSeconds: 40)
+        // Batched: the first fix at once, then a batch a second.
+        let topic = batched ? "fleet/gpsd-1/batch" : "fleet/gpsd-1/fix"
+        let subscriber = try await MosquittoCLI.subscribe(broker: broker, filter: topic, count: batched ? 4 : 5, timeoutSeconds: 40)
         let agent = try TestProcess(
             builtProduct("fleetcast-agent"),
             [
                 "run", "--source", "gpsd://127.0.0.1:\(gpsdPort)", "--vehicle", "gpsd-1",
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", directory,
-            ], directory: directory, name: "agent", environment: agentEveryFixEnvironment)
-        let fixes = try await subscriber.messages().map { try Self.json($0.dropFirst("fleet/gpsd-1/fix ".count)) }
-        #expect(fixes.count == 5, "agent stderr: \(agent.standardError)")
+            ], directory: directory, name: "agent",
+            environment: agentEveryFixEnvironment.merging(batched ? ["FLEETCAST_UPLINK_BATCH": "1"] : [:]) { $1 })
+        let fixes = try await subscriber.messages().flatMap { line -> [[String: Any]] in
+            let payload = line.dropFirst(topic.count + 1)
+            guard batched else { return [try Self.json(payload)] }
+            // A batch's events, each an object as on …/fix, with its "kind".
+            let batch = try Self.json(payload)
+            return (batch["events"] as? [[String: Any]] ?? []).filter { $0["kind"] as? String == "fix" }
+        }
+        #expect(batched ? fixes.count >= 3 : fixes.count == 5, "\(fixes.count) fixes; agent stderr: \(agent.standardError)")
         // bt451 was recorded near 49.4°N 8.5°E (gpsd's own decoding; see the .chk file).
         let chk = try String(contentsOf: URL(fileURLWithPath: recording + ".chk"), encoding: .utf8)
         for fix in fixes {

@@ -23,7 +23,7 @@ struct AgentOutageTests {
             let topic = line[..<space]
             if let topicSuffix, !topic.hasSuffix(topicSuffix) { return [] }
             let payload = Array(line[line.index(after: space)...].utf8)
-            if topic.hasSuffix("/backlog") {
+            if topic.hasSuffix("/backlog") || topic.hasSuffix("/batch") {
                 return (try? FleetPayload.decodeBacklog(payload, vehicle: VehicleID("v1")!))?.events.compactMap { $0.seq.map(Int.init) }
                     ?? []
             }
@@ -49,10 +49,18 @@ struct AgentOutageTests {
         return !earlier.contains(since)
     }
 
+    /// The agent's environment: every fix, and in batched mode (`uplink.batch`) a 1 s window.
+    static func environment(batched: Bool) -> [String: String] {
+        batched ? agentEveryFixEnvironment.merging(["FLEETCAST_UPLINK_BATCH": "1"]) { $1 } : agentEveryFixEnvironment
+    }
+
     @Test(
-        "link cut, agent killed with SIGKILL during the outage and restarted, link restored: nothing stored is lost, the backlog arrives oldest first, the retained fix is the newest"
+        "link cut, agent killed with SIGKILL during the outage and restarted, link restored: nothing stored is lost, the backlog arrives oldest first, the retained fix (batched: batch) is the newest",
+        arguments: [false, true]
     )
-    func outageAndCrash() async throws {
+    func outageAndCrash(batched: Bool) async throws {
+        // Live: fixes on …/fix, the outage on …/backlog. Batched: everything on …/batch.
+        let (liveSuffix, backlogSuffix) = batched ? ("/batch", "/batch") : ("/fix", "/backlog")
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
         var proxy = try await TCPProxy(to: broker.port)
@@ -65,7 +73,7 @@ struct AgentOutageTests {
                 [
                     "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(port)",
                     "--state-dir", state, "--log-level", "debug",
-                ], directory: state, name: "agent-\(UUID().uuidString.prefix(4))", environment: agentEveryFixEnvironment)
+                ], directory: state, name: "agent-\(UUID().uuidString.prefix(4))", environment: Self.environment(batched: batched))
         }
         var agent = try startAgent()
         try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 20 }
@@ -92,8 +100,11 @@ struct AgentOutageTests {
         var unclean = 0
         try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
             let lines = everything.messagesSoFar
+            // Batched, the newest event a batch of the second run brought: the drain is oldest first.
             guard let restart = lines.firstIndex(where: { Self.isStatus($0, sinceNotIn: firstRunSince) }),
-                let firstLive = Self.seqs(Array(lines[restart...]), topicSuffix: "/fix").first
+                let firstLive = batched
+                    ? Self.seqs(Array(lines[restart...]), topicSuffix: "/batch").max()
+                    : Self.seqs(Array(lines[restart...]), topicSuffix: "/fix").first
             else { return false }
             unclean = Self.statuses([lines[restart]]).first?["droppedUnclean"] as? Int ?? 0
             let delivered = Set(Self.seqs(lines))
@@ -124,14 +135,17 @@ struct AgentOutageTests {
         }
         // The 8 s outage before the crash, at 10 Hz fixes + headings: ~160 records stored and
         // delivered later (minus the last sync interval's).
-        let backlogSeqs = Self.seqs(lines, topicSuffix: "/backlog")
+        let backlogSeqs = Self.seqs(lines, topicSuffix: backlogSuffix)
         #expect(backlogSeqs.count > 100, "the outage's records came as backlog: \(backlogSeqs.count)")
         #expect(backlogSeqs == backlogSeqs.sorted(), "oldest first")
-        #expect(lines.allSatisfy { !$0.hasPrefix("fleet/v1/backlog ") || $0.utf8.count <= FleetPayload.maximumBacklogBytes + 20 })
-        let liveFixSeqs = Self.seqs(everything.messagesSoFar, topicSuffix: "/fix")
-        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/fix"))
-        let retainedSeq = Self.seqs([retained]).first
-        #expect(retainedSeq == liveFixSeqs.max(), "the retained fix is the newest position")
+        #expect(lines.allSatisfy { !$0.hasPrefix("fleet/v1\(backlogSuffix) ") || $0.utf8.count <= FleetPayload.maximumBacklogBytes + 20 })
+        if batched {
+            #expect(!lines.contains { $0.hasPrefix("fleet/v1/fix ") || $0.hasPrefix("fleet/v1/heading ") }, "nothing live")
+        }
+        let liveFixSeqs = Self.seqs(everything.messagesSoFar, topicSuffix: liveSuffix)
+        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1\(liveSuffix)"))
+        let retainedSeq = batched ? Self.seqs([retained]).max() : Self.seqs([retained]).first
+        #expect(retainedSeq == liveFixSeqs.max(), "the retained fix (batched: the last batch) is the newest position")
         #expect(drainTime < .seconds(30), "drained within 30 s of the link's return (took \(drainTime))")
         await everything.stop()
     }
@@ -258,21 +272,24 @@ struct AgentOutageTests {
         await everything.stop()
     }
 
-    @Test("a corrupt store at start is moved aside (never deleted), named in one error, and the agent publishes from a new one")
-    func corruptStoreAtStart() async throws {
+    @Test(
+        "a corrupt store at start is moved aside (never deleted), named in one error, and the agent publishes from a new one (live, and batched)",
+        arguments: [false, true])
+    func corruptStoreAtStart(batched: Bool) async throws {
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
         let state = try makeTemporaryDirectory(prefix: "agent-corrupt")
         let storePath = "\(state)/v1.outbox"
         FileManager.default.createFile(atPath: storePath, contents: Data(repeating: 0xA5, count: 8192))
-        let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 5, timeoutSeconds: 30)
+        let (filter, count) = batched ? ("fleet/v1/batch", 2) : ("fleet/v1/fix", 5)
+        let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: filter, count: count, timeoutSeconds: 30)
         let agent = try TestProcess(
             builtProduct("fleetcast-agent"),
             [
                 "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
                 "--state-dir", state,
-            ], directory: state, name: "agent", environment: agentEveryFixEnvironment)
-        #expect(await fixes.messages().count == 5, "live fixes flow")
+            ], directory: state, name: "agent", environment: Self.environment(batched: batched))
+        #expect(await fixes.messages().count == count, "fixes flow")
         agent.send(SIGTERM)
         #expect(await agent.waitForExit() == 0)
         let log = agent.standardError

@@ -294,10 +294,11 @@ struct LibYAMLSnapshotTests {
         #expect(try value(snapshot, "broker.certFile", .string) == nil, "commented out")
         #expect(try value(snapshot, "fixTime.maxOffset", .string) == .string("15m"))
         #expect(try value(snapshot, "fixTime.systemClock", .string) == .string("auto"))
+        #expect(try value(snapshot, "uplink.batch", .string) == .string("off"))
 
         let keys = KeyRecorder()
         _ = try Self.snapshot(bytes: bytes, parsingOptions: .init(secretsSpecifier: .dynamic { key, _ in keys.add(key) }))
-        #expect(keys.keys.count == 27)
+        #expect(keys.keys.count == 28)
         #expect(keys.keys.filter { !AgentConfiguration.knownKeys.contains($0) } == [])
     }
 

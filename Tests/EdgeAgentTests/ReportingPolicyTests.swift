@@ -25,6 +25,17 @@ struct ReportingPolicyTests {
         #expect(published(ReportingPolicy(), drive(5)) == [0, 1, 2, 3, 4])
     }
 
+    @Test("every fix: the ones where the vehicle stops and starts again say so (motion change), the others are every-fix")
+    func everyFixNamesMotionChanges() {
+        var policy = ReportingPolicy(stationarySpeed: 0.5)
+        let speeds: [Double] = [5, 5, 0, 0, 0, 4, 4]
+        let reasons = speeds.enumerated().map { second, speed -> ReportingPolicy.Reason? in
+            if case .publish(_, let reason) = policy.evaluate(Fixes.fix(at: Double(second), speed: speed, track: 90)) { return reason }
+            return nil
+        }
+        #expect(reasons == [.first, .everyFix, .motionChange, .everyFix, .everyFix, .motionChange, .everyFix])
+    }
+
     @Test("min interval is a floor: nothing sooner")
     func minIntervalFloor() {
         #expect(published(ReportingPolicy(minInterval: 5), drive(12)) == [0, 5, 10])

@@ -1,0 +1,95 @@
+import FleetProtocol
+import FleetcastTestSupport
+import Foundation
+import GNSS
+import Logging
+import Testing
+
+@testable import EdgeOutbox
+@testable import EdgePublisher
+
+/// Cellular batching (`uplink.batch`): the publisher sends nothing live but the status; fixes
+/// and headings wait in the outbox and go out as retained `…/batch` messages.
+@Suite("Batched uplink")
+struct BatchedUplinkTests {
+    private let vehicle = VehicleID("van-7")!
+
+    private func makePublisher(sender: RecordingSender, dir: TemporaryDirectory, window: Duration) async -> Publisher {
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
+        var settings = Publisher.Settings(
+            vehicle: vehicle, policy: ReportingPolicy(stationarySpeed: 0.5), drainTimeout: .seconds(5),
+            initialRetryDelay: .milliseconds(1), maxRetryDelay: .milliseconds(20), syncInterval: .milliseconds(50),
+            drainRate: 10_000, statusInterval: .milliseconds(100))
+        settings.uplinkBatch = window
+        return Publisher(settings: settings, sender: sender, store: store, logger: logger)
+    }
+
+    /// The `seq`s of each batch message, in the order they were sent.
+    private func batches(_ sender: RecordingSender) -> [[Int]] {
+        sender.sent.filter { $0.topic == "fleet/van-7/batch" }.map { message in
+            (try? FleetPayload.decodeBacklog(message.payload, vehicle: vehicle))?.events.compactMap { $0.seq.map(Int.init) } ?? []
+        }
+    }
+
+    private func waitForBatches(_ count: Int, _ sender: RecordingSender) async throws {
+        try await withTimeout {
+            while batches(sender).count < count { try await Task.sleep(for: .milliseconds(5)) }
+        }
+    }
+
+    @Test(
+        "a 60 s window: the first fix goes at once, the next ones wait, the stop sends them with it at once, a clean finish sends the rest; nothing goes live, every batch is retained at QoS 1"
+    )
+    func startsStopsAndFinishFlush() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = RecordingSender()
+        let publisher = await makePublisher(sender: sender, dir: dir, window: .seconds(60))
+        let running = Task { await publisher.run() }
+        try await withTimeout { await sender.waitForSent(1) }  // the online status
+        publisher.publish(.state(.streaming))
+
+        publisher.publish(.fix(Fixes.fix(at: 0, speed: 5)))  // seq 1: the first fix
+        try await waitForBatches(1, sender)
+        for second in 1...3 { publisher.publish(.fix(Fixes.fix(at: Double(second), east: Double(second) * 5, speed: 5))) }
+        publisher.publish(.heading(Heading(time: Fixes.time(3), trueHeading: 91.2, source: .hdt)))  // seq 2…5
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(batches(sender) == [[1]], "moving fixes wait for their batch")
+
+        publisher.publish(.fix(Fixes.fix(at: 4, east: 15, speed: 0)))  // seq 6: the vehicle stops
+        try await waitForBatches(2, sender)
+        publisher.publish(.fix(Fixes.fix(at: 5, east: 15, speed: 0)))  // seq 7: parked, waits
+        try await Task.sleep(for: .milliseconds(300))
+        #expect(batches(sender) == [[1], [2, 3, 4, 5, 6]])
+
+        publisher.finish()
+        try await withTimeout { await running.value }
+        #expect(batches(sender) == [[1], [2, 3, 4, 5, 6], [7]], "a clean finish sends what waited")
+        let sent = sender.sent
+        #expect(
+            sent.allSatisfy { $0.topic == "fleet/van-7/batch" || $0.topic == "fleet/van-7/status" }, "nothing live: \(sent.map(\.topic))")
+        #expect(sent.filter { $0.topic.hasSuffix("/batch") }.allSatisfy { $0.retain && $0.qos == .atLeastOnce })
+        #expect(publisher.backlogCount == 0)
+    }
+
+    @Test("a 1 s window: moving fixes and headings gathered since the last batch go out together once the oldest is a second old")
+    func windowSendsTheBatch() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = RecordingSender()
+        let publisher = await makePublisher(sender: sender, dir: dir, window: .seconds(1))
+        let running = Task { await publisher.run() }
+        try await withTimeout { await sender.waitForSent(1) }
+        publisher.publish(.fix(Fixes.fix(at: 0, speed: 5)))
+        try await waitForBatches(1, sender)
+        for second in 1...4 {
+            publisher.publish(.fix(Fixes.fix(at: Double(second), east: Double(second) * 5, speed: 5)))
+            publisher.publish(.heading(Heading(time: Fixes.time(Double(second)), trueHeading: 90, source: .hdt)))
+        }
+        try await waitForBatches(2, sender)
+        #expect(batches(sender) == [[1], Array(2...9)])
+        publisher.finish()
+        try await withTimeout { await running.value }
+    }
+}

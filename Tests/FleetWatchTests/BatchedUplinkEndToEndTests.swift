@@ -1,0 +1,57 @@
+import FleetcastTestSupport
+import Foundation
+import Testing
+
+/// A vehicle on a metered link (`uplink.batch`) as the fleet sees it: the built agent batching
+/// to a real mosquitto, the built fleet-watch reading the fleet, and `mosquitto_sub` (a client we
+/// did not write) seeing what went over the broker.
+@Suite("A batching agent, as fleet-watch shows it")
+struct BatchedUplinkEndToEndTests {
+    @Test(
+        "an agent batching every 2 s at 10 Hz: fleet-watch --json shows every fix and heading as live ones, in order, none lost; only batches and statuses went over the broker, the batches retained"
+    )
+    func fleetWatchShowsEveryBatchedFix() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        let work = try makeTemporaryDirectory(prefix: "batched-e2e")
+        let raw = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/+", count: 1_000_000, timeoutSeconds: 90)
+        let watch = try TestProcess(
+            builtProduct("fleet-watch"), ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--json", "--log-level", "debug"],
+            directory: work, name: "fleet-watch")
+        defer { watch.send(SIGKILL) }
+        try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
+            watch.standardError.contains("Subscribed to the fleet")
+        }
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
+                "--state-dir", work,
+            ], directory: work, name: "agent",
+            environment: agentEveryFixEnvironment.merging(["FLEETCAST_UPLINK_BATCH": "2"]) { $1 })
+        try await Task.sleep(for: .seconds(7))
+        agent.send(SIGTERM)
+        #expect(await agent.waitForExit() == 0, "\(agent.standardError)")
+        // The offline status follows the last batch, which a clean stop sends.
+        try await waitUntil("fleet-watch to show the offline status", timeout: .seconds(20)) {
+            watch.standardOutput.contains(#""state":"offline""#)
+        }
+        let lines = try watch.standardOutput.split(separator: "\n").map {
+            try #require(JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any], "\($0)")
+        }
+        let events = lines.filter { ["fix", "heading"].contains($0["kind"] as? String) }
+        let seqs = events.compactMap { ($0["seq"] as? NSNumber)?.intValue }
+        #expect(seqs.count >= 80, "7 s at 10 Hz, a fix and a heading each: \(seqs.count) events")
+        #expect(seqs == Array(1...max(1, seqs.count)), "every event, in order: \(seqs.prefix(30))…")
+        #expect(events.allSatisfy { $0["backlog"] == nil && $0["vehicle"] as? String == "v1" })
+        #expect(!lines.contains { $0["kind"] as? String == "malformed" })
+
+        await raw.stop()
+        let topics = raw.messagesSoFar.compactMap { $0.split(separator: " ", maxSplits: 1).first.map(String.init) }
+        #expect(Set(topics) == ["fleet/v1/batch", "fleet/v1/status"], "\(Set(topics))")
+        let batches = topics.filter { $0 == "fleet/v1/batch" }.count
+        #expect(batches * 20 <= seqs.count, "\(seqs.count) events in \(batches) batches")
+        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/batch"))
+        #expect(retained.contains(#""seq":\#(seqs.count)"#), "the retained batch holds the newest event")
+    }
+}
