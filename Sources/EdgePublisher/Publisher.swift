@@ -51,12 +51,12 @@ public final class Publisher: Sendable {
     /// The settings it was made with.
     public let settings: Settings
     let outbox: Outbox
-    private let sender: any MessageSending
-    private let logger: Logger
-    private let now: UTCTimestampSource
+    let sender: any MessageSending
+    let logger: Logger
+    let now: UTCTimestampSource
     private let clockSynchronized: @Sendable () -> Bool
     private let onlineSince: UTCTimestamp
-    private let state: SanitizerVisibleMutex<State>
+    let state: SanitizerVisibleMutex<State>
     private let degradedAtOpen: String?
     /// The numbering run written into every fix and heading (0: none written).
     private let run: UInt64
@@ -382,182 +382,6 @@ public final class Publisher: Sendable {
         return true
     }
 
-    // MARK: Backlog
-
-    /// Where the drain sends: `…/backlog` (not retained), or in batched mode `…/batch`
-    /// (retained: a new subscriber gets the newest position with the last batch).
-    private var drainTopic: (topic: String, retain: Bool) {
-        settings.uplinkBatch == nil
-            ? (settings.topics.backlog(settings.vehicle), false) : (settings.topics.batch(settings.vehicle), true)
-    }
-
-    private func backlogLoop() async {
-        var bucket = TokenBucket(
-            rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
-        // Events per batch at most: a second's worth of the drain rate (the bucket's burst).
-        let fullBatch = max(1, settings.drainRate)
-        let (topic, retain) = drainTopic
-        // Payload bytes per batch; halved when the broker says a batch is too large for it.
-        var byteBudget = FleetPayload.maximumBacklogBytes - 256
-        // Batched mode: the oldest record waiting for its batch, and when the drain first saw it.
-        var firstSeen: (seq: UInt64, at: ContinuousClock.Instant)?
-        while !Task.isCancelled {
-            // Closed: the backlog stays in the store for the next run. (Going on would spin:
-            // every wait for the backlog condition holds once closed.)
-            guard
-                let request = outbox.transition({ state -> (Outbox.State.BacklogRequest?, Outbox.State.Resumptions) in
-                    (state.closed ? nil : state.backlogRequest(), .init())
-                })
-            else { return }
-            // A full batch every time, paced by waiting for its tokens below: reading only what
-            // the bucket holds would, once a burst is spent, send a message per event or two
-            // (each with its own TLS record, TCP segments and acknowledgement on the link).
-            let limit = min(fullBatch, FleetPayload.maximumBacklogEvents)
-            let maximumBytes = byteBudget
-            var records: [OutboxRecord]
-            do {
-                records = try await readBacklog(request, limit: limit, maximumBytes: maximumBytes)
-            } catch {
-                if Task.isCancelled { return }
-                logger.debug("cannot read the backlog", metadata: ["error": "\(error)"])
-                await outbox.wait(for: .backlog(after: request.generation), upTo: settings.syncInterval)
-                continue
-            }
-            if records.isEmpty {
-                await outbox.wait(for: .backlog(after: request.generation))
-                continue
-            }
-            if let wait = batchWait(records, limit: limit, maximumBytes: maximumBytes, firstSeen: &firstSeen) {
-                await outbox.wait(for: .flush(after: wait.flushGeneration), upTo: wait.left)
-                continue
-            }
-            guard let (batch, payload) = makeBatch(records) else {
-                // A record too large for any batch (not one of ours): skip it, counted as sent.
-                let skipped = records[0].seq
-                outbox.transition { state in
-                    state.backlogSending([skipped])
-                    return state.backlogAcknowledged()
-                }
-                continue
-            }
-            let wait = bucket.take(batch.count, at: .now)
-            if wait > .zero {
-                try? await Task.sleep(for: wait)
-                if Task.isCancelled { return }
-            }
-            outbox.transition { [batch] state -> Outbox.State.Resumptions in
-                state.backlogSending(batch)
-                return .init()
-            }
-            do {
-                try await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: retain)
-                outbox.transition { $0.backlogAcknowledged() }
-                noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count))
-            } catch let error as MQTTError where error.isPacketTooLarge && batch.count > 1 {
-                // The broker's maximum packet size is smaller than a batch: smaller batches.
-                outbox.transition { $0.backlogFailed() }
-                byteBudget = max(512, byteBudget / 2)
-                logger.debug(
-                    "backlog batch too large for the broker; sending smaller ones",
-                    metadata: [
-                        "outbox.batchBytes": "\(byteBudget)"
-                    ])
-            } catch let error as MQTTError where error.isPacketTooLarge {
-                // One event larger than the broker takes: it can never be sent.
-                outbox.transition { $0.backlogRejected() }
-                noteRefusal(error, topic: topic)
-            } catch let error as MQTTError where error.isPermanentPublishRefusal {
-                // The backlog topic itself is refused (an ACL written without it): the records
-                // stay in the store, and the drain waits (5 min, or a new connection) rather
-                // than deleting days of history.
-                outbox.transition { $0.backlogFailed() }
-                noteRefusal(error, topic: topic)
-                await backOff(state.withLock { $0.refusedBacklogRetryWait() })
-            } catch {
-                outbox.transition { $0.backlogFailed() }
-                noteFailure(error, topic: topic)
-                await backOff(state.withLock { $0.retryWait(.backlog) })
-            }
-        }
-    }
-
-    /// The backlog records `request` asks for, from the store, or while the store cannot be
-    /// written (a full disk) from what waits in memory.
-    private func readBacklog(_ request: Outbox.State.BacklogRequest, limit: Int, maximumBytes: Int) async throws -> [OutboxRecord] {
-        let records = try await outbox.storage.backlog(
-            after: request.after, limit: limit, maximumBytes: maximumBytes, excluding: request.excluding)
-        guard records.isEmpty else { return records }
-        return outbox.read {
-            $0.unwrittenBacklog(after: request.after, limit: limit, maximumBytes: maximumBytes, excluding: request.excluding)
-        }
-    }
-
-    /// In batched mode, how much longer a batch that is not full waits for company (until its
-    /// oldest record is ``Settings/uplinkBatch`` old), and the flush generation that ends the
-    /// wait sooner; `nil`: send it now (not batched, full, old enough, or flushed).
-    ///
-    /// The age is taken on the monotonic clock from when the drain first saw the oldest record
-    /// (`firstSeen`, kept by the drain), which is within a sync interval of its intake; the
-    /// wall clock only shortens the wait, for records stored before this run. A wall clock
-    /// set back (a board without a battery-backed clock, corrected by NTP after boot) never
-    /// holds a batch longer than the window.
-    private func batchWait(
-        _ records: [OutboxRecord], limit: Int, maximumBytes: Int, firstSeen: inout (seq: UInt64, at: ContinuousClock.Instant)?
-    ) -> (left: Duration, flushGeneration: UInt64)? {
-        guard let window = settings.uplinkBatch, let oldest = records.first else { return nil }
-        let (flushBelow, flushGeneration) = outbox.read { ($0.flushBelow, $0.flushGeneration) }
-        let bytes = records.reduce(0) { $0 + $1.payload.count }
-        let largest = records.map(\.payload.count).max() ?? 0
-        let full = records.count >= limit || bytes + largest > maximumBytes
-        guard !full, oldest.seq >= flushBelow else { return nil }
-        let clock = ContinuousClock.now
-        if firstSeen?.seq != oldest.seq { firstSeen = (oldest.seq, clock) }
-        let seen = firstSeen?.at ?? clock
-        let stored = Duration.milliseconds(now().millisecondsSince1970 - oldest.storedAtMilliseconds)
-        let left = min(window - seen.duration(to: clock), window - stored)
-        return left > .zero ? (left, flushGeneration) : nil
-    }
-
-    /// The records as one backlog (or batch) payload, as many as fit, and their `seq`s; `nil`
-    /// when not even the first fits.
-    private func makeBatch(_ records: [OutboxRecord]) -> (seqs: [UInt64], payload: [UInt8])? {
-        var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle)
-        var batch: [UInt64] = []
-        for record in records {
-            guard writer.append(kind: record.kind == .fix ? .fix : .heading, payload: record.payload) else { break }
-            batch.append(record.seq)
-        }
-        return batch.isEmpty ? nil : (batch, writer.finish())
-    }
-
-    /// A clean stop in batched mode over a working link sends what was gathered, as batches,
-    /// within ``Settings/drainTimeout``, rather than leaving the last minutes of a trip in the
-    /// store until the next start. What does not go in time stays there.
-    private func flushBatches() async {
-        await commit(clean: false)  // what was accepted since the last sync
-        let (topic, retain) = drainTopic
-        let deadline = ContinuousClock.now.advanced(by: settings.drainTimeout)
-        while ContinuousClock.now < deadline {
-            guard let request = outbox.transition({ ($0.backlogRequest(), Outbox.State.Resumptions()) }),
-                let records = try? await readBacklog(
-                    request, limit: FleetPayload.maximumBacklogEvents, maximumBytes: FleetPayload.maximumBacklogBytes - 256),
-                let (batch, payload) = makeBatch(records)
-            else { return }
-            outbox.transition { [batch] state -> Outbox.State.Resumptions in
-                state.backlogSending(batch)
-                return .init()
-            }
-            let sender = self.sender
-            let sent =
-                await withTimeLimit(deadline - ContinuousClock.now) {
-                    (try? await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: retain)) != nil
-                } ?? false
-            outbox.transition { sent ? $0.backlogAcknowledged() : $0.backlogFailed() }
-            guard sent else { return }
-            noteSuccess(count: UInt64(batch.count), statuses: 0, backlog: UInt64(batch.count))
-        }
-    }
-
     // MARK: Sync
 
     private func syncLoop() async {
@@ -580,7 +404,7 @@ public final class Publisher: Sendable {
 
     /// One transaction: writes what is unacknowledged, deletes what was acknowledged, reserves
     /// numbers; a failure is logged once as an error and reported as `storage: degraded`.
-    private func commit(clean: Bool) async {
+    func commit(clean: Bool) async {
         let nowMilliseconds = now().millisecondsSince1970
         guard
             let batch = outbox.transition({ state -> (OutboxCommit?, Outbox.State.Resumptions) in
@@ -714,7 +538,7 @@ public final class Publisher: Sendable {
         }
     }
 
-    private func noteFailure(_ error: any Error, topic: String) {
+    func noteFailure(_ error: any Error, topic: String) {
         // A connection not made yet, or lost: the MQTT client reports that itself, once;
         // saying it again here (and "resumed" after it) would log one event twice.
         var level = Logger.Level.info
@@ -732,7 +556,7 @@ public final class Publisher: Sendable {
     /// A publish the broker refused for good: one error per topic until the link has been
     /// lost and regained (a new connection may come with a corrected ACL), naming the topic,
     /// the user and what to check.
-    private func noteRefusal(_ error: MQTTError, topic: String) {
+    func noteRefusal(_ error: MQTTError, topic: String) {
         let first = state.withLock { $0.refused(topic: topic) }
         guard first else { return }
         queueStatus(force: true)
@@ -747,7 +571,7 @@ public final class Publisher: Sendable {
             metadata: metadata)
     }
 
-    private func noteSuccess(count: UInt64, statuses: UInt64, backlog: UInt64 = 0) {
+    func noteSuccess(count: UInt64, statuses: UInt64, backlog: UInt64 = 0) {
         let recovered = state.withLock {
             $0.sendSucceeded(count: count, statuses: statuses, backlog: backlog)
         }
@@ -766,7 +590,7 @@ public final class Publisher: Sendable {
 
     /// Waits `retry.delay`, or less if ``retryNow()`` is called meanwhile (or was since the
     /// wait was decided).
-    private func backOff(_ retry: State.RetryWait) async {
+    func backOff(_ retry: State.RetryWait) async {
         _ = await withTimeLimit(retry.delay) { await self.waitForRetry(since: retry.since) }
     }
 
