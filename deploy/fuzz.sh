@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # Fuzzes the decoders of untrusted input with libFuzzer: NMEA bytes (framer and decoder), gpsd
-# JSON lines, received contract payloads (fix, heading, status, backlog batch) and fleet-watch's
-# topic + payload decoding. Each harness also checks invariants (same events whatever the
+# JSON lines, received contract payloads (fix, heading, status, backlog batch), compact batches
+# and fleet-watch's topic + payload decoding. Each harness also checks invariants (same events whatever the
 # chunking, payload round trips); a crash or a failed check is a finding.
 #
 #   bash deploy/fuzz.sh [SECONDS] [TARGET...]    SECONDS per target (default 60); all targets by default
@@ -16,7 +16,7 @@ cd "$(dirname "$0")/.."
 
 seconds=${1:-60}
 shift || true
-all_targets=(nmea gpsd fleet-payload fleet-message)
+all_targets=(nmea gpsd fleet-payload compact-batch fleet-message)
 targets=("${@:-${all_targets[@]}}")
 for t in "${targets[@]}"; do
   case " ${all_targets[*]} " in *" $t "*) ;; *) echo "unknown target $t (targets: ${all_targets[*]})" >&2; exit 2 ;; esac
@@ -58,6 +58,7 @@ for t in "${targets[@]}"; do
     nmea) harness nmea fuzz/NMEAFuzzer.swift "$build/NMEA.o" ;;
     gpsd) harness gpsd fuzz/GPSDFuzzer.swift Sources/GNSSSources/GPSDMessageDecoder.swift Sources/GNSSSources/JSONValue.swift ;;
     fleet-payload) harness fleet-payload fuzz/FleetPayloadFuzzer.swift ;;
+    compact-batch) harness compact-batch fuzz/CompactBatchFuzzer.swift ;;
     fleet-message) harness fleet-message fuzz/FleetMessageFuzzer.swift Sources/FleetWatch/FleetMessageDecoder.swift Sources/FleetWatch/FleetEvent.swift ;;
   esac &
   # two compilers at a time
@@ -71,7 +72,7 @@ echo "    built in $((SECONDS - started)) s"
 testdata=../shared/testdata/gpsd
 [ -d "$testdata" ] || testdata=Tests/NMEATests/Fixtures/gpsd
 rm -rf "$work/seeds"
-mkdir -p "$work/seeds"/{nmea,gpsd,fleet-payload,fleet-message}
+mkdir -p "$work/seeds"/{nmea,gpsd,fleet-payload,compact-batch,fleet-message}
 for log in "$testdata"/*.log; do
   split -l 10 -d -a 4 "$log" "$work/seeds/nmea/$(basename "$log")."
 done
@@ -83,11 +84,15 @@ for seed in fuzz/seeds/*.json; do
   kind=$(basename "$seed" .json); kind=${kind%%-*}
   { printf 'fleet/van-7/%s\n' "$kind"; cat "$seed"; } > "$work/seeds/fleet-message/$(basename "$seed")"
 done
+cp fuzz/seeds/*.bin "$work/seeds/compact-batch/"
+for seed in fuzz/seeds/*.bin; do
+  { printf 'fleet/van-7/batch\n'; cat "$seed"; } > "$work/seeds/fleet-message/$(basename "$seed")"
+done
 printf 'fleet/van-7/fix\n' > "$work/seeds/fleet-message/empty-payload"
 printf 'acme/fleet/bus.12/heading\n{"v":1,"heading":12.5,"source":"HDT"}' > "$work/seeds/fleet-message/prefix"
 
 # max_len: a seed piece of a recording is ≤ ~1 KiB (SKY lines: ~3 KiB); a backlog batch may be 32 KiB.
-declare -A max_len=([nmea]=4096 [gpsd]=4096 [fleet-payload]=40000 [fleet-message]=40000)
+declare -A max_len=([nmea]=4096 [gpsd]=4096 [fleet-payload]=40000 [compact-batch]=40000 [fleet-message]=40000)
 failed=0
 summary=()
 for t in "${targets[@]}"; do

@@ -16,6 +16,7 @@ packages=(
   mosquitto mosquitto-clients libmosquitto-dev pkg-config openssl   # broker, CLI clients, C client library
   libyaml-dev                # libyaml: the agent's configuration file (CYAML)
   sqlite3                    # the outbox store tests: a store written by another program (sqlite-nio builds its own SQLite in)
+  python3                    # deploy/decode-compact-batch.py: the compact batch decoded by another implementation
   dpkg-dev lintian           # the Debian package: dpkg-shlibdeps for Depends:, lintian to check it
   systemd libseccomp-dev gcc # systemd-analyze (the unit's rating, its system-call filter); the sandbox that applies it
   postgresql libxml2-utils   # fleet-watch record/history: a real PostgreSQL server per test; xmllint validates GPX

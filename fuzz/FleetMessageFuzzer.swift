@@ -46,6 +46,23 @@ public func fuzzFleetMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
             }
             continue
         }
+        if channel == .batch {
+            // One event per entry (compact or JSON): live fixes and headings, as decodeBatch
+            // reads them, or malformed ones naming the topic.
+            let direct = try? FleetPayload.decodeBatch(payload, vehicle: vehicle)
+            check(events.count <= FleetPayload.maximumBacklogEvents || direct == nil, "more events than a batch may hold")
+            let live = events.filter { if case .malformed = $0 { false } else { true } }
+            check(live.count == (direct?.events.count ?? 0), "a batch gave other events than decodeBatch")
+            for (event, entry) in zip(live, direct?.events ?? []) {
+                switch (event, entry) {
+                case (.fix(_, let seq, let fix), .fix(let d)): check(seq == d.number && fix == d.fix, "a batch fix is not decodeBatch's")
+                case (.heading(_, let seq, let h), .heading(let d)): check(seq == d.number && h == d.heading, "a batch heading differs")
+                default: check(false, "a batch topic gave \(event) for \(entry)")
+                }
+            }
+            for case .malformed(let kept, _) in events { check(kept == topic, "a malformed batch entry names another topic") }
+            continue
+        }
         check(events.count == 1, "a \(channel) topic gave \(events.count) events")
         let event = events[0]
         switch (channel, event) {

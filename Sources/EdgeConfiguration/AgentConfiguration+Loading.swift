@@ -31,7 +31,7 @@ extension AgentConfiguration {
         "topics.prefix", "qos.fix", "qos.heading", "messageExpiry",
         "report.everyFix", "report.minInterval", "report.maxInterval", "report.minDistance",
         "report.minHeadingChange", "report.stationarySpeed", "report.stoppedInterval",
-        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate", "uplink.batch",
+        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate", "uplink.batch", "uplink.encoding",
         "fixTime.maxOffset", "fixTime.systemClock", "stateDir", "log.level",
     ]
 
@@ -322,6 +322,7 @@ struct ConfigurationSources {
                 guard let seconds = Self.parseSeconds(text), (1...3600).contains(seconds) else { return nil }
                 return .some(seconds)
             } ?? nil
+        let uplinkEncoding = value("uplink.encoding", expected: "compact or json") { BatchEncoding(rawValue: $0.lowercased()) } ?? .compact
         let fixTime = fixTimeSettings()
         let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
         let logLevel =
@@ -336,6 +337,7 @@ struct ConfigurationSources {
             logLevel: logLevel, origins: origins
         )
         configuration.uplinkBatchSeconds = uplinkBatch
+        configuration.uplinkEncoding = uplinkEncoding
         return configuration
     }
 

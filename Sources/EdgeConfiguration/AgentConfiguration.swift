@@ -138,6 +138,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     /// gathered for up to this long and sent as one retained message on `…/batch` instead of
     /// one message each (``Publisher/Settings/uplinkBatch``).
     public var uplinkBatchSeconds: Int?
+    /// How batches are written (`uplink.encoding`, default compact).
+    public var uplinkEncoding: BatchEncoding = .compact
     /// Directory of the agent's state (the outbox store, `{vehicle}.outbox`) (`stateDir`,
     /// default `/var/lib/fleetcast`).
     public var stateDirectory: String
@@ -164,6 +166,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         settings.brokerUser = broker.username
         // A replay is an upload of its own: every record live, in order, as fast as the link takes.
         settings.uplinkBatch = lossless ? nil : uplinkBatchSeconds.map { .seconds($0) }
+        settings.uplinkEncoding = uplinkEncoding
         return settings
     }
 
@@ -201,6 +204,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("outbox.maxAge", "\(outbox.maxAgeSeconds)"),
             line("outbox.drainRate", "\(outbox.drainRate)"),
             line("uplink.batch", uplinkBatchSeconds.map { "\($0)" } ?? "off"),
+            line("uplink.encoding", uplinkEncoding.rawValue),
             line("fixTime.maxOffset", fixTime.maxOffsetSeconds.map { "\($0)" } ?? "off"),
             line("fixTime.systemClock", fixTime.systemClock.rawValue),
             line("stateDir", stateDirectory),

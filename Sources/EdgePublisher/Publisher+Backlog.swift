@@ -141,8 +141,12 @@ extension Publisher {
     }
 
     /// The records as one backlog (or batch) payload, as many as fit, and their `seq`s; `nil`
-    /// when not even the first fits.
+    /// when not even the first fits. Batched with the compact encoding, a batch holds one
+    /// numbering run (a new run begins a new batch).
     func makeBatch(_ records: [OutboxRecord]) -> (seqs: [UInt64], payload: [UInt8])? {
+        if settings.uplinkBatch != nil, settings.uplinkEncoding == .compact, let compact = makeCompactBatch(records) {
+            return compact
+        }
         var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle)
         var batch: [UInt64] = []
         for record in records {
@@ -150,6 +154,37 @@ extension Publisher {
             batch.append(record.seq)
         }
         return batch.isEmpty ? nil : (batch, writer.finish())
+    }
+
+    /// The records as one compact batch (``FleetPayload/CompactBatchWriter``); `nil` when the
+    /// first cannot be read back (not one of ours: it goes in a JSON batch of its own).
+    private func makeCompactBatch(_ records: [OutboxRecord]) -> (seqs: [UInt64], payload: [UInt8])? {
+        var writer: FleetPayload.CompactBatchWriter?
+        var batch: [UInt64] = []
+        for record in records {
+            let vehicle = settings.vehicle
+            let event: FleetPayload.BacklogEvent
+            do {
+                event =
+                    record.kind == .fix
+                    ? .fix(try FleetPayload.decodeFix(record.payload, vehicle: vehicle))
+                    : .heading(try FleetPayload.decodeHeading(record.payload, vehicle: vehicle))
+            } catch {
+                break
+            }
+            let run = event.number?.run ?? 0
+            if writer == nil { writer = FleetPayload.CompactBatchWriter(vehicle: vehicle, run: run) }
+            guard writer?.run == run else { break }
+            let appended: Bool
+            switch event {
+            case .fix(let decoded): appended = writer?.append(decoded.fix, seq: record.seq) ?? false
+            case .heading(let decoded): appended = writer?.append(decoded.heading, seq: record.seq) ?? false
+            }
+            guard appended else { break }
+            batch.append(record.seq)
+        }
+        guard let writer, !batch.isEmpty else { return nil }
+        return (batch, writer.finish())
     }
 
     /// A clean stop in batched mode over a working link sends what was gathered, as batches,

@@ -54,6 +54,8 @@ extension Publisher {
         /// vehicle starts or stops, and go out as one retained message on
         /// `{prefix}/{vehicle}/batch`. `nil` (the default): each goes live on its own topic.
         public var uplinkBatch: Duration?
+        /// How batches are written (`uplink.encoding`): compact (the default) or JSON.
+        public var uplinkEncoding: BatchEncoding = .compact
 
         /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix,
         /// 32 live sends outstanding, a 1 s sync interval, 64 MiB and 7 days of backlog
@@ -87,4 +89,13 @@ extension Publisher {
             self.statusInterval = statusInterval
         }
     }
+}
+
+/// How a batching vehicle writes its `batch` messages (`uplink.encoding`).
+public enum BatchEncoding: String, Sendable, CaseIterable {
+    /// ``FleetProtocol/FleetPayload/decodeCompactBatch(_:vehicle:)``'s delta-coded layout: about
+    /// 15 bytes per fix and heading.
+    case compact
+    /// The backlog's JSON layout: readable at sight, about 400 bytes per fix and heading.
+    case json
 }

@@ -9,7 +9,8 @@ import FleetProtocol
 /// place of each entry that does not decode (its reason names the entry's index): a bad entry
 /// never costs the good ones. A `batch` (a vehicle gathering current fixes on a metered link)
 /// is decoded the same way, but its entries are live events: ``FleetEvent/fix(_:seq:_:)`` and
-/// ``FleetEvent/heading(_:seq:_:)``, as if each had come on its own topic.
+/// ``FleetEvent/heading(_:seq:_:)``, as if each had come on its own topic; it is JSON or, from
+/// a vehicle with `uplink.encoding: compact`, ``FleetPayload/decodeCompactBatch(_:vehicle:)``'s layout.
 public struct FleetMessageDecoder: Sendable {
     /// The longest part of a bad topic kept in a `malformed` event, in UTF-8 bytes.
     public static let maximumTopicBytesKept = 200
@@ -40,7 +41,9 @@ public struct FleetMessageDecoder: Sendable {
         }
         let batch: FleetPayload.DecodedBacklog
         do {
-            batch = try FleetPayload.decodeBacklog(payload, vehicle: vehicle)
+            batch =
+                channel == .batch
+                ? try FleetPayload.decodeBatch(payload, vehicle: vehicle) : try FleetPayload.decodeBacklog(payload, vehicle: vehicle)
         } catch {
             body(.malformed(topic: topic, reason: error.description))
             return

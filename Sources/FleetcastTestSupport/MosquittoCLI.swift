@@ -36,6 +36,32 @@ public enum MosquittoCLI {
         return Outcome(status: status, errorOutput: process.standardError)
     }
 
+    /// `mosquitto_sub` arguments that print each message as `topic hex-of-payload`: for binary
+    /// payloads (a compact batch), which would otherwise break the output's lines. Read such a
+    /// line with ``hexMessage(_:)``.
+    public static let hexOutput = ["-F", "%t %x"]
+
+    /// The topic and payload of a line printed with ``hexOutput``; `nil` for anything else.
+    public static func hexMessage(_ line: some StringProtocol) -> (topic: String, payload: [UInt8])? {
+        guard let space = line.firstIndex(of: " ") else { return nil }
+        let hex = Array(line[line.index(after: space)...].utf8)
+        guard hex.count % 2 == 0 else { return nil }
+        func nibble(_ c: UInt8) -> UInt8? {
+            switch c {
+            case UInt8(ascii: "0")...UInt8(ascii: "9"): c - UInt8(ascii: "0")
+            case UInt8(ascii: "a")...UInt8(ascii: "f"): c - UInt8(ascii: "a") + 10
+            default: nil
+            }
+        }
+        var payload: [UInt8] = []
+        payload.reserveCapacity(hex.count / 2)
+        for index in stride(from: 0, to: hex.count, by: 2) {
+            guard let high = nibble(hex[index]), let low = nibble(hex[index + 1]) else { return nil }
+            payload.append(high << 4 | low)
+        }
+        return (String(line[..<space]), payload)
+    }
+
     /// Starts `mosquitto_sub` on `filter` for `count` messages, returning once its SUBACK
     /// has arrived (so anything published afterwards reaches it).
     ///

@@ -1,3 +1,4 @@
+import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 
@@ -113,7 +114,8 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
     }
 
     let subscriber = try TestProcess(
-        "/usr/bin/mosquitto_sub", ["-h", "127.0.0.1", "-p", "\(countingPort)", "-t", "fleet/+/fix", "-t", "fleet/+/batch", "-q", "1"],
+        "/usr/bin/mosquitto_sub",
+        ["-h", "127.0.0.1", "-p", "\(countingPort)", "-t", "fleet/+/fix", "-t", "fleet/+/batch", "-q", "1"] + MosquittoCLI.hexOutput,
         directory: directory, name: "subscriber")
     let capture = "\(directory)/wire.pcap"
     let tcpdump = try TestProcess(
@@ -138,9 +140,12 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
     _ = await subscriber.stop()
 
     var count = try countCapture(capture, port: broker.port)
-    // A fix message is one line; a batch is one line holding each of its events.
-    count.fixes = subscriber.standardOutput.split(separator: "\n").reduce(0) { total, line in
-        total + max(1, line.components(separatedBy: #""kind":"fix""#).count - 1)
+    // A fix message is one fix; a batch (compact or JSON) holds several.
+    count.fixes = subscriber.standardOutput.split(separator: "\n").compactMap { MosquittoCLI.hexMessage($0) }.reduce(0) {
+        total, message in
+        guard message.topic.hasSuffix("/batch") else { return total + 1 }
+        let events = (try? FleetPayload.decodeBatch(message.payload, vehicle: nil))?.events ?? []
+        return total + events.filter { if case .fix = $0 { true } else { false } }.count
     }
     return count
 }

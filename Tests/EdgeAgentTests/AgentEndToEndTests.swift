@@ -1,3 +1,4 @@
+import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import NMEA
@@ -111,7 +112,8 @@ struct AgentEndToEndTests {
 
         // Batched: the first fix at once, then a batch a second.
         let topic = batched ? "fleet/gpsd-1/batch" : "fleet/gpsd-1/fix"
-        let subscriber = try await MosquittoCLI.subscribe(broker: broker, filter: topic, count: batched ? 4 : 5, timeoutSeconds: 40)
+        let subscriber = try await MosquittoCLI.subscribe(
+            broker: broker, filter: topic, count: batched ? 4 : 5, timeoutSeconds: 40, extra: MosquittoCLI.hexOutput)
         let agent = try TestProcess(
             builtProduct("fleetcast-agent"),
             [
@@ -119,18 +121,22 @@ struct AgentEndToEndTests {
                 "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", directory,
             ], directory: directory, name: "agent",
             environment: agentEveryFixEnvironment.merging(batched ? ["FLEETCAST_UPLINK_BATCH": "1"] : [:]) { $1 })
-        let fixes = try await subscriber.messages().flatMap { line -> [[String: Any]] in
-            let payload = line.dropFirst(topic.count + 1)
-            guard batched else { return [try Self.json(payload)] }
-            // A batch's events, each an object as on …/fix, with its "kind".
-            let batch = try Self.json(payload)
-            return (batch["events"] as? [[String: Any]] ?? []).filter { $0["kind"] as? String == "fix" }
+        let fixes = try await subscriber.messages().compactMap { MosquittoCLI.hexMessage($0) }.flatMap {
+            message -> [(lat: Double, lon: Double)] in
+            guard batched else {
+                let object = try Self.json(Substring(decoding: message.payload, as: UTF8.self))
+                return [(try #require(object["lat"] as? Double), try #require(object["lon"] as? Double))]
+            }
+            // A batch (compact, the default encoding): its fixes.
+            return try FleetPayload.decodeBatch(message.payload, vehicle: VehicleID("gpsd-1")!).events.compactMap {
+                guard case .fix(let decoded) = $0 else { return nil }
+                return (decoded.fix.latitude, decoded.fix.longitude)
+            }
         }
         #expect(batched ? fixes.count >= 3 : fixes.count == 5, "\(fixes.count) fixes; agent stderr: \(agent.standardError)")
         // bt451 was recorded near 49.4°N 8.5°E (gpsd's own decoding; see the .chk file).
         let chk = try String(contentsOf: URL(fileURLWithPath: recording + ".chk"), encoding: .utf8)
-        for fix in fixes {
-            let lat = try #require(fix["lat"] as? Double), lon = try #require(fix["lon"] as? Double)
+        for (lat, lon) in fixes {
             #expect(chk.contains(String(format: "\"lat\":%.9f", lat)) || chk.contains(String(format: "\"lat\":%.6f", lat)), "lat \(lat)")
             #expect(abs(lon) <= 180)
         }

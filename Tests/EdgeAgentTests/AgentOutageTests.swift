@@ -16,16 +16,14 @@ import Glibc
 /// reading everything.
 @Suite("Agent outage and crash", .serialized)
 struct AgentOutageTests {
-    /// Every fix and heading `seq` in `lines` (`topic payload`), live or inside backlog batches.
+    /// Every fix and heading `seq` in `lines` (`topic hex-payload`, ``MosquittoCLI/hexOutput``:
+    /// a compact batch is binary), live or inside backlog batches and batches.
     static func seqs(_ lines: [String], topicSuffix: String? = nil) -> [Int] {
         lines.flatMap { line -> [Int] in
-            guard let space = line.firstIndex(of: " ") else { return [] }
-            let topic = line[..<space]
+            guard let (topic, payload) = MosquittoCLI.hexMessage(line) else { return [] }
             if let topicSuffix, !topic.hasSuffix(topicSuffix) { return [] }
-            let payload = Array(line[line.index(after: space)...].utf8)
             if topic.hasSuffix("/backlog") || topic.hasSuffix("/batch") {
-                return (try? FleetPayload.decodeBacklog(payload, vehicle: VehicleID("v1")!))?.events.compactMap { $0.seq.map(Int.init) }
-                    ?? []
+                return (try? FleetPayload.decodeBatch(payload, vehicle: VehicleID("v1")!))?.events.compactMap { $0.seq.map(Int.init) } ?? []
             }
             if topic.hasSuffix("/fix") || topic.hasSuffix("/heading") {
                 let object = (try? JSONSerialization.jsonObject(with: Data(payload))) as? [String: Any]
@@ -36,8 +34,8 @@ struct AgentOutageTests {
     }
 
     static func statuses(_ lines: [String]) -> [[String: Any]] {
-        lines.filter { $0.hasPrefix("fleet/v1/status ") }.compactMap {
-            (try? JSONSerialization.jsonObject(with: Data($0.dropFirst("fleet/v1/status ".count).utf8))) as? [String: Any]
+        lines.compactMap { MosquittoCLI.hexMessage($0) }.filter { $0.topic == "fleet/v1/status" }.compactMap {
+            (try? JSONSerialization.jsonObject(with: Data($0.payload))) as? [String: Any]
         }
     }
 
@@ -65,7 +63,8 @@ struct AgentOutageTests {
         defer { Task { await broker.shutdown() } }
         var proxy = try await TCPProxy(to: broker.port)
         let port = proxy.port
-        let everything = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/#", count: 100_000, timeoutSeconds: 120)
+        let everything = try await MosquittoCLI.subscribe(
+            broker: broker, filter: "fleet/v1/#", count: 100_000, timeoutSeconds: 120, extra: MosquittoCLI.hexOutput)
         let state = try makeTemporaryDirectory(prefix: "agent-outage")
         func startAgent() throws -> TestProcess {
             try TestProcess(
@@ -138,12 +137,16 @@ struct AgentOutageTests {
         let backlogSeqs = Self.seqs(lines, topicSuffix: backlogSuffix)
         #expect(backlogSeqs.count > 100, "the outage's records came as backlog: \(backlogSeqs.count)")
         #expect(backlogSeqs == backlogSeqs.sorted(), "oldest first")
-        #expect(lines.allSatisfy { !$0.hasPrefix("fleet/v1\(backlogSuffix) ") || $0.utf8.count <= FleetPayload.maximumBacklogBytes + 20 })
+        #expect(
+            lines.compactMap { MosquittoCLI.hexMessage($0) }.allSatisfy {
+                $0.topic != "fleet/v1\(backlogSuffix)" || $0.payload.count <= FleetPayload.maximumBacklogBytes
+            })
         if batched {
             #expect(!lines.contains { $0.hasPrefix("fleet/v1/fix ") || $0.hasPrefix("fleet/v1/heading ") }, "nothing live")
         }
         let liveFixSeqs = Self.seqs(everything.messagesSoFar, topicSuffix: liveSuffix)
-        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1\(liveSuffix)"))
+        let retained = try #require(
+            try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1\(liveSuffix)", extra: MosquittoCLI.hexOutput))
         let retainedSeq = batched ? Self.seqs([retained]).max() : Self.seqs([retained]).first
         #expect(retainedSeq == liveFixSeqs.max(), "the retained fix (batched: the last batch) is the newest position")
         #expect(drainTime < .seconds(30), "drained within 30 s of the link's return (took \(drainTime))")
@@ -158,7 +161,8 @@ struct AgentOutageTests {
         defer { Task { await broker.shutdown() } }
         var proxy = try await TCPProxy(to: broker.port)
         let port = proxy.port
-        let everything = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 300)
+        let everything = try await MosquittoCLI.subscribe(
+            broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 300, extra: MosquittoCLI.hexOutput)
         let state = try makeTemporaryDirectory(prefix: "agent-outage10")
         let config = "\(state)/agent.yaml"
         // Headings at QoS 1 too: a QoS 0 message counts as delivered once written to the socket,
@@ -209,7 +213,7 @@ struct AgentOutageTests {
         let backlogSeqs = Self.seqs(lines, topicSuffix: "/backlog")
         #expect(backlogSeqs.count >= 11_900, "the outage came as backlog: \(backlogSeqs.count)")
         #expect(backlogSeqs == backlogSeqs.sorted(), "oldest first")
-        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/fix"))
+        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/fix", extra: MosquittoCLI.hexOutput))
         #expect(Self.seqs([retained]).first == Self.seqs(lines, topicSuffix: "/fix").max(), "the retained fix is the newest")
         // Bounds, not speed targets (fleetcast-bench drain measures those): the reconnect delay
         // is capped at 5 s, and 12,000 events at 1,000/s take 12 s; the rest is margin for a
@@ -228,7 +232,8 @@ struct AgentOutageTests {
         defer { Task { await broker.shutdown() } }
         var proxy = try await TCPProxy(to: broker.port)
         let port = proxy.port
-        let everything = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 120)
+        let everything = try await MosquittoCLI.subscribe(
+            broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 120, extra: MosquittoCLI.hexOutput)
         let state = try makeTemporaryDirectory(prefix: "agent-outage20")
         let config = "\(state)/agent.yaml"
         try "qos:\n  heading: 1\n".write(toFile: config, atomically: true, encoding: .utf8)
@@ -282,7 +287,8 @@ struct AgentOutageTests {
         let storePath = "\(state)/v1.outbox"
         FileManager.default.createFile(atPath: storePath, contents: Data(repeating: 0xA5, count: 8192))
         let (filter, count) = batched ? ("fleet/v1/batch", 2) : ("fleet/v1/fix", 5)
-        let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: filter, count: count, timeoutSeconds: 30)
+        let fixes = try await MosquittoCLI.subscribe(
+            broker: broker, filter: filter, count: count, timeoutSeconds: 30, extra: MosquittoCLI.hexOutput)
         let agent = try TestProcess(
             builtProduct("fleetcast-agent"),
             [

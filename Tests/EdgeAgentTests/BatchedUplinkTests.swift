@@ -28,7 +28,7 @@ struct BatchedUplinkTests {
     /// The `seq`s of each batch message, in the order they were sent.
     private func batches(_ sender: RecordingSender) -> [[Int]] {
         sender.sent.filter { $0.topic == "fleet/van-7/batch" }.map { message in
-            (try? FleetPayload.decodeBacklog(message.payload, vehicle: vehicle))?.events.compactMap { $0.seq.map(Int.init) } ?? []
+            (try? FleetPayload.decodeBatch(message.payload, vehicle: vehicle))?.events.compactMap { $0.seq.map(Int.init) } ?? []
         }
     }
 

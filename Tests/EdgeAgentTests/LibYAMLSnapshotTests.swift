@@ -298,7 +298,7 @@ struct LibYAMLSnapshotTests {
 
         let keys = KeyRecorder()
         _ = try Self.snapshot(bytes: bytes, parsingOptions: .init(secretsSpecifier: .dynamic { key, _ in keys.add(key) }))
-        #expect(keys.keys.count == 28)
+        #expect(keys.keys.count == 29)
         #expect(keys.keys.filter { !AgentConfiguration.knownKeys.contains($0) } == [])
     }
 

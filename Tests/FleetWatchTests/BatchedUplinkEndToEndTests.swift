@@ -1,3 +1,4 @@
+import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import Testing
@@ -14,7 +15,8 @@ struct BatchedUplinkEndToEndTests {
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
         let work = try makeTemporaryDirectory(prefix: "batched-e2e")
-        let raw = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/+", count: 1_000_000, timeoutSeconds: 90)
+        let raw = try await MosquittoCLI.subscribe(
+            broker: broker, filter: "fleet/v1/+", count: 1_000_000, timeoutSeconds: 90, extra: MosquittoCLI.hexOutput)
         let watch = try TestProcess(
             builtProduct("fleet-watch"), ["--broker", "mqtt://127.0.0.1:\(broker.port)", "--json", "--log-level", "debug"],
             directory: work, name: "fleet-watch")
@@ -47,11 +49,18 @@ struct BatchedUplinkEndToEndTests {
         #expect(!lines.contains { $0["kind"] as? String == "malformed" })
 
         await raw.stop()
-        let topics = raw.messagesSoFar.compactMap { $0.split(separator: " ", maxSplits: 1).first.map(String.init) }
-        #expect(Set(topics) == ["fleet/v1/batch", "fleet/v1/status"], "\(Set(topics))")
-        let batches = topics.filter { $0 == "fleet/v1/batch" }.count
-        #expect(batches * 20 <= seqs.count, "\(seqs.count) events in \(batches) batches")
-        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/batch"))
-        #expect(retained.contains(#""seq":\#(seqs.count)"#), "the retained batch holds the newest event")
+        let messages = raw.messagesSoFar.compactMap { MosquittoCLI.hexMessage($0) }
+        #expect(Set(messages.map(\.topic)) == ["fleet/v1/batch", "fleet/v1/status"], "\(Set(messages.map(\.topic)))")
+        // Compact (the default encoding); besides the start's and the stop's, each batch holds
+        // 2 s of events: 40.
+        let batches = messages.filter { $0.topic == "fleet/v1/batch" }
+        #expect(batches.allSatisfy { $0.payload.first == 0xFC }, "compact batches")
+        #expect((batches.count - 2) * 20 <= seqs.count, "\(seqs.count) events in \(batches.count) batches")
+        let retained = try #require(
+            try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/batch", extra: MosquittoCLI.hexOutput).flatMap {
+                MosquittoCLI.hexMessage($0)
+            })
+        let newest = try FleetPayload.decodeBatch(retained.payload, vehicle: VehicleID("v1")!).events.last?.seq
+        #expect(newest == UInt64(seqs.count), "the retained batch holds the newest event")
     }
 }
