@@ -324,7 +324,7 @@ package struct OutboxState<LiveWaiter, Signal> {
         commitInProgress = true
         flushInCommit = flushRequested
         flushRequested = false
-        writing = Array(unwritten)
+        writing = Self.array(unwritten)
         unwritten.removeAll()
         deleting = acknowledgedStored
         acknowledgedStored.removeAll()
@@ -417,7 +417,8 @@ package struct OutboxState<LiveWaiter, Signal> {
         var total = 0
         // Not at or above the reservation: a trial commit after a failure holds numbering there
         // until it is known to have worked (a crash right after could reuse a number sent).
-        for record in writing + Array(unwritten) where record.seq > after && record.seq < reservedSeq && !excluding.contains(record.seq) {
+        for record in writing + Self.array(unwritten)
+        where record.seq > after && record.seq < reservedSeq && !excluding.contains(record.seq) {
             if records.count >= limit || (!records.isEmpty && total + record.payload.count > maximumBytes) { break }
             total += record.payload.count
             records.append(record)
@@ -557,6 +558,15 @@ package struct OutboxState<LiveWaiter, Signal> {
         } else {
             queue.append(record)
         }
+    }
+
+    /// `queue` as an array. An empty one is not copied: Swift 6's
+    /// `ContiguousArray(unsafeUninitializedCapacity:initializingWith:)`, which `Array(deque)`
+    /// inlines, stores the count 0 into the shared empty-array singleton, a write ThreadSanitizer
+    /// reports as a race between two outboxes committing at once (seen in CI: benign, the
+    /// stdlib's, but it hides real reports).
+    private static func array(_ queue: Deque<OutboxRecord>) -> [OutboxRecord] {
+        queue.isEmpty ? [] : Array(queue)
     }
 
     private static func index(of seq: UInt64, in queue: Deque<OutboxRecord>) -> Int? {
