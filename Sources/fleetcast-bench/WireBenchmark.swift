@@ -15,13 +15,13 @@ import Foundation
 /// fix, moving, gathered into one message a minute: `uplink.batch` 60). A plain
 /// second listener of the same broker lets a subscriber count the fixes without being counted.
 ///
-/// Prints per run: bytes on the wire (sent, received), of which the connection's first 2 s
-/// (TCP and TLS handshakes, CONNECT, the online status), fixes published, bytes per fix (with
-/// and without those first 2 s), and a
-/// 30-day month at the run's pace, beside a Teltonika Codec 8 record (30 B, plus 15 B of framing
-/// per packet) and an OwnTracks JSON location (about 220 B). The month leaves the first 2 s
-/// out: a vehicle connects once, not once per run. Needs root for the capture (tcpdump
-/// from Debian's package of that name).
+/// Prints per run: bytes on the wire (sent, received), of which the start (TCP and TLS
+/// handshakes, CONNECT, the online status, the first fix: everything until 1 s after the
+/// subscriber got that fix), fixes published, bytes per fix (overall, and after the start per
+/// fix that came after it), and a 30-day month at the pace after the start, beside a Teltonika
+/// Codec 8 record (30 B, plus 15 B of framing per packet) and an OwnTracks JSON location (about
+/// 220 B). The month leaves the start out: a vehicle connects once, not once per run. Needs
+/// root for the capture (tcpdump from Debian's package of that name).
 func runWireBenchmark(arguments: [String]) async {
     let seconds = intOption(arguments, "--seconds", 300)
     let agent = agentExecutable(arguments)
@@ -44,15 +44,16 @@ func runWireBenchmark(arguments: [String]) async {
             let result = try await measureWire(agent: agent, scenario: scenario, seconds: seconds)
             let total = result.sent + result.received
             let perFix = result.fixes > 0 ? Double(total) / Double(result.fixes) : 0
-            let steady = result.fixes > 0 ? Double(total - result.setup) / Double(result.fixes) : 0
+            let after = total - result.setup
+            let steady = result.fixesAfterSetup > 0 ? "\(fixed(Double(after) / Double(result.fixesAfterSetup), 1)) B" : "-"
             // A month of the steady state: the connection is made once, not every run's length.
-            let month = Double(total - result.setup) / Double(max(1, seconds - 2)) * 30 * 86_400
+            let month = Double(after) / max(1, result.secondsAfterSetup) * 30 * 86_400
             print(
                 """
                 wire: \(scenario.label): \(total) B on the wire in \(seconds) s (sent \(result.sent), received \(result.received); \
-                first 2 s \(result.setup)), \(result.packets) packets, \(result.fixes) fixes: \
-                \(fixed(perFix, 1)) B per fix (\(fixed(steady, 1)) after the first 2 s), \(fixed(month / 1_000_000, 1)) MB per 30 days \
-                at this pace
+                start \(result.setup) in its first \(fixed(result.setupSeconds, 1)) s), \(result.packets) packets, \
+                \(result.fixes) fixes: \(fixed(perFix, 1)) B per fix; after the start \(after) B in \(fixed(result.secondsAfterSetup, 1)) s, \
+                \(steady) per fix of the \(result.fixesAfterSetup) after it, \(fixed(month / 1_000_000, 1)) MB per 30 days at this pace
                 """)
         } catch {
             print("wire: \(scenario.label) failed: \(error)")
@@ -98,9 +99,15 @@ private enum WireScenario: String {
 private struct WireCount {
     var sent = 0
     var received = 0
+    /// Bytes of the start: until 1 s after the first fix reached the subscriber.
     var setup = 0
     var packets = 0
     var fixes = 0
+    var fixesAfterSetup = 0
+    /// From the first packet to the end of the start.
+    var setupSeconds = 0.0
+    /// From the end of the start to the last packet.
+    var secondsAfterSetup = 0.0
 }
 
 private func measureWire(agent: String, scenario: WireScenario, seconds: Int) async throws -> WireCount {
@@ -115,7 +122,7 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
 
     let subscriber = try TestProcess(
         "/usr/bin/mosquitto_sub",
-        ["-h", "127.0.0.1", "-p", "\(countingPort)", "-t", "fleet/+/fix", "-t", "fleet/+/batch", "-q", "1"] + MosquittoCLI.hexOutput,
+        ["-h", "127.0.0.1", "-p", "\(countingPort)", "-t", "fleet/+/fix", "-t", "fleet/+/batch", "-q", "1", "-F", "%U %t %x"],
         directory: directory, name: "subscriber")
     let capture = "\(directory)/wire.pcap"
     let tcpdump = try TestProcess(
@@ -139,21 +146,27 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
     _ = await tcpdump.stop()
     _ = await subscriber.stop()
 
-    var count = try countCapture(capture, port: broker.port)
-    // A fix message is one fix; a batch (compact or JSON) holds several.
-    count.fixes = subscriber.standardOutput.split(separator: "\n").compactMap { MosquittoCLI.hexMessage($0) }.reduce(0) {
-        total, message in
-        guard message.topic.hasSuffix("/batch") else { return total + 1 }
+    // Each line: when it arrived (Unix time, ns), topic, payload in hex. A fix message is one
+    // fix; a batch (compact or JSON) holds several.
+    let arrivals = subscriber.standardOutput.split(separator: "\n").compactMap { line -> (time: Double, fixes: Int)? in
+        guard let space = line.firstIndex(of: " "), let time = Double(line[..<space]),
+            let message = MosquittoCLI.hexMessage(line[line.index(after: space)...])
+        else { return nil }
+        guard message.topic.hasSuffix("/batch") else { return (time, 1) }
         let events = (try? FleetPayload.decodeBatch(message.payload, vehicle: nil))?.events ?? []
-        return total + events.filter { if case .fix = $0 { true } else { false } }.count
+        return (time, events.filter { if case .fix = $0 { true } else { false } }.count)
     }
+    let setupEnd = arrivals.first.map { $0.time + 1 }
+    var count = try countCapture(capture, port: broker.port, setupEnd: setupEnd)
+    count.fixes = arrivals.reduce(0) { $0 + $1.fixes }
+    count.fixesAfterSetup = arrivals.filter { $0.time >= setupEnd ?? 0 }.reduce(0) { $0 + $1.fixes }
     return count
 }
 
 /// Bytes of IP packets in a pcap file (tcpdump's classic format, microsecond or nanosecond
 /// stamps, either byte order) on the broker's `port`: sent (to the port) and received (from it),
-/// and those of the first 2 s after the first packet.
-private func countCapture(_ path: String, port: Int) throws -> WireCount {
+/// and those before `setupEnd` (Unix time; without one, the first 2 s).
+private func countCapture(_ path: String, port: Int, setupEnd: Double?) throws -> WireCount {
     let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
     guard data.count >= 24 else { return WireCount() }
     func word(_ offset: Int, swapped: Bool) -> UInt32 {
@@ -173,6 +186,7 @@ private func countCapture(_ path: String, port: Int) throws -> WireCount {
     var count = WireCount()
     var offset = 24
     var firstStamp: Double?
+    var lastStamp = 0.0
     while offset + 16 <= data.count {
         let stamp = Double(word(offset, swapped: swapped)) + Double(word(offset + 4, swapped: swapped)) / (nanoseconds ? 1e9 : 1e6)
         let captured = Int(word(offset + 8, swapped: swapped))
@@ -185,7 +199,11 @@ private func countCapture(_ path: String, port: Int) throws -> WireCount {
         if destinationPort == port { count.sent += length } else { count.received += length }
         count.packets += 1
         if firstStamp == nil { firstStamp = stamp }
-        if let firstStamp, stamp - firstStamp < 2 { count.setup += length }
+        lastStamp = stamp
+        if stamp < setupEnd ?? (firstStamp ?? stamp) + 2 { count.setup += length }
     }
+    let end = setupEnd ?? (firstStamp ?? 0) + 2
+    count.setupSeconds = max(0, end - (firstStamp ?? end))
+    count.secondsAfterSetup = max(0, lastStamp - end)
     return count
 }
