@@ -41,21 +41,33 @@ struct OutboxDiskFaultTests {
         }
     }
 
-    @Test("a read-only state directory: the agent publishes live, logs one error naming the path, and reports storage degraded")
-    func readOnlyStateDirectory() async throws {
+    @Test(
+        "a read-only state directory: the agent publishes (live, or batched from memory), logs one error naming the path, and reports storage degraded",
+        arguments: [false, true])
+    func readOnlyStateDirectory(batched: Bool) async throws {
         let (state, unmount) = try Self.tmpfs(size: "1m", readOnly: true)
         defer { unmount() }
         let broker = try await TestBroker.start()
         defer { Task { await broker.shutdown() } }
-        let fixes = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/v1/fix", count: 10, timeoutSeconds: 30)
+        // Batched (1 s): the first fix at once, then a batch a second.
+        let (filter, count) = batched ? ("fleet/v1/batch", 3) : ("fleet/v1/fix", 10)
+        let fixes = try await MosquittoCLI.subscribe(
+            broker: broker, filter: filter, count: count, timeoutSeconds: 30, extra: MosquittoCLI.hexOutput)
         let work = try makeTemporaryDirectory(prefix: "agent-readonly")
         let agent = try TestProcess(
             builtProduct("fleetcast-agent"),
             [
                 "run", "--source", "sim:?rate=10", "--vehicle", "v1", "--broker", "mqtt://127.0.0.1:\(broker.port)",
                 "--state-dir", state,
-            ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
-        #expect(await fixes.messages().count == 10, "live fixes flow")
+            ], directory: work, name: "agent",
+            environment: agentEveryFixEnvironment.merging(batched ? ["FLEETCAST_UPLINK_BATCH": "1"] : [:]) { $1 })
+        let messages = await fixes.messages().compactMap { MosquittoCLI.hexMessage($0) }
+        #expect(messages.count == count, "fixes flow")
+        if batched {
+            let seqs = try messages.flatMap { try FleetPayload.decodeBatch($0.payload, vehicle: VehicleID("v1")!).events.compactMap(\.seq) }
+            #expect(seqs == Array(1...UInt64(max(1, seqs.count))), "every event from memory, in order: \(seqs)")
+            #expect(seqs.count >= 10)
+        }
         let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status"))
         let status = try #require(
             try JSONSerialization.jsonObject(with: Data(retained.dropFirst("fleet/v1/status ".count).utf8)) as? [String: Any])
