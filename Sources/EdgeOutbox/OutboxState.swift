@@ -18,9 +18,11 @@ package enum OutboxCondition: Hashable, Sendable {
     /// The backlog may have records the drain has not seen (the state's generation moved
     /// past the given one), or the outbox is closed.
     case backlog(after: UInt64)
-    /// A flush asked for with ``OutboxState/requestFlush()`` has been committed (the flush
-    /// generation moved past the given one), or the outbox is closed.
-    case flush(after: UInt64)
+    /// Batched mode: a batch should go now: a flush asked for with
+    /// ``OutboxState/requestFlush()`` has been committed (the flush generation moved past
+    /// `flushAfter`), at least `stored` records wait in the store, the store cannot be
+    /// written (nothing is held in memory for a batch), or the outbox is closed.
+    case batchReady(flushAfter: UInt64, stored: Int)
 }
 
 /// The outbox's state machine: numbering, what is waiting to be written to the store, what goes
@@ -216,7 +218,8 @@ package struct OutboxState<LiveWaiter, Signal> {
 
     /// Asks for what has been accepted so far to be sent now rather than when its batch is
     /// full or old enough (batched mode: the vehicle started or stopped moving). The next
-    /// commit writes it; then ``flushBelow`` covers it and ``Condition/flush(after:)`` holds.
+    /// commit writes it; then ``flushBelow`` covers it and ``Condition/batchReady(flushAfter:stored:)``
+    /// holds.
     /// Wakes the sync loop (``Condition/commitDue``) so that the commit is not a sync interval
     /// away.
     package mutating func requestFlush() -> Resumptions {
@@ -391,6 +394,11 @@ package struct OutboxState<LiveWaiter, Signal> {
         max(0, unacknowledgedCount - liveCount)
     }
 
+    /// Records in the store (as of the last commit) not acknowledged: what the drain can read.
+    package var storedPending: Int {
+        max(0, storedCount - acknowledgedStored.count - deleting.count)
+    }
+
     /// Records accepted and not acknowledged, live ones included.
     package var unacknowledgedCount: Int {
         max(0, storedCount - acknowledgedStored.count - deleting.count) + unwritten.count + writing.count
@@ -495,7 +503,8 @@ package struct OutboxState<LiveWaiter, Signal> {
         case .liveIdle: liveInflight.isEmpty && statusInflight == nil
         case .commitDue: closed || nextSeq + settings.minimumReserve / 2 >= reservedSeq
         case .backlog(let seen): closed || generation > seen
-        case .flush(let seen): closed || flushGeneration > seen
+        case .batchReady(let seen, let stored):
+            closed || flushGeneration > seen || storedPending >= stored || storageProblem != nil
         }
     }
 

@@ -14,10 +14,12 @@ extension Publisher {
     }
 
     func backlogLoop() async {
+        // Events per batch at most: a second's worth of the drain rate (the bucket's burst);
+        // a compact batch holds up to the contract's 2,048 (a minute at 10 Hz is one message),
+        // and the bucket lets one through at once while keeping the drain's average rate.
+        let fullBatch = compactBatches ? FleetPayload.maximumBacklogEvents : max(1, settings.drainRate)
         var bucket = TokenBucket(
-            rate: Double(settings.drainRate), burst: Double(settings.drainRate), now: .now)
-        // Events per batch at most: a second's worth of the drain rate (the bucket's burst).
-        let fullBatch = max(1, settings.drainRate)
+            rate: Double(settings.drainRate), burst: Double(max(settings.drainRate, fullBatch)), now: .now)
         let (topic, retain) = drainTopic
         // Payload bytes per batch; halved when the broker says a batch is too large for it.
         var byteBudget = FleetPayload.maximumBacklogBytes - 256
@@ -35,7 +37,9 @@ extension Publisher {
             // the bucket holds would, once a burst is spent, send a message per event or two
             // (each with its own TLS record, TCP segments and acknowledgement on the link).
             let limit = min(fullBatch, FleetPayload.maximumBacklogEvents)
-            let maximumBytes = byteBudget
+            // The stored JSON of a compact batch's events is far larger than the batch: its
+            // writer applies the byte budget.
+            let maximumBytes = compactBatches ? Int.max : byteBudget
             var records: [OutboxRecord]
             do {
                 records = try await readBacklog(request, limit: limit, maximumBytes: maximumBytes)
@@ -50,10 +54,10 @@ extension Publisher {
                 continue
             }
             if let wait = batchWait(records, limit: limit, maximumBytes: maximumBytes, firstSeen: &firstSeen) {
-                await outbox.wait(for: .flush(after: wait.flushGeneration), upTo: wait.left)
+                await outbox.wait(for: .batchReady(flushAfter: wait.flushGeneration, stored: limit), upTo: wait.left)
                 continue
             }
-            guard let (batch, payload) = makeBatch(records) else {
+            guard let (batch, payload) = makeBatch(records, maximumBytes: byteBudget) else {
                 // A record too large for any batch (not one of ours): skip it, counted as sent.
                 let skipped = records[0].seq
                 outbox.transition { state in
@@ -114,9 +118,13 @@ extension Publisher {
         }
     }
 
+    /// Batches are written in the compact encoding.
+    var compactBatches: Bool { settings.uplinkBatch != nil && settings.uplinkEncoding == .compact }
+
     /// In batched mode, how much longer a batch that is not full waits for company (until its
     /// oldest record is ``Settings/uplinkBatch`` old), and the flush generation that ends the
-    /// wait sooner; `nil`: send it now (not batched, full, old enough, or flushed).
+    /// wait sooner (as does a full batch in the store); `nil`: send it now (not batched, full,
+    /// old enough, flushed, or the store cannot be written: nothing is held in memory).
     ///
     /// The age is taken on the monotonic clock from when the drain first saw the oldest record
     /// (`firstSeen`, kept by the drain), which is within a sync interval of its intake; the
@@ -127,15 +135,20 @@ extension Publisher {
         _ records: [OutboxRecord], limit: Int, maximumBytes: Int, firstSeen: inout (seq: UInt64, at: ContinuousClock.Instant)?
     ) -> (left: Duration, flushGeneration: UInt64)? {
         guard let window = settings.uplinkBatch, let oldest = records.first else { return nil }
-        let (flushBelow, flushGeneration) = outbox.read { ($0.flushBelow, $0.flushGeneration) }
+        let (flushBelow, flushGeneration, failing, inStore) = outbox.read {
+            ($0.flushBelow, $0.flushGeneration, $0.storageProblem != nil, $0.storedPending)
+        }
         let bytes = records.reduce(0) { $0 + $1.payload.count }
         let largest = records.map(\.payload.count).max() ?? 0
-        let full = records.count >= limit || bytes + largest > maximumBytes
-        guard !full, oldest.seq >= flushBelow else { return nil }
+        // (What the store holds counts too: the wait below ends when it reaches a batch.)
+        let full = records.count >= limit || inStore >= limit || bytes + largest > maximumBytes
+        guard !full, !failing, oldest.seq >= flushBelow else { return nil }
         let clock = ContinuousClock.now
         if firstSeen?.seq != oldest.seq { firstSeen = (oldest.seq, clock) }
         let seen = firstSeen?.at ?? clock
-        let stored = Duration.milliseconds(now().millisecondsSince1970 - oldest.storedAtMilliseconds)
+        // A damaged store's time must not trap the subtraction.
+        let (age, overflow) = now().millisecondsSince1970.subtractingReportingOverflow(oldest.storedAtMilliseconds)
+        let stored = overflow ? window : Duration.milliseconds(age)
         let left = min(window - seen.duration(to: clock), window - stored)
         return left > .zero ? (left, flushGeneration) : nil
     }
@@ -143,11 +156,11 @@ extension Publisher {
     /// The records as one backlog (or batch) payload, as many as fit, and their `seq`s; `nil`
     /// when not even the first fits. Batched with the compact encoding, a batch holds one
     /// numbering run (a new run begins a new batch).
-    func makeBatch(_ records: [OutboxRecord]) -> (seqs: [UInt64], payload: [UInt8])? {
-        if settings.uplinkBatch != nil, settings.uplinkEncoding == .compact, let compact = makeCompactBatch(records) {
-            return compact
-        }
-        var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle)
+    func makeBatch(
+        _ records: [OutboxRecord], maximumBytes: Int = FleetPayload.maximumBacklogBytes - 256
+    ) -> (seqs: [UInt64], payload: [UInt8])? {
+        if compactBatches, let compact = makeCompactBatch(records, maximumBytes: maximumBytes) { return compact }
+        var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle, maximumBytes: maximumBytes)
         var batch: [UInt64] = []
         for record in records {
             guard writer.append(kind: record.kind == .fix ? .fix : .heading, payload: record.payload) else { break }
@@ -158,7 +171,7 @@ extension Publisher {
 
     /// The records as one compact batch (``FleetPayload/CompactBatchWriter``); `nil` when the
     /// first cannot be read back (not one of ours: it goes in a JSON batch of its own).
-    private func makeCompactBatch(_ records: [OutboxRecord]) -> (seqs: [UInt64], payload: [UInt8])? {
+    private func makeCompactBatch(_ records: [OutboxRecord], maximumBytes: Int) -> (seqs: [UInt64], payload: [UInt8])? {
         var writer: FleetPayload.CompactBatchWriter?
         var batch: [UInt64] = []
         for record in records {
@@ -173,7 +186,7 @@ extension Publisher {
                 break
             }
             let run = event.number?.run ?? 0
-            if writer == nil { writer = FleetPayload.CompactBatchWriter(vehicle: vehicle, run: run) }
+            if writer == nil { writer = FleetPayload.CompactBatchWriter(vehicle: vehicle, run: run, maximumBytes: maximumBytes) }
             guard writer?.run == run else { break }
             let appended: Bool
             switch event {
@@ -197,7 +210,8 @@ extension Publisher {
         while ContinuousClock.now < deadline {
             guard let request = outbox.transition({ ($0.backlogRequest(), Outbox.State.Resumptions()) }),
                 let records = try? await readBacklog(
-                    request, limit: FleetPayload.maximumBacklogEvents, maximumBytes: FleetPayload.maximumBacklogBytes - 256),
+                    request, limit: FleetPayload.maximumBacklogEvents,
+                    maximumBytes: compactBatches ? Int.max : FleetPayload.maximumBacklogBytes - 256),
                 let (batch, payload) = makeBatch(records)
             else { return }
             outbox.transition { [batch] state -> Outbox.State.Resumptions in

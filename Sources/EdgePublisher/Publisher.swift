@@ -99,7 +99,8 @@ public final class Publisher: Sendable {
                 settings: .init(
                     statusInterval: settings.statusInterval, initialRetryDelay: settings.initialRetryDelay,
                     maxRetryDelay: settings.maxRetryDelay, maximumFixClockOffset: settings.maximumFixClockOffset,
-                    degradedAtOpen: store.degradedReason != nil, backlogTriggersStatus: settings.uplinkBatch == nil),
+                    degradedAtOpen: store.degradedReason != nil, backlogTriggersStatus: settings.uplinkBatch == nil,
+                    minimumFlushGap: settings.uplinkBatch.map { min($0 / 2, .seconds(30)) }),
                 policy: settings.policy, now: .now))
         let first = statusMessage(
             gnss: .starting, backlog: store.storedCount, drops: VehicleStatus.Drops(unclean: store.uncleanSkipped),
@@ -177,7 +178,7 @@ public final class Publisher: Sendable {
         let accepted = outbox.transition { $0.accept(record) }
         guard accepted else { return }
         state.withLock { $0.queued() }
-        if intake.flush, settings.uplinkBatch != nil { outbox.transition { $0.requestFlush() } }
+        if intake.flush { outbox.transition { $0.requestFlush() } }
     }
 
     /// Takes one event from a finite source that must lose nothing (a replay uploaded as a

@@ -32,6 +32,10 @@ struct PublisherState<Waiter> {
         /// every record waits in the outbox for its batch: the count moves all the time, and a
         /// status every ``statusInterval`` would cost more than the batches.
         var backlogTriggersStatus = true
+        /// Batched mode: the shortest time between two flushes for a start or a stop (a
+        /// receiver's speed noise around the stationary threshold, or stop-and-go traffic,
+        /// must not turn every few seconds into a batch); `nil`: not batched.
+        var minimumFlushGap: Duration?
     }
 
     /// One of the publisher's sending loops, each with its own back-off.
@@ -101,6 +105,8 @@ struct PublisherState<Waiter> {
     private(set) var syncLoopActivity: ContinuousClock.Instant
 
     private var policy: ReportingPolicy
+    /// When a start or stop last asked for a flush (batched mode).
+    private var lastFlush: ContinuousClock.Instant?
     private var sourceHealth = SourceHealth()
     private var fixTimes: FixTimeCheck?
     private var finishWaiter: Waiter?
@@ -178,7 +184,9 @@ struct PublisherState<Waiter> {
             switch policy.evaluate(fix) {
             case .publish(let fix, let reason):
                 intake.publish = .fix(fix)
-                intake.flush = reason == .first || reason == .motionChange
+                // The first fix always goes at once; starts and stops at most once per gap.
+                if reason == .first { intake.flush = settings.minimumFlushGap != nil }
+                if reason == .motionChange { intake.flush = flushAllowed(at: now) }
             case .skip: counters.fixesSkippedByPolicy += 1
             }
         case .heading(let heading):
@@ -347,6 +355,14 @@ struct PublisherState<Waiter> {
         lastStatus = content
         lastStatusAt = now
         return content
+    }
+
+    /// Whether a start or stop may flush now (at most one per ``Settings/minimumFlushGap``).
+    private mutating func flushAllowed(at now: ContinuousClock.Instant) -> Bool {
+        guard let gap = settings.minimumFlushGap else { return false }
+        if let lastFlush, lastFlush.duration(to: now) < gap { return false }
+        lastFlush = now
+        return true
     }
 
     // MARK: Lifecycle

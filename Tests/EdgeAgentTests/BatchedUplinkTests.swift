@@ -39,7 +39,7 @@ struct BatchedUplinkTests {
     }
 
     @Test(
-        "a 60 s window: the first fix goes at once, the next ones wait, the stop sends them with it at once, a clean finish sends the rest; nothing goes live, every batch is retained at QoS 1"
+        "a 60 s window: the first fix goes at once, the next ones wait, the stop sends them with it at once (a start right after does not), a clean finish sends the rest; nothing goes live, every batch is retained at QoS 1"
     )
     func startsStopsAndFinishFlush() async throws {
         let dir = try TemporaryDirectory()
@@ -60,17 +60,40 @@ struct BatchedUplinkTests {
         publisher.publish(.fix(Fixes.fix(at: 4, east: 15, speed: 0)))  // seq 6: the vehicle stops
         try await waitForBatches(2, sender)
         publisher.publish(.fix(Fixes.fix(at: 5, east: 15, speed: 0)))  // seq 7: parked, waits
+        // seq 8: it starts again within 30 s of the stop: no second flush (speed noise around
+        // the stationary threshold must not make every few seconds a batch).
+        publisher.publish(.fix(Fixes.fix(at: 6, east: 20, speed: 5)))
         try await Task.sleep(for: .milliseconds(300))
         #expect(batches(sender) == [[1], [2, 3, 4, 5, 6]])
 
         publisher.finish()
         try await withTimeout { await running.value }
-        #expect(batches(sender) == [[1], [2, 3, 4, 5, 6], [7]], "a clean finish sends what waited")
+        #expect(batches(sender) == [[1], [2, 3, 4, 5, 6], [7, 8]], "a clean finish sends what waited")
         let sent = sender.sent
         #expect(
             sent.allSatisfy { $0.topic == "fleet/van-7/batch" || $0.topic == "fleet/van-7/status" }, "nothing live: \(sent.map(\.topic))")
         #expect(sent.filter { $0.topic.hasSuffix("/batch") }.allSatisfy { $0.retain && $0.qos == .atLeastOnce })
         #expect(publisher.backlogCount == 0)
+    }
+
+    @Test("a 60 s window at a high rate: a full compact batch (2,048 events) goes at once, not at the end of the window")
+    func fullBatchGoesAtOnce() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = RecordingSender()
+        let publisher = await makePublisher(sender: sender, dir: dir, window: .seconds(60))
+        let running = Task { await publisher.run() }
+        try await withTimeout { await sender.waitForSent(1) }
+        publisher.publish(.fix(Fixes.fix(at: 0, speed: 5)))
+        try await waitForBatches(1, sender)
+        for tenth in 1...2_100 {
+            publisher.publish(.fix(Fixes.fix(at: Double(tenth) / 10, east: Double(tenth) * 0.5, speed: 5)))
+        }
+        try await waitForBatches(2, sender)
+        #expect(batches(sender).dropFirst().first == Array(2...2_049))
+        publisher.finish()
+        try await withTimeout { await running.value }
+        #expect(batches(sender).last == Array(2_050...2_101), "the rest at the finish")
     }
 
     @Test("a 1 s window: moving fixes and headings gathered since the last batch go out together once the oldest is a second old")

@@ -43,6 +43,57 @@ struct OutboxStateTests {
         #expect(request?.excluding == [4, 5], "what is live is not read as backlog")
     }
 
+    private func makeBatchedState() -> State {
+        State(
+            settings: .init(
+                liveWindow: 4, lossless: false, memoryLimit: 100, maximumAgeMilliseconds: 1000, maximumBytes: 1 << 20,
+                minimumReserve: 64, batched: true),
+            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 65), memoryOnly: false)
+    }
+
+    @Test(
+        "batched: nothing goes live; a flush wakes the sync loop, and once its commit is done (or failed: then it is in memory) the batch is ready below the numbers it covers"
+    )
+    func batchedFlush() {
+        var state = makeBatchedState()
+        add(&state)
+        add(&state, .heading)
+        #expect(liveSeq(&state) == nil && state.liveCount == 0, "nothing live")
+        let drainWaits = state.addSignalWaiter(1, .batchReady(flushAfter: 0, stored: 100), "drain")
+        let syncWaits = state.addSignalWaiter(2, .commitDue, "sync")
+        #expect(drainWaits && syncWaits, "nothing ready, no commit due")
+        let woken = state.requestFlush().signals
+        #expect(woken == ["sync"], "the flush wakes the sync loop, not yet the drain")
+        let commit = state.takeCommit(nowMilliseconds: 0)!
+        add(&state)  // seq 3, accepted while that commit runs: not covered by it
+        let again = state.requestFlush().signals
+        #expect(again.isEmpty, "a second request waits for the next commit")
+        let ready = state.committed(commit, OutboxCommitResult(count: 2, bytes: 100)).resumptions
+        #expect(ready.signals == ["drain"])
+        #expect(state.flushBelow == 3 && state.flushGeneration == 1 && state.storedPending == 2)
+        // The second request rides on the next commit, which fails (a full disk): the flush
+        // completes all the same, the records wait in memory, and batches are not held.
+        let next = state.takeCommit(nowMilliseconds: 0)!
+        _ = state.commitFailed(reason: "disk full")
+        #expect(next.inserts.map(\.seq) == [3])
+        #expect(state.flushBelow == 4 && state.flushGeneration == 2)
+        let holds = state.addSignalWaiter(3, .batchReady(flushAfter: 2, stored: 100), "drain")
+        #expect(holds == false, "a failing store holds nothing")
+    }
+
+    @Test("batched: a full batch in the store is ready without a flush; closing makes every batch ready")
+    func batchedFull() {
+        var state = makeBatchedState()
+        for _ in 0..<3 { add(&state) }
+        let waits = state.addSignalWaiter(1, .batchReady(flushAfter: 0, stored: 3), "drain")
+        #expect(waits)
+        let ready = state.committed(state.takeCommit(nowMilliseconds: 0)!, OutboxCommitResult(count: 3, bytes: 150)).resumptions
+        #expect(ready.signals == ["drain"], "three stored: a batch of three is full")
+        let waitsAgain = state.addSignalWaiter(2, .batchReady(flushAfter: 0, stored: 10), "drain")
+        let closing = state.close().signals
+        #expect(waitsAgain && closing.contains("drain"))
+    }
+
     @Test("in lossless mode every record goes live, in order, within the window")
     func losslessKeepsEverything() {
         var state = makeState(lossless: true, window: 2)
