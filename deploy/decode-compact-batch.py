@@ -76,8 +76,11 @@ def wrap(value):
 
 
 def iso8601(milliseconds):
-    moment = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(milliseconds=milliseconds)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S.") + "%03dZ" % (milliseconds % 1000)
+    try:
+        moment = datetime.datetime(1970, 1, 1, tzinfo=datetime.timezone.utc) + datetime.timedelta(milliseconds=milliseconds)
+    except OverflowError:
+        raise Malformed("a time outside the years 1 to 9999")
+    return "%04d-" % moment.year + moment.strftime("%m-%dT%H:%M:%S.") + "%03dZ" % (milliseconds % 1000)
 
 
 def decode(data):
@@ -88,7 +91,10 @@ def decode(data):
     length = r.byte()
     if not 1 <= length <= 64:
         raise Malformed("the vehicle id is not 1 to 64 bytes")
-    vehicle = bytes(r.byte() for _ in range(length)).decode("ascii")
+    try:
+        vehicle = bytes(r.byte() for _ in range(length)).decode("ascii")
+    except UnicodeDecodeError:
+        raise Malformed("the vehicle id is not ASCII")
     run = r.varint()
     count = r.varint()
     if count > 2048:

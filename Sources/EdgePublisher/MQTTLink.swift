@@ -1,3 +1,4 @@
+import FleetProtocol
 import FleetcastCore
 import Logging
 import MQTT
@@ -13,6 +14,8 @@ import MQTT
 public final class MQTTLink: MessageSending {
     private let configuration: MQTTConfiguration
     private let properties: MQTTPublishProperties
+    /// The same for a compact batch, which is binary, not JSON.
+    private let compactProperties: MQTTPublishProperties
     private let logger: Logger
     private let client = SanitizerVisibleMutex<MQTTClient?>(nil)
     /// The client connected last, kept after shutdown for its ``traffic``.
@@ -23,8 +26,9 @@ public final class MQTTLink: MessageSending {
     ///   - messageExpirySeconds: MQTT 5 message expiry of every publish, when configured.
     public init(configuration: MQTTConfiguration, messageExpirySeconds: Int?, logger: Logger) {
         self.configuration = configuration
-        self.properties = MQTTPublishProperties(
-            contentType: "application/json", messageExpirySeconds: messageExpirySeconds.map { UInt32(clamping: $0) })
+        let expiry = messageExpirySeconds.map { UInt32(clamping: $0) }
+        self.properties = MQTTPublishProperties(contentType: "application/json", messageExpirySeconds: expiry)
+        self.compactProperties = MQTTPublishProperties(contentType: FleetPayload.compactBatchContentType, messageExpirySeconds: expiry)
         var logger = logger
         logger[metadataKey: "mqtt.broker"] = "\(configuration.broker)"
         self.logger = logger
@@ -34,9 +38,11 @@ public final class MQTTLink: MessageSending {
     /// reach the wire in order), then waits for the acknowledgement its QoS asks for.
     public func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         guard let client = client.withLock({ $0 }) else { throw MQTTError.notConnected }
+        // Every payload of the contract is a JSON object but a compact batch (its magic byte).
+        let compact = payload.first == FleetPayload.compactBatchMagic[0]
         try await client.publish(
             topic: topic, payload: payload, qos: qos, retain: retain,
-            properties: properties)
+            properties: compact ? compactProperties : properties)
     }
 
     /// Connects with `will` as the last will, retrying while the broker is unreachable

@@ -31,6 +31,9 @@ extension FleetPayload {
     /// The first two bytes of a compact batch.
     public static let compactBatchMagic: [UInt8] = [0xFC, 0x01]
 
+    /// The MQTT 5 content type a compact batch is sent with (JSON payloads: `application/json`).
+    public static let compactBatchContentType = "application/vnd.fleetcast.compact-batch"
+
     /// The largest magnitude of a field's integer (2⁵³, what a Double holds exactly); an event
     /// with a larger one is refused.
     public static let compactLimit: Int64 = 1 << 53
@@ -196,7 +199,7 @@ extension FleetPayload {
             throw .invalidValue(key: "vehicle", detail: "is not 1 to 64 bytes")
         }
         let name = String(decoding: idBytes, as: UTF8.self)
-        guard let id = VehicleID(name) else { throw .vehicleMismatch(topic: vehicle?.rawValue ?? "", payload: name) }
+        guard let id = VehicleID(name) else { throw .invalidValue(key: "vehicle", detail: "is not a valid vehicle id") }
         if let vehicle, vehicle != id { throw .vehicleMismatch(topic: vehicle.rawValue, payload: name) }
         let run = try reader.varint("run")
         let count = try reader.varint("count")

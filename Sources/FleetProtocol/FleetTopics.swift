@@ -57,8 +57,9 @@ public struct FleetTopics: Sendable, Hashable {
     public func status(_ vehicle: VehicleID) -> String { topic(vehicle, .status) }
     /// `{prefix}/{vehicle}/backlog`: backlog batch JSON, QoS 1, not retained.
     public func backlog(_ vehicle: VehicleID) -> String { topic(vehicle, .backlog) }
-    /// `{prefix}/{vehicle}/batch`: batch JSON (the backlog's layout), QoS 1, retained (a new
-    /// subscriber gets the vehicle's last batch, whose last fix is its newest position).
+    /// `{prefix}/{vehicle}/batch`: a compact batch (binary) or batch JSON (the backlog's
+    /// layout), QoS 1, retained (a new subscriber gets the vehicle's last batch, whose last fix
+    /// is its newest position).
     public func batch(_ vehicle: VehicleID) -> String { topic(vehicle, .batch) }
 
     /// `{prefix}/{vehicle}/check`: `fleetcast-agent check`'s test message, not retained. Not

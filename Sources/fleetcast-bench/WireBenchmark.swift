@@ -17,8 +17,9 @@ import Foundation
 ///
 /// Prints per run: bytes on the wire (sent, received), of which the start (TCP and TLS
 /// handshakes, CONNECT, the online status, the first fix: everything until 1 s after the
-/// subscriber got that fix), fixes published, bytes per fix (overall, and after the start per
-/// fix that came after it), and a 30-day month at the pace after the start, beside a Teltonika
+/// subscriber got that fix) and the stop (from SIGTERM: the offline status, DISCONNECT, TLS
+/// close and TCP FIN), fixes published, bytes per fix (overall, and between start and stop per
+/// fix that came in between), and a 30-day month at the pace in between, beside a Teltonika
 /// Codec 8 record (30 B, plus 15 B of framing per packet) and an OwnTracks JSON location (about
 /// 220 B). The month leaves the start out: a vehicle connects once, not once per run. Needs
 /// root for the capture (tcpdump from Debian's package of that name).
@@ -44,15 +45,15 @@ func runWireBenchmark(arguments: [String]) async {
             let result = try await measureWire(agent: agent, scenario: scenario, seconds: seconds)
             let total = result.sent + result.received
             let perFix = result.fixes > 0 ? Double(total) / Double(result.fixes) : 0
-            let after = total - result.setup
+            let after = total - result.setup - result.stop
             let steady = result.fixesAfterSetup > 0 ? "\(fixed(Double(after) / Double(result.fixesAfterSetup), 1)) B" : "-"
             // A month of the steady state: the connection is made once, not every run's length.
             let month = Double(after) / max(1, result.secondsAfterSetup) * 30 * 86_400
             print(
                 """
                 wire: \(scenario.label): \(total) B on the wire in \(seconds) s (sent \(result.sent), received \(result.received); \
-                start \(result.setup) in its first \(fixed(result.setupSeconds, 1)) s), \(result.packets) packets, \
-                \(result.fixes) fixes: \(fixed(perFix, 1)) B per fix; after the start \(after) B in \(fixed(result.secondsAfterSetup, 1)) s, \
+                start \(result.setup) in its first \(fixed(result.setupSeconds, 1)) s, stop \(result.stop)), \(result.packets) packets, \
+                \(result.fixes) fixes: \(fixed(perFix, 1)) B per fix; between start and stop \(after) B in \(fixed(result.secondsAfterSetup, 1)) s, \
                 \(steady) per fix of the \(result.fixesAfterSetup) after it, \(fixed(month / 1_000_000, 1)) MB per 30 days at this pace
                 """)
         } catch {
@@ -104,9 +105,11 @@ private struct WireCount {
     var packets = 0
     var fixes = 0
     var fixesAfterSetup = 0
+    /// Bytes from SIGTERM on.
+    var stop = 0
     /// From the first packet to the end of the start.
     var setupSeconds = 0.0
-    /// From the end of the start to the last packet.
+    /// From the end of the start to SIGTERM.
     var secondsAfterSetup = 0.0
 }
 
@@ -141,6 +144,7 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
             "--ca-file", certificates.caFile, "--state-dir", "\(directory)/state", "--log-level", "warning",
         ], directory: directory, name: "agent", environment: scenario.environment)
     try await Task.sleep(for: .seconds(seconds))
+    let stopAt = Date().timeIntervalSince1970
     _ = await process.stop()
     try await Task.sleep(for: .seconds(1))
     _ = await tcpdump.stop()
@@ -157,7 +161,7 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
         return (time, events.filter { if case .fix = $0 { true } else { false } }.count)
     }
     let setupEnd = arrivals.first.map { $0.time + 1 }
-    var count = try countCapture(capture, port: broker.port, setupEnd: setupEnd)
+    var count = try countCapture(capture, port: broker.port, setupEnd: setupEnd, stopAt: stopAt)
     count.fixes = arrivals.reduce(0) { $0 + $1.fixes }
     count.fixesAfterSetup = arrivals.filter { $0.time >= setupEnd ?? 0 }.reduce(0) { $0 + $1.fixes }
     return count
@@ -165,8 +169,8 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
 
 /// Bytes of IP packets in a pcap file (tcpdump's classic format, microsecond or nanosecond
 /// stamps, either byte order) on the broker's `port`: sent (to the port) and received (from it),
-/// and those before `setupEnd` (Unix time; without one, the first 2 s).
-private func countCapture(_ path: String, port: Int, setupEnd: Double?) throws -> WireCount {
+/// those before `setupEnd` (Unix time; without one, the first 2 s), and those from `stopAt` on.
+private func countCapture(_ path: String, port: Int, setupEnd: Double?, stopAt: Double) throws -> WireCount {
     let data = try [UInt8](Data(contentsOf: URL(fileURLWithPath: path)))
     guard data.count >= 24 else { return WireCount() }
     func word(_ offset: Int, swapped: Bool) -> UInt32 {
@@ -200,10 +204,14 @@ private func countCapture(_ path: String, port: Int, setupEnd: Double?) throws -
         count.packets += 1
         if firstStamp == nil { firstStamp = stamp }
         lastStamp = stamp
-        if stamp < setupEnd ?? (firstStamp ?? stamp) + 2 { count.setup += length }
+        if stamp < setupEnd ?? (firstStamp ?? stamp) + 2 {
+            count.setup += length
+        } else if stamp >= stopAt {
+            count.stop += length
+        }
     }
     let end = setupEnd ?? (firstStamp ?? 0) + 2
     count.setupSeconds = max(0, end - (firstStamp ?? end))
-    count.secondsAfterSetup = max(0, lastStamp - end)
+    count.secondsAfterSetup = max(0, min(lastStamp, stopAt) - end)
     return count
 }
