@@ -8,7 +8,9 @@ import Synchronization
 /// first in memory, then, within one sync interval, in the ``OutboxStorage`` (SQLite in the
 /// state directory; a bounded memory buffer when no store can be used). The newest record of
 /// each kind goes out live at once; everything that could not (no connection, superseded while
-/// waiting) is backlog, which the publisher's drain reads from the store, oldest first.
+/// waiting) is backlog, which the publisher's drain reads from the store, oldest first. In
+/// batched mode (cellular batching) nothing goes live: every record is backlog, and the drain
+/// sends it in batches.
 ///
 /// The state is an ``OutboxState`` behind a lock; continuations are resumed, and storage I/O
 /// done, only after the lock is released.

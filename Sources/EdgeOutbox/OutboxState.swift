@@ -65,7 +65,8 @@ package struct OutboxState<LiveWaiter, Signal> {
         /// link is healthy (a commit is due when half of them are used).
         package var minimumReserve: UInt64 = 128
         /// Nothing goes live: every record waits in the store for the drain, which sends them
-        /// in batches (cellular batching, `uplink.batch`). The status still goes live.
+        /// in batches (cellular batching, `uplink.batch`). The status still goes live. Takes
+        /// precedence over ``lossless`` (the agent's configuration never sets both).
         package var batched: Bool
 
         package init(
