@@ -200,13 +200,14 @@ extension Publisher {
         return (batch, writer.finish())
     }
 
-    /// A clean stop in batched mode over a working link sends what was gathered, as batches,
-    /// within ``Settings/drainTimeout``, rather than leaving the last minutes of a trip in the
-    /// store until the next start. What does not go in time stays there.
-    func flushBatches() async {
+    /// A clean stop over a working link sends what the drain had not sent yet (batched: what
+    /// was gathered; live: what was superseded or demoted in the last moments, or a backlog
+    /// still draining), as full batches, until `deadline`, rather than leaving it in the store
+    /// until the next start. What does not go in time stays there.
+    func sendRemainingBacklog(until deadline: ContinuousClock.Instant) async {
+        guard ContinuousClock.now < deadline else { return }
         await commit(clean: false)  // what was accepted since the last sync
         let (topic, retain) = drainTopic
-        let deadline = ContinuousClock.now.advanced(by: settings.drainTimeout)
         while ContinuousClock.now < deadline {
             guard let request = outbox.transition({ ($0.backlogRequest(), Outbox.State.Resumptions()) }),
                 let records = try? await readBacklog(

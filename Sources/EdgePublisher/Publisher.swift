@@ -39,9 +39,10 @@ import Synchronization
 /// **Status.** The retained `status` says `online` with the GNSS state, `dropped` (all causes)
 /// and by cause, `backlog` and `storage`; it is sent at start, whenever the GNSS or storage
 /// state changes, and while a backlog drains or losses grow no more than once every
-/// ``Settings/statusInterval``. ``finish()`` stops the intake, sends what is live (bounded by
-/// ``Settings/drainTimeout``), commits the rest to the store with the exact next `seq`, and
-/// publishes `offline` with reason `shutdown`.
+/// ``Settings/statusInterval``. ``finish()`` stops the intake, sends what is live and, over a
+/// working link, what the backlog still holds (together bounded by ``Settings/drainTimeout``),
+/// commits the rest to the store with the exact next `seq`, and publishes `offline` with
+/// reason `shutdown`.
 public final class Publisher: Sendable {
     /// The QoS of status and backlog messages (the contract fixes it at 1).
     public static let statusQoS = MQTTQoS.atLeastOnce
@@ -237,8 +238,9 @@ public final class Publisher: Sendable {
     // MARK: Lifecycle
 
     /// Runs the live, backlog and sync loops until ``finish()`` (or cancellation), then sends
-    /// what is live (at most ``Settings/drainTimeout``), commits what is left with the exact
-    /// next `seq`, and sends the `offline` status (at most as long again). Call it once.
+    /// what is live and, over a working link, what the backlog still holds (together at most
+    /// ``Settings/drainTimeout``), commits what is left with the exact next `seq`, and sends
+    /// the `offline` status (at most as long again). Call it once.
     public func run() async {
         logger.debug(
             "publisher started",
@@ -246,11 +248,13 @@ public final class Publisher: Sendable {
                 "mqtt.topic": "\(settings.topics.fix(settings.vehicle))", "outbox.path": "\(outbox.storage.location)",
             ])
         if let degradedAtOpen { outbox.transition { $0.commitFailed(reason: degradedAtOpen).resumptions } }
+        var stopping = ContinuousClock.now
         let drained = await withTaskGroup(of: Void.self, returning: Bool.self) { group in
             group.addTask { await self.syncLoop() }
             group.addTask { await self.backlogLoop() }
             let live = Task { await self.liveLoop() }
             await waitForFinish()
+            stopping = .now
             outbox.transition { $0.close() }
             // The live queue drains (bounded); the backlog stays in the store for the next run.
             // (Awaiting `live.value` does not pass cancellation on: the handler cancels the task.)
@@ -273,8 +277,9 @@ public final class Publisher: Sendable {
             group.cancelAll()
             return drained
         }
-        // The drain has ended: nothing of the backlog is in flight.
-        if drained, settings.uplinkBatch != nil { await flushBatches() }
+        // The drain has ended: nothing of the backlog is in flight. What it had not sent goes
+        // now, within what is left of the drain timeout (the stop's bound does not grow).
+        if drained { await sendRemainingBacklog(until: stopping.advanced(by: settings.drainTimeout)) }
         await commit(clean: true)
         let backlog = outbox.read { $0.unacknowledgedCount }
         if backlog > 0 {
