@@ -33,9 +33,10 @@ package enum OutboxCondition: Hashable, Sendable {
 ///
 /// **Lifecycle of a record** (a fix or heading with its `seq`):
 /// 1. ``accept(_:)`` puts it in `unwritten` (to be written by the next commit) and, as the newest
-///    of its kind, in the live queue (in batched mode it goes to the backlog alone). A newer record of the same kind that arrives before it was
-///    sent takes its place in the live queue: the older one becomes backlog (in lossless mode,
-///    a replay, nothing is displaced: every record goes live, in order).
+///    of its kind, in the live queue (in batched mode it is backlog from the start). A newer
+///    record of the same kind that arrives before it was sent takes its place in the live
+///    queue: the older one becomes backlog (in lossless mode, a replay, nothing is displaced:
+///    every record goes live, in order).
 /// 2. The live sender takes it with ``nextLive()`` (up to `liveWindow` in flight), then reports
 ///    ``liveAcknowledged(_:)`` or ``liveFailed(_:)`` (retried live while it is the newest of its
 ///    kind, else backlog).

@@ -27,7 +27,7 @@ import Synchronization
 ///
 /// **Batched uplink** (``Settings/uplinkBatch``, for a metered link): nothing but the status
 /// goes live. Every fix and heading waits in the outbox, and the backlog loop sends them as
-/// retained `{prefix}/{vehicle}/batch` messages (the backlog's layout) once the oldest has
+/// retained `{prefix}/{vehicle}/batch` messages (compact, or the backlog's JSON) once the oldest has
 /// waited the batch window, at once when a batch is full or when the vehicle starts or stops
 /// (the policy's first fix and motion changes), and, at a clean finish over a working link,
 /// what is left. A backlog after an outage goes out the same way, in full batches.
@@ -256,7 +256,7 @@ public final class Publisher: Sendable {
             await waitForFinish()
             stopping = .now
             outbox.transition { $0.close() }
-            // The live queue drains (bounded); the backlog stays in the store for the next run.
+            // The live queue drains (bounded); the backlog goes next, in what time is left.
             // (Awaiting `live.value` does not pass cancellation on: the handler cancels the task.)
             let drained =
                 await withTimeLimit(settings.drainTimeout) {
