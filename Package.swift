@@ -45,6 +45,10 @@ let package = Package(
         // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff,
         // the time limit, the JSON string escaper, systemd's notification protocol.
         .target(name: "FleetcastCore"),
+        // The command-line options fleetcast-agent and fleet-watch share (broker credentials).
+        .target(
+            name: "FleetcastCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         // NMEA 0183: framing, checksum, sentence parsers, epoch assembly. Pure, no I/O.
         .target(name: "NMEA", dependencies: ["GNSS"]),
         // The multi-subscriber broadcaster between sources and consumers.
@@ -185,7 +189,7 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-agent",
             dependencies: [
-                "GNSS", "NMEA", "FleetProtocol", "EdgeAgent", "EdgeConfiguration", "FleetcastCore",
+                "GNSS", "NMEA", "FleetProtocol", "EdgeAgent", "EdgeConfiguration", "FleetcastCore", "FleetcastCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -195,6 +199,7 @@ let package = Package(
             name: "fleet-watch",
             dependencies: [
                 "FleetWatch", "FleetHistory", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore", "CMalloc",
+                "FleetcastCommandLine",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),

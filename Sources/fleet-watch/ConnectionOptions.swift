@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetProtocol
 import FleetWatch
+import FleetcastCommandLine
 import FleetcastCore
 import Foundation
 import Logging
@@ -21,17 +22,7 @@ struct ConnectionOptions: ParsableArguments {
     @Option(help: "Join this MQTT shared-subscription group, to split the fleet between several fleet-watch processes.")
     var shareGroup: String?
 
-    @Option(help: "PEM file of the CA that signs the broker's certificate (mqtts).")
-    var caFile: String?
-
-    @Option(help: "PEM client certificate (mqtts with client authentication).")
-    var certFile: String?
-
-    @Option(help: "PEM private key of the client certificate.")
-    var keyFile: String?
-
-    @Option(help: "File whose first line is the MQTT password.")
-    var passwordFile: String?
+    @OptionGroup var credentials: BrokerCredentialOptions
 
     @Option(
         help:
@@ -51,7 +42,7 @@ struct ConnectionOptions: ParsableArguments {
             do { _ = try VehicleID(validating: v) } catch { throw ValidationError(error.description) }
         }
         guard maxPacketSize >= 1_024 else { throw ValidationError("--max-packet-size must be at least 1024 bytes") }
-        if (certFile == nil) != (keyFile == nil) {
+        if (credentials.certFile == nil) != (credentials.keyFile == nil) {
             throw ValidationError("--cert-file and --key-file go together")
         }
     }
@@ -87,7 +78,9 @@ struct ConnectionOptions: ParsableArguments {
             broker: url,
             clientID: clientID ?? durability?.defaultClientID ?? "fleet-watch-\(Self.hostName)-\(getpid())",
             password: try readPassword(logger: logger),
-            tls: url.usesTLS ? MQTTTLSConfiguration(caFile: caFile, certificateFile: certFile, keyFile: keyFile) : nil
+            tls: url.usesTLS
+                ? MQTTTLSConfiguration(
+                    caFile: credentials.caFile, certificateFile: credentials.certFile, keyFile: credentials.keyFile) : nil
         )
         mqtt.maximumPacketSize = maxPacketSize
         if let durability {
@@ -107,7 +100,7 @@ struct ConnectionOptions: ParsableArguments {
     /// The password from `--password-file` (its first line) or `FLEETCAST_PASSWORD`; never
     /// from the command line, never logged.
     private func readPassword(logger: Logger) throws -> String? {
-        if let passwordFile {
+        if let passwordFile = credentials.passwordFile {
             if FilePermissions.isReadableByOthers(passwordFile) {
                 logger.warning(
                     "The MQTT password file can be read by every user of this machine; make it readable by fleet-watch's user only (chmod 0600)",

@@ -1,5 +1,6 @@
 import ArgumentParser
 import EdgeConfiguration
+import FleetcastCommandLine
 
 #if canImport(FoundationEssentials)
 import FoundationEssentials  // ProcessInfo; full Foundation (ICU) would cost a vehicle megabytes
@@ -23,17 +24,7 @@ struct ConfigurationOptions: ParsableArguments {
     @Option(help: "YAML configuration file (see config/agent.yaml).")
     var config: String?
 
-    @Option(help: "File holding the broker password.")
-    var passwordFile: String?
-
-    @Option(help: "CA certificate (PEM) to verify the broker with.")
-    var caFile: String?
-
-    @Option(help: "Client certificate (PEM), for brokers that ask for one.")
-    var certFile: String?
-
-    @Option(help: "Client private key (PEM).")
-    var keyFile: String?
+    @OptionGroup var credentials: BrokerCredentialOptions
 
     /// Loads the configuration: the file, then the environment, then these flags and `flags`
     /// (more flags of the command, by configuration key), each overriding the one before.
@@ -42,10 +33,10 @@ struct ConfigurationOptions: ParsableArguments {
         flags["source"] = source
         flags["vehicle"] = vehicle
         flags["broker.url"] = broker
-        flags["broker.passwordFile"] = passwordFile
-        flags["broker.caFile"] = caFile
-        flags["broker.certFile"] = certFile
-        flags["broker.keyFile"] = keyFile
+        flags["broker.passwordFile"] = credentials.passwordFile
+        flags["broker.caFile"] = credentials.caFile
+        flags["broker.certFile"] = credentials.certFile
+        flags["broker.keyFile"] = credentials.keyFile
         return try await AgentConfiguration.load(filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
     }
 }

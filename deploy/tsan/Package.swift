@@ -27,6 +27,9 @@ let package = Package(
     targets: [
         .target(name: "GNSS"),
         .target(name: "FleetcastCore"),
+        .target(
+            name: "FleetcastCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
+        ),
         .target(name: "NMEA", dependencies: ["GNSS"]),
         .target(
             name: "TelemetryHub",
@@ -88,7 +91,7 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-agent",
             dependencies: [
-                "GNSS", "NMEA", "FleetProtocol", "EdgeAgent", "EdgeConfiguration", "FleetcastCore",
+                "GNSS", "NMEA", "FleetProtocol", "EdgeAgent", "EdgeConfiguration", "FleetcastCore", "FleetcastCommandLine",
                 .product(name: "ArgumentParser", package: "swift-argument-parser"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
