@@ -32,11 +32,7 @@ struct GapsCommand: AsyncParsableCommand {
     @Option(help: "Only this vehicle.")
     var vehicle: String?
 
-    @Option(help: "Only fixes from this time on.")
-    var since: String?
-
-    @Option(help: "Only fixes before this time.")
-    var until: String?
+    @OptionGroup var range: TimeRangeOptions
 
     @Option(help: "text or json.")
     var format: Format = .text
@@ -47,18 +43,12 @@ struct GapsCommand: AsyncParsableCommand {
         if let vehicle {
             do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
         }
-        let (from, to) = try range()
-        if let from, let to, from >= to { throw ValidationError("--since must be before --until") }
-    }
-
-    private func range() throws -> (UTCTimestamp?, UTCTimestamp?) {
-        (try since.map { try parseTimeArgument($0, option: "--since") }, try until.map { try parseTimeArgument($0, option: "--until") })
     }
 
     func run() async throws {
         let logger = logging.makeLogger()
         let location = try database.location()
-        let (from, to) = try range()
+        let (from, to) = try range.bounds()
         let vehicle = try vehicle.map { try VehicleID(validating: $0) }
         let report: CompletenessReport
         do {

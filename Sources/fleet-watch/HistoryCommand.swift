@@ -13,7 +13,8 @@ struct HistoryCommand: AsyncParsableCommand {
         abstract: "Writes a vehicle's recorded track from PostgreSQL as GeoJSON, GPX or CSV.",
         discussion: """
             Reads what `fleet-watch record` wrote. Times are UTC, ISO 8601 \
-            (2026-11-24T08:00:00Z); the range includes --since and excludes --until. The \
+            (2026-11-24T08:00:00Z); the range includes --since and excludes --until, \
+            which is now when left out; --since is 24 hours before --until when left out. The \
             PostgreSQL password goes in the URL or in the environment variable PGPASSWORD.
             """
     )
@@ -23,11 +24,7 @@ struct HistoryCommand: AsyncParsableCommand {
     @Option(help: "The vehicle.")
     var vehicle: String
 
-    @Option(help: "From this time (default: 24 hours before --until).")
-    var since: String?
-
-    @Option(help: "Until this time (default: now).")
-    var until: String?
+    @OptionGroup var range: TimeRangeOptions
 
     @Option(help: "geojson, gpx or csv.")
     var format: TrackFormat = .geojson
@@ -39,23 +36,22 @@ struct HistoryCommand: AsyncParsableCommand {
 
     func validate() throws {
         do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
-        let (from, to) = try range()
+        let (from, to) = try track()
         guard from < to else { throw ValidationError("--since must be before --until") }
     }
 
-    private func range() throws -> (UTCTimestamp, UTCTimestamp) {
-        let to = try until.map { try parseTimeArgument($0, option: "--until") } ?? UTCTimestamp.wallClockNow
-        let from =
-            try since.map { try parseTimeArgument($0, option: "--since") }
-            ?? UTCTimestamp(millisecondsSince1970: to.millisecondsSince1970 - 86_400_000)
-        return (from, to)
+    /// The range to write: `--until` or now, `--since` or 24 hours before that.
+    private func track() throws -> (UTCTimestamp, UTCTimestamp) {
+        let (since, until) = try range.bounds()
+        let to = until ?? UTCTimestamp.wallClockNow
+        return (since ?? UTCTimestamp(millisecondsSince1970: to.millisecondsSince1970 - 86_400_000), to)
     }
 
     func run() async throws {
         let logger = logging.makeLogger()
         let location = try database.location()
         let vehicle = try VehicleID(validating: vehicle)
-        let (from, to) = try range()
+        let (from, to) = try track()
 
         let handle: FileHandle
         if let output {
