@@ -295,18 +295,7 @@ package final class SQLiteOutboxStorage: OutboxStorage {
     }
 
     /// `path` as the path of a `file:` URI: `%`, `?` and `#` escaped.
-    private static func uriEscaped(_ path: String) -> String {
-        var escaped = ""
-        for character in path {
-            switch character {
-            case "%": escaped += "%25"
-            case "?": escaped += "%3f"
-            case "#": escaped += "%23"
-            default: escaped.append(character)
-            }
-        }
-        return escaped
-    }
+    private static func uriEscaped(_ path: String) -> String { path.escaping(["%": "%25", "?": "%3f", "#": "%23"]) }
 
     private static func openInTransaction(
         _ db: SQLiteConnection, minimumNextSeq: UInt64, reserve: UInt64, newRun: UInt64
