@@ -45,16 +45,16 @@ func runWireBenchmark(arguments: [String]) async {
             let result = try await measureWire(agent: agent, scenario: scenario, seconds: seconds)
             let total = result.sent + result.received
             let perFix = result.fixes > 0 ? Double(total) / Double(result.fixes) : 0
-            let after = total - result.setup - result.stop
-            let steady = result.fixesAfterSetup > 0 ? "\(fixed(Double(after) / Double(result.fixesAfterSetup), 1)) B" : "-"
+            let after = result.steady.bytes
+            let steady = result.fixesAfterStart > 0 ? "\(fixed(Double(after) / Double(result.fixesAfterStart), 1)) B" : "-"
             // A month of the steady state: the connection is made once, not every run's length.
-            let month = Double(after) / max(1, result.secondsAfterSetup) * 30 * 86_400
+            let month = Double(after) / max(1, result.steady.seconds) * 30 * 86_400
             print(
                 """
                 wire: \(scenario.label): \(total) B on the wire in \(seconds) s (sent \(result.sent), received \(result.received); \
-                start \(result.setup) in its first \(fixed(result.setupSeconds, 1)) s, stop \(result.stop)), \(result.packets) packets, \
-                \(result.fixes) fixes: \(fixed(perFix, 1)) B per fix; between start and stop \(after) B in \(fixed(result.secondsAfterSetup, 1)) s, \
-                \(steady) per fix of the \(result.fixesAfterSetup) after it, \(fixed(month / 1_000_000, 1)) MB per 30 days at this pace
+                start \(result.start.bytes) in its first \(fixed(result.start.seconds, 1)) s, stop \(result.stop.bytes)), \(result.packets) packets, \
+                \(result.fixes) fixes: \(fixed(perFix, 1)) B per fix; between start and stop \(after) B in \(fixed(result.steady.seconds, 1)) s, \
+                \(steady) per fix of the \(result.fixesAfterStart) after it, \(fixed(month / 1_000_000, 1)) MB per 30 days at this pace
                 """)
         } catch {
             print("wire: \(scenario.label) failed: \(error)")
@@ -97,20 +97,22 @@ private enum WireScenario: String {
     }
 }
 
+/// What one run cost on the wire: bytes of IP packets of the broker connection, both directions.
 private struct WireCount {
-    var sent = 0
-    var received = 0
-    /// Bytes of the start: until 1 s after the first fix reached the subscriber.
-    var setup = 0
-    var packets = 0
-    var fixes = 0
-    var fixesAfterSetup = 0
-    /// Bytes from SIGTERM on.
-    var stop = 0
-    /// From the first packet to the end of the start.
-    var setupSeconds = 0.0
-    /// From the end of the start to SIGTERM.
-    var secondsAfterSetup = 0.0
+    /// A part of the run: its bytes and how long it lasted (seconds).
+    struct Part {
+        var bytes = 0
+        var seconds = 0.0
+    }
+    var sent = 0, received = 0, packets = 0
+    /// Until 1 s after the first fix reached the subscriber.
+    var start = Part()
+    /// From the end of the start to SIGTERM: what a connected vehicle costs.
+    var steady = Part()
+    /// From SIGTERM on.
+    var stop = Part()
+    /// Fixes that reached the subscriber: all of them, and those after the start.
+    var fixes = 0, fixesAfterStart = 0
 }
 
 private func measureWire(agent: String, scenario: WireScenario, seconds: Int) async throws -> WireCount {
@@ -163,7 +165,7 @@ private func measureWire(agent: String, scenario: WireScenario, seconds: Int) as
     let setupEnd = arrivals.first.map { $0.time + 1 }
     var count = try countCapture(capture, port: broker.port, setupEnd: setupEnd, stopAt: stopAt)
     count.fixes = arrivals.reduce(0) { $0 + $1.fixes }
-    count.fixesAfterSetup = arrivals.filter { $0.time >= setupEnd ?? 0 }.reduce(0) { $0 + $1.fixes }
+    count.fixesAfterStart = arrivals.filter { $0.time >= setupEnd ?? 0 }.reduce(0) { $0 + $1.fixes }
     return count
 }
 
@@ -205,13 +207,15 @@ private func countCapture(_ path: String, port: Int, setupEnd: Double?, stopAt: 
         if firstStamp == nil { firstStamp = stamp }
         lastStamp = stamp
         if stamp < setupEnd ?? (firstStamp ?? stamp) + 2 {
-            count.setup += length
+            count.start.bytes += length
         } else if stamp >= stopAt {
-            count.stop += length
+            count.stop.bytes += length
+        } else {
+            count.steady.bytes += length
         }
     }
     let end = setupEnd ?? (firstStamp ?? 0) + 2
-    count.setupSeconds = max(0, end - (firstStamp ?? end))
-    count.secondsAfterSetup = max(0, min(lastStamp, stopAt) - end)
+    count.start.seconds = max(0, end - (firstStamp ?? end))
+    count.steady.seconds = max(0, min(lastStamp, stopAt) - end)
     return count
 }
