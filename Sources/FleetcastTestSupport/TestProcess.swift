@@ -128,6 +128,11 @@ public final class TestProcess: Sendable {
     /// How the process ended; `nil` while it runs.
     public var termination: Termination? { exit.withLock { $0.termination } }
 
+    /// The CPU time the process used, in user space and in the kernel (its own and that of
+    /// the children it waited for, as `wait4(2)` reports it); `nil` while it runs, or when
+    /// something else reaped it.
+    public var cpuTime: (user: Duration, system: Duration)? { exit.withLock { $0.cpuTime } }
+
     /// Sends `signal` (SIGTERM, SIGKILL…) to the process — or to its whole process group
     /// (what it started too) with `toGroup` — if it is still running.
     public func send(_ signal: Int32, toGroup: Bool = false) {
@@ -224,8 +229,10 @@ public final class TestProcess: Sendable {
         while waitid(P_PID, id_t(pid), &info, WEXITED | WNOWAIT) != 0, errno == EINTR {}
         let (termination, waiters) = exit.withLock { state in
             var status: Int32 = 0
+            var usage = rusage()
             let termination: Termination
-            if waitpid(pid, &status, 0) == pid {
+            if wait4(pid, &status, 0, &usage) == pid {
+                state.cpuTime = (usage.ru_utime.duration, usage.ru_stime.duration)
                 // The <sys/wait.h> macros: low 7 bits 0 = exited (code in bits 8…15), else
                 // the terminating signal.
                 termination = status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signalled(status & 0x7f)
@@ -247,6 +254,8 @@ private struct ExitState {
     }
 
     private(set) var termination: TestProcess.Termination?
+    /// User and system CPU time, from the reaping `wait4`.
+    var cpuTime: (user: Duration, system: Duration)?
     private var waiters: [Int: CheckedContinuation<TestProcess.Termination?, Never>] = [:]
     private var nextWaiterID = 0
 
@@ -276,4 +285,9 @@ private struct ExitState {
         defer { waiters.removeAll() }
         return Array(waiters.values)
     }
+}
+
+extension timeval {
+    /// This interval as a `Duration`.
+    fileprivate var duration: Duration { .seconds(Int64(tv_sec)) + .microseconds(Int64(tv_usec)) }
 }

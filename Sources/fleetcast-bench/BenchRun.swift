@@ -14,6 +14,8 @@ struct BenchRun: Sendable {
     var elapsed: Duration
     /// The last lines of the process's stdout and stderr, for reports.
     var output: String
+    /// The CPU time the process used (user, system); `nil` if it could not be read.
+    var cpuTime: (user: Duration, system: Duration)?
 
     /// The elapsed time in seconds.
     var seconds: Double { elapsed.seconds }
@@ -63,7 +65,8 @@ struct BenchRun: Sendable {
         let end = max(exited, counter.lastArrival ?? exited)
         let output = (process.standardOutput + process.standardError)
             .split(separator: "\n").suffix(6).joined(separator: "\n")
-        return BenchRun(counter: counter, exitStatus: killed ? nil : status, elapsed: end - start, output: output)
+        return BenchRun(
+            counter: counter, exitStatus: killed ? nil : status, elapsed: end - start, output: output, cpuTime: process.cpuTime)
     }
 }
 

@@ -16,7 +16,9 @@ import MQTT
 /// `fleetcast-agent run --source replay:FILE?speed=max …` (or the bridge) and stops the clock
 /// when the last fix has arrived and the process has exited: fixes/s. Both publish at QoS 1,
 /// retained, with `--inflight` (default 100) messages awaiting PUBACK at once. R runs each
-/// (default 5), alternating; prints every run, the median and best, and the ratio of medians.
+/// (default 5), alternating; prints every run, the median and best, and the ratio of medians;
+/// and the CPU time each process used per fix (user plus system, from `wait4(2)`: its start,
+/// the replay and its stop), with the ratio of those medians.
 /// `--save-recording PATH` also writes the recording to PATH, to rerun either side by hand.
 func runEndToEndBenchmark(arguments: [String]) async {
     let fixes = intOption(arguments, "--fixes", 30_000)
@@ -86,6 +88,8 @@ func runEndToEndBenchmark(arguments: [String]) async {
 
     var ours: [Double] = []
     var theirs: [Double] = []
+    var ourCPU: [Double] = []
+    var theirCPU: [Double] = []
     var allArrived = true
     for run in 1...runs {
         let vehicle = "bench-\(run)"
@@ -100,6 +104,7 @@ func runEndToEndBenchmark(arguments: [String]) async {
             name: "agent-\(run)", directory: directory, broker: broker, topic: "fleet/\(vehicle)/fix", counterQoS: counterQoS)
         {
             ours.append(result.rate)
+            if let cpu = result.cpuPerFix { ourCPU.append(cpu) }
             allArrived = allArrived && result.complete
         }
         guard pythonReady else { continue }
@@ -110,6 +115,7 @@ func runEndToEndBenchmark(arguments: [String]) async {
             name: "bridge-\(run)", directory: directory, broker: broker, topic: "fleet/\(pyVehicle)/fix", counterQoS: counterQoS)
         {
             theirs.append(result.rate)
+            if let cpu = result.cpuPerFix { theirCPU.append(cpu) }
             allArrived = allArrived && result.complete
         }
     }
@@ -120,16 +126,24 @@ func runEndToEndBenchmark(arguments: [String]) async {
         print("e2e: python bridge   median \(Int(median(theirs))) fixes/s, best \(Int(theirs.max() ?? 0)) (\(theirs.count) runs)")
         print("e2e: ratio of medians \(fixed(median(ours) / max(median(theirs), 1e-9), 1))x (goal >= 5x)")
     }
+    if !ourCPU.isEmpty {
+        print("e2e: CPU per fix, fleetcast-agent median \(fixed(median(ourCPU), 1)) us (\(ourCPU.count) runs)")
+    }
+    if !ourCPU.isEmpty, !theirCPU.isEmpty {
+        print("e2e: CPU per fix, python bridge   median \(fixed(median(theirCPU), 1)) us (\(theirCPU.count) runs)")
+        print("e2e: CPU per fix, python bridge / fleetcast-agent: \(fixed(median(theirCPU) / max(median(ourCPU), 1e-9), 1))x (goal >= 5x)")
+    }
     print("e2e: every fix arrived in every run: \(allArrived ? "yes" : "NO")")
     print("e2e: load average \(loadAverage()) (1, 5, 15 min)")
 }
 
-/// Runs one measurement and prints its line; returns fixes/s and whether every fix arrived
-/// with a zero exit status, or nil when the run could not be made.
+/// Runs one measurement and prints its line; returns fixes/s, the process's CPU time per fix
+/// (microseconds), and whether every fix arrived with a zero exit status, or nil when the run
+/// could not be made.
 private func report(
     _ label: String, run: Int, expected: Int, executable: String, arguments: [String], name: String,
     directory: String, broker: BenchBroker, topic: String, counterQoS: MQTTQoS
-) async -> (rate: Double, complete: Bool)? {
+) async -> (rate: Double, cpuPerFix: Double?, complete: Bool)? {
     do {
         let result = try await BenchRun.measure(
             executable: executable, arguments: arguments, name: name, directory: directory,
@@ -138,12 +152,16 @@ private func report(
         let rate = Double(counted) / result.seconds
         let status = result.exitStatus.map { "exit \($0)" } ?? "killed after 300 s"
         let duplicates = result.counter.messages - counted
+        let cpuPerFix = result.cpuTime.map { ($0.user + $0.system).seconds * 1e6 / Double(max(1, expected)) }
+        let cpu = result.cpuTime.map {
+            "; CPU \(fixed($0.user.seconds, 2)) s user + \(fixed($0.system.seconds, 2)) s system = \(fixed(cpuPerFix ?? 0, 1)) us per fix"
+        }
         print(
-            "e2e: run \(run) \(label) \(counted)/\(expected) fixes (\(duplicates) duplicates) in \(fixed(result.seconds, 3)) s = \(Int(rate)) fixes/s, \(status)"
+            "e2e: run \(run) \(label) \(counted)/\(expected) fixes (\(duplicates) duplicates) in \(fixed(result.seconds, 3)) s = \(Int(rate)) fixes/s, \(status)\(cpu ?? "")"
         )
         let complete = counted == expected && result.exitStatus == 0
         if !complete { print("e2e:   output: \(result.output)") }
-        return (rate, complete)
+        return (rate, cpuPerFix, complete)
     } catch {
         print("e2e: run \(run) \(label) failed: \(error)")
         return nil

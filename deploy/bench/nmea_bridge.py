@@ -21,7 +21,9 @@ def main():
     vehicle = sys.argv[4] if len(sys.argv) > 4 else "py"
     inflight = int(sys.argv[5]) if len(sys.argv) > 5 else 100
     topic = f"fleet/{vehicle}/fix"
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id=f"py-bridge-{vehicle}", protocol=mqtt.MQTTv5)
+    # paho-mqtt 2 wants the callback API named; 1.6 (Debian 12's python3-paho-mqtt) has none.
+    api = (mqtt.CallbackAPIVersion.VERSION2,) if hasattr(mqtt, "CallbackAPIVersion") else ()
+    client = mqtt.Client(*api, client_id=f"py-bridge-{vehicle}", protocol=mqtt.MQTTv5)
     client.max_inflight_messages_set(inflight)
     client.max_queued_messages_set(0)
     client.connect(host, port)

@@ -14,7 +14,9 @@ import paho.mqtt.client as mqtt
 def main():
     host, port, qos, count, payload_file = sys.argv[1], int(sys.argv[2]), int(sys.argv[3]), int(sys.argv[4]), sys.argv[5]
     payload = open(payload_file, "rb").read()
-    client = mqtt.Client(mqtt.CallbackAPIVersion.VERSION2, client_id="paho-bench", protocol=mqtt.MQTTv5)
+    # paho-mqtt 2 wants the callback API named; 1.6 (Debian 12's python3-paho-mqtt) has none.
+    api = (mqtt.CallbackAPIVersion.VERSION2,) if hasattr(mqtt, "CallbackAPIVersion") else ()
+    client = mqtt.Client(*api, client_id="paho-bench", protocol=mqtt.MQTTv5)
     client.max_inflight_messages_set(100)
     client.max_queued_messages_set(0)
     client.connect(host, port)
