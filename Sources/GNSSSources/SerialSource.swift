@@ -38,7 +38,7 @@ public struct SerialSource: GNSSSource {
     ) {
         self.path = path
         self.baud = baud
-        self.uri = uri ?? "serial:\(path)?baud=\(baud)"
+        self.uri = uri ?? GNSSSourceDescriptor.serial(path: path, baud: baud).uri
         self.logger = logger.forSource(self.uri)
         self.backoff = backoff
         self.decoderOptions = decoderOptions
