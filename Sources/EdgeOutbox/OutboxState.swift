@@ -13,6 +13,9 @@ package enum OutboxCondition: Hashable, Sendable {
     case liveRoom
     /// No live send is outstanding.
     case liveIdle
+    /// No backlog batch is on its way to the broker (the drain's last one was acknowledged,
+    /// refused or failed).
+    case backlogIdle
     /// A commit should happen now (numbers reserved are running out, or closing).
     case commitDue
     /// The backlog may have records the drain has not seen (the state's generation moved
@@ -503,6 +506,7 @@ package struct OutboxState<LiveWaiter, Signal> {
         switch condition {
         case .liveRoom: closed || liveCount < settings.liveWindow * 2
         case .liveIdle: liveInflight.isEmpty && statusInflight == nil
+        case .backlogIdle: backlogInflight == nil
         case .commitDue: closed || nextSeq + settings.minimumReserve / 2 >= reservedSeq
         case .backlog(let seen): closed || generation > seen
         case .batchReady(let seen, let stored):

@@ -274,11 +274,17 @@ public final class Publisher: Sendable {
                     ])
             }
             await live.value
+            // A backlog batch on its way to the broker is left to be acknowledged, in what is
+            // left of the drain timeout: cancelled, it would count as failed, and the stop would
+            // send it a second time below. The drain then ends by itself (the outbox is closed).
+            let left = stopping.advanced(by: settings.drainTimeout) - .now
+            if drained && left > .zero { await outbox.wait(for: .backlogIdle, upTo: left) }
             group.cancelAll()
             return drained
         }
-        // The drain has ended: nothing of the backlog is in flight. What it had not sent goes
-        // now, within what is left of the drain timeout (the stop's bound does not grow).
+        // The drain has ended: nothing of the backlog is in flight (a batch whose acknowledgement
+        // did not come in time counts as failed and goes again). What it had not sent goes now,
+        // within what is left of the drain timeout (the stop's bound does not grow).
         if drained { await sendRemainingBacklog(until: stopping.advanced(by: settings.drainTimeout)) }
         await commit(clean: true)
         let backlog = outbox.read { $0.unacknowledgedCount }

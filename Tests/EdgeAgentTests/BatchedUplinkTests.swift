@@ -14,7 +14,7 @@ import Testing
 struct BatchedUplinkTests {
     private let vehicle = VehicleID("van-7")!
 
-    private func makePublisher(sender: RecordingSender, dir: TemporaryDirectory, window: Duration) async -> Publisher {
+    private func makePublisher(sender: any MessageSending, dir: TemporaryDirectory, window: Duration) async -> Publisher {
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
         // The drain timeout is a bound on a hang here, not what is checked: on a machine loaded
@@ -96,6 +96,41 @@ struct BatchedUplinkTests {
         publisher.finish()
         try await withTimeout { await running.value }
         #expect(batches(sender).last == Array(2_050...2_101), "the rest at the finish")
+    }
+
+    @Test(
+        "a stop while a batch waits for its acknowledgement: the batch is left to be acknowledged, not sent a second time with the rest"
+    )
+    func stopDoesNotResendTheBatchInFlight() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let sender = HoldingSender()  // each send waits until the test completes it
+        let publisher = await makePublisher(sender: sender, dir: dir, window: .seconds(60))
+        let running = Task { await publisher.run() }
+        try await withTimeout { await sender.waitUntil { $0.started.count == 1 } }
+        sender.complete(0)  // the online status
+        publisher.publish(.state(.streaming))
+        publisher.publish(.fix(Fixes.fix(at: 0, speed: 5)))  // the first fix: a batch at once
+        try await withTimeout { await sender.waitUntil { $0.started.contains { $0.topic.hasSuffix("/batch") } } }
+        for second in 1...3 { publisher.publish(.fix(Fixes.fix(at: Double(second), east: Double(second) * 5, speed: 5))) }
+        // Statuses are acknowledged; only the batch waits.
+        try await Task.sleep(for: .milliseconds(100))
+        let snapshot = sender.snapshot
+        for index in snapshot.outstanding where !snapshot.started[index].topic.hasSuffix("/batch") { sender.complete(index) }
+
+        publisher.finish()
+        // The broker's acknowledgement of the batch comes a moment after the stop began.
+        try await Task.sleep(for: .milliseconds(200))
+        let first = try #require(sender.snapshot.started.firstIndex { $0.topic.hasSuffix("/batch") })
+        sender.complete(first)
+        sender.completeAll()
+        try await withTimeout { await running.value }
+
+        let seqs = sender.snapshot.started.filter { $0.topic.hasSuffix("/batch") }.flatMap { message in
+            (try? FleetPayload.decodeBatch(message.payload, vehicle: vehicle))?.events.compactMap { $0.seq.map(Int.init) } ?? []
+        }
+        #expect(seqs == [1, 2, 3, 4], "each event once, the stop's batch after the first")
+        #expect(publisher.backlogCount == 0)
     }
 
     @Test("a 1 s window: moving fixes and headings gathered since the last batch go out together once the oldest is a second old")

@@ -43,6 +43,25 @@ struct OutboxStateTests {
         #expect(request?.excluding == [4, 5], "what is live is not read as backlog")
     }
 
+    @Test("a wait for the backlog to be idle ends when the batch in flight is acknowledged, refused or failed")
+    func backlogIdle() {
+        var state = makeState()
+        for _ in 0..<3 { add(&state, .fix) }
+        #expect(state.addSignalWaiter(1, .backlogIdle, "stop") == false, "nothing in flight: idle at once")
+        for (round, end) in [("acknowledged", 0), ("refused", 1), ("failed", 2)].enumerated() {
+            _ = state.backlogRequest()
+            state.backlogSending([UInt64(round + 1)])
+            #expect(state.addSignalWaiter(UInt64(round + 2), .backlogIdle, "stop") == true, "\(end.0): waits while in flight")
+            let resumptions =
+                switch end.1 {
+                case 0: state.backlogAcknowledged()
+                case 1: state.backlogRejected()
+                default: state.backlogFailed()
+                }
+            #expect(resumptions.signals == ["stop"], "\(end.0)")
+        }
+    }
+
     private func makeBatchedState() -> State {
         State(
             settings: .init(
