@@ -43,7 +43,8 @@ let package = Package(
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
         .target(name: "GNSS"),
         // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff,
-        // the time limit, the JSON string escaper, systemd's notification protocol.
+        // the time limit, the JSON string escaper and the few-character one, systemd's
+        // notification protocol.
         .target(name: "FleetcastCore"),
         // The command-line options fleetcast-agent and fleet-watch share (broker credentials).
         .target(

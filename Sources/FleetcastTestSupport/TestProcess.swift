@@ -231,15 +231,16 @@ public final class TestProcess: Sendable {
             var status: Int32 = 0
             var usage = rusage()
             let termination: Termination
+            var cpuTime: (user: Duration, system: Duration)?
             if wait4(pid, &status, 0, &usage) == pid {
-                state.cpuTime = (usage.ru_utime.duration, usage.ru_stime.duration)
+                cpuTime = (usage.ru_utime.duration, usage.ru_stime.duration)
                 // The <sys/wait.h> macros: low 7 bits 0 = exited (code in bits 8…15), else
                 // the terminating signal.
                 termination = status & 0x7f == 0 ? .exited((status >> 8) & 0xff) : .signalled(status & 0x7f)
             } else {
                 termination = .lost
             }
-            return (termination, state.finish(termination))
+            return (termination, state.finish(termination, cpuTime: cpuTime))
         }
         for waiter in waiters { waiter.resume(returning: termination) }
     }
@@ -255,7 +256,7 @@ private struct ExitState {
 
     private(set) var termination: TestProcess.Termination?
     /// User and system CPU time, from the reaping `wait4`.
-    var cpuTime: (user: Duration, system: Duration)?
+    private(set) var cpuTime: (user: Duration, system: Duration)?
     private var waiters: [Int: CheckedContinuation<TestProcess.Termination?, Never>] = [:]
     private var nextWaiterID = 0
 
@@ -279,9 +280,12 @@ private struct ExitState {
         waiters.removeValue(forKey: id)
     }
 
-    /// Records the termination; returns the waiters to resume.
-    mutating func finish(_ termination: TestProcess.Termination) -> [CheckedContinuation<TestProcess.Termination?, Never>] {
+    /// Records the termination and the CPU time used; returns the waiters to resume.
+    mutating func finish(
+        _ termination: TestProcess.Termination, cpuTime: (user: Duration, system: Duration)?
+    ) -> [CheckedContinuation<TestProcess.Termination?, Never>] {
         self.termination = termination
+        self.cpuTime = cpuTime
         defer { waiters.removeAll() }
         return Array(waiters.values)
     }

@@ -13,8 +13,8 @@ struct HistoryCommand: AsyncParsableCommand {
         abstract: "Writes a vehicle's recorded track from PostgreSQL as GeoJSON, GPX or CSV.",
         discussion: """
             Reads what `fleet-watch record` wrote. Times are UTC, ISO 8601 \
-            (2026-11-24T08:00:00Z); the range includes --since and excludes --until, \
-            which is now when left out; --since is 24 hours before --until when left out. The \
+            (2026-11-24T08:00:00Z); the range includes --since and excludes --until. --until \
+            defaults to now, --since to 24 hours before --until. The \
             PostgreSQL password goes in the URL or in the environment variable PGPASSWORD.
             """
     )
@@ -37,7 +37,9 @@ struct HistoryCommand: AsyncParsableCommand {
     func validate() throws {
         do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
         let (from, to) = try track()
-        guard from < to else { throw ValidationError("--since must be before --until") }
+        guard from < to else {
+            throw ValidationError(range.until == nil ? "--since must be before now (--until's default)" : "--since must be before --until")
+        }
     }
 
     /// The range to write: `--until` or now, `--since` or 24 hours before that.
