@@ -380,14 +380,13 @@ struct ConfigurationSources {
                     ))
             }
             do {
-                guard let bytes = try AtomicFile.contents(of: path, limit: 4096) else {
+                guard let secret = try PasswordFile.read(path) else {
                     throw AtomicFile.Failure(operation: "open", path: path, errno: ENOENT)
                 }
-                var secret = String(decoding: bytes, as: UTF8.self)
-                while secret.hasSuffix("\n") || secret.hasSuffix("\r") { secret.removeLast() }
                 if secret.isEmpty {
                     problems.append(
-                        .invalid("broker.passwordFile", origin, expected: "a file holding the password (it is empty)", got: path))
+                        .invalid(
+                            "broker.passwordFile", origin, expected: "a file whose first line is the password (it is empty)", got: path))
                 }
                 password = Secret(secret)
                 passwordFile = path

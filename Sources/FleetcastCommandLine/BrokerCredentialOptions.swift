@@ -8,7 +8,7 @@ import ArgumentParser
 /// and environment before it checks them (a key file may come from the file, its certificate
 /// from a flag); fleet-watch checks them in its own `validate()`.
 public struct BrokerCredentialOptions: ParsableArguments, Sendable {
-    @Option(help: "File holding the broker password; a password is never taken on the command line.")
+    @Option(help: "File whose first line is the broker password; a password is never taken on the command line.")
     public var passwordFile: String?
 
     @Option(help: "PEM file of the CA that signs the broker's certificate (mqtts).")

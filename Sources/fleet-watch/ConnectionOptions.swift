@@ -97,7 +97,8 @@ struct ConnectionOptions: ParsableArguments {
     /// This machine's name, as far as it can go into a client id (at most 32 characters).
     static var hostName: String { String(ProcessInfo.processInfo.hostName.prefix(32)) }
 
-    /// The password from `--password-file` (its first line) or `FLEETCAST_PASSWORD`; never
+    /// The password from `--password-file` (its first line, as the agent reads it) or
+    /// `FLEETCAST_PASSWORD`; never
     /// from the command line, never logged.
     private func readPassword(logger: Logger) throws -> String? {
         if let passwordFile = credentials.passwordFile {
@@ -106,11 +107,12 @@ struct ConnectionOptions: ParsableArguments {
                     "The MQTT password file can be read by every user of this machine; make it readable by fleet-watch's user only (chmod 0600)",
                     metadata: ["file": "\(passwordFile)"])
             }
-            let text: String
-            do { text = try String(contentsOfFile: passwordFile, encoding: .utf8) } catch {
-                throw ValidationError("cannot read --password-file \(passwordFile): \(error.localizedDescription)")
+            let password: String?
+            do { password = try PasswordFile.read(passwordFile) } catch {
+                throw ValidationError("--password-file: \(error)")
             }
-            return String(text.split(separator: "\n", maxSplits: 1, omittingEmptySubsequences: false).first ?? "")
+            guard let password else { throw ValidationError("cannot read --password-file \(passwordFile): no such file") }
+            return password
         }
         return ProcessInfo.processInfo.environment["FLEETCAST_PASSWORD"]
     }
