@@ -89,6 +89,13 @@ struct RunCommand: AsyncParsableCommand {
         // TimeoutStopSec=20 would kill it.
         groupConfiguration.maximumGracefulShutdownDuration = .seconds(18)
         let group = ServiceGroup(configuration: groupConfiguration)
+        // Once started, the pages only the start used go back to the kernel (StartupPages).
+        let trim = Task {
+            try await Task.sleep(for: .seconds(20))
+            let bytes = StartupPages.release()
+            logger.debug("startup pages released", metadata: ["memory.advisedBytes": "\(bytes)"])
+        }
+        defer { trim.cancel() }
         do {
             try await group.run()
         } catch {
