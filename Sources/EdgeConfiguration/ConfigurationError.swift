@@ -12,13 +12,6 @@ public struct ConfigurationError: Error, Sendable, Equatable, CustomStringConver
         /// The whole message.
         public let message: String
 
-        /// A problem with a message already composed.
-        public init(key: String, origin: ConfigurationOrigin, message: String) {
-            self.key = key
-            self.origin = origin
-            self.message = message
-        }
-
         /// `key in origin: expected …, got "…"` (the value is left out when secret).
         static func invalid(_ key: String, _ origin: ConfigurationOrigin, expected: String, got: String?) -> Problem {
             let shown = got.map { ", got \"\(Self.printable($0))\"" } ?? ""

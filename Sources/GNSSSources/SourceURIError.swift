@@ -9,14 +9,6 @@ public struct SourceURIError: Error, Sendable, Equatable, CustomStringConvertibl
     /// What would have been accepted.
     public let expected: String
 
-    /// A URI error for `part` of `uri`.
-    public init(uri: String, part: String, value: String, expected: String) {
-        self.uri = uri
-        self.part = part
-        self.value = value
-        self.expected = expected
-    }
-
     /// `bad baud "1234" in "serial:/dev/ttyS0?baud=1234": expected one of 4800, 9600, …`
     public var description: String {
         "bad \(part) \"\(value)\" in source URI \"\(uri)\": expected \(expected)"
