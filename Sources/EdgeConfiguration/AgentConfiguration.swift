@@ -19,7 +19,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         case v311 = "3.1.1"
     }
 
-    /// How to reach and log in to the broker.
+    /// How to reach and log in to the broker, as ``load(filePath:environment:flags:)`` read it.
     public struct Broker: Sendable, Equatable {
         /// Host, port and TLS (`broker.url`).
         public var url: BrokerURL
@@ -34,11 +34,11 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         /// PEM private key of the client certificate.
         public var keyFile: String?
         /// MQTT protocol version (default 5).
-        public var protocolVersion: ProtocolVersion
+        public var protocolVersion: ProtocolVersion = .v5
         /// Keep-alive interval, seconds (default ``defaultKeepAliveSeconds``).
-        public var keepAliveSeconds: Int
+        public var keepAliveSeconds: Int = Broker.defaultKeepAliveSeconds
         /// Most QoS 1/2 messages in flight at once (default 20).
-        public var maxInflight: Int
+        public var maxInflight: Int = 20
         /// The file the password was read from (`broker.passwordFile`), to check who else can
         /// read it.
         public var passwordFile: String?
@@ -49,23 +49,6 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         /// TLS) every 4 minutes instead of every 30 s; the broker declares a silent vehicle gone
         /// (its last will) after one and a half keep-alives, 6 minutes.
         public static let defaultKeepAliveSeconds = 240
-
-        /// Broker settings; defaults: MQTT 5, keep-alive 240 s, 20 in flight.
-        public init(
-            url: BrokerURL, username: String? = nil, password: Secret? = nil, caFile: String? = nil,
-            certFile: String? = nil, keyFile: String? = nil, protocolVersion: ProtocolVersion = .v5,
-            keepAliveSeconds: Int = Broker.defaultKeepAliveSeconds, maxInflight: Int = 20
-        ) {
-            self.url = url
-            self.username = username
-            self.password = password
-            self.caFile = caFile
-            self.certFile = certFile
-            self.keyFile = keyFile
-            self.protocolVersion = protocolVersion
-            self.keepAliveSeconds = keepAliveSeconds
-            self.maxInflight = maxInflight
-        }
     }
 
     /// The vehicle id used in topics and payloads (`vehicle`, required).
@@ -156,13 +139,19 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     public func publisherSettings(agentVersion: String?, lossless: Bool = false) -> Publisher.Settings {
         let configured = origins.keys.contains { $0.hasPrefix("report.") && $0 != "report.stationarySpeed" }
         let policy = lossless && !configured ? ReportingPolicy(stationarySpeed: policy.stationarySpeed) : policy
-        var settings = Publisher.Settings(
-            vehicle: vehicle, topics: topics, fixQoS: fixQoS, headingQoS: headingQoS, sourceURI: source,
-            agentVersion: agentVersion, policy: policy, lossless: lossless,
-            sendWindow: broker.maxInflight,  // as many awaiting acknowledgement as the broker link allows
-            syncInterval: .milliseconds(Int64((outbox.syncIntervalSeconds * 1000).rounded())),
-            maxBytes: outbox.maxBytes, maxAge: .seconds(outbox.maxAgeSeconds), drainRate: outbox.drainRate
-        )
+        var settings = Publisher.Settings(vehicle: vehicle)
+        settings.topics = topics
+        settings.fixQoS = fixQoS
+        settings.headingQoS = headingQoS
+        settings.sourceURI = source
+        settings.agentVersion = agentVersion
+        settings.policy = policy
+        settings.lossless = lossless
+        settings.sendWindow = broker.maxInflight  // as many awaiting acknowledgement as the broker link allows
+        settings.syncInterval = .milliseconds(Int64((outbox.syncIntervalSeconds * 1000).rounded()))
+        settings.maxBytes = outbox.maxBytes
+        settings.maxAge = .seconds(outbox.maxAgeSeconds)
+        settings.drainRate = outbox.drainRate
         settings.brokerUser = broker.username
         // A replay is an upload of its own: every record live, in order, as fast as the link takes.
         settings.uplinkBatch = lossless ? nil : uplinkBatchSeconds.map { .seconds($0) }

@@ -2,48 +2,57 @@ import FleetProtocol
 import MQTT
 
 extension Publisher {
-    /// What the publisher publishes and how.
+    /// What the publisher publishes and how: the vehicle, and what differs from the contract's
+    /// defaults (QoS 1 for fixes, 0 for headings, every fix, 32 live sends outstanding, a 1 s
+    /// sync interval, 64 MiB and 7 days of backlog drained at 200 events/s), set field by field.
     public struct Settings: Sendable {
         /// The vehicle the messages are about.
         public var vehicle: VehicleID
         /// The topic layout (prefix).
-        public var topics: FleetTopics
+        public var topics: FleetTopics = .default
         /// QoS of fix messages (0, 1 or 2).
-        public var fixQoS: MQTTQoS
+        public var fixQoS: MQTTQoS = .atLeastOnce
         /// QoS of heading messages (0, 1 or 2).
-        public var headingQoS: MQTTQoS
+        public var headingQoS: MQTTQoS = .atMostOnce
         /// The GNSS source URI shown in the status (without credentials).
         public var sourceURI: String?
         /// The agent's version shown in the status.
         public var agentVersion: String?
         /// Which fixes and headings are worth sending.
-        public var policy: ReportingPolicy
+        public var policy = ReportingPolicy()
         /// A finite source that must lose nothing (a replay uploaded as a batch): every record
         /// goes out live, in order, and the intake waits for room.
-        public var lossless: Bool
+        public var lossless = false
         /// How long a clean finish waits for live sends, and then for the offline status.
-        public var drainTimeout: Duration
+        public var drainTimeout: Duration = .seconds(5)
         /// Wait after the first failed send; grows (with jitter) on each further failure.
-        public var initialRetryDelay: Duration
+        public var initialRetryDelay: Duration = .milliseconds(250)
         /// Longest wait between retries.
-        public var maxRetryDelay: Duration
+        public var maxRetryDelay: Duration = .seconds(10)
         /// Most live sends awaiting acknowledgement at once (at least 1): the MQTT client's
         /// maximum in-flight messages (`broker.maxInflight`).
-        public var sendWindow: Int
+        public var sendWindow = 32 {
+            didSet { sendWindow = max(1, sendWindow) }
+        }
         /// How often the outbox commits to its store (`outbox.syncInterval`): at most this much
         /// unacknowledged traffic is lost on a power cut.
-        public var syncInterval: Duration
+        public var syncInterval: Duration = .seconds(1)
         /// Most bytes the store holds (`outbox.maxBytes`); beyond, the oldest headings, then
         /// the oldest fixes, are dropped.
-        public var maxBytes: Int
+        public var maxBytes = 64 << 20
         /// Oldest record the store keeps (`outbox.maxAge`).
-        public var maxAge: Duration
-        /// Backlog events sent per second at most (`outbox.drainRate`).
-        public var drainRate: Int
-        /// Records held in memory while the store cannot be written, before the oldest are dropped.
-        public var memoryLimit: Int
+        public var maxAge: Duration = .seconds(7 * 86_400)
+        /// Backlog events sent per second at most (`outbox.drainRate`; at least 1).
+        public var drainRate = 200 {
+            didSet { drainRate = max(1, drainRate) }
+        }
+        /// Records held in memory while the store cannot be written, before the oldest are
+        /// dropped (at least 1).
+        public var memoryLimit = 20_000 {
+            didSet { memoryLimit = max(1, memoryLimit) }
+        }
         /// Shortest time between two statuses re-published for backlog or loss counts.
-        public var statusInterval: Duration
+        public var statusInterval: Duration = .seconds(10)
         /// The user name the broker knows the agent by, for errors about its ACL.
         public var brokerUser: String?
         /// Fixes stamped further than this from a synchronized system clock are refused and
@@ -57,36 +66,9 @@ extension Publisher {
         /// How batches are written (`uplink.encoding`): compact (the default) or JSON.
         public var uplinkEncoding: BatchEncoding = .compact
 
-        /// Settings with the contract's defaults: QoS 1 for fixes, 0 for headings, every fix,
-        /// 32 live sends outstanding, a 1 s sync interval, 64 MiB and 7 days of backlog
-        /// drained at 200 events/s.
-        public init(
-            vehicle: VehicleID, topics: FleetTopics = .default, fixQoS: MQTTQoS = .atLeastOnce, headingQoS: MQTTQoS = .atMostOnce,
-            sourceURI: String? = nil, agentVersion: String? = nil, policy: ReportingPolicy = ReportingPolicy(),
-            lossless: Bool = false, drainTimeout: Duration = .seconds(5),
-            initialRetryDelay: Duration = .milliseconds(250), maxRetryDelay: Duration = .seconds(10),
-            sendWindow: Int = 32, syncInterval: Duration = .seconds(1), maxBytes: Int = 64 << 20,
-            maxAge: Duration = .seconds(7 * 86_400), drainRate: Int = 200, memoryLimit: Int = 20_000,
-            statusInterval: Duration = .seconds(10)
-        ) {
+        /// Settings for `vehicle` with the contract's defaults.
+        public init(vehicle: VehicleID) {
             self.vehicle = vehicle
-            self.topics = topics
-            self.fixQoS = fixQoS
-            self.headingQoS = headingQoS
-            self.sourceURI = sourceURI
-            self.agentVersion = agentVersion
-            self.policy = policy
-            self.lossless = lossless
-            self.drainTimeout = drainTimeout
-            self.initialRetryDelay = initialRetryDelay
-            self.maxRetryDelay = maxRetryDelay
-            self.sendWindow = max(1, sendWindow)
-            self.syncInterval = syncInterval
-            self.maxBytes = maxBytes
-            self.maxAge = maxAge
-            self.drainRate = max(1, drainRate)
-            self.memoryLimit = max(1, memoryLimit)
-            self.statusInterval = statusInterval
         }
     }
 }

@@ -36,8 +36,10 @@ private func measureDrain(events: Int, rate: Int) async throws {
 
     // The outage: everything goes to the store.
     let absent = SwitchableSender()
+    var outageSettings = Publisher.Settings(vehicle: vehicle)
+    outageSettings.drainTimeout = .milliseconds(200)
     let first = Publisher(
-        settings: .init(vehicle: vehicle, drainTimeout: .milliseconds(200)), sender: absent,
+        settings: outageSettings, sender: absent,
         store: await OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
     let firstRun = Task { await first.run() }
     for index in 0..<(events / 2) {
@@ -81,8 +83,10 @@ private func measureDrain(events: Int, rate: Int) async throws {
     let link = MQTTLink(
         configuration: MQTTConfiguration(broker: url, clientID: "bench-drain-agent"), messageExpirySeconds: nil, logger: logger)
     try await link.connect(will: nil)
+    var drainSettings = Publisher.Settings(vehicle: vehicle)
+    drainSettings.drainRate = rate
     let second = Publisher(
-        settings: .init(vehicle: vehicle, drainRate: rate), sender: link,
+        settings: drainSettings, sender: link,
         store: await OutboxStore.open(directory: directory, vehicle: vehicle, logger: logger), logger: logger)
     let secondRun = Task { await second.run() }
     let drainStart = clock.now

@@ -58,11 +58,11 @@ private func measureThroughput(records: Int) async throws {
     let vehicle = VehicleID("bench-1")!
     let sender = SwitchableSender()
     let store = await OutboxStore.open(directory: directory, vehicle: vehicle, logger: quietLogger)
-    let publisher = Publisher(
-        settings: .init(
-            vehicle: vehicle, initialRetryDelay: .milliseconds(50), maxRetryDelay: .milliseconds(50),
-            drainRate: 100_000),
-        sender: sender, store: store, logger: quietLogger)
+    var settings = Publisher.Settings(vehicle: vehicle)
+    settings.initialRetryDelay = .milliseconds(50)
+    settings.maxRetryDelay = .milliseconds(50)
+    settings.drainRate = 100_000
+    let publisher = Publisher(settings: settings, sender: sender, store: store, logger: quietLogger)
     let running = Task { await publisher.run() }
     let clock = ContinuousClock()
     let start = clock.now
@@ -107,9 +107,10 @@ private func measureTenHertz(seconds duration: Int) async throws {
         let sender = SwitchableSender()
         sender.setFailing(failing)
         let store = await OutboxStore.open(directory: directory, vehicle: vehicle, logger: quietLogger)
-        let publisher = Publisher(
-            settings: .init(vehicle: vehicle, initialRetryDelay: .milliseconds(100), maxRetryDelay: .seconds(1)),
-            sender: sender, store: store, logger: quietLogger)
+        var settings = Publisher.Settings(vehicle: vehicle)
+        settings.initialRetryDelay = .milliseconds(100)
+        settings.maxRetryDelay = .seconds(1)
+        let publisher = Publisher(settings: settings, sender: sender, store: store, logger: quietLogger)
         let before = publisher.counters.commits
         let running = Task { await publisher.run() }
         for index in 0..<(duration * 10) {

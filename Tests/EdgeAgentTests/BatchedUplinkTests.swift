@@ -19,10 +19,9 @@ struct BatchedUplinkTests {
         let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
         // The drain timeout is a bound on a hang here, not what is checked: on a machine loaded
         // by the whole suite, the finish's flush must not run out of its share of it.
-        var settings = Publisher.Settings(
-            vehicle: vehicle, policy: ReportingPolicy(stationarySpeed: 0.5), drainTimeout: .seconds(60),
-            initialRetryDelay: .milliseconds(1), maxRetryDelay: .milliseconds(20), syncInterval: .milliseconds(50),
-            drainRate: 10_000, statusInterval: .milliseconds(100))
+        var settings = Publisher.Settings.quick(vehicle: vehicle)
+        settings.policy = ReportingPolicy(stationarySpeed: 0.5)
+        settings.drainTimeout = .seconds(60)
         settings.uplinkBatch = window
         return Publisher(settings: settings, sender: sender, store: store, logger: logger)
     }

@@ -90,9 +90,8 @@ struct FixTimeCheckTests {
     ) async -> Publisher {
         let vehicle = VehicleID("van-7")!
         let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
-        var settings = Publisher.Settings(
-            vehicle: vehicle, sourceURI: "serial:/dev/gnss0", drainTimeout: .seconds(5), initialRetryDelay: .milliseconds(1),
-            maxRetryDelay: .milliseconds(20), syncInterval: .milliseconds(50), drainRate: 10_000, statusInterval: .milliseconds(100))
+        var settings = Publisher.Settings.quick(vehicle: vehicle)
+        settings.sourceURI = "serial:/dev/gnss0"
         settings.maximumFixClockOffset = maximumOffset
         return Publisher(
             settings: settings, sender: sender, store: store, logger: logger, now: { Self.clock },

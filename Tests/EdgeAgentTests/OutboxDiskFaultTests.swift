@@ -88,11 +88,14 @@ struct OutboxDiskFaultTests {
         let capture = InMemoryLogHandler()
         let logger = Logger(label: "test") { _ in capture }
         let sender = RecordingSender(failing: true)
+        var settings = Publisher.Settings.quick(vehicle: vehicle)
+        settings.initialRetryDelay = .milliseconds(5)
+        settings.maxRetryDelay = .milliseconds(50)
+        settings.drainRate = 100_000
+        settings.statusInterval = .milliseconds(50)
         let publisher = Publisher(
-            settings: .init(
-                vehicle: vehicle, initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(50),
-                syncInterval: .milliseconds(50), drainRate: 100_000, statusInterval: .milliseconds(50)),
-            sender: sender, store: await OutboxStore.open(directory: state, vehicle: vehicle, logger: logger), logger: logger)
+            settings: settings, sender: sender, store: await OutboxStore.open(directory: state, vehicle: vehicle, logger: logger),
+            logger: logger)
         let running = Task { await publisher.run() }
         let total = 2_000  // ~450 KB of payloads: the 160 KiB disk fills up on the way
         for index in 0..<total {

@@ -19,11 +19,14 @@ struct PipelinedPublisherTests {
     ) async throws -> Publisher {
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
-        let settings = Publisher.Settings(
-            vehicle: vehicle, lossless: lossless, drainTimeout: .seconds(20),
-            initialRetryDelay: retryDelay, maxRetryDelay: max(retryDelay, .milliseconds(20)), sendWindow: window,
-            syncInterval: .milliseconds(50), drainRate: 100_000
-        )
+        var settings = Publisher.Settings.quick(vehicle: vehicle)
+        settings.lossless = lossless
+        settings.drainTimeout = .seconds(20)
+        settings.initialRetryDelay = retryDelay
+        settings.maxRetryDelay = max(retryDelay, .milliseconds(20))
+        settings.sendWindow = window
+        settings.drainRate = 100_000
+        settings.statusInterval = .seconds(10)
         return Publisher(settings: settings, sender: sender, store: store, logger: logger)
     }
 

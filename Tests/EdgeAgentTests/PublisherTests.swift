@@ -19,11 +19,11 @@ struct PublisherTests {
         logger: Logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }, syncInterval: Duration = .milliseconds(50)
     ) async throws -> Publisher {
         let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: logger)
-        let settings = Publisher.Settings(
-            vehicle: vehicle, sourceURI: "gpsd://localhost:2947", agentVersion: "0.1.0-test", policy: policy,
-            drainTimeout: .seconds(5), initialRetryDelay: .milliseconds(1), maxRetryDelay: .milliseconds(20),
-            syncInterval: syncInterval, drainRate: 10_000, statusInterval: .milliseconds(100)
-        )
+        var settings = Publisher.Settings.quick(vehicle: vehicle)
+        settings.sourceURI = "gpsd://localhost:2947"
+        settings.agentVersion = "0.1.0-test"
+        settings.policy = policy
+        settings.syncInterval = syncInterval
         return Publisher(settings: settings, sender: sender, store: store, logger: logger, now: { Self.startedAt })
     }
 
@@ -209,10 +209,13 @@ struct PublisherTests {
         defer { dir.remove() }
         let quiet = Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
         let sender = RecordingSender(failing: true)
+        var settings = Publisher.Settings(vehicle: vehicle)
+        settings.drainTimeout = .milliseconds(200)
+        settings.initialRetryDelay = .milliseconds(5)
+        settings.maxRetryDelay = .milliseconds(20)
         let publisher = Publisher(
-            settings: .init(
-                vehicle: vehicle, drainTimeout: .milliseconds(200), initialRetryDelay: .milliseconds(5), maxRetryDelay: .milliseconds(20)),
-            sender: sender, store: await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet
+            settings: settings, sender: sender, store: await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet),
+            logger: quiet
         )
         let running = Task { await publisher.run() }
         publisher.publish(.fix(Fixes.fix(at: 0)))
@@ -246,9 +249,12 @@ struct PublisherTests {
         defer { dir.remove() }
         let quiet = Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
         let sender = RecordingSender()
+        var settings = Publisher.Settings(vehicle: vehicle)
+        settings.drainTimeout = .seconds(60)
+        settings.syncInterval = .seconds(3600)
         let publisher = Publisher(
-            settings: .init(vehicle: vehicle, drainTimeout: .seconds(60), syncInterval: .seconds(3600)),
-            sender: sender, store: await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet), logger: quiet)
+            settings: settings, sender: sender, store: await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: quiet),
+            logger: quiet)
         // 300 fixes before any commit: the first reservation (128 numbers) does not cover the newest.
         for index in 0..<300 { publisher.publish(.fix(Fixes.fix(at: Double(index)))) }
         publisher.finish()

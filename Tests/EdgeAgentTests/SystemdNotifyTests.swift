@@ -81,14 +81,15 @@ struct PipelineProbeTests {
     @Test("a publisher stuck in a commit is reported once its sync loop falls silent; a healthy one is not")
     func stuckPublisher() async throws {
         let quiet = Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
-        let vehicle = VehicleID("v1")!
+        var settings = Publisher.Settings(vehicle: VehicleID("v1")!)
+        settings.syncInterval = .milliseconds(20)
         let hanging = Publisher(
-            settings: .init(vehicle: vehicle, syncInterval: .milliseconds(20)), sender: RecordingSender(failing: true),
+            settings: settings, sender: RecordingSender(failing: true),
             store: OutboxStore(
                 storage: HangingStorage(), opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 129)),
             logger: quiet)
         let healthy = Publisher(
-            settings: .init(vehicle: vehicle, syncInterval: .milliseconds(20)), sender: RecordingSender(),
+            settings: settings, sender: RecordingSender(),
             store: .memory(), logger: quiet)
         let runs = [Task { await hanging.run() }, Task { await healthy.run() }]
         defer { runs.forEach { $0.cancel() } }
