@@ -9,8 +9,9 @@ import Foundation
 #endif
 
 /// The options `run` and `check` share: the configuration file, and the flags that override
-/// what it and the FLEETCAST_… environment variables say (`check` reaches the broker as `run`
-/// does, so it takes the same source, identity and TLS flags).
+/// what it and the FLEETCAST_… environment variables say. `check` takes every one of them, so
+/// that the command line of a `run` checks what that `run` would do (its state directory's
+/// lock included) and refuses what that `run` would refuse.
 struct ConfigurationOptions: ParsableArguments {
     @Option(help: "GNSS source URI (default sim:, the built-in simulated receiver).")
     var source: String?
@@ -26,10 +27,19 @@ struct ConfigurationOptions: ParsableArguments {
 
     @OptionGroup var credentials: BrokerCredentialOptions
 
-    /// Loads the configuration: the file, then the environment, then these flags and `flags`
-    /// (more flags of the command, by configuration key), each overriding the one before.
-    func load(adding flags: [String: String] = [:]) async throws(ConfigurationError) -> AgentConfiguration {
-        var flags = flags
+    @Option(help: "Directory for the persistent message sequence number.")
+    var stateDir: String?
+
+    @Option(help: "Gather fixes and headings for up to this many seconds and send them as one message (a metered link), or off.")
+    var uplinkBatch: String?
+
+    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
+    var logLevel: String?
+
+    /// Loads the configuration: the file, then the environment, then these flags, each
+    /// overriding the one before.
+    func load() async throws(ConfigurationError) -> AgentConfiguration {
+        var flags: [String: String] = [:]
         flags["source"] = source
         flags["vehicle"] = vehicle
         flags["broker.url"] = broker
@@ -37,6 +47,9 @@ struct ConfigurationOptions: ParsableArguments {
         flags["broker.caFile"] = credentials.caFile
         flags["broker.certFile"] = credentials.certFile
         flags["broker.keyFile"] = credentials.keyFile
+        flags["stateDir"] = stateDir
+        flags["uplink.batch"] = uplinkBatch
+        flags["log.level"] = logLevel
         return try await AgentConfiguration.load(filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
     }
 }

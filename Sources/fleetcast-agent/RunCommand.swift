@@ -38,24 +38,10 @@ struct RunCommand: AsyncParsableCommand {
 
     @OptionGroup var options: ConfigurationOptions
 
-    @Option(help: "Directory for the persistent message sequence number.")
-    var stateDir: String?
-
-    @Option(help: "Gather fixes and headings for up to this many seconds and send them as one message (a metered link), or off.")
-    var uplinkBatch: String?
-
-    @Option(help: "Log level: trace, debug, info, notice, warning, error, critical.")
-    var logLevel: String?
-
     func run() async throws {
-        var flags: [String: String] = [:]
-        flags["stateDir"] = stateDir
-        flags["uplink.batch"] = uplinkBatch
-        flags["log.level"] = logLevel
-
         let configuration: AgentConfiguration
         do {
-            configuration = try await options.load(adding: flags)
+            configuration = try await options.load()
         } catch {
             let message = "fleetcast-agent: \(error)\n"
             _ = message.utf8CString.withUnsafeBytes { write(STDERR_FILENO, $0.baseAddress, $0.count - 1) }

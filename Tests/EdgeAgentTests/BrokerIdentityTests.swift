@@ -82,14 +82,15 @@ struct BrokerIdentityTests {
                 shipped.broker.log.components(separatedBy: " as van-1 (").count - 1 == 3,
                 "van-1's three connections are van-1's, whatever client id they sent")
 
-            // `check` beside the running agent does not connect (it would be van-2 too).
+            // `check` beside the running agent does not connect (it would be van-2 too); it
+            // takes the agent's own --state-dir flag to find the agent's lock.
             let check = try TestProcess(
                 builtProduct("fleetcast-agent"),
                 [
                     "check", "--source", "sim:?rate=10", "--vehicle", "van-2", "--timeout", "20",
-                    "--broker", "mqtts://van-2@127.0.0.1:\(shipped.broker.port)",
+                    "--broker", "mqtts://van-2@127.0.0.1:\(shipped.broker.port)", "--state-dir", stateDirectory,
                 ], directory: shipped.files.path, name: "check-beside-agent",
-                environment: ["FLEETCAST_STATE_DIR": stateDirectory, "FLEETCAST_BROKER_CA_FILE": shipped.ca.certificateFile])
+                environment: ["FLEETCAST_BROKER_CA_FILE": shipped.ca.certificateFile])
             let checkStatus = try await withTimeout(.seconds(60), "fleetcast-agent check") { await check.waitForExit() }
             let checkOutput = check.standardOutput + check.standardError
             #expect(checkStatus == 1, "\(checkOutput)")
