@@ -16,6 +16,12 @@ import GNSS
 /// package. Also the proportional set size (`Pss` from `/proc/PID/smaps_rollup`: each shared
 /// page divided by the number of processes mapping it, so libc and libcrypto count only in part
 /// where other programs use them too). Goals: ≤ 16 MiB resident, ≤ 0.5 % of one core.
+///
+/// Run as root, the bench runs the agent as its systemd unit does: as a user that neither owns
+/// its binary nor may write it (`fleetcast` where the package made it, else `nobody`), through
+/// `setpriv`. That matters to the figures: the kernel frees the page cache of a file only for a
+/// process that owns it or may write it (see `StartupPages`), so an agent run as root would show
+/// less than a vehicle's.
 func runFootprintBenchmark(arguments: [String]) async {
     let seconds = intOption(arguments, "--seconds", 60)
     let agent = agentExecutable(arguments)
@@ -24,11 +30,13 @@ func runFootprintBenchmark(arguments: [String]) async {
         return
     }
     print("footprint: agent \(agent), \(mebibytes(fileSize(agent))) MiB on disk; load average \(loadAverage())")
+    let user = AgentUser.unprivileged()
+    print("footprint: the agent runs as \(user.map { "\($0.name) (uid \($0.uid))" } ?? "this user (uid \(geteuid()))")")
     let deb = stringOption(arguments, "--deb", "")
     if !deb.isEmpty { print("footprint: package \(deb), \(mebibytes(fileSize(deb))) MiB") }
     for source in ["sim", "serial"] {
         do {
-            let result = try await measureFootprint(agent: agent, source: source, seconds: seconds)
+            let result = try await measureFootprint(agent: agent, source: source, seconds: seconds, user: user)
             print(
                 """
                 footprint: \(source) at 10 Hz for \(seconds) s: RSS \(mebibytes(result.rss)) MiB (peak \(mebibytes(result.peak)) MiB; \
@@ -53,7 +61,7 @@ private struct Footprint {
     var fixes: Int
 }
 
-private func measureFootprint(agent: String, source: String, seconds: Int) async throws -> Footprint {
+private func measureFootprint(agent: String, source: String, seconds: Int, user: AgentUser?) async throws -> Footprint {
     let directory = try makeTemporaryDirectory(prefix: "fleetcast-bench-footprint")
     defer { try? FileManager.default.removeItem(atPath: directory) }
     let broker = try await BenchBroker.start(inflight: 100)
@@ -62,13 +70,23 @@ private func measureFootprint(agent: String, source: String, seconds: Int) async
     defer { pty?.close() }
     let configuration = "\(directory)/agent.yaml"
     try "log:\n  level: warning\n".write(toFile: configuration, atomically: true, encoding: .utf8)
+    let state = "\(directory)/state"
+    try FileManager.default.createDirectory(atPath: state, withIntermediateDirectories: false)
+    if let user {
+        // Its configuration readable, its state directory and its device its own, as the package makes them.
+        chmod(directory, 0o755)
+        chmod(configuration, 0o644)
+        chown(state, user.uid, user.gid)
+        if let pty { chown(pty.path, user.uid, user.gid) }
+    }
     let uri = pty.map { "serial:\($0.path)?baud=115200" } ?? "sim:?rate=10"
+    let arguments = [
+        "run", "--source", uri, "--vehicle", "fp", "--broker", broker.url, "--state-dir", state, "--config", configuration,
+    ]
+    // setpriv execs the agent: the pid measured is the agent's.
+    let (executable, commandLine) = user.map { ("/usr/bin/setpriv", $0.setprivArguments + [agent] + arguments) } ?? (agent, arguments)
     let process = try TestProcess(
-        agent,
-        [
-            "run", "--source", uri, "--vehicle", "fp", "--broker", broker.url, "--state-dir", "\(directory)/state",
-            "--config", configuration,
-        ], directory: directory, name: "agent-\(source)", environment: agentEveryFixEnvironment)
+        executable, commandLine, directory: directory, name: "agent-\(source)", environment: agentEveryFixEnvironment)
     // What arrives, counted by a client we did not write.
     let counter = try TestProcess(
         "/usr/bin/mosquitto_sub",
@@ -149,4 +167,24 @@ private func fileSize(_ path: String) -> Int {
 
 private func mebibytes(_ bytes: Int) -> String {
     String(format: "%.1f", Double(bytes) / 1_048_576)
+}
+
+/// The user the bench runs the agent as when it runs as root: the package's `fleetcast`, or
+/// `nobody`.
+private struct AgentUser {
+    var name: String
+    var uid: uid_t
+    var gid: gid_t
+
+    /// `nil` when the bench is not root (the agent then runs as the bench's user).
+    static func unprivileged() -> AgentUser? {
+        guard geteuid() == 0 else { return nil }
+        for name in ["fleetcast", "nobody"] {
+            if let entry = getpwnam(name) { return AgentUser(name: name, uid: entry.pointee.pw_uid, gid: entry.pointee.pw_gid) }
+        }
+        return nil
+    }
+
+    /// `setpriv`'s arguments to become this user, with no supplementary group but its own.
+    var setprivArguments: [String] { ["--reuid=\(uid)", "--regid=\(gid)", "--init-groups"] }
 }
