@@ -133,7 +133,9 @@ struct AgentEndToEndTests {
                 return (decoded.fix.latitude, decoded.fix.longitude)
             }
         }
-        #expect(batched ? fixes.count >= 3 : fixes.count == 5, "\(fixes.count) fixes; agent stderr: \(agent.standardError)")
+        #expect(
+            batched ? fixes.count >= 3 : fixes.count == 5,
+            "\(fixes.count) fixes; agent stderr: \(agent.standardError)\ngpsfake stderr: \(gpsfake.standardError)")
         // bt451 was recorded near 49.4°N 8.5°E (gpsd's own decoding; see the .chk file).
         let chk = try String(contentsOf: URL(fileURLWithPath: recording + ".chk"), encoding: .utf8)
         for (lat, lon) in fixes {
