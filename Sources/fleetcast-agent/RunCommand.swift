@@ -3,6 +3,7 @@ import EdgeAgent
 import EdgeConfiguration
 import FleetcastCore
 import Logging
+import NIOCore
 import ServiceLifecycle
 
 #if canImport(Glibc)
@@ -39,6 +40,14 @@ struct RunCommand: AsyncParsableCommand {
     @OptionGroup var options: ConfigurationOptions
 
     func run() async throws {
+        let environment = ProcessInfo.processInfo.environment
+        // SwiftNIO serves the agent's store only (sqlite-nio: its futures and its blocking SQLite
+        // calls): one event loop and two blocking threads, the writer's and the reader's, are
+        // enough, where NIO's default is one of each per core (8 threads on a Raspberry Pi 4).
+        // Set before anything uses NIO's singletons; NIO's own variables still take precedence.
+        if environment["NIO_SINGLETON_GROUP_LOOP_COUNT"] == nil { NIOSingletons.groupLoopCountSuggestion = 1 }
+        if environment["NIO_SINGLETON_BLOCKING_POOL_THREAD_COUNT"] == nil { NIOSingletons.blockingPoolThreadCountSuggestion = 2 }
+
         let configuration: AgentConfiguration
         do {
             configuration = try await options.load()
@@ -60,7 +69,7 @@ struct RunCommand: AsyncParsableCommand {
         do {
             agent = try AgentService(
                 configuration: configuration, agentVersion: FleetcastAgent.version, logger: logger,
-                notifier: SystemdNotifier(environment: ProcessInfo.processInfo.environment))
+                notifier: SystemdNotifier(environment: environment))
         } catch {
             logger.error("cannot start", metadata: ["error": "\(error)"])
             throw ExitCode(78)
