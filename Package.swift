@@ -45,7 +45,7 @@ let package = Package(
         // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff,
         // the time limit, the JSON string escaper and the few-character one, systemd's
         // notification protocol.
-        .target(name: "FleetcastCore"),
+        .target(name: "FleetcastCore", dependencies: ["CLoadedCode"]),
         // The command-line options fleetcast-agent and fleet-watch share (broker credentials).
         .target(
             name: "FleetcastCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
@@ -85,6 +85,7 @@ let package = Package(
         // adjtimex(2) from <sys/timex.h> (Glibc's Swift module lacks it): whether the system
         // clock is synchronized, for the agent's check of fix times. Header only, in libc.
         .systemLibrary(name: "CTimex"),
+        .target(name: "CLoadedCode"),
         // glibc's mallopt(3) for `fleet-watch serve`'s large, short-lived snapshot buffers.
         .systemLibrary(name: "CMalloc"),
         // The kernel's TCP counters of a socket (Linux TCP_INFO): what the broker link costs.

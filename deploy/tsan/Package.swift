@@ -26,7 +26,7 @@ let package = Package(
     ],
     targets: [
         .target(name: "GNSS"),
-        .target(name: "FleetcastCore"),
+        .target(name: "FleetcastCore", dependencies: ["CLoadedCode"]),
         .target(
             name: "FleetcastCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
@@ -48,6 +48,7 @@ let package = Package(
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CTimex"),
+        .target(name: "CLoadedCode"),
         .target(name: "CTCPTraffic"),
         .target(
             name: "MQTT",
