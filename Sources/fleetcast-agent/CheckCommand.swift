@@ -11,7 +11,8 @@ struct CheckCommand: AsyncParsableCommand {
         abstract: "Check the configuration, the receiver and the broker before enabling the service.",
         discussion: """
             Loads the configuration as `run` does (file, FLEETCAST_… environment, and the same \
-            flags: a `run` command line with `check` in its place checks that run), opens the \
+            flags: a `run` command line with `check` in its place checks that run; --log-level is \
+            checked, but check prints its own lines instead of logging), opens the \
             source until a first position fix, connects to the broker (TLS and credentials \
             included) and publishes a non-retained test message on <prefix>/<vehicle>/check to \
             prove the broker's ACL lets the vehicle publish. Not while the agent runs for the \

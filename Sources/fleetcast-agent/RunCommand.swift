@@ -41,10 +41,12 @@ struct RunCommand: AsyncParsableCommand {
 
     func run() async throws {
         let environment = ProcessInfo.processInfo.environment
-        // SwiftNIO serves the agent's store only (sqlite-nio: its futures and its blocking SQLite
-        // calls): one event loop and two blocking threads, the writer's and the reader's, are
-        // enough, where NIO's default is one of each per core (8 threads on a Raspberry Pi 4).
-        // Set before anything uses NIO's singletons; NIO's own variables still take precedence.
+        // SwiftNIO serves one receiver and one store: the gpsd or serial source's reads and the
+        // store's futures on one event loop; on the blocking pool, the store's SQLite calls
+        // (its writer's and its reader's, each statement a job of its own) and a replay's file
+        // reads. One loop and two threads are enough, where NIO's default is one of each per
+        // core (8 threads on a Raspberry Pi 4). Set before anything uses NIO's singletons; NIO's
+        // own variables (NIO_SINGLETON_…) still take precedence.
         if environment["NIO_SINGLETON_GROUP_LOOP_COUNT"] == nil { NIOSingletons.groupLoopCountSuggestion = 1 }
         if environment["NIO_SINGLETON_BLOCKING_POOL_THREAD_COUNT"] == nil { NIOSingletons.blockingPoolThreadCountSuggestion = 2 }
 

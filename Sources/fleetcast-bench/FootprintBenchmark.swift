@@ -185,6 +185,7 @@ private struct AgentUser {
         return nil
     }
 
-    /// `setpriv`'s arguments to become this user, with no supplementary group but its own.
+    /// `setpriv`'s arguments to become this user, with its groups (the package's `fleetcast` is
+    /// in `dialout`, the group the unit's `SupplementaryGroups=` gives it).
     var setprivArguments: [String] { ["--reuid=\(uid)", "--regid=\(gid)", "--init-groups"] }
 }
