@@ -42,9 +42,9 @@ let package = Package(
     targets: [
         // Value types: Fix, Heading, FixMode, GNSSEvent. No dependencies.
         .target(name: "GNSS"),
-        // Shared building blocks, no dependencies: the TSan-visible Mutex, retry backoff,
+        // Shared building blocks, no package dependencies: the TSan-visible Mutex, retry backoff,
         // the time limit, the JSON string escaper and the few-character one, systemd's
-        // notification protocol.
+        // notification protocol, and the agent's release of its startup pages (over CLoadedCode).
         .target(name: "FleetcastCore", dependencies: ["CLoadedCode"]),
         // The command-line options fleetcast-agent and fleet-watch share (broker credentials).
         .target(
@@ -85,6 +85,8 @@ let package = Package(
         // adjtimex(2) from <sys/timex.h> (Glibc's Swift module lacks it): whether the system
         // clock is synchronized, for the agent's check of fix times. Header only, in libc.
         .systemLibrary(name: "CTimex"),
+        // The loader's list of loaded segments (dl_iterate_phdr, which needs _GNU_SOURCE and so
+        // a C file of its own): StartupPages gives back the pages of the read-only ones.
         .target(name: "CLoadedCode"),
         // glibc's mallopt(3) for `fleet-watch serve`'s large, short-lived snapshot buffers.
         .systemLibrary(name: "CMalloc"),
