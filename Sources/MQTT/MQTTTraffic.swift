@@ -9,8 +9,10 @@ public struct MQTTTraffic: Sendable, Equatable {
     public var sent: UInt64 = 0
     /// Bytes received: TCP payload plus the IP and TCP headers of every segment received.
     public var received: UInt64 = 0
-    /// TCP segments sent and received.
-    public var segments: UInt64 = 0
+    /// TCP segments sent (data and acknowledgements).
+    public var segmentsSent: UInt64 = 0
+    /// TCP segments received.
+    public var segmentsReceived: UInt64 = 0
 
     /// No traffic.
     public init() {}
@@ -31,7 +33,9 @@ struct MQTTTrafficMeter: Sendable {
     /// Everything so far.
     var total: MQTTTraffic {
         MQTTTraffic(
-            sent: ended.sent &+ current.sent, received: ended.received &+ current.received, segments: ended.segments &+ current.segments)
+            sent: ended.sent &+ current.sent, received: ended.received &+ current.received,
+            segmentsSent: ended.segmentsSent &+ current.segmentsSent,
+            segmentsReceived: ended.segmentsReceived &+ current.segmentsReceived)
     }
 
     /// The counters of the connection on `socket` (`mosquitto_socket`): a system call, made
@@ -46,7 +50,7 @@ struct MQTTTrafficMeter: Sendable {
         return MQTTTraffic(
             sent: sent &+ UInt64(segmentsOut) &* UInt64(headerBytes),
             received: received &+ UInt64(segmentsIn) &* UInt64(headerBytes),
-            segments: UInt64(segmentsOut) &+ UInt64(segmentsIn))
+            segmentsSent: UInt64(segmentsOut), segmentsReceived: UInt64(segmentsIn))
     }
 
     /// The current connection's counters as last read.
@@ -62,9 +66,10 @@ struct MQTTTrafficMeter: Sendable {
 }
 
 extension MQTTTraffic {
-    init(sent: UInt64, received: UInt64, segments: UInt64) {
+    init(sent: UInt64, received: UInt64, segmentsSent: UInt64, segmentsReceived: UInt64) {
         self.sent = sent
         self.received = received
-        self.segments = segments
+        self.segmentsSent = segmentsSent
+        self.segmentsReceived = segmentsReceived
     }
 }
