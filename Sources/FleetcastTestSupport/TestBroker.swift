@@ -301,7 +301,10 @@ public struct TemporaryDirectory: Sendable {
     @discardableResult
     public func createFile(_ name: String, _ text: String, mode: Int = 0o644) -> String {
         let target = file(name)
-        FileManager.default.createFile(atPath: target, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
+        // A test directory that cannot take a file is the machine's fault: say so here, not in
+        // whatever the test finds missing later.
+        let written = FileManager.default.createFile(atPath: target, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
+        precondition(written, "cannot write \(target)")
         return target
     }
 

@@ -28,7 +28,6 @@ enum MQTTConnectionLoop {
     private static func run(_ handle: MosquittoHandle) {
         let context = handle.context
         let mosq = handle.pointer
-        let broker = context.configuration.broker
         let keepAlive = Int32(clamping: max(5, Int(context.configuration.keepAlive.components.seconds)))
 
         context.state.withLock { $0.connectAttemptStarts() }
