@@ -299,12 +299,12 @@ public struct TemporaryDirectory: Sendable {
 
     /// Writes `text` to the file `name` (with permissions `mode`) and returns its path.
     @discardableResult
-    public func createFile(_ name: String, _ text: String, mode: Int = 0o644) -> String {
+    /// Throws when the file cannot be written: said here, not in whatever the test finds missing later.
+    public func createFile(_ name: String, _ text: String, mode: Int = 0o644) throws -> String {
         let target = file(name)
-        // A test directory that cannot take a file is the machine's fault: say so here, not in
-        // whatever the test finds missing later.
-        let written = FileManager.default.createFile(atPath: target, contents: Data(text.utf8), attributes: [.posixPermissions: mode])
-        precondition(written, "cannot write \(target)")
+        guard FileManager.default.createFile(atPath: target, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
+            throw TestSupportError.cannotWrite(target)
+        }
         return target
     }
 

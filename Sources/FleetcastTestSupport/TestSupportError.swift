@@ -16,6 +16,8 @@ public enum TestSupportError: Error, CustomStringConvertible, Sendable {
     case processFailed(String, status: Int32, output: String)
     /// A text that should have been a JSON object.
     case notJSONObject(String)
+    /// A file the test needed could not be written (its path).
+    case cannotWrite(String)
 
     /// What failed, in words.
     public var description: String {
@@ -23,6 +25,7 @@ public enum TestSupportError: Error, CustomStringConvertible, Sendable {
         case .system(let call, let code): "\(call) failed: \(String(cString: strerror(code)))"
         case .timedOut(let what, let timeout): "timed out after \(timeout) waiting for \(what)"
         case .processFailed(let command, let status, let output): "\(command) exited with \(status): \(output)"
+        case .cannotWrite(let path): "cannot write \(path)"
         case .notJSONObject(let text): "not a JSON object: \(text)"
         }
     }

@@ -34,7 +34,10 @@ public final class MQTTClient: Sendable {
         let (running, actions) = context.state.withLock { $0.requestStop() }
         actions.run()
         // Wake the loop thread; it ends, drops its reference and the handle is destroyed.
-        if running { _ = mosquitto_disconnect_v5(handle.pointer, 0, nil) }
+        if running {
+            MQTTConnectionLoop.uncorkForStop(handle)
+            _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
+        }
     }
 
     /// The configuration the client was made with.
@@ -335,6 +338,7 @@ public final class MQTTClient: Sendable {
             // The last reading of the link's counters, while its socket is still open.
             let reading = MQTTTrafficMeter.read(socket: mosquitto_socket(handle.pointer))
             context.traffic.withLock { $0.update(reading) }
+            MQTTConnectionLoop.uncorkForStop(handle)
             _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
         }
         await Self.wait(context, bound: nil) { $0.awaitLoopEnd(id: $1, $2) }

@@ -55,7 +55,7 @@ enum MQTTConnectionLoop {
                 }
                 rc = turn
             } else {
-                rc = corked(mosq) { mosquitto_loop(mosq, selectTimeoutMilliseconds, 1) }
+                rc = corked(handle) { mosquitto_loop(mosq, selectTimeoutMilliseconds, 1) }
             }
             savedErrno = errno
             if rc == MOSQ_ERR_SUCCESS.rawValue {
@@ -93,15 +93,38 @@ enum MQTTConnectionLoop {
     /// its fix handed over together, a backlog batch beside a live fix, a subscriber's
     /// acknowledgements of a burst: one segment's IP and TCP headers (52 bytes on a link with
     /// timestamps), and one TCP acknowledgement back, instead of one per packet. Only this loop
-    /// writes to the socket (libmosquitto in threaded mode queues what other threads hand it),
-    /// and the kernel sends a corked segment after 200 ms whatever happens. A socket closed or
-    /// replaced meanwhile (the connection lost) is left alone: closing it sent what it held.
-    private static func corked(_ mosq: OpaquePointer, _ body: () -> Int32) -> Int32 {
+    /// writes to the socket (libmosquitto in threaded mode queues what other threads hand it;
+    /// it writes only once `select` has returned), and the kernel sends a corked segment after
+    /// 200 ms whatever happens.
+    ///
+    /// Never while a stop is under way: libmosquitto closes the socket as soon as it has written
+    /// DISCONNECT, and closing a socket with input unread resets the connection and throws away
+    /// what is still corked, the DISCONNECT with it (the broker would then publish the will).
+    /// So the loop does not cork once `mustStop` is set, and ``uncorkForStop(_:)`` uncorks a
+    /// turn already corked before the stop queues its DISCONNECT. Keeps `errno` as `body` left it.
+    private static func corked(_ handle: MosquittoHandle, _ body: () -> Int32) -> Int32 {
+        let mosq = handle.pointer
         let socket = mosquitto_socket(mosq)
         setCork(socket, true)
+        // Checked after corking: a stop that came before this reading is seen here, and one
+        // that comes after it uncorks the socket itself (see uncorkForStop).
+        if handle.context.state.withLock({ $0.mustStop }) { setCork(socket, false) }
         let rc = body()
+        let savedErrno = errno
+        // In one call the socket can only close (libmosquitto reconnects only when asked, outside
+        // it); a closed one has nothing corked left.
         if socket >= 0 && mosquitto_socket(mosq) == socket { setCork(socket, false) }
+        errno = savedErrno
         return rc
+    }
+
+    /// Uncorks the connection's socket for a stop: called by the thread that stops the client
+    /// after `mustStop` is set and before it queues DISCONNECT, so that neither a turn of the
+    /// loop corked before the stop nor any later one holds the DISCONNECT (see
+    /// ``corked(_:_:)``). Another client's socket under the same number, if this one closed
+    /// meanwhile, is only flushed early.
+    static func uncorkForStop(_ handle: MosquittoHandle) {
+        setCork(mosquitto_socket(handle.pointer), false)
     }
 
     private static func setCork(_ socket: Int32, _ on: Bool) {
@@ -157,7 +180,7 @@ enum MQTTConnectionLoop {
             stopDeadline = deadline
         }
         if settled && mosquitto_want_write(mosq) {
-            let rc = corked(mosq) { mosquitto_loop_write(mosq, 1) }
+            let rc = corked(handle) { mosquitto_loop_write(mosq, 1) }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
         }
         if !mosquitto_want_write(mosq) { context.deliveries.withLock { $0.queueEmptied() } }

@@ -19,6 +19,9 @@ public struct MQTTTraffic: Sendable, Equatable {
 
     /// `sent` + `received`.
     public var total: UInt64 { sent &+ received }
+
+    /// TCP segments both ways, `segmentsSent` + `segmentsReceived`.
+    public var segments: UInt64 { segmentsSent &+ segmentsReceived }
 }
 
 /// Sums ``MQTTTraffic`` over a client's connections: read by the network loop once a second and

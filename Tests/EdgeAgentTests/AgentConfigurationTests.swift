@@ -12,7 +12,7 @@ struct AgentConfigurationTests {
         yaml: String? = nil, environment: [String: String] = [:], flags: [String: String] = [:],
         in dir: TemporaryDirectory
     ) async throws -> AgentConfiguration {
-        let path = yaml.map { dir.createFile("agent.yaml", $0) }
+        let path = try yaml.map { try dir.createFile("agent.yaml", $0) }
         return try await AgentConfiguration.load(filePath: path, environment: environment, flags: flags)
     }
 
@@ -211,7 +211,7 @@ struct AgentConfigurationTests {
     func passwords() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let passwordFile = dir.createFile("password", "s3cr3t-Pa55\n", mode: 0o600)
+        let passwordFile = try dir.createFile("password", "s3cr3t-Pa55\n", mode: 0o600)
         let fromFile = try await load(
             yaml: "vehicle: van-7\nbroker:\n  url: mqtts://alice@broker.example:8883\n  passwordFile: \(passwordFile)\n", in: dir
         )
@@ -254,8 +254,8 @@ struct AgentConfigurationTests {
     func tlsFiles() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let ca = dir.createFile("ca.pem", "-----BEGIN CERTIFICATE-----\n")
-        let cert = dir.createFile("client.crt", "-----BEGIN CERTIFICATE-----\n")
+        let ca = try dir.createFile("ca.pem", "-----BEGIN CERTIFICATE-----\n")
+        let cert = try dir.createFile("client.crt", "-----BEGIN CERTIFICATE-----\n")
         let plain = await problems(flags: ["vehicle": "van-7", "broker.caFile": ca], in: dir)
         #expect(
             plain == [
@@ -284,7 +284,7 @@ struct AgentConfigurationTests {
     func everyKeyFromEnvironment() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let ca = dir.createFile("ca.pem", "x")
+        let ca = try dir.createFile("ca.pem", "x")
         let values: [String: String] = [
             "vehicle": "van-7", "source": "gpsd://localhost:2947", "broker.url": "mqtts://broker.example",
             "broker.username": "u", "broker.caFile": ca, "broker.protocol": "3.1.1", "broker.keepAlive": "60",

@@ -204,7 +204,7 @@ struct BrokerACLTests {
             let proxy = try await TCPProxy(to: shipped.broker.port)
             let port = proxy.port
             let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: 100_000, timeoutSeconds: 120)
-            let passwordFile = shipped.files.createFile("van-1.password", shipped.passwords["van-1"]! + "\n", mode: 0o600)
+            let passwordFile = try shipped.files.createFile("van-1.password", shipped.passwords["van-1"]! + "\n", mode: 0o600)
             let agent = try TestProcess(
                 builtProduct("fleetcast-agent"),
                 [
@@ -256,7 +256,7 @@ struct BrokerACLTests {
     )
     func agentCheck() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
-            let passwordFile = shipped.files.createFile("van-1.password", shipped.passwords["van-1"]!, mode: 0o600)
+            let passwordFile = try shipped.files.createFile("van-1.password", shipped.passwords["van-1"]!, mode: 0o600)
             func check(vehicle: String, protocolVersion: String) async throws -> (status: Int32, output: String) {
                 let process = try TestProcess(
                     builtProduct("fleetcast-agent"),

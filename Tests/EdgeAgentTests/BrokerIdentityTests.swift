@@ -29,7 +29,7 @@ struct BrokerIdentityTests {
         ]
         switch shipped.identity {
         case .passwords:
-            let passwordFile = shipped.files.createFile("van-2.password", shipped.passwords["van-2"]! + "\n", mode: 0o600)
+            let passwordFile = try shipped.files.createFile("van-2.password", shipped.passwords["van-2"]! + "\n", mode: 0o600)
             arguments += ["--broker", "mqtts://van-2@127.0.0.1:\(shipped.broker.port)", "--password-file", passwordFile]
         case .clientCertificates:
             let certificate = try #require(shipped.certificates["van-2"])

@@ -159,7 +159,7 @@ struct LibYAMLSnapshotTests {
 
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let path = dir.createFile(
+        let path = try dir.createFile(
             "agent.yaml", "vehicle: van-7\nmessageExpiry: ~\nreport:\n  minInterval: null\ntopics:\n  prefix:\nstateDir: ''\n")
         let config = try await AgentConfiguration.load(filePath: path, environment: [:], flags: [:])
         #expect(config.messageExpirySeconds == nil)

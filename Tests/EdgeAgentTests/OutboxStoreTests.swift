@@ -128,7 +128,7 @@ struct OutboxStoreTests {
     func legacyCounter() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        _ = dir.createFile("van-7.seq", "4242\n")
+        _ = try dir.createFile("van-7.seq", "4242\n")
         let store = await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
         #expect(store.nextSeq == 4242)
     }
@@ -258,9 +258,9 @@ struct OutboxStoreTests {
         let path = OutboxStore.path(directory: dir.path, vehicle: vehicle)
         switch kind {
         case "garbage":
-            FileManager.default.createFile(atPath: path, contents: Data(Self.brokenStores[0].1))
+            try Data(Self.brokenStores[0].1).write(to: URL(fileURLWithPath: path))
         case "zero bytes":
-            FileManager.default.createFile(atPath: path, contents: Data())
+            try Data().write(to: URL(fileURLWithPath: path))
         case "truncated":
             try await fill(dir: dir)  // closed again: checkpointed into the main file
             let bytes = try Data(contentsOf: URL(fileURLWithPath: path))
@@ -378,7 +378,7 @@ struct OutboxStoreTests {
     func unusableDirectory() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
-        let file = dir.createFile("not-a-directory", "x")
+        let file = try dir.createFile("not-a-directory", "x")
         let capture = InMemoryLogHandler()
         let store = await OutboxStore.open(directory: file + "/state", vehicle: vehicle, logger: Logger(label: "t") { _ in capture })
         let reason = try #require(store.degradedReason)

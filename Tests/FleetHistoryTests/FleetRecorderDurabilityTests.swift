@@ -142,7 +142,8 @@ import Testing
                     byTopic[topic, default: []].append(String(line[line.index(after: space)...]))
                 }
                 for (topic, payloads) in byTopic {
-                    let file = directory.createFile("again-\(topic.split(separator: "/")[2]).txt", payloads.joined(separator: "\n") + "\n")
+                    let file = try directory.createFile(
+                        "again-\(topic.split(separator: "/")[2]).txt", payloads.joined(separator: "\n") + "\n")
                     let again = try TestProcess(
                         "/bin/sh", ["-c", "exec /usr/bin/mosquitto_pub -h 127.0.0.1 -p \(broker.port) -q 1 -t \(topic) -l < \(file)"],
                         directory: directory.path, name: "again")

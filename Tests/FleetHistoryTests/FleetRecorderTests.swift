@@ -218,7 +218,7 @@ import Testing
                 let lines = (1...burst).map { seq in
                     #"{"v":1,"vehicle":"burst","seq":\#(seq),"time":"2026-11-24T00:00:00.000Z","lat":1,"lon":2,"mode":3}"#
                 }
-                let burstFile = directory.createFile("burst.jsonl", lines.joined(separator: "\n") + "\n")
+                let burstFile = try directory.createFile("burst.jsonl", lines.joined(separator: "\n") + "\n")
                 let publisher = try TestProcess(
                     "/bin/sh",
                     ["-c", "exec /usr/bin/mosquitto_pub -h 127.0.0.1 -p \(broker.port) -q 1 -t fleet/burst/fix -l < \(burstFile)"],

@@ -38,7 +38,7 @@ import Testing
         defer { directory.remove() }
         let schema = try #require(Bundle.module.path(forResource: "gpx-1.1", ofType: "xsd", inDirectory: "Fixtures"))
         for (name, points) in [("track", Self.points), ("empty", [])] {
-            let file = directory.createFile("\(name).gpx", Self.write(.gpx, points))
+            let file = try directory.createFile("\(name).gpx", Self.write(.gpx, points))
             let xmllint = try TestProcess("/usr/bin/xmllint", ["--noout", "--schema", schema, file], directory: directory.path, name: name)
             let status = try await xmllint.waitForExit(timeout: .seconds(30))
             #expect(status == 0, "\(name).gpx does not validate: \(xmllint.standardError)")
@@ -57,7 +57,7 @@ import Testing
         defer { directory.remove() }
         let schema = try #require(Bundle.module.path(forResource: "gpx-1.1", ofType: "xsd", inDirectory: "Fixtures"))
         let broken = Self.write(.gpx).replacingOccurrences(of: #"lon="-180""#, with: #"lon="180""#)
-        let file = directory.createFile("broken.gpx", broken)
+        let file = try directory.createFile("broken.gpx", broken)
         let xmllint = try TestProcess("/usr/bin/xmllint", ["--noout", "--schema", schema, file], directory: directory.path, name: "broken")
         #expect(try await xmllint.waitForExit(timeout: .seconds(30)) != 0)
     }

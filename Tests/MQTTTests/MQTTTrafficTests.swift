@@ -23,7 +23,7 @@ import Testing
             // acknowledgements, 52-byte headers each.
             #expect(first.sent < 200_000 + 20 * (19 + 52 + 52) + 1_000, "\(first)")
             #expect(first.received > 20 * 4 && first.received < 20 * 2 * (4 + 52) + 1_000, "\(first)")
-            #expect(first.segmentsSent + first.segmentsReceived >= 40, "\(first)")
+            #expect(first.segments >= 40, "\(first)")
 
             try await broker.restart()
             try await waitUntil("the reconnection") { client.connectionState == .connected }
@@ -35,8 +35,12 @@ import Testing
     }
 
     /// What a vehicle sends after an outage (here 64 QoS 1 messages held while the broker was
-    /// away) leaves in a few full TCP segments, each with one set of IP and TCP headers, not one
-    /// segment per message: the network loop corks the socket while it writes.
+    /// away) leaves in few TCP segments, each with one set of IP and TCP headers, not one
+    /// segment per message: the network loop corks the socket while it writes. The broker takes
+    /// 20 at a time (mosquitto's receive maximum), so they go in waves as its PUBACKs come back.
+    /// (Written all in one pass, as with a receive maximum of 100, the kernel gathers them by
+    /// itself, `tcp_autocorking`, cork or not; in these waves it does not.) The broker
+    /// acknowledges every message.
     @Test func messagesWrittenTogetherShareTCPSegments() async throws {
         try await withBroker { broker in
             let client = try makeClient(broker, configure: { $0.maxInflightMessages = 100 })
@@ -45,22 +49,24 @@ import Testing
             try await waitUntil("the connection lost") { client.connectionState != .connected }
             let before = client.traffic
             let count = 64
-            let payload = [UInt8](repeating: 0x42, count: 200)
+            // Each publish returns once the broker has acknowledged its message (PUBACK).
             try await withThrowingDiscardingTaskGroup { group in
-                for _ in 0..<count {
+                for index in 0..<count {
                     group.addImmediateTask {
-                        try await client.publish(topic: "traffic/held", payload: payload, qos: .atLeastOnce)
+                        try await client.publish(topic: "traffic/held", string: "\(index)", qos: .atLeastOnce)
                     }
                 }
                 try await broker.restart()
             }
-            try await waitUntil("the held messages counted") { client.traffic.sent >= before.sent + UInt64(count * payload.count) }
+            // Each PUBLISH is at least 20 bytes (header, the 12-byte topic, packet id, payload);
+            // the counters are read once a second.
+            try await waitUntil("the held messages counted") { client.traffic.sent >= before.sent + UInt64(count * 20) }
             let after = client.traffic
             let segments = after.segmentsSent - before.segmentsSent
             // The new connection's handshake (SYN, ACK), CONNECT, the PUBLISH packets, and our
-            // acknowledgements of what the broker sends back; one segment per message would be
-            // 64 and more.
-            #expect(segments < UInt64(count / 2), "\(segments) segments sent for \(count) messages: \(before) -> \(after)")
+            // acknowledgements of what the broker sends back (CONNACK, the PUBACKs); one segment
+            // per message would be 64 and more (56 to 62 measured without the cork, 13 to 20 with it).
+            #expect(segments < 40, "\(segments) segments sent for \(count) messages: \(before) -> \(after)")
             await client.shutdown()
         }
     }
