@@ -297,9 +297,9 @@ public struct TemporaryDirectory: Sendable {
     /// The path of `name` inside it.
     public func file(_ name: String) -> String { "\(path)/\(name)" }
 
-    /// Writes `text` to the file `name` (with permissions `mode`) and returns its path.
+    /// Writes `text` to the file `name` (with permissions `mode`) and returns its path. Throws
+    /// when the file cannot be written: said here, not in whatever the test finds missing later.
     @discardableResult
-    /// Throws when the file cannot be written: said here, not in whatever the test finds missing later.
     public func createFile(_ name: String, _ text: String, mode: Int = 0o644) throws -> String {
         let target = file(name)
         guard FileManager.default.createFile(atPath: target, contents: Data(text.utf8), attributes: [.posixPermissions: mode]) else {
