@@ -10,9 +10,23 @@ import Darwin
 
 /// Loopback TCP ports for tests.
 public enum FreePort {
+    /// Every port ``next()`` has handed out in this process.
+    private static let handedOut = Locked(Set<Int>())
+
     /// A TCP port on 127.0.0.1 that was free a moment ago (the kernel picked it for a socket
-    /// bound to port 0, which is then closed).
+    /// bound to port 0, which is then closed), and that no earlier call in this process
+    /// returned. The kernel hands a port back out as soon as it is closed, so without that a
+    /// parallel test could start listening on the port of a server another test has just
+    /// stopped, and that test's "nothing listens any more" would find it.
     public static func next() throws -> Int {
+        for _ in 0..<1000 {
+            let port = try kernelPicked()
+            if handedOut.withLock({ $0.insert(port).inserted }) { return port }
+        }
+        throw TestSupportError.system("bind (no port left that this process has not used)", EADDRINUSE)
+    }
+
+    private static func kernelPicked() throws -> Int {
         let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         guard fd >= 0 else { throw TestSupportError.system("socket", errno) }
         defer { close(fd) }

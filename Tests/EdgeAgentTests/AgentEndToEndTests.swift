@@ -60,7 +60,7 @@ struct AgentEndToEndTests {
         #expect(offline["reason"] as? String == "shutdown")
         #expect(offline["dropped"] as? Int == 0)
         // What the link cost, from the kernel's counters: at least every fix's payload went out.
-        let payloadBytes = try await fixSubscriber.messages().reduce(0) { $0 + $1.utf8.count - "fleet/rtk-1/fix ".count }
+        let payloadBytes = await fixSubscriber.messages().reduce(0) { $0 + $1.utf8.count - "fleet/rtk-1/fix ".count }
         let sent = (offline["bytesSent"] as? NSNumber)?.intValue ?? 0
         #expect(sent > 0 && (offline["bytesReceived"] as? NSNumber)?.intValue ?? 0 > 0, "\(offline)")
         let stopped = try #require(agent.standardError.split(separator: "\n").first { $0.contains("agent stopped") })
