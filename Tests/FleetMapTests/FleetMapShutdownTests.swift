@@ -47,8 +47,8 @@ import Testing
             let stopping = try #require(messages.firstIndex { $0.contains("STOPPING=1") }, "\(messages)")
             #expect(ready < stopping && messages.contains("WATCHDOG=1"), "\(messages)")
             // Nothing listens any more.
-            let (refused, _) = try await FleetMapServeTests.curl(["\(url)/"], directory: directory)
-            #expect(refused == 7, "curl: could not connect")
+            let (refused, answer) = try await FleetMapServeTests.curl(["-i", "\(url)/"], directory: directory)
+            #expect(refused == 7, "curl: could not connect, but something answered: \(answer.prefix(300))")
         }
     }
 }
