@@ -285,7 +285,7 @@ struct AgentOutageTests {
         defer { Task { await broker.shutdown() } }
         let state = try makeTemporaryDirectory(prefix: "agent-corrupt")
         let storePath = "\(state)/v1.outbox"
-        FileManager.default.createFile(atPath: storePath, contents: Data(repeating: 0xA5, count: 8192))
+        try #require(FileManager.default.createFile(atPath: storePath, contents: Data(repeating: 0xA5, count: 8192)))
         let (filter, count) = batched ? ("fleet/v1/batch", 2) : ("fleet/v1/fix", 5)
         let fixes = try await MosquittoCLI.subscribe(
             broker: broker, filter: filter, count: count, timeoutSeconds: 30, extra: MosquittoCLI.hexOutput)
