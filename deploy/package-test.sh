@@ -260,8 +260,13 @@ stop_agent serial-1
 
 echo "    gpsd (gpsfake)"
 gpsd_port=$(free_port)
-# gpsfake and the gpsd it starts: their own process group, ended as one.
-setsid gpsfake -q -P "$gpsd_port" -c 0.05 Tests/NMEATests/Fixtures/gpsd/bt451.log >"$work/gpsfake.log" 2>&1 &
+# gpsfake and the gpsd it starts: their own process group, ended as one. TMPDIR of its own:
+# gpsfake names gpsd's control socket $TMPDIR/gpsfake-<pid>.sock, gpsd leaves it behind, and
+# a gpsfake with a recycled pid that finds an old one starts gpsd without its device
+# (FleetcastTestSupport's GPSFake says more).
+mkdir "$work/gpsfake"
+TMPDIR="$work/gpsfake" setsid gpsfake -q -P "$gpsd_port" -c 0.05 Tests/NMEATests/Fixtures/gpsd/bt451.log \
+  >"$work/gpsfake.log" 2>&1 &
 groups+=($!)
 wait_port "$gpsd_port"
 start_agent gpsd-1 "gpsd://127.0.0.1:$gpsd_port" "mqtt://127.0.0.1:$port"

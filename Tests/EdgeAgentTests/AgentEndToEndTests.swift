@@ -104,10 +104,9 @@ struct AgentEndToEndTests {
         let directory = try makeTemporaryDirectory(prefix: "agent-gpsd")
         let gpsdPort = try FreePort.next()
         let recording = Self.fixtures.appendingPathComponent("bt451.log").path
-        let gpsfake = try TestProcess(
-            "/usr/bin/gpsfake", ["-q", "-P", "\(gpsdPort)", "-c", "0.05", recording],
-            directory: directory, name: "gpsfake")
-        defer { gpsfake.send(SIGTERM, toGroup: true) }  // gpsfake and the gpsd it started
+        let gpsfake = GPSFake(port: gpsdPort, recording: recording, secondsBetweenSentences: 0.05, directory: directory)
+        try gpsfake.start()
+        defer { Task { await gpsfake.stop() } }  // gpsfake and the gpsd it started
         try await waitUntil("gpsd to listen on \(gpsdPort)", timeout: .seconds(20)) { FreePort.isAccepting(gpsdPort) }
 
         // Batched: the first fix at once, then a batch a second.

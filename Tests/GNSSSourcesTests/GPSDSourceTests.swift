@@ -11,41 +11,6 @@ import FleetcastCore
 import Glibc
 #endif
 
-/// gpsd started by `gpsfake` on a loopback port, replaying a recording in a loop.
-final class FakeGPSD {
-    let port: Int
-    let recording: String
-    private var process: TestProcess?
-    private let directory: TemporaryDirectory
-
-    init(port: Int, recording: String) throws {
-        self.port = port
-        self.recording = recording
-        directory = try TemporaryDirectory(prefix: "fake-gpsd")
-    }
-
-    deinit { directory.remove() }
-
-    /// Starts gpsfake (which starts its own gpsd listening on `port`).
-    func start() throws {
-        // -q quiet, -c 0.02 s between sentences (a 20-epoch recording in ~1.5 s), looping.
-        process = try TestProcess(
-            "/usr/bin/gpsfake", ["-q", "-P", "\(port)", "-c", "0.02", recording], directory: directory.path, name: "gpsfake")
-    }
-
-    /// Stops gpsfake and its gpsd (the whole process group), and waits (bounded) until the
-    /// port refuses connections, so that a restart on the same port finds it free.
-    func stop() async {
-        await process?.stop(grace: .seconds(3))
-        process = nil
-        // A killed gpsd closes its socket as it exits; there is no event to await for that.
-        // Bounded; past the bound it gives up silently.
-        try? await waitUntil("gpsd's port to close", timeout: .seconds(5), interval: .milliseconds(20)) {
-            !FreePort.isAccepting(port)
-        }
-    }
-}
-
 extension LiveSourceTests {
     @Suite struct GPSDSourceTests {
         @Test func fixesFromRealGpsdAndReconnectAfterGpsdRestarts() async throws {
@@ -54,7 +19,10 @@ extension LiveSourceTests {
             var decoder = NMEADecoder()
             let recorded = decoder.decode(try [UInt8](Data(contentsOf: URL(fileURLWithPath: recording)))).fixes
             #expect(recorded.count >= 20)
-            let gpsd = try FakeGPSD(port: port, recording: recording)
+            let directory = try TemporaryDirectory(prefix: "fake-gpsd")
+            defer { directory.remove() }
+            // 0.02 s between sentences: the 20-epoch recording in about 1.5 s, looping.
+            let gpsd = GPSFake(port: port, recording: recording, secondsBetweenSentences: 0.02, directory: directory.path)
             try gpsd.start()
             let source = try GNSSSourceDescriptor(parsing: "gpsd://127.0.0.1:\(port)")
                 .makeSource(logger: quietLogger, backoff: testBackoff)
@@ -94,10 +62,34 @@ extension LiveSourceTests {
             } catch {
                 await recorder.stop()
                 await gpsd.stop()
+                let said = gpsd.standardError
+                if !said.isEmpty { Issue.record("gpsfake and its gpsd wrote: \(said)") }
                 throw error
             }
             await recorder.stop()
             await gpsd.stop()
+        }
+
+        /// gpsfake names gpsd's control socket after its own pid in `$TMPDIR`, and gpsd leaves
+        /// it behind: in a shared `/tmp`, a gpsfake with a recycled pid took an old one for its
+        /// gpsd's and started gpsd without a device (silent; seen in CI). Each start of
+        /// `GPSFake` has a directory of its own for it.
+        @Test func gpsfakeKeepsItsControlSocketInADirectoryOfItsOwnPerStart() async throws {
+            let port = try FreePort.next()
+            let directory = try TemporaryDirectory(prefix: "fake-gpsd")
+            defer { directory.remove() }
+            let gpsd = GPSFake(
+                port: port, recording: try fixturePath("firefly-II.log"), secondsBetweenSentences: 0.02, directory: directory.path)
+            func sockets(_ run: Int) -> [String] {
+                let names = (try? FileManager.default.contentsOfDirectory(atPath: directory.file("gpsfake-\(run)"))) ?? []
+                return names.filter { $0.hasPrefix("gpsfake-") && $0.hasSuffix(".sock") }
+            }
+            for run in 1...2 {
+                try gpsd.start()
+                try await waitUntil("gpsd to listen on \(port)", timeout: .seconds(20)) { FreePort.isAccepting(port) }
+                #expect(sockets(run).count == 1, "run \(run)'s directory holds \(sockets(run))")
+                await gpsd.stop()
+            }
         }
 
         @Test func aSilentGpsdIsReconnectedNotWaitedOnForever() async throws {

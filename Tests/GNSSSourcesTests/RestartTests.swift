@@ -91,7 +91,10 @@ extension LiveSourceTests {
 
         @Test func gpsdRestarts() async throws {
             let port = try FreePort.next()
-            let gpsd = try FakeGPSD(port: port, recording: try fixturePath("firefly-II.log"))
+            let directory = try TemporaryDirectory(prefix: "fake-gpsd")
+            defer { directory.remove() }
+            let gpsd = GPSFake(
+                port: port, recording: try fixturePath("firefly-II.log"), secondsBetweenSentences: 0.02, directory: directory.path)
             try gpsd.start()
             do {
                 try await restart(GPSDSource(host: "127.0.0.1", port: port, logger: quietLogger, backoff: testBackoff)) {
