@@ -26,7 +26,9 @@ public final class GPSFake: Sendable {
     private let state = Locked(State())
 
     private struct State {
+        /// The last gpsfake started; kept after it is stopped, for its stderr.
         var process: TestProcess?
+        var running = false
         var starts = 0
     }
 
@@ -54,8 +56,8 @@ public final class GPSFake: Sendable {
             "/usr/bin/gpsfake", ["-q", "-P", "\(port)", "-c", "\(secondsBetweenSentences)", recording],
             directory: run, name: "gpsfake", environment: ["TMPDIR": run])
         let previous = state.withLock { state in
-            defer { state.process = process }
-            return state.process
+            defer { (state.process, state.running) = (process, true) }
+            return state.running ? state.process : nil
         }
         previous?.send(SIGKILL, toGroup: true)
     }
@@ -65,8 +67,8 @@ public final class GPSFake: Sendable {
     /// port finds it free.
     public func stop() async {
         let process = state.withLock { state in
-            defer { state.process = nil }
-            return state.process
+            defer { state.running = false }
+            return state.running ? state.process : nil
         }
         guard let process else { return }
         _ = await process.stop(grace: .seconds(3))
