@@ -28,8 +28,23 @@ public struct GPSDMessageDecoder: Sendable {
     public private(set) var statistics = Statistics()
     /// gpsd's release string, from its VERSION banner.
     public private(set) var gpsdRelease: String?
-    /// Device paths gpsd reported (DEVICES/DEVICE), with whether each is active.
+    /// Device paths gpsd reported (DEVICES/DEVICE), with whether each is open, at most
+    /// ``maximumDevices`` of them (gpsd itself serves 4 unless built for more); the paths
+    /// of further devices are counted as ignored.
     public private(set) var devices: [String: Bool] = [:]
+    /// Whether gpsd sent its device list (DEVICES, its answer to the watch).
+    public private(set) var receivedDeviceList = false
+    /// The most device paths ``devices`` keeps.
+    public static let maximumDevices = 64
+
+    /// Whether gpsd listed its devices and `device` (or, for `nil`, any device) is not open
+    /// among them: a gpsd without the receiver, which reports nothing after its answer to
+    /// the watch.
+    public func listsNoOpenDevice(_ device: String? = nil) -> Bool {
+        guard receivedDeviceList else { return false }
+        guard let device else { return !devices.values.contains(true) }
+        return devices[device] != true
+    }
 
     private var satellitesUsed: Int?
     private var hdop: Double?
@@ -66,6 +81,7 @@ public struct GPSDMessageDecoder: Sendable {
                 return
             }
             statistics.objects += 1
+            receivedDeviceList = true
             for device in list {
                 decodeDevice(device, emit: emit)
             }
@@ -140,6 +156,10 @@ public struct GPSDMessageDecoder: Sendable {
 
     private mutating func decodeDevice(_ o: JSONValue, emit: (GNSSEvent) -> Void) {
         guard let path = o["path"]?.string else { return }
+        guard devices[path] != nil || devices.count < Self.maximumDevices else {
+            statistics.ignored += 1
+            return
+        }
         // `activated` is a timestamp (string) while the device is open, and 0 once it closed.
         let active = o["activated"].map { $0 != .number(0) } ?? true
         let wasActive = devices[path]

@@ -10,7 +10,11 @@ import NIOPosix
 /// bounded line length), sends `?WATCH={"enable":true,"json":true}` (with `"device"` when
 /// one is named) and decodes the reports with ``GPSDMessageDecoder``. When the connection
 /// fails, gpsd goes away (restart, upgrade) or stays silent for ``idleTimeout`` it reports `.reconnecting(reason:delay:)`
-/// naming the address and error, and connects again with ``Backoff``.
+/// naming the address and error, and connects again with ``Backoff``. A gpsd without the
+/// receiver (its device list has none open) is silent after its answer to the watch: the
+/// reason then says so, and where a user looks. Losing a session that delivered something is
+/// logged at info; a retry of one that delivered nothing only at debug (the publisher warns
+/// about a failing source, at most every few minutes).
 public struct GPSDSource: GNSSSource {
     public typealias Element = GNSSEvent
     public typealias Failure = Never
@@ -94,6 +98,10 @@ public struct GPSDSource: GNSSSource {
         logger.debug("Connected to gpsd", metadata: ["gpsd.address": "\(address)"])
         var decoder = GPSDMessageDecoder()
         var receivedData = false
+        // Whether this session delivered anything (a fix, a heading, a state): losing a
+        // session that worked is logged at info, once per loss; a gpsd that keeps accepting
+        // and then saying nothing (no receiver) is the publisher's warning, not a line per retry.
+        var delivered = false
         let logger = logger
         do {
             try await channel.executeThenClose { inbound, outbound in
@@ -105,7 +113,10 @@ public struct GPSDSource: GNSSSource {
                         logger.debug("Dropped an overlong gpsd line", metadata: ["gpsd.address": "\(address)"])
                     case .line(let line):
                         let before = decoder.statistics.malformed
-                        decoder.decode(line: line.readableBytesView) { sink.event($0) }
+                        decoder.decode(line: line.readableBytesView) {
+                            delivered = true
+                            sink.event($0)
+                        }
                         if decoder.statistics.malformed != before {
                             logger.debug(
                                 "Skipped a malformed gpsd object",
@@ -126,13 +137,26 @@ public struct GPSDSource: GNSSSource {
             }
         } catch {
             if Task.isCancelled { return "cancelled" }
-            let text = Self.describe(error)
-            logger.info("Lost gpsd connection", metadata: ["gpsd.address": "\(address)", "error": "\(text)"])
+            var text = Self.describe(error)
+            if error is GPSDSilence, decoder.listsNoOpenDevice(device) {
+                text += "; " + Self.noReceiver(device: device)
+            }
+            logger.log(
+                level: delivered ? .info : .debug, "Lost gpsd connection",
+                metadata: ["gpsd.address": "\(address)", "error": "\(text)"])
             return "gpsd \(address): \(text)"
         }
         if Task.isCancelled { return "cancelled" }
-        logger.info("Lost gpsd connection", metadata: ["gpsd.address": "\(address)", "error": "closed by gpsd"])
+        logger.log(
+            level: delivered ? .info : .debug, "Lost gpsd connection",
+            metadata: ["gpsd.address": "\(address)", "error": "closed by gpsd"])
         return "gpsd \(address): connection closed by gpsd"
+    }
+
+    /// What a gpsd that lists no open device is missing, and where a user looks.
+    static func noReceiver(device: String?) -> String {
+        let what = device.map { "\($0) is not open in gpsd" } ?? "gpsd has no receiver open (its device list has none)"
+        return what + ": is the receiver plugged in, and given to gpsd (DEVICES in /etc/default/gpsd, or gpsd's USB hotplug)?"
     }
 
     /// Error text with errno description where the error carries one.

@@ -83,6 +83,30 @@ import Testing
         #expect(d.devices == ["/dev/ttyUSB0": false])
     }
 
+    @Test func aDeviceListWithNothingOpenIsToldApartFromNoListAndFromAnOpenReceiver() {
+        var d = GPSDMessageDecoder()
+        _ = decode([#"{"class":"VERSION","release":"3.22","rev":"3.22","proto_major":3,"proto_minor":14}"#], into: &d)
+        #expect(!d.listsNoOpenDevice(), "no list yet: nothing is known")
+        _ = decode([#"{"class":"DEVICES","devices":[]}"#], into: &d)
+        #expect(d.listsNoOpenDevice())
+        #expect(d.listsNoOpenDevice("/dev/ttyACM0"))
+        _ = decode([#"{"class":"DEVICE","path":"/dev/ttyACM0","activated":"2024-01-01T00:00:00.000Z"}"#], into: &d)
+        #expect(!d.listsNoOpenDevice())
+        #expect(!d.listsNoOpenDevice("/dev/ttyACM0"))
+        #expect(d.listsNoOpenDevice("/dev/ttyUSB0"), "the watched device is not the open one")
+    }
+
+    @Test func aGpsdListingEndlessDevicesIsHeldToTheBound() {
+        var d = GPSDMessageDecoder()
+        let lines = (0..<1000).map { #"{"class":"DEVICE","path":"/dev/fake\#($0)","activated":0}"# }
+        _ = decode(lines, into: &d)
+        #expect(d.devices.count == GPSDMessageDecoder.maximumDevices)
+        #expect(d.statistics.ignored == 1000 - GPSDMessageDecoder.maximumDevices)
+        // A device already known is still followed.
+        _ = decode([#"{"class":"DEVICE","path":"/dev/fake0","activated":"2024-01-01T00:00:00.000Z"}"#], into: &d)
+        #expect(d.devices["/dev/fake0"] == true)
+    }
+
     @Test(arguments: [
         "not json at all",
         "[1,2,3]",

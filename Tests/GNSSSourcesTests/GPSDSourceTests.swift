@@ -2,6 +2,8 @@ import FleetcastTestSupport
 import Foundation
 import GNSS
 import GNSSSources
+import InMemoryLogging
+import Logging
 import NMEA
 import Synchronization
 import Testing
@@ -106,7 +108,42 @@ extension LiveSourceTests {
             }
             await recorder.stop()
             server.close()
-            #expect(events.reconnectReasons.first?.contains("127.0.0.1:\(server.port)") == true)
+            let reason = events.reconnectReasons.first ?? ""
+            #expect(reason.contains("127.0.0.1:\(server.port)"), "\(reason)")
+            // It never listed its devices: nothing is said about them.
+            #expect(!reason.contains("receiver"), "\(reason)")
+        }
+
+        /// Debian's gpsd started without a device (a receiver unplugged, or never given to
+        /// gpsd) answers the watch with an empty device list, then says nothing. The reason
+        /// names that and where to look; the retries are not one info line each.
+        @Test func aGpsdWithoutAReceiverIsNamedAsSuchAndItsRetriesAreNotLoggedAtInfo() async throws {
+            let port = try FreePort.next()
+            let directory = try TemporaryDirectory(prefix: "gpsd-no-receiver")
+            defer { directory.remove() }
+            // Its own shared-memory key (gpsfake's rule: one from the port), as other gpsds run beside it.
+            let gpsd = try TestProcess(
+                "/usr/sbin/gpsd", ["-N", "-S", "\(port)", "-F", directory.file("gpsd.sock")], directory: directory.path,
+                name: "gpsd", environment: ["GPSD_SHM_KEY": "0x4771" + String(port, radix: 16, uppercase: true)])
+            try await waitUntil("gpsd to listen on \(port)", timeout: .seconds(20)) { FreePort.isAccepting(port) }
+            let log = InMemoryLogHandler()
+            var logger = Logger(label: "test") { _ in log }
+            logger.logLevel = .trace
+            let recorder = EventRecorder(
+                GPSDSource(host: "127.0.0.1", port: port, logger: logger, backoff: testBackoff, idleTimeout: .milliseconds(300)))
+            let events = try await recorder.waitFor("three reconnects after the silence") {
+                $0.reconnectReasons.count { $0.contains("nothing received") } >= 3
+            }
+            await recorder.stop()
+            _ = await gpsd.stop()
+            let reason = try #require(events.reconnectReasons.first { $0.contains("nothing received") })
+            #expect(reason.contains("127.0.0.1:\(port)"), "\(reason)")
+            #expect(reason.contains("gpsd has no receiver open"), "\(reason)")
+            #expect(reason.contains("/etc/default/gpsd"), "\(reason)")
+            #expect(events.fixes.isEmpty)
+            let losses = log.entries.filter { $0.message.description == "Lost gpsd connection" }
+            #expect(losses.count >= 3)
+            #expect(losses.allSatisfy { $0.level == .debug }, "\(losses.map(\.level))")
         }
 
         @Test func watchNamesTheDeviceAndBadLinesAreSkipped() async throws {
