@@ -26,9 +26,15 @@ public final class GPSFake: Sendable {
     private let state = Locked(State())
 
     private struct State {
+        enum Phase {
+            case stopped
+            /// Between `start()`'s check and its spawn, or during `stop()`: neither may begin.
+            case busy
+            case running(TestProcess)
+        }
+        var phase = Phase.stopped
         /// The last gpsfake started; kept after it is stopped, for its stderr.
-        var process: TestProcess?
-        var running = false
+        var last: TestProcess?
         var starts = 0
     }
 
@@ -43,32 +49,38 @@ public final class GPSFake: Sendable {
     }
 
     /// Starts gpsfake, which starts its gpsd; gpsd accepts connections a moment later (the
-    /// caller waits for that, or retries as a gpsd client does). Throws when it cannot be run.
+    /// caller waits for that, or retries as a gpsd client does). Throws when it cannot be run,
+    /// or when it runs already or is being stopped (two gpsds cannot listen on one port).
     public func start() throws {
-        let start = state.withLock { state in
+        let start = state.withLock { state -> Int? in
+            guard case .stopped = state.phase else { return nil }
+            state.phase = .busy
             state.starts += 1
             return state.starts
         }
+        guard let start else { throw TestSupportError.system("GPSFake.start() while gpsfake runs", EBUSY) }
         let run = "\(directory)/gpsfake-\(start)"
-        try FileManager.default.createDirectory(atPath: run, withIntermediateDirectories: true)
-        // -q quiet, -P gpsd's port, -c the pause between sentences; it loops by default.
-        let process = try TestProcess(
-            "/usr/bin/gpsfake", ["-q", "-P", "\(port)", "-c", "\(secondsBetweenSentences)", recording],
-            directory: run, name: "gpsfake", environment: ["TMPDIR": run])
-        let previous = state.withLock { state in
-            defer { (state.process, state.running) = (process, true) }
-            return state.running ? state.process : nil
+        do {
+            try FileManager.default.createDirectory(atPath: run, withIntermediateDirectories: true)
+            // -q quiet, -P gpsd's port, -c the pause between sentences; it loops by default.
+            let process = try TestProcess(
+                "/usr/bin/gpsfake", ["-q", "-P", "\(port)", "-c", "\(secondsBetweenSentences)", recording],
+                directory: run, name: "gpsfake", environment: ["TMPDIR": run])
+            state.withLock { state in (state.phase, state.last) = (.running(process), process) }
+        } catch {
+            state.withLock { $0.phase = .stopped }
+            throw error
         }
-        previous?.send(SIGKILL, toGroup: true)
     }
 
     /// Stops gpsfake and its gpsd (the whole process group: SIGTERM, SIGKILL after 3 s), and
     /// waits (at most 5 s) until the port refuses connections, so that a restart on the same
-    /// port finds it free.
+    /// port finds it free. Does nothing unless it runs.
     public func stop() async {
-        let process = state.withLock { state in
-            defer { state.running = false }
-            return state.running ? state.process : nil
+        let process = state.withLock { state -> TestProcess? in
+            guard case .running(let process) = state.phase else { return nil }
+            state.phase = .busy
+            return process
         }
         guard let process else { return }
         _ = await process.stop(grace: .seconds(3))
@@ -77,10 +89,11 @@ public final class GPSFake: Sendable {
         try? await waitUntil("gpsd's port to close", timeout: .seconds(5), interval: .milliseconds(20)) {
             !FreePort.isAccepting(port)
         }
+        state.withLock { $0.phase = .stopped }
     }
 
     /// What the running (or last) gpsfake and its gpsd wrote to stderr, for failure messages.
     public var standardError: String {
-        state.withLock { $0.process }?.standardError ?? ""
+        state.withLock { $0.last }?.standardError ?? ""
     }
 }

@@ -1,3 +1,4 @@
+import FleetcastCore
 import GNSS
 
 /// Turns gpsd JSON objects (one per line) into ``GNSS/GNSSEvent`` values. Pure: no I/O.
@@ -18,7 +19,8 @@ public struct GPSDMessageDecoder: Sendable {
         public var malformed = 0
         /// Lines dropped for being longer than the line limit.
         public var overlong = 0
-        /// Objects of classes this decoder does not use (GST, PPS, TOFF…).
+        /// Objects of classes this decoder does not use (GST, PPS, TOFF…), and reports of
+        /// devices past ``GPSDMessageDecoder/maximumDevices``.
         public var ignored = 0
         /// All counters at zero.
         public init() {}
@@ -34,6 +36,10 @@ public struct GPSDMessageDecoder: Sendable {
     public private(set) var devices: [String: Bool] = [:]
     /// Whether gpsd sent its device list (DEVICES, its answer to the watch).
     public private(set) var receivedDeviceList = false
+    /// gpsd's last ERROR message ("No such device as /dev/ttyUSB0", its answer to a watch
+    /// that names a device it does not have), at most 200 characters, control characters
+    /// escaped: fit for a log line.
+    public private(set) var lastError: String?
     /// The most device paths ``devices`` keeps.
     public static let maximumDevices = 64
 
@@ -86,12 +92,18 @@ public struct GPSDMessageDecoder: Sendable {
                 decodeDevice(device, emit: emit)
             }
         case "DEVICE":
-            statistics.objects += 1
-            decodeDevice(object, emit: emit)
+            if object["path"]?.string == nil {
+                statistics.malformed += 1
+            } else if decodeDevice(object, emit: emit) {
+                statistics.objects += 1
+            }
         case "WATCH":
             statistics.objects += 1
         case "ERROR":
             statistics.malformed += 1
+            if let message = object["message"]?.string {
+                lastError = JSONString.escaped(String(message.unicodeScalars.prefix(200)))
+            }
         default:
             statistics.ignored += 1
         }
@@ -154,19 +166,22 @@ public struct GPSDMessageDecoder: Sendable {
         if let p = o["pdop"]?.double { pdop = p }
     }
 
-    private mutating func decodeDevice(_ o: JSONValue, emit: (GNSSEvent) -> Void) {
-        guard let path = o["path"]?.string else { return }
+    /// Follows one device's report; false when it is dropped (no path, or past the bound).
+    @discardableResult
+    private mutating func decodeDevice(_ o: JSONValue, emit: (GNSSEvent) -> Void) -> Bool {
+        guard let path = o["path"]?.string else { return false }
         guard devices[path] != nil || devices.count < Self.maximumDevices else {
             statistics.ignored += 1
-            return
+            return false
         }
         // `activated` is a timestamp (string) while the device is open, and 0 once it closed.
         let active = o["activated"].map { $0 != .number(0) } ?? true
         let wasActive = devices[path]
         devices[path] = active
         if !active, wasActive != false {
-            emit(.state(.reconnecting(reason: "gpsd: device \(path) went away", delay: .zero)))
+            emit(.state(.reconnecting(reason: "gpsd: device \(JSONString.escaped(path)) went away", delay: .zero)))
         }
+        return true
     }
 
     /// gpsd's TPV `status` as a GGA-style quality.

@@ -11,8 +11,9 @@ import NIOPosix
 /// one is named) and decodes the reports with ``GPSDMessageDecoder``. When the connection
 /// fails, gpsd goes away (restart, upgrade) or stays silent for ``idleTimeout`` it reports `.reconnecting(reason:delay:)`
 /// naming the address and error, and connects again with ``Backoff``. A gpsd without the
-/// receiver (its device list has none open) is silent after its answer to the watch: the
-/// reason then says so, and where a user looks. Losing a session that delivered something is
+/// receiver (its device list has none open, or it answers a watch naming a device with "No
+/// such device") is silent after its answer to the watch: the reason then says so, and where
+/// a user looks. Losing a session that delivered something is
 /// logged at info; a retry of one that delivered nothing only at debug (the publisher warns
 /// about a failing source, at most every few minutes).
 public struct GPSDSource: GNSSSource {
@@ -138,8 +139,8 @@ public struct GPSDSource: GNSSSource {
         } catch {
             if Task.isCancelled { return "cancelled" }
             var text = Self.describe(error)
-            if error is GPSDSilence, decoder.listsNoOpenDevice(device) {
-                text += "; " + Self.noReceiver(device: device)
+            if error is GPSDSilence, let missing = Self.missingReceiver(decoder, device: device) {
+                text += "; " + missing
             }
             logger.log(
                 level: delivered ? .info : .debug, "Lost gpsd connection",
@@ -153,9 +154,18 @@ public struct GPSDSource: GNSSSource {
         return "gpsd \(address): connection closed by gpsd"
     }
 
-    /// What a gpsd that lists no open device is missing, and where a user looks.
-    static func noReceiver(device: String?) -> String {
-        let what = device.map { "\($0) is not open in gpsd" } ?? "gpsd has no receiver open (its device list has none)"
+    /// Why a gpsd that went silent after the watch has nothing to report, when it said so:
+    /// its answer to the watch (an ERROR: "No such device as /dev/ttyUSB0"), or a device
+    /// list without the receiver open; with where a user looks. `nil` when it did not say.
+    static func missingReceiver(_ decoder: GPSDMessageDecoder, device: String?) -> String? {
+        let what: String
+        if let said = decoder.lastError {
+            what = "gpsd answered the watch with \"\(said)\""
+        } else if decoder.listsNoOpenDevice(device) {
+            what = device.map { "gpsd has no \(JSONString.escaped($0)) open" } ?? "gpsd has no receiver open (its device list has none)"
+        } else {
+            return nil
+        }
         return what + ": is the receiver plugged in, and given to gpsd (DEVICES in /etc/default/gpsd, or gpsd's USB hotplug)?"
     }
 

@@ -106,46 +106,53 @@ struct AgentEndToEndTests {
         let recording = Self.fixtures.appendingPathComponent("bt451.log").path
         let gpsfake = GPSFake(port: gpsdPort, recording: recording, secondsBetweenSentences: 0.05, directory: directory)
         try gpsfake.start()
-        defer { Task { await gpsfake.stop() } }  // gpsfake and the gpsd it started
-        try await waitUntil("gpsd to listen on \(gpsdPort)", timeout: .seconds(20)) { FreePort.isAccepting(gpsdPort) }
+        // gpsfake and the gpsd it started are stopped (and awaited) however the test ends.
+        do {
+            try await waitUntil("gpsd to listen on \(gpsdPort)", timeout: .seconds(20)) { FreePort.isAccepting(gpsdPort) }
 
-        // Batched: the first fix at once, then a batch a second.
-        let topic = batched ? "fleet/gpsd-1/batch" : "fleet/gpsd-1/fix"
-        let subscriber = try await MosquittoCLI.subscribe(
-            broker: broker, filter: topic, count: batched ? 4 : 5, timeoutSeconds: 40, extra: MosquittoCLI.hexOutput)
-        let agent = try TestProcess(
-            builtProduct("fleetcast-agent"),
-            [
-                "run", "--source", "gpsd://127.0.0.1:\(gpsdPort)", "--vehicle", "gpsd-1",
-                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", directory,
-            ], directory: directory, name: "agent",
-            environment: agentEveryFixEnvironment.merging(batched ? ["FLEETCAST_UPLINK_BATCH": "1"] : [:]) { $1 })
-        let fixes = try await subscriber.messages().compactMap { MosquittoCLI.hexMessage($0) }.flatMap {
-            message -> [(lat: Double, lon: Double)] in
-            guard batched else {
-                let object = try Self.json(Substring(decoding: message.payload, as: UTF8.self))
-                return [(try #require(object["lat"] as? Double), try #require(object["lon"] as? Double))]
+            // Batched: the first fix at once, then a batch a second.
+            let topic = batched ? "fleet/gpsd-1/batch" : "fleet/gpsd-1/fix"
+            let subscriber = try await MosquittoCLI.subscribe(
+                broker: broker, filter: topic, count: batched ? 4 : 5, timeoutSeconds: 40, extra: MosquittoCLI.hexOutput)
+            let agent = try TestProcess(
+                builtProduct("fleetcast-agent"),
+                [
+                    "run", "--source", "gpsd://127.0.0.1:\(gpsdPort)", "--vehicle", "gpsd-1",
+                    "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", directory,
+                ], directory: directory, name: "agent",
+                environment: agentEveryFixEnvironment.merging(batched ? ["FLEETCAST_UPLINK_BATCH": "1"] : [:]) { $1 })
+            let fixes = try await subscriber.messages().compactMap { MosquittoCLI.hexMessage($0) }.flatMap {
+                message -> [(lat: Double, lon: Double)] in
+                guard batched else {
+                    let object = try Self.json(Substring(decoding: message.payload, as: UTF8.self))
+                    return [(try #require(object["lat"] as? Double), try #require(object["lon"] as? Double))]
+                }
+                // A batch (compact, the default encoding): its fixes.
+                return try FleetPayload.decodeBatch(message.payload, vehicle: VehicleID("gpsd-1")!).events.compactMap {
+                    guard case .fix(let decoded) = $0 else { return nil }
+                    return (decoded.fix.latitude, decoded.fix.longitude)
+                }
             }
-            // A batch (compact, the default encoding): its fixes.
-            return try FleetPayload.decodeBatch(message.payload, vehicle: VehicleID("gpsd-1")!).events.compactMap {
-                guard case .fix(let decoded) = $0 else { return nil }
-                return (decoded.fix.latitude, decoded.fix.longitude)
+            #expect(
+                batched ? fixes.count >= 3 : fixes.count == 5,
+                "\(fixes.count) fixes; agent stderr: \(agent.standardError)\ngpsfake stderr: \(gpsfake.standardError)")
+            // bt451 was recorded near 49.4°N 8.5°E (gpsd's own decoding; see the .chk file).
+            let chk = try String(contentsOf: URL(fileURLWithPath: recording + ".chk"), encoding: .utf8)
+            for (lat, lon) in fixes {
+                #expect(
+                    chk.contains(String(format: "\"lat\":%.9f", lat)) || chk.contains(String(format: "\"lat\":%.6f", lat)), "lat \(lat)")
+                #expect(abs(lon) <= 180)
             }
-        }
-        #expect(
-            batched ? fixes.count >= 3 : fixes.count == 5,
-            "\(fixes.count) fixes; agent stderr: \(agent.standardError)\ngpsfake stderr: \(gpsfake.standardError)")
-        // bt451 was recorded near 49.4°N 8.5°E (gpsd's own decoding; see the .chk file).
-        let chk = try String(contentsOf: URL(fileURLWithPath: recording + ".chk"), encoding: .utf8)
-        for (lat, lon) in fixes {
-            #expect(chk.contains(String(format: "\"lat\":%.9f", lat)) || chk.contains(String(format: "\"lat\":%.6f", lat)), "lat \(lat)")
-            #expect(abs(lon) <= 180)
-        }
 
-        let offline = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/gpsd-1/status", count: 2, timeoutSeconds: 20)
-        agent.send(SIGTERM)
-        #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0)
-        let last = try #require(await offline.messages().last)
-        #expect(try Self.json(last.dropFirst("fleet/gpsd-1/status ".count))["state"] as? String == "offline")
+            let offline = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/gpsd-1/status", count: 2, timeoutSeconds: 20)
+            agent.send(SIGTERM)
+            #expect(try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0)
+            let last = try #require(await offline.messages().last)
+            #expect(try Self.json(last.dropFirst("fleet/gpsd-1/status ".count))["state"] as? String == "offline")
+        } catch {
+            await gpsfake.stop()
+            throw error
+        }
+        await gpsfake.stop()
     }
 }

@@ -96,6 +96,19 @@ import Testing
         #expect(d.listsNoOpenDevice("/dev/ttyUSB0"), "the watched device is not the open one")
     }
 
+    @Test func gpsdsErrorIsKeptEscapedAndBounded() throws {
+        var d = GPSDMessageDecoder()
+        _ = decode([#"{"class":"ERROR","message":"No such device as /dev/ttyUSB0"}"#], into: &d)
+        #expect(d.lastError == "No such device as /dev/ttyUSB0")
+        // A hostile gpsd: a terminal escape and a newline reach no log raw; 200 characters at most.
+        _ = decode([#"{"class":"ERROR","message":"\u001b[2Jx\n"# + String(repeating: "y", count: 5000) + #""}"#], into: &d)
+        let error = try #require(d.lastError)
+        #expect(error.hasPrefix(#"\u001b[2Jx\n"#), "\(error.prefix(40))")
+        #expect(!error.unicodeScalars.contains { $0.value < 0x20 })
+        #expect(error.count <= 200 + 10)  // 200 characters, two of them escaped in more
+        #expect(d.statistics.malformed == 2)
+    }
+
     @Test func aGpsdListingEndlessDevicesIsHeldToTheBound() {
         var d = GPSDMessageDecoder()
         let lines = (0..<1000).map { #"{"class":"DEVICE","path":"/dev/fake\#($0)","activated":0}"# }

@@ -26,8 +26,11 @@ extension LiveSourceTests {
             // 0.02 s between sentences: the 20-epoch recording in about 1.5 s, looping.
             let gpsd = GPSFake(port: port, recording: recording, secondsBetweenSentences: 0.02, directory: directory.path)
             try gpsd.start()
+            let log = InMemoryLogHandler()
+            var logger = Logger(label: "test") { _ in log }
+            logger.logLevel = .trace
             let source = try GNSSSourceDescriptor(parsing: "gpsd://127.0.0.1:\(port)")
-                .makeSource(logger: quietLogger, backoff: testBackoff)
+                .makeSource(logger: logger, backoff: testBackoff)
             let recorder = EventRecorder(source)
             do {
                 // gpsfake needs a moment to start gpsd: the source retries until it answers.
@@ -49,6 +52,9 @@ extension LiveSourceTests {
                     $0.reconnectReasons.contains { $0.contains("127.0.0.1:\(port)") }
                 }
                 #expect(!recorder.finished)
+                // Losing a gpsd that was streaming is what a user sees at the default level.
+                let losses = log.entries.filter { $0.message.description == "Lost gpsd connection" }
+                #expect(losses.first?.level == .info, "\(losses.map(\.level))")
                 let countAtLoss = lost.count
                 // While it is down, connecting is refused and retried.
                 try await recorder.waitFor("a refused retry") {
@@ -117,11 +123,13 @@ extension LiveSourceTests {
         /// Debian's gpsd started without a device (a receiver unplugged, or never given to
         /// gpsd) answers the watch with an empty device list, then says nothing. The reason
         /// names that and where to look; the retries are not one info line each.
-        @Test func aGpsdWithoutAReceiverIsNamedAsSuchAndItsRetriesAreNotLoggedAtInfo() async throws {
+        @Test(arguments: [nil, "/dev/ttyFLEETCAST0"])
+        func aGpsdWithoutAReceiverIsNamedAsSuchAndItsRetriesAreNotLoggedAtInfo(device: String?) async throws {
             let port = try FreePort.next()
             let directory = try TemporaryDirectory(prefix: "gpsd-no-receiver")
             defer { directory.remove() }
-            // Its own shared-memory key (gpsfake's rule: one from the port), as other gpsds run beside it.
+            // A shared-memory key of its own, made from the port as gpsfake makes its gpsds' (with
+            // another prefix), so that it shares no segment with the gpsds running beside it.
             let gpsd = try TestProcess(
                 "/usr/sbin/gpsd", ["-N", "-S", "\(port)", "-F", directory.file("gpsd.sock")], directory: directory.path,
                 name: "gpsd", environment: ["GPSD_SHM_KEY": "0x4771" + String(port, radix: 16, uppercase: true)])
@@ -130,7 +138,9 @@ extension LiveSourceTests {
             var logger = Logger(label: "test") { _ in log }
             logger.logLevel = .trace
             let recorder = EventRecorder(
-                GPSDSource(host: "127.0.0.1", port: port, logger: logger, backoff: testBackoff, idleTimeout: .milliseconds(300)))
+                GPSDSource(
+                    host: "127.0.0.1", port: port, device: device, logger: logger, backoff: testBackoff,
+                    idleTimeout: .milliseconds(300)))
             let events = try await recorder.waitFor("three reconnects after the silence") {
                 $0.reconnectReasons.count { $0.contains("nothing received") } >= 3
             }
@@ -138,7 +148,9 @@ extension LiveSourceTests {
             _ = await gpsd.stop()
             let reason = try #require(events.reconnectReasons.first { $0.contains("nothing received") })
             #expect(reason.contains("127.0.0.1:\(port)"), "\(reason)")
-            #expect(reason.contains("gpsd has no receiver open"), "\(reason)")
+            // Without a device named, its empty device list says it; with one, its answer to the watch.
+            let said = device.map { #"gpsd answered the watch with "No such device as \#($0)""# } ?? "gpsd has no receiver open"
+            #expect(reason.contains(said), "\(reason)")
             #expect(reason.contains("/etc/default/gpsd"), "\(reason)")
             #expect(events.fixes.isEmpty)
             let losses = log.entries.filter { $0.message.description == "Lost gpsd connection" }
