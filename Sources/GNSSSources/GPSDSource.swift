@@ -10,12 +10,13 @@ import NIOPosix
 /// bounded line length), sends `?WATCH={"enable":true,"json":true}` (with `"device"` when
 /// one is named) and decodes the reports with ``GPSDMessageDecoder``. When the connection
 /// fails, gpsd goes away (restart, upgrade) or stays silent for ``idleTimeout`` it reports `.reconnecting(reason:delay:)`
-/// naming the address and error, and connects again with ``Backoff``. A gpsd without the
-/// receiver (its device list has none open, or it answers a watch naming a device with "No
-/// such device") is silent after its answer to the watch: the reason then says so, and where
-/// a user looks. Losing a session that delivered something is
-/// logged at info; a retry of one that delivered nothing only at debug (the publisher warns
-/// about a failing source, at most every few minutes).
+/// naming the address and error, and connects again with ``Backoff``.
+///
+/// A gpsd without the receiver (its device list has none open, or it answers a watch naming
+/// a device with "No such device") is silent after its answer to the watch: the reason then
+/// says so, and where a user looks. Losing a session that delivered something is logged at
+/// info; a retry of one that delivered nothing only at debug (the publisher warns about a
+/// failing source, at most every few minutes).
 public struct GPSDSource: GNSSSource {
     public typealias Element = GNSSEvent
     public typealias Failure = Never
