@@ -64,7 +64,9 @@ final class MQTTCallbackContext: Sendable {
         self.state = SanitizerVisibleMutex(
             MQTTClientLiveState(
                 protocolVersion: configuration.protocolVersion,
-                sentCredentials: configuration.effectiveUsername != nil
+                sentCredentials: configuration.effectiveUsername != nil,
+                brokerCount: configuration.brokers.count,
+                firstBroker: configuration.firstBrokerIndex
             ))
         acknowledgesAfterHandling = configuration.acknowledgement == .afterHandling
         wakeup = acknowledgesAfterHandling ? try LoopWakeup() : nil
@@ -79,14 +81,28 @@ final class MQTTCallbackContext: Sendable {
     // MARK: callbacks (libmosquitto's thread; never block)
 
     func onConnect(_ mosq: OpaquePointer?, reasonCode: Int32) {
-        let (restore, actions) = state.withLock { $0.connack(reasonCode: reasonCode) }
+        let (restore, actions, fellBack, v5, broker) = state.withLock {
+            let answer = $0.connack(reasonCode: reasonCode)
+            return (answer.restore, answer.actions, answer.fellBack, $0.protocolVersion == .v5, $0.brokerIndex)
+        }
+        if fellBack {
+            // Once per client: it speaks 3.1.1 from now on.
+            logger.notice(
+                "MQTT broker does not speak MQTT 5; connecting with MQTT 3.1.1 (set the protocol to 3.1.1 to skip this step)",
+                metadata: ["mqtt.node": "\(brokerAddress(broker))", "mqtt.reason": "\(reasonCode)"])
+            actions.run()
+            return
+        }
         if reasonCode == 0 {
-            logger.info("MQTT connected")
+            logger.info(
+                "MQTT connected",
+                metadata: ["mqtt.node": "\(brokerAddress(broker))", "mqtt.protocol": "\(v5 ? "5" : "3.1.1")"])
             var sent: [(mid: Int32, filter: String)] = []
             var failed: [(filter: String, error: MQTTError)] = []
             for entry in restore {
                 var mid: Int32 = 0
-                let rc = sendSubscribe(mosq, filters: [entry.filter], qos: entry.qos, identifier: entry.identifier, mid: &mid)
+                let rc = sendSubscribe(
+                    mosq, filters: [entry.filter], qos: entry.qos, identifier: v5 ? entry.identifier : nil, mid: &mid)
                 if rc == MOSQ_ERR_SUCCESS.rawValue {
                     sent.append((mid, entry.filter))
                 } else if rc == MOSQ_ERR_NO_CONN.rawValue || rc == MOSQ_ERR_CONN_LOST.rawValue {
@@ -199,8 +215,8 @@ final class MQTTCallbackContext: Sendable {
     /// Explains a failed connect, reconnect or loop step from the libmosquitto code, `errno`
     /// and libmosquitto's recent error log lines (which name TLS verification failures).
     func connectError(code: Int32, errnoValue: Int32) -> MQTTError {
-        let broker = configuration.broker
-        let log = state.withLock { $0.errorLog }
+        let (log, index) = state.withLock { ($0.errorLog, $0.brokerIndex) }
+        let broker = brokerAddress(index)
         let joined = log.joined(separator: "; ")
         if code == MOSQ_ERR_TLS.rawValue || code == MOSQ_ERR_TLS_HANDSHAKE.rawValue || (broker.usesTLS && errnoValue == EPROTO)
             || log.contains(where: { $0.contains("OpenSSL") })
@@ -228,11 +244,21 @@ final class MQTTCallbackContext: Sendable {
 
     // MARK: helpers
 
-    /// Sends one SUBSCRIBE for `filters`; on MQTT 5 tagged with subscription `identifier`.
+    /// The broker address at `index` of the configuration's list.
+    func brokerAddress(_ index: Int) -> BrokerURL {
+        let brokers = configuration.brokers
+        return brokers[min(max(0, index), brokers.count - 1)]
+    }
+
+    /// The protocol spoken now (`.v5` or `.v311`; `.auto` has settled on one of them).
+    var protocolVersion: MQTTProtocolVersion { state.withLock { $0.protocolVersion } }
+
+    /// Sends one SUBSCRIBE for `filters`; tagged with subscription `identifier` when one is
+    /// given (MQTT 5 only: pass `nil` under 3.1.1).
     func sendSubscribe(_ mosq: OpaquePointer?, filters: [String], qos: MQTTQoS, identifier: UInt32?, mid: inout Int32) -> Int32 {
         var properties: OpaquePointer? = nil
         defer { mosquitto_property_free_all(&properties) }
-        if configuration.protocolVersion == .v5, let identifier {
+        if let identifier {
             let rc = mosquitto_property_add_varint(&properties, Int32(MQTT_PROP_SUBSCRIPTION_IDENTIFIER.rawValue), identifier)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
         }

@@ -26,7 +26,7 @@ public final class MQTTClient: Sendable {
     /// a TLS file that cannot be read).
     public init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
         var logger = logger
-        logger[metadataKey: "mqtt.broker"] = "\(configuration.broker)"
+        logger[metadataKey: "mqtt.broker"] = "\(configuration.brokerList)"
         handle = try MosquittoHandle(configuration: configuration, logger: logger)
     }
 
@@ -46,6 +46,10 @@ public final class MQTTClient: Sendable {
     /// What the broker connections have cost on the network so far (bytes on the wire, TLS and
     /// TCP/IP headers included), as of the network loop's last reading, at most a second old.
     public var traffic: MQTTTraffic { context.traffic.withLock { $0.total } }
+
+    /// The protocol the client speaks now: `.v5` or `.v311` (a client configured `.auto`
+    /// speaks 5 until a broker refuses it, then 3.1.1).
+    public var protocolVersion: MQTTProtocolVersion { context.protocolVersion }
 
     /// The current connection state.
     public var connectionState: MQTTConnectionState {
@@ -158,7 +162,7 @@ public final class MQTTClient: Sendable {
     private func withPublishProperties<R>(
         _ properties: MQTTPublishProperties, _ body: (OpaquePointer?) -> R
     ) throws(MQTTError) -> R {
-        guard configuration.protocolVersion == .v5 else { return body(nil) }
+        guard properties != .none, context.protocolVersion == .v5 else { return body(nil) }
         var list: OpaquePointer? = nil
         defer { mosquitto_property_free_all(&list) }
         if let contentType = properties.contentType {
@@ -225,7 +229,7 @@ public final class MQTTClient: Sendable {
         let subscription = MQTTSubscription(filters: filters, stream: stream)
         // MQTT 5: one SUBSCRIBE per filter, each with its own subscription identifier (see
         // `MQTTClientState.route`). MQTT 3.1.1: one SUBSCRIBE for all.
-        let v5 = configuration.protocolVersion == .v5
+        let v5 = context.protocolVersion == .v5
         let batches: [(filters: [String], identifier: UInt32?)] = v5 ? zip(filters, identifiers).map { ([$0], $1) } : [(filters, nil)]
         var sent: [(mid: Int32, filters: [String])] = []
         sent.reserveCapacity(batches.count)

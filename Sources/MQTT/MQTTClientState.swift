@@ -80,8 +80,24 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
 
     // MARK: storage
 
-    private let protocolVersion: MQTTProtocolVersion
+    /// The protocol spoken now: `.v5` or `.v311`, never `.auto` (which speaks 5 until a broker
+    /// refuses it, then 3.1.1 for the client's life).
+    private(set) var protocolVersion: MQTTProtocolVersion
+    /// The client was configured `.auto`: a refusal of MQTT 5 for its version falls back.
+    private let fallsBack: Bool
+    /// A CONNACK just refused MQTT 5 for its version: the close that follows is not a loss,
+    /// and the next attempt, at once, speaks 3.1.1.
+    private var fallingBack = false
     private let sentCredentials: Bool
+    /// How many broker addresses the client has (the nodes of one broker service).
+    private let brokerCount: Int
+    /// The broker (an index into ``MQTTConfiguration/brokers``) of the current or next attempt.
+    private(set) var brokerIndex: Int
+    /// Brokers the first connect may still go on to when an attempt fails (it tries each once).
+    private var firstConnectTriesLeft: Int
+    /// The next attempt goes at once, without a backoff wait: 3.1.1 after a refusal of 5, or
+    /// the next broker of the first connect.
+    private var retryAtOnce = false
     private var phase: Phase = .idle
     /// The state observers see; it follows `phase`, with the detail they need.
     private(set) var connectionState: MQTTConnectionState = .idle
@@ -122,9 +138,15 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// Recent error lines from libmosquitto's log, to explain TLS failures.
     private(set) var errorLog: [String] = []
 
-    init(protocolVersion: MQTTProtocolVersion, sentCredentials: Bool) {
-        self.protocolVersion = protocolVersion
+    /// A client speaking `protocolVersion` (`.auto`: 5, then 3.1.1 if refused), with
+    /// `brokerCount` broker addresses of which the first connect tries `firstBroker` first.
+    init(protocolVersion: MQTTProtocolVersion, sentCredentials: Bool, brokerCount: Int = 1, firstBroker: Int = 0) {
+        self.protocolVersion = protocolVersion == .v311 ? .v311 : .v5
+        self.fallsBack = protocolVersion == .auto
         self.sentCredentials = sentCredentials
+        self.brokerCount = max(1, brokerCount)
+        self.brokerIndex = min(max(0, firstBroker), max(1, brokerCount) - 1)
+        self.firstConnectTriesLeft = max(1, brokerCount) - 1
     }
 
     /// A new id for a subscription, an observer, a waiter or a publish's token.
@@ -243,8 +265,24 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
 
     /// A CONNACK arrived. On success, returns the filters to subscribe again (with their QoS
     /// and MQTT 5 identifier); send them, then report with ``restoreSent(_:failed:)``.
-    mutating func connack(reasonCode: Int32) -> (restore: [(filter: String, qos: MQTTQoS, identifier: UInt32)], actions: Actions) {
+    ///
+    /// Under `.auto`, a refusal of MQTT 5 for its version (0x84, or 1 from a broker answering
+    /// in 3.1.1's format) changes nothing but the protocol: `fellBack` is true, the close that
+    /// follows is not reported, and the next attempt goes at once with 3.1.1.
+    mutating func connack(
+        reasonCode: Int32
+    ) -> (restore: [(filter: String, qos: MQTTQoS, identifier: UInt32)], actions: Actions, fellBack: Bool) {
         var actions = Actions()
+        if fallsBack, protocolVersion == .v5, reasonCode == 0x84 || reasonCode == 1 {
+            switch phase {
+            case .connecting, .reconnecting, .connected:
+                protocolVersion = .v311
+                fallingBack = true
+                return ([], actions, true)
+            case .idle, .shuttingDown, .closed:
+                return ([], actions, false)
+            }
+        }
         if reasonCode == 0 {
             switch phase {
             case .connecting(let ack):
@@ -252,9 +290,10 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
             case .reconnecting:
                 break
             case .idle, .connected, .shuttingDown, .closed:
-                return ([], actions)
+                return ([], actions, false)
             }
             phase = .connected
+            firstConnectTriesLeft = 0
             transition(to: .connected, &actions)
             var qosByFilter: [String: MQTTQoS] = [:]
             for subscription in subscriptions.values where !subscription.ended {
@@ -263,7 +302,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
             let restore = qosByFilter.sorted { $0.key < $1.key }.map {
                 (filter: $0.key, qos: $0.value, identifier: identifier(for: $0.key))
             }
-            return (restore, actions)
+            return (restore, actions, false)
         }
         let error = MQTTError.connack(reasonCode: reasonCode, version: protocolVersion, sentCredentials: sentCredentials)
         switch phase {
@@ -278,7 +317,7 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         case .idle, .shuttingDown, .closed:
             break
         }
-        return ([], actions)
+        return ([], actions, false)
     }
 
     /// The connection went away, or a connection attempt failed, with `error`. Returns
@@ -300,8 +339,30 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         for wait in subscribeWaits.values { actions.succeed.append(wait.ack) }
         subscribeWaits.removeAll()
         resumeAll(\.unsubackWaiters, &actions)
+        if fallingBack {
+            // The close after a refusal of MQTT 5: the same broker, at once, with 3.1.1.
+            fallingBack = false
+            switch phase {
+            case .connecting, .reconnecting:
+                retryAtOnce = true
+                return (true, false, actions)
+            case .connected:
+                retryAtOnce = true
+                phase = .reconnecting(attempt: 0, refused: false)
+                return (true, false, actions)
+            case .idle, .shuttingDown, .closed:
+                break
+            }
+        }
         switch phase {
         case .connecting(let ack):
+            if firstConnectTriesLeft > 0 {
+                // The first connect goes on to the next broker of the list before it fails.
+                firstConnectTriesLeft -= 1
+                brokerIndex = (brokerIndex + 1) % brokerCount
+                retryAtOnce = true
+                return (true, true, actions)
+            }
             failConnect(ack, error, &actions)
             return (false, true, actions)
         case .connected:
@@ -326,8 +387,17 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
 
     /// The loop is about to wait before its next reconnect attempt; `delay` gives the wait
     /// for an attempt number (1, 2, …). Returns the attempt and its wait.
+    ///
+    /// An attempt after a refusal of MQTT 5, and the first connect's next broker, go at once
+    /// (delay zero). Otherwise, with several brokers, each attempt goes to the next one in
+    /// turn: a node that died is left for the others after one try.
     mutating func willReconnect(delay: (Int) -> Duration) -> (attempt: Int, delay: Duration, actions: Actions) {
         var actions = Actions()
+        if retryAtOnce {
+            retryAtOnce = false
+            return (1, .zero, actions)
+        }
+        if brokerCount > 1 { brokerIndex = (brokerIndex + 1) % brokerCount }
         // Shutting down while reconnecting (the drain): one more try after the first delay.
         guard case .reconnecting(let attempt, let refused) = phase else { return (1, delay(1), actions) }
         let next = attempt + 1

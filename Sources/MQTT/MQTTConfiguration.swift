@@ -22,9 +22,14 @@ public struct MQTTTLSConfiguration: Sendable, Hashable {
 public struct MQTTConfiguration: Sendable {
     /// The broker address; `mqtts://` turns TLS on.
     public var broker: BrokerURL
+    /// More addresses of the same broker service: the other nodes of a cluster. The client
+    /// connects to one of ``brokers`` at a time; when a connection cannot be made or is lost, it
+    /// goes on to the next, in turn, with the reconnect backoff (a first connect tries each once
+    /// before it fails). All use TLS or none, and the same user name. Empty by default.
+    public var otherBrokers: [BrokerURL]
     /// The MQTT client identifier (unique per broker).
     public var clientID: String
-    /// MQTT 5 by default.
+    /// `.auto` by default: MQTT 5, and 3.1.1 with a broker that refuses 5.
     public var protocolVersion: MQTTProtocolVersion
     /// The keep-alive interval (whole seconds, at least 5).
     public var keepAlive: Duration
@@ -62,8 +67,9 @@ public struct MQTTConfiguration: Sendable {
     /// Creates a configuration.
     public init(
         broker: BrokerURL,
+        otherBrokers: [BrokerURL] = [],
         clientID: String,
-        protocolVersion: MQTTProtocolVersion = .v5,
+        protocolVersion: MQTTProtocolVersion = .auto,
         keepAlive: Duration = .seconds(30),
         username: String? = nil,
         password: String? = nil,
@@ -77,6 +83,7 @@ public struct MQTTConfiguration: Sendable {
         maximumPacketSize: Int? = nil
     ) {
         self.broker = broker
+        self.otherBrokers = otherBrokers
         self.clientID = clientID
         self.protocolVersion = protocolVersion
         self.keepAlive = keepAlive
@@ -94,13 +101,45 @@ public struct MQTTConfiguration: Sendable {
 
     /// The user name actually sent: the explicit one, else the URL's.
     var effectiveUsername: String? { username ?? broker.username }
+
+    /// Every broker address: ``broker``, then ``otherBrokers``.
+    public var brokers: [BrokerURL] { [broker] + otherBrokers }
+
+    /// The broker of ``brokers`` that a first connect tries first: chosen from the client id
+    /// (FNV-1a, so the same at every start), so that a fleet whose vehicles are all given the
+    /// same list spreads over the nodes instead of all crowding the first.
+    public var firstBrokerIndex: Int {
+        let count = 1 + otherBrokers.count
+        guard count > 1 else { return 0 }
+        var hash: UInt64 = 0xcbf2_9ce4_8422_2325
+        for byte in clientID.utf8 { hash = (hash ^ UInt64(byte)) &* 0x100_0000_01b3 }
+        return Int(hash % UInt64(count))
+    }
+
+    /// The brokers as one line for logs and errors: `mqtt://a:1883` or
+    /// `mqtt://a:1883,mqtt://b:1883`.
+    public var brokerList: String { brokers.map(\.description).joined(separator: ",") }
+
+    /// Why the broker list cannot be used (a mix of TLS and plain TCP, or of user names), or
+    /// `nil`.
+    var brokerListProblem: String? {
+        for other in otherBrokers {
+            if other.usesTLS != broker.usesTLS {
+                return "the brokers \(broker) and \(other) mix mqtt:// and mqtts://; give the nodes of one broker service the same scheme"
+            }
+            if username == nil, other.username != broker.username {
+                return "the brokers \(broker) and \(other) name different users; one client logs in as one user"
+            }
+        }
+        return nil
+    }
 }
 
 extension MQTTConfiguration: CustomStringConvertible, CustomDebugStringConvertible, CustomReflectable {
     /// The settings for logs, with the password redacted.
     public var description: String {
         var parts = [
-            "broker: \(broker)", "clientID: \(clientID)", "protocol: \(protocolVersion)",
+            "broker: \(brokerList)", "clientID: \(clientID)", "protocol: \(protocolVersion)",
             "keepAlive: \(keepAlive)", "maxInflightMessages: \(maxInflightMessages)", "session: \(session)",
         ]
         if let receiveMaximum { parts.append("receiveMaximum: \(receiveMaximum)") }

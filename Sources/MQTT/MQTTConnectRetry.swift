@@ -41,7 +41,7 @@ extension MQTTClient {
             backoff
             ?? Backoff(
                 initial: policy.initialDelay, maximum: policy.maximumDelay, multiplier: policy.multiplier, jitter: policy.jitter)
-        let broker: Logger.MetadataValue = "\(configuration.broker)"
+        let broker: Logger.MetadataValue = "\(configuration.brokerList)"
         var warnedAt: ContinuousClock.Instant?
         while true {
             try Task.checkCancellation()

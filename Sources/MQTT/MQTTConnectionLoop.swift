@@ -30,16 +30,19 @@ enum MQTTConnectionLoop {
         let mosq = handle.pointer
         let keepAlive = Int32(clamping: max(5, Int(context.configuration.keepAlive.components.seconds)))
 
-        context.state.withLock { $0.connectAttemptStarts() }
-        var rc = connect(mosq, context.configuration, keepAlive: keepAlive)
+        var rc = connect(handle, keepAlive: keepAlive)
         var savedErrno = errno
         if rc != MOSQ_ERR_SUCCESS.rawValue {
             let error = context.connectError(code: rc, errnoValue: savedErrno)
             // The caller of connect() gets the error and decides how loudly to report it.
             context.logger.debug("MQTT connect failed", metadata: ["mqtt.error": "\(error)"])
-            context.state.withLock { $0.connectionLost(error) }.actions.run()
-            context.state.withLock { $0.loopEnded() }.run()
-            return
+            let (again, _, actions) = context.state.withLock { $0.connectionLost(error) }
+            actions.run()
+            // With several brokers, the first connect goes on to the next before it fails.
+            guard again, reconnectWithBackoff(handle, keepAlive: keepAlive) else {
+                context.state.withLock { $0.loopEnded() }.run()
+                return
+            }
         }
         var disconnectSent = false
         var stopDeadline: ContinuousClock.Instant?
@@ -81,7 +84,7 @@ enum MQTTConnectionLoop {
             if isNews { context.logger.info("MQTT connection lost", metadata: ["mqtt.error": "\(error)"]) }
             // Acknowledging after handling: reconnect once everything received is handled,
             // or the broker's redeliveries would pile up behind a consumer that cannot go on.
-            guard waitUntilHandled(context), reconnectWithBackoff(handle) else { break }
+            guard waitUntilHandled(context), reconnectWithBackoff(handle, keepAlive: keepAlive) else { break }
         }
         context.state.withLock { $0.loopEnded() }.run()
         context.logger.debug("MQTT loop ended")
@@ -134,13 +137,27 @@ enum MQTTConnectionLoop {
         _ = setsockopt(socket, Int32(IPPROTO_TCP), TCP_CORK, &value, socklen_t(MemoryLayout<Int32>.size))
     }
 
-    /// The first CONNECT, with its MQTT 5 properties (libmosquitto keeps them for every
-    /// reconnect): the session expiry of a persistent session, the maximum packet size.
-    private static func connect(_ mosq: OpaquePointer, _ configuration: MQTTConfiguration, keepAlive: Int32) -> Int32 {
-        let broker = configuration.broker
+    /// One connection attempt, the first or a later one: a TCP (and TLS) connection to the
+    /// broker the state chose, and a CONNECT in the protocol it speaks, with the MQTT 5
+    /// properties (the session expiry of a persistent session, the maximum packet size). Always
+    /// `mosquitto_connect_bind_v5`, never `mosquitto_reconnect`: the broker may be another node
+    /// of the list, and libmosquitto refuses to reconnect with MQTT 5 properties once the
+    /// protocol is 3.1.1. Both reset the session's messages the same way (QoS ≥ 1 publishes not
+    /// yet acknowledged are sent again).
+    private static func connect(_ handle: MosquittoHandle, keepAlive: Int32) -> Int32 {
+        let context = handle.context
+        let mosq = handle.pointer
+        let configuration = context.configuration
+        let (index, version) = context.state.withLock {
+            $0.connectAttemptStarts()
+            return ($0.brokerIndex, $0.protocolVersion)
+        }
+        let broker = context.brokerAddress(index)
+        let protocolOption = version == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
+        _ = mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, protocolOption)
         var properties: OpaquePointer?
         defer { mosquitto_property_free_all(&properties) }
-        if configuration.protocolVersion == .v5 {
+        if version == .v5 {
             if let expiry = configuration.session.expirySeconds {
                 let rc = mosquitto_property_add_int32(&properties, Int32(MQTT_PROP_SESSION_EXPIRY_INTERVAL.rawValue), expiry)
                 guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
@@ -263,16 +280,22 @@ enum MQTTConnectionLoop {
 
     /// Waits and reconnects until a TCP/TLS connection is made (true) or a shutdown is
     /// requested (false). The CONNACK then arrives through `mosquitto_loop`.
-    private static func reconnectWithBackoff(_ handle: MosquittoHandle) -> Bool {
+    private static func reconnectWithBackoff(_ handle: MosquittoHandle, keepAlive: Int32) -> Bool {
         let context = handle.context
         let policy = context.configuration.reconnect
         while true {
-            let (attempt, delay, actions) = context.state.withLock { $0.willReconnect(delay: { policy.delay(attempt: $0) }) }
+            let (attempt, delay, actions, index) = context.state.withLock {
+                let next = $0.willReconnect(delay: { policy.delay(attempt: $0) })
+                return (next.attempt, next.delay, next.actions, $0.brokerIndex)
+            }
             actions.run()
-            context.logger.debug("MQTT reconnecting", metadata: ["mqtt.attempt": "\(attempt)", "mqtt.delay": "\(delay)"])
+            context.logger.debug(
+                "MQTT reconnecting",
+                metadata: [
+                    "mqtt.attempt": "\(attempt)", "mqtt.delay": "\(delay)", "mqtt.node": "\(context.brokerAddress(index))",
+                ])
             guard sleep(delay, unlessStopped: context) else { return false }
-            context.state.withLock { $0.connectAttemptStarts() }
-            let rc = mosquitto_reconnect(handle.pointer)
+            let rc = connect(handle, keepAlive: keepAlive)
             let savedErrno = errno
             if rc == MOSQ_ERR_SUCCESS.rawValue { return true }
             let error = context.connectError(code: rc, errnoValue: savedErrno)

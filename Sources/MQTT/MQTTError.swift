@@ -177,12 +177,13 @@ extension MQTTError {
     /// Maps a refused CONNACK to an error. MQTT 5 codes are ≥ 0x80, 3.1.1 codes 1...5.
     static func connack(reasonCode: Int32, version: MQTTProtocolVersion, sentCredentials: Bool) -> MQTTError {
         let code = Int(reasonCode)
-        switch (version, code) {
+        // `.auto` is MQTT 5 until the broker refuses it; the state passes the version spoken.
+        switch (version == .v311 ? MQTTProtocolVersion.v311 : .v5, code) {
         case (.v5, 0x86), (.v311, 4):
             return .badUserNameOrPassword(reasonCode: code)
         case (.v5, 0x87), (.v311, 5), (.v5, 0x8C):
             return sentCredentials ? .badUserNameOrPassword(reasonCode: code) : .notAuthorized(reasonCode: code)
-        case (.v5, _):
+        case (.v5, _), (.auto, _):
             return .connectionRejected(reasonCode: code, reason: Self.reasonString(reasonCode))
         case (.v311, _):
             return .connectionRejected(reasonCode: code, reason: String(cString: mosquitto_connack_string(reasonCode)))

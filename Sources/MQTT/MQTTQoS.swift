@@ -12,9 +12,33 @@ public enum MQTTQoS: Int, Sendable, Hashable, Comparable, CaseIterable {
 }
 
 /// The MQTT protocol version the client speaks.
-public enum MQTTProtocolVersion: Sendable, Hashable {
-    /// MQTT 5.0 (the default): reason codes, properties, content type, message expiry.
+public enum MQTTProtocolVersion: Sendable, Hashable, CustomStringConvertible {
+    /// MQTT 5 first; when a broker refuses it for its version (MQTT 5 reason code 0x84, or the
+    /// MQTT 3.1.1 return code 1 that a 3.1.1-only broker such as NATS or RabbitMQ answers), the
+    /// client connects again at once with 3.1.1, says so once in the log, and keeps 3.1.1 for
+    /// its life (every reconnect and fail-over). The default.
+    case auto
+    /// MQTT 5.0 only: reason codes, properties, content type, message expiry.
     case v5
-    /// MQTT 3.1.1, for brokers that don't speak 5.
+    /// MQTT 3.1.1 only, for brokers that don't speak 5.
     case v311
+
+    /// Parses `auto`, `5` (or `5.0`) and `3.1.1` (or `311`); `nil` for anything else.
+    public init?(parsing text: String) {
+        switch text.lowercased() {
+        case "auto": self = .auto
+        case "5", "5.0", "v5": self = .v5
+        case "3.1.1", "311", "v311": self = .v311
+        default: return nil
+        }
+    }
+
+    /// `auto`, `5` or `3.1.1`: the spelling ``init(parsing:)`` takes.
+    public var description: String {
+        switch self {
+        case .auto: "auto"
+        case .v5: "5"
+        case .v311: "3.1.1"
+        }
+    }
 }

@@ -49,7 +49,9 @@ final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment
 
     private func configure(_ configuration: MQTTConfiguration) throws(MQTTError) {
         let mosq = pointer
-        let version: Int32 = configuration.protocolVersion == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
+        if let problem = configuration.brokerListProblem { throw .invalidConfiguration(problem) }
+        // `.auto` starts with 5; the loop sets 3.1.1 before each attempt once it has fallen back.
+        let version: Int32 = configuration.protocolVersion == .v311 ? MQTT_PROTOCOL_V311 : MQTT_PROTOCOL_V5
         try check(mosquitto_int_option(mosq, MOSQ_OPT_PROTOCOL_VERSION, version), "protocol version")
         try check(mosquitto_threaded_set(mosq, true), "threaded mode")
         // Nagle's algorithm off: a fix PUBLISH written right after a heading PUBLISH (QoS 0, no

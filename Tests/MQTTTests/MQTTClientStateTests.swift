@@ -96,6 +96,88 @@ import Testing
         #expect(state.willReconnect { .milliseconds(100 * $0) }.attempt == 1, "a success starts the backoff again")
     }
 
+    // MARK: protocol and brokers
+
+    @Test func autoFallsBackTo311AtOnceWhenABrokerRefusesMQTT5AndKeepsIt() {
+        var state = State(protocolVersion: .auto, sentCredentials: false)
+        #expect(state.protocolVersion == .v5, "auto starts with MQTT 5")
+        _ = state.startConnect("connect", cancelled: false)
+        let refusal = state.connack(reasonCode: 0x84)
+        #expect(refusal.fellBack)
+        #expect(Outcome(refusal.actions) == Outcome(), "the connect wait goes on; nothing is reported")
+        #expect(state.protocolVersion == .v311)
+        let lost = state.connectionLost(.connectionLost(reason: "closed after the refusal"))
+        #expect(lost.reconnect && !lost.isNews)
+        #expect(Outcome(lost.actions).failed.isEmpty, "the first connect has not failed")
+        let next = state.willReconnect { _ in .seconds(5) }
+        #expect(next.delay == .zero, "3.1.1 at once, no backoff")
+        #expect(Outcome(state.connack(reasonCode: 0).actions).succeeded == ["connect"])
+        // Kept for the client's life: a 3.1.1 refusal later is a refusal, not another fallback.
+        _ = state.connectionLost(.connectionLost(reason: "node died"))
+        _ = state.willReconnect { _ in .seconds(1) }
+        #expect(!state.connack(reasonCode: 1).fellBack)
+        #expect(state.protocolVersion == .v311)
+    }
+
+    @Test func aBrokerAnswering311sCode1AlsoFallsBackButAFixedVersionNeverDoes() {
+        var auto = State(protocolVersion: .auto, sentCredentials: false)
+        _ = auto.startConnect("connect", cancelled: false)
+        #expect(auto.connack(reasonCode: 1).fellBack)
+        var five = State(protocolVersion: .v5, sentCredentials: false)
+        _ = five.startConnect("connect", cancelled: false)
+        let refused = five.connack(reasonCode: 0x84)
+        #expect(!refused.fellBack)
+        #expect(Outcome(refused.actions).failed["connect"]?.code == .connectionRejected)
+        #expect(five.protocolVersion == .v5)
+    }
+
+    @Test func aFirstConnectTriesEachBrokerOnceThenFails() {
+        var state = State(protocolVersion: .v5, sentCredentials: false, brokerCount: 3, firstBroker: 2)
+        #expect(state.brokerIndex == 2)
+        _ = state.startConnect("connect", cancelled: false)
+        var tried = [state.brokerIndex]
+        for _ in 0..<2 {
+            let lost = state.connectionLost(.connectionRefused(host: "127.0.0.1", port: 1))
+            #expect(lost.reconnect)
+            #expect(Outcome(lost.actions).failed.isEmpty)
+            #expect(state.willReconnect { _ in .seconds(5) }.delay == .zero, "the next broker at once")
+            tried.append(state.brokerIndex)
+        }
+        #expect(tried == [2, 0, 1])
+        let last = state.connectionLost(.connectionRefused(host: "127.0.0.1", port: 1))
+        #expect(!last.reconnect)
+        #expect(Outcome(last.actions).failed["connect"]?.code == .connectionRefused)
+    }
+
+    @Test func aLostConnectionFailsOverToTheNextBrokerInTurnWithBackoff() {
+        var state = State(protocolVersion: .v5, sentCredentials: false, brokerCount: 3, firstBroker: 0)
+        _ = state.startConnect("connect", cancelled: false)
+        _ = state.connack(reasonCode: 0)
+        #expect(state.connectionLost(.connectionLost(reason: "node killed")).reconnect)
+        var tried: [Int] = []
+        for attempt in 1...4 {
+            let next = state.willReconnect { .milliseconds(100 * $0) }
+            #expect(next.attempt == attempt && next.delay == .milliseconds(100 * attempt))
+            tried.append(state.brokerIndex)
+            _ = state.connectionLost(.connectionRefused(host: "127.0.0.1", port: 1))
+        }
+        #expect(tried == [1, 2, 0, 1], "each attempt goes to the next node")
+        #expect(state.connectionState != .closed)
+    }
+
+    @Test func theFirstBrokerIsSpreadOverAFleetByClientID() {
+        let brokers = (1...3).map { BrokerURL(host: "node\($0)") }
+        var chosen: [Int: Int] = [:]
+        for vehicle in 0..<300 {
+            let configuration = MQTTConfiguration(broker: brokers[0], otherBrokers: Array(brokers.dropFirst()), clientID: "van-\(vehicle)")
+            chosen[configuration.firstBrokerIndex, default: 0] += 1
+            #expect(configuration.firstBrokerIndex == configuration.firstBrokerIndex, "the same at every start")
+        }
+        #expect(chosen.count == 3)
+        #expect(chosen.values.allSatisfy { $0 >= 70 }, "\(chosen)")
+        #expect(MQTTConfiguration(broker: brokers[0], clientID: "van-1").firstBrokerIndex == 0)
+    }
+
     // MARK: publish
 
     @Test func ackArrivingBeforeThePublishIsRegisteredCompletesIt() throws {
