@@ -86,8 +86,10 @@ public enum AgentCheck {
     }
 
     private static func checkBroker(_ configuration: AgentConfiguration, logger: Logger, report: @Sendable (Step) -> Void) async -> Bool {
-        let url = configuration.broker.url
-        let described = "\(url) (TLS \(configuration.usesTLS ? "on" : "off")\(configuration.broker.username.map { ", user \($0)" } ?? ""))"
+        let urls = configuration.broker.urls
+        func described(_ url: BrokerURL) -> String {
+            "\(url) (TLS \(configuration.usesTLS ? "on" : "off")\(configuration.broker.username.map { ", user \($0)" } ?? ""))"
+        }
         // A broker that makes the client id the user name (the shipped configurations) gives a
         // vehicle one connection: this one would close the running agent's, and its last will
         // would mark the vehicle offline. Not while an agent runs, then.
@@ -102,30 +104,39 @@ public enum AgentCheck {
                 Step(
                     name: "broker", passed: false,
                     detail: """
-                        \(described): not tried: \(busy). A broker that makes the client id the user name \
+                        \(urls.map(described).joined(separator: ", ")): not tried: \(busy). A broker that makes the client id the user name \
                         (use_username_as_clientid, as the shipped deploy/mosquitto configurations do) lets a vehicle \
                         have one connection; this check's would close the agent's, and its last will would mark the \
                         vehicle offline. Stop the agent first (systemctl stop fleetcast-agent), and run check as its user or root
                         """))
             return false
         }
-        var mqtt = configuration.mqttConfiguration
-        // Not the agent's client id: on a broker that keeps the client's own, the check does not
-        // take the agent's session (and the lock above says whether one runs).
-        mqtt.clientID = "fleetcast-check-\(configuration.vehicle)"
-        let client: MQTTClient
-        do {
-            client = try MQTTClient(configuration: mqtt, logger: logger)
-            try await client.connect()
-        } catch {
-            report(Step(name: "broker", passed: false, detail: "\(described): \(error); \(Self.advice(for: error))"))
-            return false
+        // Each node of the list on its own: a fail-over must find every one of them usable.
+        var passed = true
+        for url in urls {
+            var mqtt = configuration.mqttConfiguration
+            mqtt.broker = url
+            mqtt.otherBrokers = []
+            // Not the agent's client id: on a broker that keeps the client's own, the check does
+            // not take the agent's session (and the lock above says whether one runs).
+            mqtt.clientID = "fleetcast-check-\(configuration.vehicle)"
+            let client: MQTTClient
+            do {
+                client = try MQTTClient(configuration: mqtt, logger: logger)
+                try await client.connect()
+            } catch {
+                report(Step(name: "broker", passed: false, detail: "\(described(url)): \(error); \(Self.advice(for: error))"))
+                passed = false
+                continue
+            }
+            let speaks = client.protocolVersion == .v311 ? "MQTT 3.1.1" : "MQTT 5"
+            report(Step(name: "broker", passed: true, detail: "\(described(url)): connected (\(speaks))"))
+            let published = await checkPublish(configuration, client: client)
+            report(published)
+            await client.shutdown(flushTimeout: .seconds(1))
+            passed = passed && published.passed
         }
-        report(Step(name: "broker", passed: true, detail: "\(described): connected"))
-        let published = await checkPublish(configuration, client: client)
-        report(published)
-        await client.shutdown(flushTimeout: .seconds(1))
-        return published.passed
+        return passed
     }
 
     private static func checkPublish(_ configuration: AgentConfiguration, client: MQTTClient) async -> Step {
@@ -148,7 +159,7 @@ public enum AgentCheck {
                 } ?? false
         }
         if echoed { return Step(name: "publish", passed: true, detail: "\(topic): accepted and read back") }
-        if configuration.broker.protocolVersion != .v311 {
+        if client.protocolVersion == .v5 {
             // MQTT 5: the broker's PUBACK said yes. A subscription the ACL does not allow
             // reading gets nothing back, which proves nothing either way.
             return Step(name: "publish", passed: true, detail: "\(topic): accepted")

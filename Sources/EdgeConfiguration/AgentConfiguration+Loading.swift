@@ -20,7 +20,8 @@ extension AgentConfiguration {
     public static let environmentPrefix = "FLEETCAST"
 
     /// The accepted form of `broker.url`, for error messages.
-    public static let brokerURLForm = "mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path)"
+    public static let brokerURLForm =
+        "mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path); several nodes of one broker as a list or separated by commas"
 
     /// Every key the agent understands, in the order of the sample file.
     public static let knownKeys: [String] = [
@@ -308,7 +309,7 @@ struct ConfigurationSources {
             value(
                 "topics.prefix",
                 expected:
-                    "one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet)"
+                    "one or more non-empty topic levels separated by '/', without '+', '#', a leading '$', or the '.', ' ', '*' and '>' some brokers (NATS) treat specially (e.g. fleet or acme/fleet)"
             ) { try? FleetTopics(prefix: $0) } ?? .default
         let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
         let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atMostOnce
@@ -345,8 +346,14 @@ struct ConfigurationSources {
     private mutating func vehicleID() -> VehicleID? {
         var vehicle: VehicleID?
         if let (text, origin) = text("vehicle") {
-            do { vehicle = try VehicleID(validating: text) } catch {
-                problems.append(.invalid("vehicle", origin, expected: "1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-'", got: text))
+            do {
+                vehicle = try VehicleID(validating: text)
+                if let problem = vehicle?.portabilityProblem {
+                    problems.append(.init(key: "vehicle", origin: origin, message: "vehicle in \(origin): \(problem)"))
+                    vehicle = nil
+                }
+            } catch {
+                problems.append(.invalid("vehicle", origin, expected: "1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'", got: text))
             }
         } else {
             problems.append(
@@ -361,11 +368,8 @@ struct ConfigurationSources {
 
     /// `broker.*`; `nil` when the URL is unusable.
     private mutating func brokerSettings() -> AgentConfiguration.Broker? {
-        let url: BrokerURL? =
-            value("broker.url", expected: AgentConfiguration.brokerURLForm, shown: BrokerURL.redactingPassword) {
-                try? BrokerURL(parsing: $0)
-            }
-            ?? BrokerURL(host: "localhost")
+        let urls = brokerURLs()
+        let url = urls?.first
         let username = text("broker.username")?.0 ?? url?.username
         var password: Secret?
         var passwordFile: String?
@@ -419,9 +423,9 @@ struct ConfigurationSources {
             }
         }
         let protocolVersion =
-            value("broker.protocol", expected: "5 or 3.1.1") { text in
-                AgentConfiguration.ProtocolVersion(rawValue: text == "5.0" ? "5" : text)
-            } ?? .v5
+            value("broker.protocol", expected: "auto, 5 or 3.1.1") { text in
+                AgentConfiguration.ProtocolVersion(rawValue: text == "5.0" ? "5" : text.lowercased())
+            } ?? .auto
         let keepAlive = integer("broker.keepAlive", in: 5...65535, unit: " of seconds") ?? AgentConfiguration.Broker.defaultKeepAliveSeconds
         let maxInflight = integer("broker.maxInflight", in: 1...65535) ?? 20
         guard let url else { return nil }
@@ -430,7 +434,51 @@ struct ConfigurationSources {
             protocolVersion: protocolVersion, keepAliveSeconds: keepAlive, maxInflight: maxInflight
         )
         broker.passwordFile = passwordFile
+        broker.otherURLs = Array((urls ?? []).dropFirst())
         return broker
+    }
+
+    /// `broker.url`: one address or several (a YAML list; commas in any layer), all with TLS
+    /// or none; `[mqtt://localhost:1883]` when not given; `nil` when one is unusable.
+    private mutating func brokerURLs() -> [BrokerURL]? {
+        let key = "broker.url"
+        let absolute = AbsoluteConfigKey(key.split(separator: ".").map(String.init))
+        var given: ([String], ConfigurationOrigin)?
+        for layer in layers {
+            if let value = try? layer.provider.value(forKey: absolute, type: .string).value, case .string(let text) = value.content {
+                given = (text.split(separator: ",").map { $0.trimmingWhitespace() }, layer.origin(key))
+            } else if let value = try? layer.provider.value(forKey: absolute, type: .stringArray).value,
+                case .stringArray(let items) = value.content
+            {
+                given = (items.map { $0.trimmingWhitespace() }, layer.origin(key))
+            }
+            if given != nil { break }
+        }
+        guard let (texts, origin) = given else { return [BrokerURL(host: "localhost")] }
+        let items = texts.filter { !$0.isEmpty && $0 != "~" && $0 != "null" }
+        guard !items.isEmpty else { return [BrokerURL(host: "localhost")] }
+        origins[key] = origin
+        var urls: [BrokerURL] = []
+        for item in items {
+            guard let url = try? BrokerURL(parsing: item) else {
+                problems.append(.invalid(key, origin, expected: AgentConfiguration.brokerURLForm, got: BrokerURL.redactingPassword(item)))
+                return nil
+            }
+            urls.append(url)
+        }
+        if urls.count > 64 {
+            problems.append(.invalid(key, origin, expected: "at most 64 broker addresses", got: "\(urls.count)"))
+            return nil
+        }
+        if let first = urls.first, let mixed = urls.first(where: { $0.usesTLS != first.usesTLS }) {
+            problems.append(
+                .init(
+                    key: key, origin: origin,
+                    message: "\(key) in \(origin): \(first) and \(mixed) mix mqtt:// and mqtts://; the nodes of one broker take one scheme")
+            )
+            return nil
+        }
+        return urls
     }
 
     /// `report.*`.

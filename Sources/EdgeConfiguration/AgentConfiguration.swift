@@ -13,6 +13,8 @@ import MQTT
 public struct AgentConfiguration: Sendable, CustomStringConvertible {
     /// MQTT protocol version to speak.
     public enum ProtocolVersion: String, Sendable, Equatable, CaseIterable {
+        /// MQTT 5, and 3.1.1 with a broker that refuses 5 (NATS, RabbitMQ, Azure IoT Hub).
+        case auto
         /// MQTT 5.
         case v5 = "5"
         /// MQTT 3.1.1.
@@ -21,8 +23,14 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
 
     /// How to reach and log in to the broker, as ``load(filePath:environment:flags:)`` read it.
     public struct Broker: Sendable, Equatable {
-        /// Host, port and TLS (`broker.url`).
+        /// Host, port and TLS (`broker.url`; with several, the first given).
         public var url: BrokerURL
+        /// The other nodes of the same broker service (`broker.url` with several addresses:
+        /// a YAML list, or a comma-separated value in the environment; `--broker` given more
+        /// than once). The agent connects to one and fails over to the others.
+        public var otherURLs: [BrokerURL] = []
+        /// Every broker address, ``url`` first.
+        public var urls: [BrokerURL] { [url] + otherURLs }
         /// User name (`broker.username`, or the URL's user).
         public var username: String?
         /// Password, from `broker.passwordFile` or `FLEETCAST_BROKER_PASSWORD`; never logged.
@@ -33,8 +41,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         public var certFile: String?
         /// PEM private key of the client certificate.
         public var keyFile: String?
-        /// MQTT protocol version (default 5).
-        public var protocolVersion: ProtocolVersion = .v5
+        /// MQTT protocol version (`broker.protocol`, default `auto`).
+        public var protocolVersion: ProtocolVersion = .auto
         /// Keep-alive interval, seconds (default ``defaultKeepAliveSeconds``).
         public var keepAliveSeconds: Int = Broker.defaultKeepAliveSeconds
         /// Most QoS 1/2 messages in flight at once (default 20).
@@ -168,7 +176,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         return [
             line("vehicle", vehicle.rawValue),
             line("source", source),
-            line("broker.url", broker.url.description),
+            line("broker.url", broker.urls.map(\.description).joined(separator: ",")),
             line("broker.username", broker.username),
             line(origins["broker.password"] != nil ? "broker.password" : "broker.passwordFile", broker.password?.description),
             line("broker.caFile", broker.caFile),
@@ -210,8 +218,9 @@ extension AgentConfiguration {
     public var mqttConfiguration: MQTTConfiguration {
         var mqtt = MQTTConfiguration(
             broker: broker.url,
+            otherBrokers: broker.otherURLs,
             clientID: vehicle.rawValue,
-            protocolVersion: broker.protocolVersion == .v311 ? .v311 : .v5,
+            protocolVersion: broker.protocolVersion.mqtt,
             keepAlive: .seconds(broker.keepAliveSeconds),
             username: broker.username,
             password: broker.password?.value,
@@ -228,5 +237,16 @@ extension AgentConfiguration {
     /// Whether the broker connection uses TLS.
     public var usesTLS: Bool {
         broker.url.usesTLS || broker.caFile != nil || broker.certFile != nil
+    }
+}
+
+extension AgentConfiguration.ProtocolVersion {
+    /// The MQTT client's setting.
+    public var mqtt: MQTTProtocolVersion {
+        switch self {
+        case .auto: .auto
+        case .v5: .v5
+        case .v311: .v311
+        }
     }
 }

@@ -21,7 +21,7 @@ public struct FleetTopics: Sendable, Hashable {
         /// The refused prefix.
         public let prefix: String
         public var description: String {
-            "invalid topic prefix \"\(prefix.prefix(80))\": expected one or more non-empty levels separated by '/', without '+', '#', '$' at the start, or control characters (e.g. \"fleet\" or \"acme/fleet\")"
+            "invalid topic prefix \"\(prefix.prefix(80))\": expected one or more non-empty levels separated by '/', without '+', '#', '$' at the start, control characters, or the '.', ' ', '*' and '>' that some brokers (NATS) treat specially (e.g. \"fleet\" or \"acme/fleet\")"
         }
     }
 
@@ -32,12 +32,17 @@ public struct FleetTopics: Sendable, Hashable {
     public static let `default` = FleetTopics(uncheckedPrefix: "fleet")
 
     /// Validates `prefix`; throws ``InvalidPrefix`` when it has empty levels, wildcards, a
-    /// leading `$` (reserved by brokers) or control characters.
+    /// leading `$` (reserved by brokers), control characters, or a character that some broker
+    /// treats specially: NATS maps topics to subjects, so a `.` or a space closes the
+    /// connection of a client that publishes it, and `*` or `>` act as its wildcards.
     public init(prefix: String) throws(InvalidPrefix) {
         let levels = prefix.split(separator: "/", omittingEmptySubsequences: false)
+        let refused: Set<UInt8> = [
+            UInt8(ascii: "+"), UInt8(ascii: "#"), UInt8(ascii: "."), UInt8(ascii: " "), UInt8(ascii: "*"), UInt8(ascii: ">"),
+        ]
         guard !prefix.isEmpty, prefix.utf8.count <= 512, !prefix.hasPrefix("$"),
             levels.allSatisfy({ !$0.isEmpty }),
-            !prefix.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F })
+            !prefix.utf8.contains(where: { refused.contains($0) || $0 < 0x20 || $0 == 0x7F })
         else { throw InvalidPrefix(prefix: prefix) }
         self.prefix = prefix
     }

@@ -44,5 +44,18 @@ public struct VehicleID: Sendable, Hashable, Comparable, CustomStringConvertible
 
     public var description: String { rawValue }
 
+    /// Whether every broker carries topics with this id: not when it holds a `.`, which NATS
+    /// (whose subjects it separates) refuses in a topic by closing the connection. The agent and
+    /// fleet-watch refuse such an id in their configuration (``portabilityProblem``); readers
+    /// still take one from a broker that carried it.
+    public var isPortable: Bool { !rawValue.utf8.contains(UInt8(ascii: ".")) }
+
+    /// Why this id cannot be configured (it holds a `.`), or `nil`.
+    public var portabilityProblem: String? {
+        isPortable
+            ? nil
+            : "vehicle id \"\(rawValue)\" holds a '.': some brokers (NATS) treat it as a separator and close the connection of a client that publishes it; use '-' or '_' instead"
+    }
+
     public static func < (lhs: Self, rhs: Self) -> Bool { lhs.rawValue < rhs.rawValue }
 }

@@ -19,8 +19,14 @@ struct ConfigurationOptions: ParsableArguments {
     @Option(help: "Vehicle id: 1 to 64 characters of A-Z a-z 0-9 . _ -")
     var vehicle: String?
 
-    @Option(help: "Broker: mqtt[s]://[user@]host[:port] (default mqtt://localhost:1883).")
-    var broker: String?
+    @Option(
+        help:
+            "Broker: mqtt[s]://[user@]host[:port] (default mqtt://localhost:1883). Repeat it for the nodes of a cluster: the agent connects to one and fails over to the others."
+    )
+    var broker: [String] = []
+
+    @Option(name: .customLong("protocol"), help: "MQTT protocol: auto (5, or 3.1.1 with a broker that refuses 5; the default), 5 or 3.1.1.")
+    var protocolVersion: String?
 
     @Option(help: "YAML configuration file (see config/agent.yaml).")
     var config: String?
@@ -42,7 +48,8 @@ struct ConfigurationOptions: ParsableArguments {
         var flags: [String: String] = [:]
         flags["source"] = source
         flags["vehicle"] = vehicle
-        flags["broker.url"] = broker
+        flags["broker.url"] = broker.isEmpty ? nil : broker.joined(separator: ",")
+        flags["broker.protocol"] = protocolVersion
         flags["broker.passwordFile"] = credentials.passwordFile
         flags["broker.caFile"] = credentials.caFile
         flags["broker.certFile"] = credentials.certFile

@@ -31,6 +31,42 @@ struct AgentConfigurationTests {
         }
     }
 
+    @Test("several brokers: a YAML list, commas in the environment, repeated flags; one scheme")
+    func brokerLists() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let nodes = [BrokerURL(host: "n1"), BrokerURL(host: "n2", port: 1884), BrokerURL(host: "n3")]
+        let fromYAML = try await load(yaml: "vehicle: van-7\nbroker:\n  url: [mqtt://n1, \"mqtt://n2:1884\", mqtt://n3]\n", in: dir)
+        #expect(fromYAML.broker.urls == nodes)
+        #expect(fromYAML.mqttConfiguration.brokers == nodes)
+        let fromEnvironment = try await load(
+            environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_BROKER_URL": "mqtt://n1, mqtt://n2:1884,mqtt://n3"], in: dir)
+        #expect(fromEnvironment.broker.urls == nodes)
+        let fromFlags = try await load(
+            environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_BROKER_URL": "mqtt://elsewhere"],
+            flags: ["broker.url": "mqtt://n1,mqtt://n2:1884,mqtt://n3", "broker.protocol": "3.1.1"], in: dir)
+        #expect(fromFlags.broker.urls == nodes, "flags win over the environment")
+        #expect(fromFlags.mqttConfiguration.protocolVersion == .v311)
+        let mixed = await problems(environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_BROKER_URL": "mqtt://n1,mqtts://n2"], in: dir)
+        #expect(mixed.count == 1 && mixed[0].contains("mix mqtt:// and mqtts://"), "\(mixed)")
+        let bad = await problems(environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_BROKER_URL": "mqtt://n1,http://n2"], in: dir)
+        #expect(bad.count == 1 && bad[0].contains("http://n2"), "\(bad)")
+    }
+
+    @Test("a vehicle id or prefix that some broker cannot carry is refused with the reason")
+    func unportableNames() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let dotted = await problems(environment: ["FLEETCAST_VEHICLE": "van.7"], in: dir)
+        #expect(dotted.count == 1 && dotted[0].contains("NATS") && dotted[0].contains("van.7"), "\(dotted)")
+        for prefix in ["acme.fleet", "acme fleet", "fleet/*", "fleet/>"] {
+            let refused = await problems(environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_TOPICS_PREFIX": prefix], in: dir)
+            #expect(refused.count == 1 && refused[0].contains("topics.prefix"), "\(prefix): \(refused)")
+        }
+        let protocolProblem = await problems(environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_BROKER_PROTOCOL": "4"], in: dir)
+        #expect(protocolProblem.count == 1 && protocolProblem[0].contains("auto, 5 or 3.1.1"), "\(protocolProblem)")
+    }
+
     @Test("defaults: only the vehicle is required")
     func defaults() async throws {
         let dir = try TemporaryDirectory()
@@ -39,7 +75,9 @@ struct AgentConfigurationTests {
         #expect(config.vehicle.rawValue == "van-7")
         #expect(config.source == "sim:")
         #expect(config.broker.url == BrokerURL(host: "localhost", port: 1883))
-        #expect(config.broker.protocolVersion == .v5)
+        #expect(config.broker.protocolVersion == .auto, "MQTT 5, and 3.1.1 with a broker that refuses it")
+        #expect(config.mqttConfiguration.protocolVersion == .auto)
+        #expect(config.broker.otherURLs.isEmpty)
         #expect(config.broker.keepAliveSeconds == 240, "a keep-alive under cellular NAT timeouts")
         #expect(config.broker.maxInflight == 20)
         #expect(config.topics.prefix == "fleet")
@@ -144,12 +182,12 @@ struct AgentConfigurationTests {
         let path = dir.file("agent.yaml")
         #expect(
             messages == [
-                "vehicle in \(path): expected 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-', got \"van/7\"",
+                "vehicle in \(path): expected 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-', got \"van/7\"",
                 "source in \(path): expected a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password), got \"not a uri\"",
-                "broker.url in \(path): expected mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path), got \"http://broker:1883\"",
-                "broker.protocol in \(path): expected 5 or 3.1.1, got \"4\"",
+                "broker.url in \(path): expected mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path); several nodes of one broker as a list or separated by commas, got \"http://broker:1883\"",
+                "broker.protocol in \(path): expected auto, 5 or 3.1.1, got \"4\"",
                 "broker.maxInflight in \(path): expected a whole number from 1 to 65535, got \"0\"",
-                "topics.prefix in \(path): expected one or more non-empty topic levels separated by '/', without '+', '#' or a leading '$' (e.g. fleet or acme/fleet), got \"fleet/#\"",
+                "topics.prefix in \(path): expected one or more non-empty topic levels separated by '/', without '+', '#', a leading '$', or the '.', ' ', '*' and '>' some brokers (NATS) treat specially (e.g. fleet or acme/fleet), got \"fleet/#\"",
                 "messageExpiry in \(path): expected a whole number of seconds from 1 to 4294967295, got \"-5\"",
                 "report.maxInterval in \(path): expected at least report.minInterval (30 s), got \"10\"",
                 "report.minDistance in \(path): expected a number of metres, more than 0, or off, got \"abc\"",
@@ -193,7 +231,7 @@ struct AgentConfigurationTests {
             ])
         #expect(
             await problems(flags: ["vehicle": "van 7"], in: dir) == [
-                "vehicle in flag --vehicle: expected 1 to 64 characters of A-Z, a-z, 0-9, '.', '_' or '-', got \"van 7\""
+                "vehicle in flag --vehicle: expected 1 to 64 characters of A-Z, a-z, 0-9, '_' or '-', got \"van 7\""
             ])
         #expect(await problems(flags: ["vehicle": String(repeating: "v", count: 65)], in: dir).count == 1)
         let missing = dir.file("nope.yaml")
