@@ -13,9 +13,12 @@ import ServiceLifecycle
 /// Bad messages arrive as ``FleetEvent/malformed(topic:reason:)``, never as errors. An
 /// unreachable broker is named in the log and retried with the configuration's
 /// ``MQTTReconnectPolicy`` backoff; after the first connection the client itself reconnects and
-/// restores the subscription. Only a failure retrying cannot mend (TLS, credentials,
-/// authorisation, a refused subscription — also one refused when it is restored after a
-/// reconnect, so a watcher is never left silently deaf) ends the stream with an error.
+/// restores the subscription. A subscription the broker refuses (at first, or when it is
+/// restored after a reconnect) is asked for again with backoff and said at warning, never
+/// taken as subscribed. In a share group, the broker is first proven to deliver on shared
+/// subscriptions (``SharedSubscriptionsNotDelivered``). Only a failure retrying cannot mend
+/// (TLS, credentials, authorisation) ends the stream with an error, so a watcher is never
+/// left silently deaf.
 public struct FleetSubscriber: Sendable {
     /// What to subscribe to.
     public struct Options: Sendable {
@@ -183,6 +186,9 @@ public struct FleetSubscriber: Sendable {
         bufferingPolicy: AsyncThrowingStream<MQTTMessage, any Error>.Continuation.BufferingPolicy,
         _ emit: (MQTTMessage, MQTTClient) -> Void
     ) async throws {
+        // A broker that grants shared subscriptions and delivers nothing on them (NATS) must
+        // not leave a member of a share group silently deaf.
+        if let group = options.shareGroup { try await probeSharedSubscriptions(group: group) }
         // A graceful stop while the broker is still unreachable ends the wait (the stream then
         // finishes, empty), instead of waiting for the group's time limit.
         let client = try await cancelWhenGracefulShutdown { [configuration, logger] in
@@ -193,8 +199,11 @@ public struct FleetSubscriber: Sendable {
         // broker holds what arrives until the consumer is back.
         let handingOver = options.shareGroup != nil || configuration.session == .clean
         do {
-            let subscription = try await client.subscribe(filters, qos: options.qos, bufferingPolicy: bufferingPolicy)
-            logger.info("Subscribed to the fleet", metadata: ["mqtt.broker": "\(configuration.broker)", "mqtt.filters": "\(filters)"])
+            guard let first = try await subscribeRetrying(client, bufferingPolicy: bufferingPolicy) else {
+                await client.shutdown(flushTimeout: .zero)
+                return
+            }
+            logger.info("Subscribed to the fleet", metadata: ["mqtt.broker": "\(configuration.brokerList)", "mqtt.filters": "\(filters)"])
             options.onSubscribed?()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await logConnectionChanges(client) }
@@ -205,7 +214,22 @@ public struct FleetSubscriber: Sendable {
                     logger.debug("Graceful shutdown: disconnecting, then passing on what was received")
                     await client.shutdown(flushTimeout: .zero, handingOver: handingOver)
                 }
-                for try await message in subscription { emit(message, client) }
+                var subscription: MQTTSubscription? = first
+                while let current = subscription {
+                    do {
+                        for try await message in current { emit(message, client) }
+                        subscription = nil
+                    } catch let error as MQTTError
+                        where error.code == .subscribeRejected && [0x80, 0x83, 0x97].contains(error.reasonCode ?? 0)
+                    {
+                        // Refused when restored after a reconnect (a cluster node whose streams
+                        // are moving answers 0x80 for seconds): subscribe again, with backoff.
+                        logger.info(
+                            "The broker refused the restored subscription; subscribing again",
+                            metadata: ["mqtt.broker": "\(configuration.brokerList)", "mqtt.error": "\(error)"])
+                        subscription = try await subscribeRetrying(client, bufferingPolicy: bufferingPolicy)
+                    }
+                }
                 group.cancelAll()
             }
         } catch {
@@ -221,15 +245,15 @@ public struct FleetSubscriber: Sendable {
         for await state in client.connectionStates() {
             switch state {
             case .disconnected(let reason):
-                logger.debug("MQTT connection lost", metadata: ["mqtt.broker": "\(configuration.broker)", "error": "\(reason)"])
+                logger.debug("MQTT connection lost", metadata: ["mqtt.broker": "\(configuration.brokerList)", "error": "\(reason)"])
             case .reconnecting(let attempt, let delay):
                 logger.debug(
                     "MQTT reconnecting",
                     metadata: [
-                        "mqtt.broker": "\(configuration.broker)", "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
+                        "mqtt.broker": "\(configuration.brokerList)", "retry.attempt": "\(attempt)", "retry.delay": "\(delay)",
                     ])
             case .connected:
-                logger.debug("MQTT connected", metadata: ["mqtt.broker": "\(configuration.broker)"])
+                logger.debug("MQTT connected", metadata: ["mqtt.broker": "\(configuration.brokerList)"])
             case .idle, .connecting, .closed:
                 break
             }

@@ -10,8 +10,14 @@ import MQTT
 /// The options every fleet-watch subcommand shares: the broker and how to reach it (TLS,
 /// credentials, client id), what to subscribe to (prefix, vehicles, share group), and logging.
 struct ConnectionOptions: ParsableArguments {
-    @Option(help: "The broker: mqtt://[user@]host[:port] or mqtts://… for TLS.")
-    var broker: String
+    @Option(
+        help:
+            "The broker: mqtt://[user@]host[:port] or mqtts://… for TLS. Repeat it (or separate with commas) for the nodes of a cluster: fleet-watch connects to one and fails over to the others."
+    )
+    var broker: [String]
+
+    @Option(name: .customLong("protocol"), help: "MQTT protocol: auto (5, or 3.1.1 with a broker that refuses 5), 5 or 3.1.1.")
+    var protocolVersion: String = "auto"
 
     @Option(help: "The topic prefix of the fleet.")
     var prefix: String = "fleet"
@@ -36,10 +42,19 @@ struct ConnectionOptions: ParsableArguments {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        do { _ = try BrokerURL(parsing: broker) } catch { throw ValidationError(error.description) }
+        let urls = try brokerURLs()
+        if let mixed = urls.first(where: { $0.usesTLS != urls[0].usesTLS }) {
+            throw ValidationError("--broker \(urls[0]) and \(mixed) mix mqtt:// and mqtts://; the nodes of one broker take one scheme")
+        }
+        guard protocolSetting != nil else {
+            throw ValidationError("--protocol must be auto, 5 or 3.1.1, not \"\(JSONString.escaped(String(protocolVersion.prefix(40))))\"")
+        }
         do { _ = try FleetTopics(prefix: prefix) } catch { throw ValidationError(error.description) }
         for v in vehicles {
-            do { _ = try VehicleID(validating: v) } catch { throw ValidationError(error.description) }
+            do {
+                let vehicle = try VehicleID(validating: v)
+                if let problem = vehicle.portabilityProblem { throw ValidationError("--vehicle: \(problem)") }
+            } catch let error as VehicleID.ValidationError { throw ValidationError(error.description) }
         }
         guard maxPacketSize >= 1_024 else { throw ValidationError("--max-packet-size must be at least 1024 bytes") }
         if (credentials.certFile == nil) != (credentials.keyFile == nil) {
@@ -73,10 +88,13 @@ struct ConnectionOptions: ParsableArguments {
         logger: Logger, bufferLimit: Int = 10_000, dropLogLevel: Logger.Level = .debug, durability: Durability? = nil,
         onSubscribed: (@Sendable () -> Void)? = nil
     ) throws -> FleetSubscriber {
-        let url = try BrokerURL(parsing: broker)
+        let urls = try brokerURLs()
+        let url = urls[0]
         var mqtt = MQTTConfiguration(
             broker: url,
+            otherBrokers: Array(urls.dropFirst()),
             clientID: clientID ?? durability?.defaultClientID ?? "fleet-watch-\(Self.hostName)-\(getpid())",
+            protocolVersion: protocolSetting ?? .auto,
             password: try readPassword(logger: logger),
             tls: url.usesTLS
                 ? MQTTTLSConfiguration(
@@ -92,6 +110,25 @@ struct ConnectionOptions: ParsableArguments {
             topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup, bufferLimit: bufferLimit,
             dropLogLevel: dropLogLevel, onSubscribed: onSubscribed)
         return try FleetSubscriber(configuration: mqtt, options: options, logger: logger)
+    }
+
+    /// `--protocol`; empty is `auto` (a unit's environment file from before it had PROTOCOL=).
+    var protocolSetting: MQTTProtocolVersion? {
+        protocolVersion.isEmpty ? .auto : MQTTProtocolVersion(parsing: protocolVersion)
+    }
+
+    /// Every `--broker`, in order (commas separate addresses too); at least one.
+    func brokerURLs() throws -> [BrokerURL] {
+        let texts = broker.flatMap { $0.split(separator: ",") }.map { String($0).trimmingCharacters(in: .whitespaces) }.filter {
+            !$0.isEmpty
+        }
+        guard !texts.isEmpty else { throw ValidationError("--broker is required") }
+        guard texts.count <= 64 else { throw ValidationError("at most 64 --broker addresses, got \(texts.count)") }
+        var urls: [BrokerURL] = []
+        for text in texts {
+            do { urls.append(try BrokerURL(parsing: text)) } catch { throw ValidationError(error.description) }
+        }
+        return urls
     }
 
     /// This machine's name, as far as it can go into a client id (at most 32 characters).
