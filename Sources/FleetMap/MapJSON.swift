@@ -91,6 +91,7 @@ enum MapJSON {
         w.string("tiles", tiles)
         w.string("attribution", attribution)
         w.int("staleAfterMs", milliseconds(staleAfter))
+        w.int("parkedStaleAfterMs", milliseconds(VehicleSnapshot.parkedStaleAfter))
         w.int("trailMs", milliseconds(trailWindow))
         w.int("flushMs", milliseconds(flushInterval))
         w.bool("history", history)

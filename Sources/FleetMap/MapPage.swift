@@ -133,9 +133,11 @@ enum MapPage {
 
           function statusOf(d) {
             if (d.state === "offline") return "offline";
-            // A parked vehicle (online, slower than 0.5 m/s) reports once an hour: not stale.
+            // A parked vehicle (online, slower than 0.5 m/s) reports once an hour: stale only
+            // after 75 minutes (a vehicle whose broker node died sent no last will).
             const parked = d.state === "online" && d.spd != null && d.spd < 0.5;
-            if (!parked && serverNow() - d.seen > config.staleAfterMs) return "stale";
+            const limit = parked ? Math.max(config.staleAfterMs, config.parkedStaleAfterMs) : config.staleAfterMs;
+            if (serverNow() - d.seen > limit) return "stale";
             return d.state === "online" ? "online" : "unknown";
           }
 

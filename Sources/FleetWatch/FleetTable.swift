@@ -15,7 +15,7 @@ public struct FleetTable: Sendable {
     public static let columns = ["VEHICLE", "STATE", "AGE", "LAT", "LON", "KM/H", "HDG", "SATS", "MODE", "GAPS"]
 
     /// A renderer marking vehicles stale after `staleAfter` (default 150 s: the agent's
-    /// default heartbeat while moving is 2 minutes; parked vehicles are never stale).
+    /// default heartbeat while moving is 2 minutes; parked vehicles only after `VehicleSnapshot.parkedStaleAfter`, 75 minutes).
     public init(staleAfter: Duration = .seconds(150)) {
         self.staleAfter = staleAfter
     }

@@ -62,10 +62,16 @@ public struct VehicleSnapshot: Sendable, Equatable {
     public var isParked: Bool { online == true && (fix?.speed).map { $0 < Self.parkedSpeed } == true }
 
     /// Whether nothing new has arrived for longer than `staleAfter` at `now`; a parked vehicle
-    /// (``isParked``) is never stale: silence is what it is expected to send.
+    /// (``isParked``) only after ``parkedStaleAfter`` (or `staleAfter`, if longer): an hour of
+    /// silence is what it is expected to send, but a vehicle whose broker node died got no last
+    /// will, and its retained status says `online` for ever.
     public func isStale(now: UTCTimestamp, after staleAfter: Duration) -> Bool {
-        !isParked && age(now: now) > staleAfter
+        age(now: now) > (isParked ? max(staleAfter, Self.parkedStaleAfter) : staleAfter)
     }
+
+    /// How long a parked vehicle may stay silent before it is stale: the agent's parked
+    /// heartbeat (`report.stoppedInterval`, one hour) and a quarter more.
+    public static let parkedStaleAfter: Duration = .seconds(4_500)
 
     /// Records a message number in the gap count: a message of the current run goes to
     /// ``sequence``; one of a later run starts the count afresh for that run; one of an earlier

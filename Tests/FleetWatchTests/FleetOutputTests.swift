@@ -102,7 +102,9 @@ import Testing
 
     /// The agent's default policy reports a parked vehicle once an hour: an online vehicle
     /// whose newest fix stands still is not stale after minutes of silence; a moving one is.
-    @Test func aParkedOnlineVehicleIsNotStale() {
+    /// Past its heartbeat and a quarter more (75 minutes) the parked one is stale too: its
+    /// broker node may have died with its session, and with it the last will.
+    @Test func aParkedOnlineVehicleIsNotStaleUntilItMissesItsHourlyHeartbeat() {
         var state = FleetState()
         let parked = VehicleID("parked-1")!, moving = VehicleID("moving-1")!
         for vehicle in [parked, moving] { state.apply(.status(VehicleStatus(vehicle: vehicle, state: .online)), at: at(0)) }
@@ -111,6 +113,10 @@ import Testing
         let lines = FleetTable().render(state, now: at(1_800)).split(separator: "\n")
         #expect(lines.contains { $0.hasPrefix("parked-1") && $0.split(separator: " ")[1] == "online" }, "\(lines)")
         #expect(lines.contains { $0.hasPrefix("moving-1") && $0.split(separator: " ")[1] == "stale" }, "\(lines)")
+        let later = FleetTable().render(state, now: at(3_600 + 900 + 1)).split(separator: "\n")
+        #expect(later.contains { $0.hasPrefix("parked-1") && $0.split(separator: " ")[1] == "stale" }, "\(later)")
+        let onTime = FleetTable().render(state, now: at(3_600 + 300)).split(separator: "\n")
+        #expect(onTime.contains { $0.hasPrefix("parked-1") && $0.split(separator: " ")[1] == "online" }, "\(onTime)")
         state.apply(.status(VehicleStatus(vehicle: parked, state: .offline)), at: at(1_900))
         #expect(state.vehicles.first { $0.vehicle == parked }?.isParked == false, "offline: its last will came")
     }
