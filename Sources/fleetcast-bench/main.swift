@@ -1,4 +1,4 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint|record|serve|wire] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint|record|serve|wire|nats] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
@@ -17,3 +17,5 @@ if which == "record" { await runRecordBenchmark(arguments: Array(arguments.dropF
 if which == "serve" { await runServeBenchmark(arguments: Array(arguments.dropFirst())) }
 // wire: bytes on the wire per fix over TLS (tcpdump on loopback), every fix, 1 per 30 s, parked
 if which == "wire" { await runWireBenchmark(arguments: Array(arguments.dropFirst())) }
+// nats: a 3-node NATS cluster (MQTT 3.1.1): messages/s through 1 and 3 nodes, fail-over time
+if which == "nats" { await runNATSBenchmark(arguments: Array(arguments.dropFirst())) }
