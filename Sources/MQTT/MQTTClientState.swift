@@ -169,6 +169,15 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// Whether a SUBSCRIBE sent on this connection still awaits its SUBACK.
     var awaitsSubscribeReply: Bool { !sentSubscribes.isEmpty }
 
+    /// Whether the loop waits for a CONNACK: a connection attempt is under way (the first
+    /// connect or a reconnect), not yet answered.
+    var awaitsConnack: Bool {
+        switch phase {
+        case .connecting, .reconnecting: true
+        case .idle, .connected, .shuttingDown, .closed: false
+        }
+    }
+
     /// Whether the loop thread must stop: no reconnect, and a DISCONNECT at its next turn.
     var mustStop: Bool {
         switch phase {

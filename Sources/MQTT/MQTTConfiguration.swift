@@ -46,6 +46,11 @@ public struct MQTTConfiguration: Sendable {
     public var maxInflightMessages: Int
     /// The backoff between reconnection attempts after a connection is lost.
     public var reconnect: MQTTReconnectPolicy
+    /// How long a connection attempt waits for the broker's CONNACK once TCP (and TLS) is up
+    /// before it is dropped and the next attempt (the next node of ``brokers``) is made: a node
+    /// that accepts connections and does not answer them would otherwise hold the client for
+    /// one and a half keep-alives. 10 s by default.
+    public var connackTimeout: Duration = .seconds(10)
     /// The session: a clean one at every connect (the default), or one the broker keeps
     /// while the client is away, with its subscriptions and the QoS ≥ 1 messages it has not
     /// acknowledged, so that a client killed and restarted misses nothing.

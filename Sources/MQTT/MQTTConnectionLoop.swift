@@ -47,6 +47,7 @@ enum MQTTConnectionLoop {
         var disconnectSent = false
         var stopDeadline: ContinuousClock.Instant?
         var trafficDue = ContinuousClock.now
+        var attemptStarted = ContinuousClock.now
         while true {
             if context.acknowledgesAfterHandling {
                 guard let turn = turnAfterHandling(handle, stopDeadline: &stopDeadline) else {
@@ -68,10 +69,18 @@ enum MQTTConnectionLoop {
                     context.traffic.withLock { $0.update(reading) }
                     trafficDue = ContinuousClock.now.advanced(by: trafficSampleInterval)
                 }
-                if !disconnectSent && context.state.withLock({ $0.mustStop }) {
+                let (mustStop, awaitsConnack) = context.state.withLock { ($0.mustStop, $0.awaitsConnack) }
+                if !disconnectSent && mustStop {
                     // A shutdown raced with a (re)connect: send DISCONNECT now.
                     disconnectSent = true
                     _ = mosquitto_disconnect_v5(mosq, 0, nil)
+                } else if awaitsConnack && attemptStarted.duration(to: .now) > context.configuration.connackTimeout {
+                    // No CONNACK: drop the connection; the next mosquitto_loop reports it lost.
+                    context.logger.debug(
+                        "MQTT broker did not answer CONNECT; trying again",
+                        metadata: ["mqtt.timeout": "\(context.configuration.connackTimeout)"])
+                    _ = shutdown(mosquitto_socket(mosq), Int32(SHUT_RDWR))
+                    attemptStarted = .now
                 }
                 continue
             }
@@ -85,6 +94,7 @@ enum MQTTConnectionLoop {
             // Acknowledging after handling: reconnect once everything received is handled,
             // or the broker's redeliveries would pile up behind a consumer that cannot go on.
             guard waitUntilHandled(context), reconnectWithBackoff(handle, keepAlive: keepAlive) else { break }
+            attemptStarted = .now
         }
         context.state.withLock { $0.loopEnded() }.run()
         context.logger.debug("MQTT loop ended")
