@@ -53,6 +53,17 @@ struct NATSBrokerTests {
         return last
     }
 
+    /// The time (ms since 1970) of `vehicle`'s fix in `fleet-watch serve`'s `/api/vehicles`.
+    static func newestMappedFixTime(_ vehicle: String, port: Int, directory: TemporaryDirectory) async throws -> Int64? {
+        let curl = try TestProcess(
+            "/usr/bin/curl", ["-sS", "--max-time", "10", "http://127.0.0.1:\(port)/api/vehicles"], directory: directory.path,
+            name: "curl-\(UUID().uuidString.prefix(8))")
+        _ = try await curl.waitForExit(timeout: .seconds(15))
+        let object = try? JSONSerialization.jsonObject(with: Data(curl.standardOutput.utf8)) as? [String: Any]
+        let vehicles = object?["vehicles"] as? [[String: Any]] ?? []
+        return (vehicles.first { $0["id"] as? String == vehicle }?["t"] as? NSNumber)?.int64Value
+    }
+
     /// Waits until the agent's last message is stored, then checks that every number from 1
     /// to it is stored, in one run; returns the fixes stored.
     static func expectWhole(_ vehicle: String, last: Int, postgres: TestPostgres, database: String) async throws -> Int {
@@ -129,6 +140,12 @@ struct NATSBrokerTests {
                     builtProduct("fleet-watch"), ["--json", "--vehicle", "van-c"] + nats.urls.flatMap { ["--broker", $0] },
                     directory: directory.path, name: "watch-cluster")
                 defer { watch.send(SIGKILL) }
+                let mapPort = try FreePort.next()
+                let serve = try TestProcess(
+                    builtProduct("fleet-watch"),
+                    ["serve", "--listen", "127.0.0.1:\(mapPort)", "--tiles", "none"] + nats.urls.flatMap { ["--broker", $0] },
+                    directory: directory.path, name: "serve-cluster")
+                defer { serve.send(SIGKILL) }
                 let agent = try Self.startAgent("van-c", brokers: nats.urls, directory: directory, extra: ["FLEETCAST_QOS_HEADING": "1"])
                 let clock = ContinuousClock()
                 let start = clock.now
@@ -140,6 +157,13 @@ struct NATSBrokerTests {
                     try await nats.restart(node: node)
                 }
                 let linesAfterKills = watch.standardOutput.split(separator: "\n").count
+                try await clock.sleep(until: start.advanced(by: .seconds(88)))
+                // The map is current too: its newest fix of the vehicle is from the last seconds.
+                let mapped = try await Self.newestMappedFixTime("van-c", port: mapPort, directory: directory)
+                let now = Int64(Date().timeIntervalSince1970 * 1000)
+                #expect(
+                    mapped.map { now - $0 < 5_000 } == true,
+                    "the map's newest fix of van-c: \(String(describing: mapped)), now \(now); serve: \(serve.standardError.suffix(3000))")
                 try await clock.sleep(until: start.advanced(by: .seconds(90)))
                 agent.send(SIGTERM)
                 #expect(try await agent.waitForExit(timeout: .seconds(60)) == 0, "\(agent.standardError)")
