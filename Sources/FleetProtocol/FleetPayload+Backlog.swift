@@ -104,6 +104,12 @@ extension FleetPayload {
     /// decoder allocate without bound).
     public static let maximumBacklogEvents = 2_048
 
+    /// The most events of one kind (fixes, or headings) a batch may carry within any one second
+    /// of their own time: a 20 Hz receiver (the fastest common ones), with half as much again
+    /// for jitter in its time stamps. A compact batch denser than this is refused as soon as
+    /// it shows; consumers judge every batch by it (FleetWatch's `FleetPlausibility`).
+    public static let maximumEventsPerSecond = 30
+
     /// Decodes a `backlog` batch.
     ///
     /// The batch must be a JSON object with `v`, `events` (an array), and `vehicle` when

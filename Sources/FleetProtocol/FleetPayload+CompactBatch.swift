@@ -211,6 +211,9 @@ extension FleetPayload {
         var headingState = CompactState(compactHeadingFields)
         var events: [BacklogEvent] = []
         var refused: [(index: Int, error: DecodingError)] = []
+        // Each kind's last times, to refuse a batch denser than a receiver as soon as it shows,
+        // before the costly part (each event's JSON form) is done for the rest.
+        var density = [DensityWindow(), DensityWindow()]
         for index in 0..<Int(count) {
             guard let kind = reader.byte(), kind <= 1 else { throw .invalidValue(key: "kind", detail: "of event \(index) is not 0 or 1") }
             seq = seq &+ UInt64(bitPattern: Varint.unzigzag(try reader.varint("seq")))
@@ -227,6 +230,13 @@ extension FleetPayload {
                 values[field] = coded == 0 ? nil : (values[field] ?? 0) &+ Varint.unzigzag(coded &- 1)
             }
             state.advance(to: values)
+            if let time = values[0], density[Int(kind)].isOverfull(adding: time) {
+                throw .invalidValue(
+                    key: "events",
+                    detail:
+                        "is implausible: more than \(maximumEventsPerSecond) \(kind == 0 ? "fixes" : "headings") within one second of their own time (a 20 Hz receiver at most)"
+                )
+            }
             let json = eventJSON(kind: kind, fields: fields, values: values, vehicle: id, seq: seq, run: run)
             do throws(DecodingError) {
                 if kind == 0 {
@@ -275,6 +285,32 @@ extension FleetPayload {
             }
         }
         return w.finish()
+    }
+}
+
+/// The last ``FleetPayload/maximumEventsPerSecond`` times of one kind of event in a batch (a
+/// ring): whether one more makes more than that many within one second. Exact for events in
+/// time order, as agents send them; after a time that goes back it says no more (the batch's
+/// whole check, on its decoded events, judges such a batch).
+struct DensityWindow: Sendable {
+    private var times: [Int64] = []
+    private var next = 0
+    private var ordered = true
+
+    /// Records `time` (ms); true when it and the ``FleetPayload/maximumEventsPerSecond`` before it
+    /// lie within one second.
+    mutating func isOverfull(adding time: Int64) -> Bool {
+        let limit = FleetPayload.maximumEventsPerSecond
+        if let last = times.isEmpty ? nil : times[(next + times.count - 1) % times.count], time < last { ordered = false }
+        if times.count < limit {
+            times.append(time)
+            next = times.count % limit
+            return false
+        }
+        let oldest = times[next]
+        times[next] = time
+        next = (next + 1) % limit
+        return ordered && time &- oldest < 1_000
     }
 }
 

@@ -1,4 +1,5 @@
 import FleetProtocol
+import GNSS
 
 /// Turns one received MQTT message (topic and payload bytes) into ``FleetEvent``s.
 ///
@@ -48,6 +49,11 @@ public struct FleetMessageDecoder: Sendable {
             body(.malformed(topic: topic, reason: error.description))
             return
         }
+        // Refused whole, and cheaply: nothing of it reaches a consumer (FleetPlausibility).
+        if let problem = FleetPlausibility.batchProblem(batch.events) {
+            body(.malformed(topic: topic, reason: "implausible \(channel.rawValue): \(problem)"))
+            return
+        }
         Self.splice(batch, topic: topic, live: channel == .batch, body)
     }
 
@@ -57,9 +63,15 @@ public struct FleetMessageDecoder: Sendable {
             switch channel {
             case .fix:
                 let d = try FleetPayload.decodeFix(payload, vehicle: vehicle)
+                if let problem = FleetPlausibility.numberProblem(d.number, time: d.fix.time) {
+                    return .malformed(topic: topic, reason: "implausible fix: \(problem)")
+                }
                 return .fix(d.vehicle, seq: d.number, d.fix)
             case .heading:
                 let d = try FleetPayload.decodeHeading(payload, vehicle: vehicle)
+                if let problem = FleetPlausibility.numberProblem(d.number, time: d.heading.time) {
+                    return .malformed(topic: topic, reason: "implausible heading: \(problem)")
+                }
                 return .heading(d.vehicle, seq: d.number, d.heading)
             case .status:
                 return .status(try FleetPayload.decodeStatus(payload, vehicle: vehicle))
@@ -89,6 +101,15 @@ public struct FleetMessageDecoder: Sendable {
                 body(.malformed(topic: topic, reason: "\(live ? "batch" : "backlog") event \(index): \(r.error.description)"))
                 nextRefused = refused.next()
             } else if let event = good.next() {
+                let time: UTCTimestamp? =
+                    switch event {
+                    case .fix(let f): f.fix.time
+                    case .heading(let h): h.heading.time
+                    }
+                if let problem = FleetPlausibility.numberProblem(event.number, time: time) {
+                    body(.malformed(topic: topic, reason: "\(live ? "batch" : "backlog") event \(index): implausible: \(problem)"))
+                    continue
+                }
                 switch (live, event) {
                 case (false, _): body(.backlog(event))
                 case (true, .fix(let d)): body(.fix(d.vehicle, seq: d.number, d.fix))
