@@ -167,7 +167,8 @@ final class MQTTCallbackContext: Sendable {
         // Only this thread delivers: tags follow the order of the streams' elements.
         let what: MQTTDeliveryLedger.Delivery = !targets.isEmpty ? .handedOver : streamsOpen ? .unwanted : .orphaned
         var message = message
-        message.deliveryTag = deliveries.withLock { $0.deliver(what, at: .now) }
+        let bytes = message.payload.count
+        message.deliveryTag = deliveries.withLock { $0.deliver(what, bytes: bytes, at: .now) }
         if what == .unwanted,
             unwantedLogged.withLock({ logged in
                 defer { logged = true }; return !logged

@@ -62,6 +62,11 @@ public struct MQTTConfiguration: Sendable {
     /// When received QoS ≥ 1 messages are acknowledged to the broker: as they arrive (the
     /// default), or once the consumer says it has handled them (``MQTTClient/acknowledge(through:)``).
     public var acknowledgement: MQTTAcknowledgement
+    /// In a client that acknowledges after handling: the payload bytes the consumer may hold
+    /// unhandled before the client stops reading from the broker (TCP then holds the broker
+    /// back) until it catches up; `nil`: no bound beyond ``receiveMaximum`` messages. What a
+    /// consumer holds then stays under this plus one message, whatever the messages carry.
+    public var receiveBudgetBytes: Int?
     /// The largest packet the client takes, in bytes (topic, properties and payload). Under
     /// MQTT 5 it is announced in CONNECT (Maximum Packet Size), so the broker never sends a
     /// larger one: a hostile or mistaken 60 MB retained message costs the client nothing.

@@ -250,7 +250,8 @@ enum MQTTConnectionLoop {
     private static func mayRead(_ context: MQTTCallbackContext) -> Bool {
         let (open, awaitingReply) = context.state.withLock { ($0.readsForHandling, $0.awaitsSubscribeReply) }
         guard open else { return false }
-        return context.deliveries.withLock { $0.mayRead(at: .now, patience: readPatience, awaitingReply: awaitingReply) }
+        let budget = context.configuration.receiveBudgetBytes
+        return context.deliveries.withLock { $0.mayRead(at: .now, patience: readPatience, awaitingReply: awaitingReply, budget: budget) }
     }
 
     /// Polls `socket` (for reading when `reading`, writing when `writing`) and the wake-up

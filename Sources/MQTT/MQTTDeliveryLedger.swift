@@ -25,6 +25,18 @@ struct MQTTDeliveryLedger: Sendable, Equatable {
     private(set) var subscribeUnwritten = false
     /// When the ledger last went from settled to unsettled (nil while settled).
     private(set) var unsettledSince: ContinuousClock.Instant?
+    /// The payload sizes of the messages handed over and not yet handled, oldest first, from
+    /// `heldStart` on (a queue in an array: the handled front is dropped in bulk).
+    private var held: [Held] = []
+    private var heldStart = 0
+    /// The payload bytes of the messages handed over and not yet handled.
+    private(set) var outstandingBytes = 0
+
+    /// A message handed over and not yet handled: its tag and payload size.
+    private struct Held: Equatable {
+        var tag: UInt64
+        var bytes: Int
+    }
 
     /// What became of a delivered message.
     enum Delivery {
@@ -38,13 +50,15 @@ struct MQTTDeliveryLedger: Sendable, Equatable {
         case orphaned
     }
 
-    /// A message arrived (`what` became of it): its tag.
-    mutating func deliver(_ what: Delivery, at now: ContinuousClock.Instant) -> UInt64 {
+    /// A message of `bytes` payload bytes arrived (`what` became of it): its tag.
+    mutating func deliver(_ what: Delivery, bytes: Int = 0, at now: ContinuousClock.Instant) -> UInt64 {
         lastDelivered &+= 1
         switch what {
         case .handedOver:
             if isSettled { unsettledSince = now }
             lastHandedOver = lastDelivered
+            held.append(Held(tag: lastDelivered, bytes: bytes))
+            outstandingBytes += bytes
         case .unwanted: break
         case .orphaned: orphaned = true
         }
@@ -68,6 +82,17 @@ struct MQTTDeliveryLedger: Sendable, Equatable {
         let wasSettled = isSettled
         handledThrough = max(handledThrough, min(tag, lastDelivered))
         if isSettled { unsettledSince = nil }
+        while heldStart < held.count, held[heldStart].tag <= handledThrough {
+            outstandingBytes -= held[heldStart].bytes
+            heldStart += 1
+        }
+        if heldStart == held.count {
+            held.removeAll(keepingCapacity: true)
+            heldStart = 0
+        } else if heldStart > 1_024, heldStart * 2 > held.count {
+            held.removeFirst(heldStart)
+            heldStart = 0
+        }
         return !wasSettled && isSettled
     }
 
@@ -93,13 +118,16 @@ struct MQTTDeliveryLedger: Sendable, Equatable {
     /// Messages handed over and not yet handled.
     var outstanding: UInt64 { lastHandedOver > handledThrough ? lastHandedOver - handledThrough : 0 }
 
-    /// Whether the loop may read at `now`: not while a SUBSCRIBE waits to be written, and not
+    /// Whether the loop may read at `now`: not while a SUBSCRIBE waits to be written, not
     /// once the consumer has been behind for longer than `patience` (it catches up, the
-    /// acknowledgements and keep-alive go out, then reading goes on), unless `awaitingReply`
-    /// (a `subscribe()` waits for a SUBACK behind what the broker sends).
-    func mayRead(at now: ContinuousClock.Instant, patience: Duration, awaitingReply: Bool) -> Bool {
+    /// acknowledgements and keep-alive go out, then reading goes on), and not while it holds
+    /// `budget` payload bytes or more not yet handled (what it holds stays bounded whatever the
+    /// messages carry) — unless `awaitingReply` (a `subscribe()` waits for a SUBACK behind what
+    /// the broker sends).
+    func mayRead(at now: ContinuousClock.Instant, patience: Duration, awaitingReply: Bool, budget: Int? = nil) -> Bool {
         guard !subscribeUnwritten else { return false }
         guard let since = unsettledSince, !awaitingReply else { return true }
+        if let budget, outstandingBytes >= budget { return false }
         return since.duration(to: now) < patience
     }
 }

@@ -7,6 +7,34 @@ import Testing
 @Suite struct MQTTDeliveryLedgerTests {
     let t0 = ContinuousClock.now
 
+    @Test func readingStopsWhileTheConsumerHoldsItsBudgetInBytes() {
+        var ledger = MQTTDeliveryLedger()
+        let budget = 10_000
+        #expect(ledger.mayRead(at: t0, patience: .seconds(1), awaitingReply: false, budget: budget))
+        var tags: [UInt64] = []
+        for _ in 0..<3 { tags.append(ledger.deliver(.handedOver, bytes: 4_000, at: t0)) }
+        #expect(ledger.outstandingBytes == 12_000)
+        #expect(!ledger.mayRead(at: t0, patience: .seconds(1), awaitingReply: false, budget: budget), "12 kB held, 10 kB allowed")
+        #expect(ledger.mayRead(at: t0, patience: .seconds(1), awaitingReply: true, budget: budget), "a SUBACK behind them is read")
+        #expect(ledger.mayRead(at: t0, patience: .seconds(1), awaitingReply: false), "no budget: only the patience counts")
+        _ = ledger.acknowledge(through: tags[0])
+        #expect(ledger.outstandingBytes == 8_000)
+        #expect(ledger.mayRead(at: t0, patience: .seconds(1), awaitingReply: false, budget: budget))
+        _ = ledger.deliver(.unwanted, bytes: 50_000, at: t0)
+        #expect(ledger.outstandingBytes == 8_000, "a message let go is not held")
+        _ = ledger.acknowledge(through: 4)
+        #expect(ledger.outstandingBytes == 0 && ledger.isSettled)
+        // Many deliveries, acknowledged in steps: the count comes back to zero.
+        for round in 0..<5 {
+            var last: UInt64 = 0
+            for _ in 0..<1_000 { last = ledger.deliver(.handedOver, bytes: 3, at: t0) }
+            _ = ledger.acknowledge(through: last - 500)
+            #expect(ledger.outstandingBytes == 1_500, "round \(round)")
+            _ = ledger.acknowledge(through: last)
+            #expect(ledger.outstandingBytes == 0, "round \(round)")
+        }
+    }
+
     @Test func writesWaitUntilEverythingHandedOverIsHandled() {
         var ledger = MQTTDeliveryLedger()
         #expect(ledger.isSettled, "nothing received: the loop may write")
