@@ -43,6 +43,10 @@ public struct FleetRecorder: Service {
         /// The longest one attempt may take before it counts as failed and is retried (the
         /// connection pool waits for a connection without end while the server is unreachable).
         public var attemptTimeout: Duration
+        /// The most rows one write carries (one transaction, one attempt): a batch of messages
+        /// is written in parts of this size, each acknowledged to the broker as it commits. A
+        /// message may carry 2,048 events, so a bound in messages alone is none.
+        public var maximumRowsPerWrite: Int = 10_000
 
         /// Batches of up to 1,000 messages, written at least every 200 ms; an attempt given 5 s
         /// (a batch takes milliseconds: longer means the server is away, and the outage is
@@ -98,42 +102,60 @@ public struct FleetRecorder: Service {
         var received = 0
         var skipped: [TrackRecord.Skip: Int] = [:]
         var malformed = 0
+        // Vehicles whose malformed or implausible messages were named: once each (bounded).
+        var named = Set<String>()
+        /// Writes `records` (retrying while PostgreSQL is away); the caller then acknowledges.
+        func write(_ records: [TrackRecord]) async throws {
+            received += records.count
+            do {
+                written += try await retrying("write \(records.count) rows") { [records] in try await store.insert(records) }
+            } catch {
+                // Not acknowledged: the broker sends them again to the next recorder of the session.
+                logger.warning("Rows received but not written; the broker keeps them", metadata: ["rows": "\(records.count)"])
+                throw error
+            }
+            logger.trace("Batch written", metadata: ["rows": "\(records.count)"])
+        }
         let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
         for try await deliveries in batches {
             var records: [TrackRecord] = []
-            records.reserveCapacity(deliveries.count)
-            for event in deliveries.lazy.flatMap(\.events) {
-                switch TrackRecord.from(event) {
-                case .success(let record): records.append(record)
-                case .failure(.notAPosition):
-                    // A malformed message is counted and named once; a status is simply not history.
-                    guard case .malformed(let topic, let reason) = event else { break }
-                    malformed += 1
-                    if malformed == 1 {
-                        logger.warning(
-                            "A malformed message cannot be recorded; such messages are counted and skipped",
-                            metadata: ["mqtt.topic": "\(JSONString.escaped(topic))", "reason": "\(JSONString.escaped(reason))"])
-                    }
-                case .failure(let skip):
-                    skipped[skip, default: 0] += 1
-                    if skipped[skip] == 1 {
-                        logger.warning(
-                            "A message cannot be recorded; such messages are counted and skipped",
-                            metadata: ["vehicle": "\(event.vehicle?.rawValue ?? "")", "reason": "\(skip)"])
+            records.reserveCapacity(min(deliveries.count, options.maximumRowsPerWrite))
+            for delivery in deliveries {
+                // Decoded one message at a time: what is held is bytes, and one write's rows.
+                for event in delivery.events {
+                    switch TrackRecord.from(event) {
+                    case .success(let record): records.append(record)
+                    case .failure(.notAPosition):
+                        // A malformed or implausible message is counted and named once per
+                        // vehicle; a status is simply not history.
+                        guard case .malformed(let topic, let reason) = event else { break }
+                        malformed += 1
+                        let vehicle = delivery.vehicle?.rawValue ?? ""
+                        if named.count < 10_000, named.insert(vehicle).inserted {
+                            logger.warning(
+                                "A malformed or implausible message cannot be recorded; this vehicle's are counted and skipped",
+                                metadata: [
+                                    "vehicle": "\(vehicle)", "mqtt.topic": "\(JSONString.escaped(topic))",
+                                    "reason": "\(JSONString.escaped(reason))",
+                                ])
+                        }
+                    case .failure(let skip):
+                        skipped[skip, default: 0] += 1
+                        if skipped[skip] == 1 {
+                            logger.warning(
+                                "A message cannot be recorded; such messages are counted and skipped",
+                                metadata: ["vehicle": "\(event.vehicle?.rawValue ?? "")", "reason": "\(skip)"])
+                        }
                     }
                 }
-            }
-            if !records.isEmpty {
-                received += records.count
-                do {
-                    written += try await retrying("write \(records.count) rows") { [records] in try await store.insert(records) }
-                } catch {
-                    // Not acknowledged: the broker sends them again to the next recorder of the session.
-                    logger.warning("Rows received but not written; the broker keeps them", metadata: ["rows": "\(records.count)"])
-                    throw error
+                if records.count >= options.maximumRowsPerWrite {
+                    // A part of the batch, committed: the broker may forget it and all before it.
+                    try await write(records)
+                    records.removeAll(keepingCapacity: true)
+                    delivery.acknowledge()
                 }
-                logger.trace("Batch written", metadata: ["rows": "\(records.count)"])
             }
+            if !records.isEmpty { try await write(records) }
             // Committed (or nothing to keep): the broker may forget these messages now.
             deliveries.last?.acknowledge()
         }

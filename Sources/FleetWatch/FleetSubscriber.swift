@@ -1,4 +1,5 @@
 import FleetProtocol
+import FleetcastCore
 import Logging
 import MQTT
 import ServiceLifecycle
@@ -43,6 +44,9 @@ public struct FleetSubscriber: Sendable {
         /// the broker (the moment a service is really up: an executable says `READY=1` to
         /// systemd then). Called on the subscriber's task; it must not block.
         public var onSubscribed: (@Sendable () -> Void)?
+        /// How long after subscribing a subscriber that has received nothing at all says so,
+        /// once, at notice (60 s).
+        public var silenceNotice: Duration = .seconds(60)
 
         /// Options for the whole fleet under `fleet/`, QoS 1, 10,000 buffered events.
         public init(
@@ -153,9 +157,9 @@ public struct FleetSubscriber: Sendable {
         let decoder = FleetMessageDecoder(topics: options.topics)
         return stream(of: FleetDelivery.self, .unbounded, subscription: .unbounded) { continuation in
             { message, client in
-                var events: [FleetEvent] = []
-                decoder.decode(topic: message.topic, payload: message.payload) { events.append($0) }
-                continuation.yield(FleetDelivery(events: events, client: client, tag: message.deliveryTag))
+                // Not decoded here: a compact batch of 2,048 fixes is 6 KB as bytes and hundreds
+                // of KB as events; the consumer decodes each as it handles it.
+                continuation.yield(FleetDelivery(message: message, decoder: decoder, client: client))
             }
         }
     }
@@ -205,8 +209,10 @@ public struct FleetSubscriber: Sendable {
             }
             logger.info("Subscribed to the fleet", metadata: ["mqtt.broker": "\(configuration.brokerList)", "mqtt.filters": "\(filters)"])
             options.onSubscribed?()
+            let heardAnything = Flag()
             try await withThrowingTaskGroup(of: Void.self) { group in
                 group.addTask { await logConnectionChanges(client) }
+                group.addTask { [self] in await noticeSilence(unless: heardAnything) }
                 group.addTask { [logger] in
                     // Not a cancellation of the loop below, which would drop what the
                     // subscription holds: the client's shutdown finishes its stream after them.
@@ -215,9 +221,15 @@ public struct FleetSubscriber: Sendable {
                     await client.shutdown(flushTimeout: .zero, handingOver: handingOver)
                 }
                 var subscription: MQTTSubscription? = first
+                var heard = false
                 while let current = subscription {
                     do {
-                        for try await message in current { emit(message, client) }
+                        for try await message in current {
+                            emit(message, client)
+                            if !heard {
+                                heard = heardAnything.raise()
+                            }
+                        }
                         subscription = nil
                     } catch let error as MQTTError
                         where error.code == .subscribeRejected && [0x80, 0x83, 0x97].contains(error.reasonCode ?? 0)
@@ -237,6 +249,20 @@ public struct FleetSubscriber: Sendable {
             throw error
         }
         await client.shutdown(flushTimeout: .zero)
+    }
+
+    /// Says once, at notice, when nothing at all has arrived ``Options/silenceNotice`` after subscribing:
+    /// a broker that takes the subscription and then denies every delivery (mosquitto does so for
+    /// a user its ACL has no block for) looks like an idle fleet otherwise.
+    private func noticeSilence(unless heardAnything: Flag) async {
+        guard (try? await Task.sleep(for: options.silenceNotice)) != nil, !heardAnything.isRaised else { return }
+        logger.notice(
+            "Nothing received since subscribing: check that vehicles publish, and that the broker's ACL lets this user read these filters",
+            metadata: [
+                "mqtt.broker": "\(configuration.brokerList)",
+                "mqtt.user": "\(configuration.username ?? configuration.broker.username ?? "(anonymous)")",
+                "mqtt.filters": "\(filters)", "seconds": "\(options.silenceNotice.components.seconds)",
+            ])
     }
 
     /// Follows the client's reconnections after the first connection, at debug: the MQTT
@@ -266,10 +292,22 @@ public struct FleetSubscriber: Sendable {
 /// backlog batch has many, a fix or heading one, a malformed message one ``FleetEvent/malformed(topic:reason:)``)
 /// and the receipt that tells the broker it is kept.
 public struct FleetDelivery: Sendable {
-    /// The message's events, in order.
-    public let events: [FleetEvent]
+    let message: MQTTMessage
+    let decoder: FleetMessageDecoder
     let client: MQTTClient
-    let tag: UInt64
+    var tag: UInt64 { message.deliveryTag }
+
+    /// The message's events, in order, decoded from its bytes at each call: a consumer that
+    /// holds many deliveries holds their bytes (a compact batch is about 3 bytes a fix), and
+    /// the events only of the one it handles.
+    public var events: [FleetEvent] { decoder.events(topic: message.topic, payload: message.payload) }
+
+    /// The vehicle of the message's topic, without decoding its payload; `nil` for a topic
+    /// outside the fleet's layout.
+    public var vehicle: VehicleID? { decoder.topics.parse(message.topic)?.vehicle }
+
+    /// The size of the message's payload, in bytes.
+    public var payloadBytes: Int { message.payload.count }
 
     /// Tells the broker that this message and every earlier one are handled (written
     /// durably): it then forgets them, and sends more. Call it in order; calling it for a
@@ -277,4 +315,13 @@ public struct FleetDelivery: Sendable {
     public func acknowledge() {
         client.acknowledge(through: tag)
     }
+}
+
+/// A flag one task raises and another reads (a class, so tasks can share it).
+final class Flag: Sendable {
+    private let raised = SanitizerVisibleMutex(false)
+    /// Raises it; returns true.
+    func raise() -> Bool { raised.withLock { $0 = true }; return true }
+    /// Whether it was raised.
+    var isRaised: Bool { raised.withLock { $0 } }
 }

@@ -105,6 +105,8 @@ struct ConnectionOptions: ParsableArguments {
             mqtt.session = .persistent(expiry: durability.sessionExpiry)
             mqtt.receiveMaximum = durability.inFlight
             mqtt.acknowledgement = .afterHandling
+            // Bytes, not messages, bound what it holds: a message may carry 2,048 events.
+            mqtt.receiveBudgetBytes = Self.receiveBudgetBytes
         }
         let options = FleetSubscriber.Options(
             topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup, bufferLimit: bufferLimit,
@@ -130,6 +132,11 @@ struct ConnectionOptions: ParsableArguments {
         }
         return urls
     }
+
+    /// The payload bytes a consumer that acknowledges after handling (`record`) holds at most
+    /// before it reads no more from the broker: 16 MiB, about 5 million compact fixes or
+    /// 40,000 single-fix messages, bytes it decodes one message at a time.
+    static let receiveBudgetBytes = 16 << 20
 
     /// This machine's name, as far as it can go into a client id (at most 32 characters).
     static var hostName: String { String(ProcessInfo.processInfo.hostName.prefix(32)) }

@@ -236,6 +236,48 @@ import Testing
         }
     }
 
+    /// A broker that takes the subscription and then delivers nothing (mosquitto does so for a
+    /// user its ACL has no block for) must not look like an idle fleet: the subscriber says
+    /// once, at notice, that nothing arrived, naming the user and filters. One that hears
+    /// anything says nothing.
+    @Test func aSubscriberThatHearsNothingSaysSoOnce() async throws {
+        let acl = "user watch+dispatch\ntopic read fleet/#\nuser pub\ntopic write fleet/#\n"
+        try await withBroker(.init(users: ["watch+ghost": "pw", "watch+dispatch": "pw", "pub": "pw"], acl: acl)) {
+            broker in
+            func subscribe(as user: String) throws -> (InMemoryLogHandler, Task<Void, Never>) {
+                let memory = InMemoryLogHandler()
+                var logger = Logger(label: "test") { _ in memory }
+                logger.logLevel = .info
+                var mqtt = try configuration(broker)
+                mqtt.username = user
+                mqtt.password = "pw"
+                var options = FleetSubscriber.Options()
+                options.silenceNotice = .milliseconds(1_500)
+                let subscriber = try FleetSubscriber(configuration: mqtt, options: options, logger: logger)
+                let task = Task {
+                    do { for try await _ in subscriber.events() {} } catch {}
+                }
+                return (memory, task)
+            }
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"online"}"#, retain: true,
+                extra: ["-u", "pub", "-P", "pw"])
+            let (ghost, ghostTask) = try subscribe(as: "watch+ghost")
+            let (dispatch, dispatchTask) = try subscribe(as: "watch+dispatch")
+            defer { ghostTask.cancel(); dispatchTask.cancel() }
+            let notice =
+                "Nothing received since subscribing: check that vehicles publish, and that the broker's ACL lets this user read these filters"
+            try await waitUntil("the notice", timeout: .seconds(15)) { ghost.entries.contains { $0.message.description == notice } }
+            try await Task.sleep(for: .seconds(2))
+            let said = ghost.entries.filter { $0.message.description == notice }
+            #expect(said.count == 1)
+            #expect(said.first?.level == .notice)
+            #expect(said.first?.metadata["mqtt.user"]?.description == "watch+ghost")
+            #expect(said.first?.metadata["mqtt.filters"]?.description.contains("fleet/+/+") == true)
+            #expect(!dispatch.entries.contains { $0.message.description == notice }, "a subscriber that got the retained status")
+        }
+    }
+
     @Test func anUnreachableBrokerIsNamedInTheLogAndRetried() async throws {
         try await withBroker { broker in
             await broker.stop()
