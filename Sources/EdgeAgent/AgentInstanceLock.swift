@@ -32,6 +32,9 @@ public final class AgentInstanceLock: Sendable {
         /// The lock file cannot be made or locked (a read-only state directory, say): nothing is
         /// known either way.
         case unavailable(path: String, reason: String)
+        /// Something other than a regular file is in the lock file's place (a symbolic link,
+        /// which could point the agent at a file of someone else's): it must not run.
+        case refused(path: String, reason: String)
     }
 
     /// The open lock file's descriptor; closed (and the lock let go) on deinit.
@@ -47,10 +50,22 @@ public final class AgentInstanceLock: Sendable {
     deinit { close(descriptor) }
 
     /// Takes the lock for this process, creating the file (0600) when it is missing.
+    ///
+    /// The file is opened without following a symbolic link (`O_NOFOLLOW`; `O_NONBLOCK`, so a
+    /// FIFO put there cannot hang it): a link in its place, dangling or not, is ``Acquisition/refused(path:reason:)``,
+    /// and so is anything but a regular file (checked with `fstat` on the descriptor opened).
     public static func acquire(directory: String, vehicle: VehicleID) -> Acquisition {
         let path = path(directory: directory, vehicle: vehicle)
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC, 0o600)
-        guard descriptor >= 0 else { return .unavailable(path: path, reason: String(cString: strerror(errno))) }
+        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
+        guard descriptor >= 0 else {
+            let error = errno
+            if error == ELOOP { return .refused(path: path, reason: symbolicLinkReason) }
+            return .unavailable(path: path, reason: String(cString: strerror(error)))
+        }
+        if let reason = notRegularFileReason(descriptor) {
+            close(descriptor)
+            return .refused(path: path, reason: reason)
+        }
         if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return .acquired(AgentInstanceLock(descriptor: descriptor, path: path)) }
         let error = errno
         close(descriptor)
@@ -70,21 +85,48 @@ public final class AgentInstanceLock: Sendable {
     }
 
     /// Whether another process holds the lock (an agent runs for `vehicle`), without keeping it
-    /// and without creating the file.
+    /// and without creating the file. Like ``acquire(directory:vehicle:)``, it follows no
+    /// symbolic link: one in the lock file's place is ``Probe/unknown(path:reason:)``, saying so.
     public static func probe(directory: String, vehicle: VehicleID) -> Probe {
         let path = path(directory: directory, vehicle: vehicle)
-        let descriptor = open(path, O_RDONLY | O_CLOEXEC)
+        let descriptor = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY)
         guard descriptor >= 0 else {
             let error = errno
+            if error == ELOOP { return .unknown(path: path, reason: symbolicLinkReason) }
             return error == ENOENT ? .free : .unknown(path: path, reason: String(cString: strerror(error)))
         }
         defer { close(descriptor) }
+        if let reason = notRegularFileReason(descriptor) { return .unknown(path: path, reason: reason) }
         if flock(descriptor, LOCK_EX | LOCK_NB) == 0 {
             _ = flock(descriptor, LOCK_UN)
             return .free
         }
         let error = errno
         return error == EWOULDBLOCK ? .held(path: path) : .unknown(path: path, reason: String(cString: strerror(error)))
+    }
+
+    /// Why a symbolic link in the lock file's place is refused.
+    static let symbolicLinkReason =
+        "it is a symbolic link, and the agent follows none to its lock file (a link could make it create or lock a file elsewhere); remove it and check who put it there"
+
+    /// Why the open `descriptor` is not a lock file, or `nil` when it is a regular file.
+    private static func notRegularFileReason(_ descriptor: Int32) -> String? {
+        var info = stat()
+        guard fstat(descriptor, &info) == 0 else { return String(cString: strerror(errno)) }
+        return info.st_mode & S_IFMT == S_IFREG ? nil : "it is not a regular file; remove it and check who put it there"
+    }
+}
+
+/// Something other than a regular file is in the place of the vehicle's
+/// ``AgentInstanceLock`` (a symbolic link, say): the agent does not start.
+public struct AgentLockFileRefused: Error, Sendable, CustomStringConvertible {
+    /// The lock file's path.
+    public let path: String
+    /// Why it was refused.
+    public let reason: String
+
+    public var description: String {
+        "cannot take the agent's lock file \(path): \(reason)"
     }
 }
 

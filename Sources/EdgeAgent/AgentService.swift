@@ -131,6 +131,7 @@ public final class AgentService: Service {
         switch AgentInstanceLock.acquire(directory: configuration.stateDirectory, vehicle: configuration.vehicle) {
         case .acquired(let lock): return lock
         case .heldByAnother(let path): throw AgentAlreadyRunning(vehicle: configuration.vehicle, path: path)
+        case .refused(let path, let reason): throw AgentLockFileRefused(path: path, reason: reason)
         case .unavailable: return nil
         }
     }

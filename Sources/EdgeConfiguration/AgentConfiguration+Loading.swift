@@ -44,14 +44,15 @@ extension AgentConfiguration {
     ///
     /// - Parameters:
     ///   - filePath: the YAML file (see `config/agent.yaml`), read with libyaml
-    ///     (``LibYAMLSnapshot``); `nil`: no file.
+    ///     (``LibYAMLSnapshot/init(contentsOf:parsingOptions:)``: at most 1 MiB, its size
+    ///     checked before it is read); `nil`: no file.
     ///   - environment: the process environment; only `FLEETCAST_…` variables are read
     ///     (`FLEETCAST_VEHICLE`, `FLEETCAST_BROKER_URL`, `FLEETCAST_BROKER_PASSWORD`…).
     ///   - flags: values given on the command line, keyed by configuration key (`"qos.fix"`),
     ///     shown in errors as flags (`--qos-fix`). A password is never accepted as a flag.
     /// - Throws: ``ConfigurationError`` listing every problem: the key, the file (or
     ///   environment variable, or flag) and the expected form; unknown keys in the file and in
-    ///   `flags`; an unreadable file.
+    ///   `flags`; an unreadable file, or one over ``LibYAMLSnapshot/maximumBytes``.
     public static func load(
         filePath: String?, environment: [String: String], flags: [String: String]
     ) async throws(ConfigurationError) -> AgentConfiguration {
@@ -82,18 +83,19 @@ extension AgentConfiguration {
             secretsSpecifier: .specific([passwordVariable])
         ).prefixKeys(with: ConfigKey(environmentPrefix.lowercased()))
 
-        // The file: its keys are collected while it is parsed, to report unknown ones.
-        var fileProvider: FileProvider<LibYAMLSnapshot>?
+        // The file: its keys are collected while it is parsed, to report unknown ones. Read by
+        // the snapshot itself, its size checked before (FileProvider would read it whole first).
+        var fileProvider: LibYAMLSnapshot?
         if let filePath {
             let collector = KeyCollector()
             do {
-                fileProvider = try await FileProvider<LibYAMLSnapshot>(
+                fileProvider = try LibYAMLSnapshot(
+                    contentsOf: filePath,
                     parsingOptions: .init(
                         secretsSpecifier: .dynamic { key, _ in
                             collector.add(key)
                             return key == "broker.password"
-                        }),
-                    filePath: .init(filePath)
+                        })
                 )
             } catch {
                 throw ConfigurationError(problems: [
@@ -190,7 +192,7 @@ struct ConfigurationSources {
     var problems: [ConfigurationError.Problem] = []
     var origins: [String: ConfigurationOrigin] = [:]
 
-    init(flags: InMemoryProvider, environment: some ConfigProvider, file: FileProvider<LibYAMLSnapshot>?, filePath: String?) {
+    init(flags: InMemoryProvider, environment: some ConfigProvider, file: LibYAMLSnapshot?, filePath: String?) {
         var providers: [any ConfigProvider] = [flags, environment]
         var layers: [(provider: any ConfigProvider, origin: (String) -> ConfigurationOrigin)] = [
             (flags, { .flag(AgentConfiguration.flagName($0)) }),

@@ -23,8 +23,9 @@ public struct SequenceGap: Sendable, Equatable {
         self.last = last
     }
 
-    /// How many messages the gap is.
-    public var count: UInt64 { last - first + 1 }
+    /// How many messages the gap is: `last - first + 1`, 0 when `last < first`. Exact, in 128
+    /// bits: a gap from 0 to `UInt64.max` is 2^64 numbers, one more than a `UInt64` holds.
+    public var count: UInt128 { last < first ? 0 : UInt128(last - first) + 1 }
 }
 
 /// What the database holds of one vehicle's numbering run, within the range checked.
@@ -33,10 +34,11 @@ public struct SequenceRunSummary: Sendable, Equatable {
     public var vehicle: String
     /// The numbering run.
     public var run: UInt64
-    /// The lowest and highest `seq` held (fixes and headings together).
+    /// The lowest `seq` held (fixes and headings together).
     public var first: UInt64
+    /// The highest `seq` held (fixes and headings together).
     public var last: UInt64
-    /// Messages held between them.
+    /// Messages held between them, both included.
     public var held: UInt64
 
     /// A summary.
@@ -48,21 +50,38 @@ public struct SequenceRunSummary: Sendable, Equatable {
         self.held = held
     }
 
-    /// Messages missing between ``first`` and ``last``.
-    public var missing: UInt64 { (last - first + 1) - min(held, last - first + 1) }
+    /// Messages missing between ``first`` and ``last``, exact in 128 bits (see
+    /// ``SequenceGap/count``); 0 when ``held`` covers the range.
+    public var missing: UInt128 {
+        let span = last < first ? 0 : UInt128(last - first) + 1
+        return span - min(UInt128(held), span)
+    }
 }
 
 /// The completeness check of ``TrackStore/completeness(vehicle:since:until:)``.
+///
+/// Its totals are counts of message numbers, in 128 bits and exact: a vehicle whose `seq`
+/// jumped from 1 to 2^63 − 1 (a corrupt or hostile sender) in three runs lacks more numbers
+/// than a `UInt64` holds, and the report must still say so rather than trap.
 public struct CompletenessReport: Sendable, Equatable {
     /// Each vehicle's runs, by vehicle then run.
     public var runs: [SequenceRunSummary]
     /// The holes, by vehicle, run and `seq`.
     public var gaps: [SequenceGap]
 
+    /// A report of `runs` and their `gaps`.
+    public init(runs: [SequenceRunSummary], gaps: [SequenceGap]) {
+        self.runs = runs
+        self.gaps = gaps
+    }
+
     /// Whether nothing is missing.
     public var isComplete: Bool { gaps.isEmpty }
-    /// Messages missing in all.
-    public var missing: UInt64 { gaps.reduce(0) { $0 + $1.count } }
+    /// Messages missing in all. Each gap is at most 2^64, so the sum cannot overflow 128 bits
+    /// before there are 2^64 gaps.
+    public var missing: UInt128 { gaps.reduce(0) { $0 + $1.count } }
+    /// Messages held in all, fixes and headings, over every run checked.
+    public var held: UInt128 { runs.reduce(0) { $0 + UInt128($1.held) } }
 }
 
 extension TrackStore {

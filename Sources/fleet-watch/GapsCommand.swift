@@ -17,8 +17,11 @@ struct GapsCommand: AsyncParsableCommand {
             For each vehicle and numbering run, the seq ranges that `fleet-watch record` did \
             not store between the lowest and highest it did (fixes and headings share one \
             numbering). With --since/--until (ISO 8601 UTC; --since included, --until \
-            excluded), each run is checked between its first and last fix of that time. Exit \
-            status: 0 complete, 1 something missing, 2 trouble (the database cannot be read).
+            excluded), each run is checked between its first and last fix of that time. Counts \
+            are exact: a run whose numbers jump by 2^63 lacks that many, and the total may \
+            exceed 2^64 (JSON readers that keep numbers in 64 bits or doubles lose precision \
+            there). Exit status: 0 complete, 1 something missing, 2 trouble (the database \
+            cannot be read, or does not answer within --connect-timeout).
             """
     )
 
@@ -37,22 +40,33 @@ struct GapsCommand: AsyncParsableCommand {
     @Option(help: "text or json.")
     var format: Format = .text
 
+    @Option(
+        help: ArgumentHelp(
+            "Seconds to wait for PostgreSQL to accept a connection and answer before giving up (exit 2); up to 3600.",
+            valueName: "seconds"))
+    var connectTimeout: Double = 10
+
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
         if let vehicle {
             do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
         }
+        guard connectTimeout.isFinite, connectTimeout > 0, connectTimeout <= 3600 else {
+            throw ValidationError("--connect-timeout: more than 0 and at most 3600 seconds")
+        }
     }
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let location = try database.location()
+        let location = try database.location(logger: logger)
         let (from, to) = try range.bounds()
         let vehicle = try vehicle.map { try VehicleID(validating: $0) }
         let report: CompletenessReport
         do {
-            report = try await PostgresOptions.withTrackStore(at: location, logger: logger) { store in
+            report = try await PostgresOptions.withTrackStore(
+                at: location, logger: logger, connectTimeout: .milliseconds(Int64(connectTimeout * 1000))
+            ) { store in
                 try await store.completeness(vehicle: vehicle, since: from, until: to)
             }
         } catch {
@@ -75,7 +89,7 @@ struct GapsCommand: AsyncParsableCommand {
             return "\(gap.vehicle) run \(gap.run) seq \(range): \(gap.count) missing"
         }
         let vehicles = Set(report.runs.map(\.vehicle)).count
-        let held = report.runs.reduce(UInt64(0)) { $0 + $1.held }
+        let held = report.held
         lines.append(
             report.isComplete
                 ? "complete: \(held) messages of \(vehicles) vehicles in \(report.runs.count) numbering runs, none missing"
@@ -103,7 +117,7 @@ struct GapsCommand: AsyncParsableCommand {
         }
         return object([
             ("complete", report.isComplete ? "true" : "false"), ("missing", "\(report.missing)"),
-            ("held", "\(report.runs.reduce(UInt64(0)) { $0 + $1.held })"),
+            ("held", "\(report.held)"),
             ("runs", "[" + runs.joined(separator: ",") + "]"), ("gaps", "[" + gaps.joined(separator: ",") + "]"),
         ])
     }

@@ -15,7 +15,8 @@ struct HistoryCommand: AsyncParsableCommand {
             Reads what `fleet-watch record` wrote. Times are UTC, ISO 8601 \
             (2026-11-24T08:00:00Z); the range includes --since and excludes --until. --until \
             defaults to now, --since to 24 hours before --until. The \
-            PostgreSQL password goes in the URL or in the environment variable PGPASSWORD.
+            PostgreSQL password comes from --postgres-password-file, PGPASSWORD or a libpq \
+            password file (PGPASSFILE), never the URL.
             """
     )
 
@@ -51,7 +52,7 @@ struct HistoryCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let location = try database.location()
+        let location = try database.location(logger: logger)
         let vehicle = try VehicleID(validating: vehicle)
         let (from, to) = try track()
 

@@ -24,8 +24,9 @@ struct RecordCommand: AsyncParsableCommand {
             max_queued_messages). While PostgreSQL is away, at most --buffer messages wait in \
             memory and the broker holds the rest. With --share-group, several recorders split \
             the fleet; SIGTERM or SIGINT unsubscribes from the group first, writes what was \
-            received, then exits. The PostgreSQL password goes in the URL or, better, in the \
-            environment variable PGPASSWORD. `fleet-watch gaps` checks what was recorded.
+            received, then exits. The PostgreSQL password comes from --postgres-password-file, \
+            PGPASSWORD or a libpq password file (PGPASSFILE), never the URL. `fleet-watch gaps` \
+            checks what was recorded.
             """
     )
 
@@ -54,7 +55,7 @@ struct RecordCommand: AsyncParsableCommand {
 
     func run() async throws {
         let logger = connection.makeLogger()
-        let location = try database.location()
+        let location = try database.location(logger: logger)
         // The recorder subscribes once its schema is migrated: then it is ready.
         let readiness = Readiness(["subscribed"])
         let shareSuffix = connection.shareGroup.map { "-\($0.prefix(32))" } ?? ""

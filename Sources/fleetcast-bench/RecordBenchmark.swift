@@ -141,7 +141,10 @@ private func measureRecorder(_ postgres: TestPostgres, broker: TestBroker, fixes
     let database = try await postgres.createDatabase()
     let recorder = try TestProcess(
         builtProduct("fleet-watch"),
-        ["record", "--broker", broker.url, "--postgres", postgres.url(database: database) + "?sslmode=disable", "--log-level", "info"],
+        [
+            "record", "--broker", broker.url, "--postgres",
+            "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable", "--log-level", "info",
+        ],
         directory: broker.directory, name: "recorder", environment: ["PGPASSWORD": postgres.password ?? ""])
     defer { recorder.send(SIGKILL) }
     try await waitUntil("fleet-watch record to subscribe", timeout: .seconds(30)) {

@@ -45,8 +45,16 @@ import Testing
         try await withPostgres { postgres in
             let (database, first) = try await Self.recordedTrack(postgres)
             try await withBroker { broker in
+                // The password in a file of the server's own (a URL with it is refused: `ps` shows it).
+                let passwordFile = "\(broker.directory)/postgres.password"
+                #expect(FileManager.default.createFile(
+                    atPath: passwordFile, contents: Data((postgres.password ?? "").utf8), attributes: [.posixPermissions: 0o600]))
                 let fleet = try await FleetMapServeTests.startFleet(
-                    broker, extraArguments: ["--postgres", postgres.url(database: database) + "?sslmode=disable"])
+                    broker,
+                    extraArguments: [
+                        "--postgres", "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable",
+                        "--postgres-password-file", passwordFile,
+                    ])
                 do {
                     // Over HTTP: the fixes of the range, oldest first, flat; a bad query is a 400.
                     let since = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 10_000).iso8601
