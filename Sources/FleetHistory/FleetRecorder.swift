@@ -120,7 +120,12 @@ public struct FleetRecorder: Service {
         for try await deliveries in batches {
             var records: [TrackRecord] = []
             records.reserveCapacity(min(deliveries.count, options.maximumRowsPerWrite))
-            for delivery in deliveries {
+            // Round-robin by vehicle: one vehicle's thousand messages do not go before another's one.
+            var prefix = WrittenPrefix(count: deliveries.count)
+            var inWrite: [Int] = []
+            for index in FairBatchOrder.roundRobin(deliveries.map { $0.vehicle?.rawValue ?? "" }) {
+                let delivery = deliveries[index]
+                inWrite.append(index)
                 // Decoded one message at a time: what is held is bytes, and one write's rows.
                 for event in delivery.events {
                     switch TrackRecord.from(event) {
@@ -149,10 +154,12 @@ public struct FleetRecorder: Service {
                     }
                 }
                 if records.count >= options.maximumRowsPerWrite {
-                    // A part of the batch, committed: the broker may forget it and all before it.
+                    // A part of the batch, committed: the broker may forget what of the batch's
+                    // start is now all written.
                     try await write(records)
                     records.removeAll(keepingCapacity: true)
-                    delivery.acknowledge()
+                    if let through = prefix.markWritten(inWrite) { deliveries[through].acknowledge() }
+                    inWrite.removeAll(keepingCapacity: true)
                 }
             }
             if !records.isEmpty { try await write(records) }
