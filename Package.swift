@@ -167,7 +167,7 @@ let package = Package(
         .target(
             name: "FleetBridges",
             dependencies: [
-                "FleetWatch", "FleetProtocol", "GNSS", "MQTT",
+                "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]

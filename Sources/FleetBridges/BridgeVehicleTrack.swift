@@ -1,3 +1,4 @@
+import FleetProtocol
 import FleetWatch
 import GNSS
 
@@ -7,6 +8,8 @@ import GNSS
 struct BridgeVehicleTrack: Sendable, Equatable {
     /// The latest live fix.
     var fix: Fix?
+    /// The message number of ``fix``.
+    var fixSeq: MessageNumber?
     /// The latest heading with a true heading.
     var heading: Heading?
     /// Whether the vehicle's latest `status` said online.
@@ -15,6 +18,24 @@ struct BridgeVehicleTrack: Sendable, Equatable {
     /// How far apart, in receiver milliseconds, a heading and a fix may be for the heading to
     /// stand in for the fix's course: 10 s. A retained heading of yesterday is not today's course.
     static let headingMaxAgeMilliseconds: Int64 = 10_000
+
+    /// The position of the latest fix, as the event `seq` (a heading's, when it gives the fix
+    /// a new course) orders it; `nil` before the first fix.
+    func position(seq: MessageNumber?) -> FleetBridgeOutput.Position? {
+        fix.map { FleetBridgeOutput.Position(time: $0.time, seq: seq) }
+    }
+
+    /// Remembers `fix` as the latest, unless it is older than the one remembered (by fix time,
+    /// then `seq`: a late or repeated message must not move the vehicle back); returns whether
+    /// it did.
+    mutating func record(_ fix: Fix, seq: MessageNumber?) -> Bool {
+        if let current = position(seq: fixSeq), FleetBridgeOutput.Position(time: fix.time, seq: seq).isOlder(than: current) {
+            return false
+        }
+        self.fix = fix
+        fixSeq = seq
+        return true
+    }
 
     /// Remembers a heading that has a true heading (a magnetic one alone is not a course).
     mutating func record(_ heading: Heading) {

@@ -15,8 +15,14 @@ import MQTT
 ///   the vehicle is available exactly while its agent says `online` — also when this bridge
 ///   is down, since the agent's last will says `offline` there itself. The object id is the
 ///   vehicle id with `.` and `_` escaped (``objectID(_:)``: Home Assistant's discovery topics
-///   allow `[a-zA-Z0-9_-]` only). It is published again when the agent's version (`sw_version`)
-///   becomes known or changes.
+///   allow `[a-zA-Z0-9_-]` only). Its only part that can change is the agent's version
+///   (`sw_version`, from the status's `agent`, kept only when it is 1 to 32 characters of
+///   `[A-Za-z0-9._+-]`, ``validVersion(_:)``; otherwise left out). The first version known is
+///   published at once (a fix may come before the status that names it); a later change at
+///   most once per ``discoveryInterval`` (1 min) per vehicle: a change within the minute goes
+///   out with the vehicle's first event (fix, heading or status) after the minute, carrying the
+///   version of that moment. A sender changing its `agent` on every status thus costs a
+///   retained config a minute, not one per status.
 ///
 /// For each live fix (and each heading that changes the course of a fix without a track):
 /// - `{attributesPrefix}/{vehicle}/attributes`, retained: `latitude`, `longitude` (degrees),
@@ -53,12 +59,20 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
     /// What has been published for one vehicle.
     struct Vehicle: Sendable {
         var track = BridgeVehicleTrack()
-        /// Whether the discovery config went out, and with which `sw_version`.
-        var announced = false
+        /// When the discovery config last went out (``outputs(for:at:)``'s clock), and with
+        /// which `sw_version`; `nil` before the first.
+        var announcedAt: Duration?
         var announcedVersion: String?
-        /// The latest `agent` version the status named.
+        /// Whether a config with a version went out (the first one is not held back).
+        var announcedAnyVersion = false
+        /// The latest valid `agent` version a status named; `nil` when unknown or not valid.
         var agentVersion: String?
     }
+
+    /// The shortest time between two discovery configs of one vehicle: 1 min.
+    public static let discoveryInterval: Duration = .seconds(60)
+    /// The longest `agent` version published as `sw_version`, in characters: 32.
+    public static let maximumVersionLength = 32
 
     /// Where the messages go.
     public let options: Options
@@ -102,23 +116,45 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
     /// The entity's and the device's unique id: `fleetcast_{vehicle}`.
     public static func uniqueID(_ vehicle: VehicleID) -> String { "fleetcast_\(vehicle.rawValue)" }
 
-    public mutating func messages(for event: FleetEvent) -> [MQTTMessage] {
+    /// `version` when it can be shown as `sw_version`: 1 to ``maximumVersionLength``
+    /// characters of `[A-Za-z0-9._+-]` (`0.3.0`, `1.2.0-rc.1+deb12`); `nil` otherwise.
+    public static func validVersion(_ version: String) -> String? {
+        let bytes = version.utf8
+        guard (1...maximumVersionLength).contains(bytes.count),
+            bytes.allSatisfy({ byte in
+                switch byte {
+                case UInt8(ascii: "A")...UInt8(ascii: "Z"), UInt8(ascii: "a")...UInt8(ascii: "z"),
+                    UInt8(ascii: "0")...UInt8(ascii: "9"), UInt8(ascii: "."), UInt8(ascii: "_"), UInt8(ascii: "+"),
+                    UInt8(ascii: "-"):
+                    true
+                default: false
+                }
+            })
+        else { return nil }
+        return version
+    }
+
+    public mutating func outputs(for event: FleetEvent, at now: Duration) -> [FleetBridgeOutput] {
         switch event {
-        case .fix(let id, _, let fix):
+        case .fix(let id, let seq, let fix):
             var vehicle = vehicles[id] ?? Vehicle()
-            var out = announce(id, &vehicle)
-            vehicle.track.fix = fix
-            out.append(attributes(id, fix, course: vehicle.track.course(of: fix)))
+            var out = announce(id, &vehicle, at: now)
+            // A fix older than the one bridged (a late or repeated message) would move the
+            // retained position back.
+            if vehicle.track.record(fix, seq: seq) {
+                out.append(attributes(id, fix, course: vehicle.track.course(of: fix), seq: seq))
+            }
             vehicles[id] = vehicle
             return out
-        case .heading(let id, _, let heading):
+        case .heading(let id, let seq, let heading):
             var vehicle = vehicles[id] ?? Vehicle()
-            var out = announce(id, &vehicle)
+            var out = announce(id, &vehicle, at: now)
             if let fix = vehicle.track.fix {
                 let before = vehicle.track.course(of: fix)
                 vehicle.track.record(heading)
                 let after = vehicle.track.course(of: fix)
-                if after != before { out.append(attributes(id, fix, course: after)) }
+                // The same fix with a new course: newer than the fix's own message.
+                if after != before { out.append(attributes(id, fix, course: after, seq: seq)) }
             } else {
                 vehicle.track.record(heading)
             }
@@ -126,8 +162,8 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
             return out
         case .status(let status):
             var vehicle = vehicles[status.vehicle] ?? Vehicle()
-            if let version = status.agentVersion { vehicle.agentVersion = version }
-            let out = announce(status.vehicle, &vehicle)
+            if let version = status.agentVersion { vehicle.agentVersion = Self.validVersion(version) }
+            let out = announce(status.vehicle, &vehicle, at: now)
             vehicles[status.vehicle] = vehicle
             return out
         case .backlog, .malformed:
@@ -135,12 +171,20 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
         }
     }
 
-    /// The discovery config when the vehicle is new or its agent version changed.
-    private func announce(_ id: VehicleID, _ vehicle: inout Vehicle) -> [MQTTMessage] {
-        guard !vehicle.announced || vehicle.announcedVersion != vehicle.agentVersion else { return [] }
-        vehicle.announced = true
+    /// The discovery config when the vehicle is new, when its first agent version is known, or
+    /// when its version changed and the previous config is at least ``discoveryInterval`` old.
+    private func announce(_ id: VehicleID, _ vehicle: inout Vehicle, at now: Duration) -> [FleetBridgeOutput] {
+        if let announcedAt = vehicle.announcedAt {
+            guard vehicle.announcedVersion != vehicle.agentVersion else { return [] }
+            let firstVersion = !vehicle.announcedAnyVersion && vehicle.agentVersion != nil
+            guard firstVersion || now - announcedAt >= Self.discoveryInterval else { return [] }
+        }
+        vehicle.announcedAt = now
         vehicle.announcedVersion = vehicle.agentVersion
-        return [MQTTMessage(topic: configTopic(id), payload: config(id, swVersion: vehicle.agentVersion), qos: .atLeastOnce, retain: true)]
+        if vehicle.agentVersion != nil { vehicle.announcedAnyVersion = true }
+        let message = MQTTMessage(
+            topic: configTopic(id), payload: config(id, swVersion: vehicle.agentVersion), qos: .atLeastOnce, retain: true)
+        return [FleetBridgeOutput(vehicle: id, message: message)]
     }
 
     /// The discovery config payload.
@@ -166,8 +210,9 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
         return w.finish()
     }
 
-    /// The attributes message of a fix.
-    private func attributes(_ id: VehicleID, _ fix: Fix, course: Double?) -> MQTTMessage {
+    /// The attributes message of a fix, positioned by `seq` (the fix's, or the heading's that
+    /// gave it its course).
+    private func attributes(_ id: VehicleID, _ fix: Fix, course: Double?, seq: MessageNumber?) -> FleetBridgeOutput {
         var w = JSONWriter(capacity: 320)
         w.number("latitude", fix.latitude, decimals: 7)
         w.number("longitude", fix.longitude, decimals: 7)
@@ -180,6 +225,7 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
         w.time("time", fix.time)
         w.int("satellites", fix.satellitesUsed)
         w.string("vehicle", id.rawValue)
-        return MQTTMessage(topic: attributesTopic(id), payload: w.finish(), qos: .atLeastOnce, retain: true)
+        let message = MQTTMessage(topic: attributesTopic(id), payload: w.finish(), qos: .atLeastOnce, retain: true)
+        return FleetBridgeOutput(vehicle: id, message: message, position: .init(time: fix.time, seq: seq))
     }
 }

@@ -14,7 +14,8 @@ import MQTT
 /// north: the track, else the vehicle's true heading of the same moment). As the apps do,
 /// those five are left out when unknown or zero. No `t` (trigger): an automatic update.
 ///
-/// Headings only lend a fix their course. A vehicle seen online that goes offline gets the
+/// A fix older than the vehicle's latest (by fix time, then `seq`) is not bridged: it would
+/// move the retained position back. Headings only lend a fix their course. A vehicle seen online that goes offline gets the
 /// apps' last will, `{"_type":"lwt","tst":…}`, not retained. Backlog entries (history, which
 /// would move the retained position back) and malformed messages are not bridged.
 public struct OwnTracksTranslator: FleetBridgeTranslator {
@@ -57,15 +58,17 @@ public struct OwnTracksTranslator: FleetBridgeTranslator {
         return String((alphanumerics.count >= 2 ? alphanumerics : vehicle.rawValue).suffix(2))
     }
 
-    public mutating func messages(for event: FleetEvent) -> [MQTTMessage] {
+    public mutating func outputs(for event: FleetEvent, at now: Duration) -> [FleetBridgeOutput] {
         switch event {
-        case .fix(let id, _, let fix):
+        case .fix(let id, let seq, let fix):
             var track = tracks[id] ?? BridgeVehicleTrack()
-            track.fix = fix
+            // A fix older than the one bridged (a late or repeated message) would move the
+            // retained position back.
+            guard track.record(fix, seq: seq) else { return [] }
             tracks[id] = track
-            return [
-                MQTTMessage(topic: topic(id), payload: location(id, fix, course: track.course(of: fix)), qos: .atLeastOnce, retain: true)
-            ]
+            let message = MQTTMessage(
+                topic: topic(id), payload: location(id, fix, course: track.course(of: fix)), qos: .atLeastOnce, retain: true)
+            return [FleetBridgeOutput(vehicle: id, message: message, position: track.position(seq: seq))]
         case .heading(let id, _, let heading):
             tracks[id, default: BridgeVehicleTrack()].record(heading)
             return []
@@ -77,7 +80,8 @@ public struct OwnTracksTranslator: FleetBridgeTranslator {
             let wasOnline = tracks[status.vehicle]?.online ?? false
             tracks[status.vehicle, default: BridgeVehicleTrack()].online = status.state == .online
             guard wasOnline, status.state == .offline else { return [] }
-            return [MQTTMessage(topic: topic(status.vehicle), payload: lastWill(status), qos: .atLeastOnce, retain: false)]
+            let message = MQTTMessage(topic: topic(status.vehicle), payload: lastWill(status), qos: .atLeastOnce, retain: false)
+            return [FleetBridgeOutput(vehicle: status.vehicle, message: message)]
         case .backlog, .malformed:
             return []
         }

@@ -7,7 +7,7 @@ import ServiceLifecycle
 
 /// `fleet-watch bridge --to homeassistant|owntracks`: republishes the fleet's topics in Home
 /// Assistant's (MQTT discovery) or OwnTracks' format on the same broker, so the vehicles send
-/// nothing extra. All the logic is in the FleetWatch library (``FleetBridge``).
+/// nothing extra. All the logic is in the FleetBridges library (``FleetBridge``).
 struct BridgeCommand: AsyncParsableCommand {
     static let configuration = CommandConfiguration(
         commandName: "bridge",
@@ -21,7 +21,9 @@ struct BridgeCommand: AsyncParsableCommand {
             -pub (bridge+owntracks reads, bridge+owntracks-pub publishes, with the same password; \
             see deploy/mosquitto/fleetcast.acl). With client certificates, give that connection \
             its own with --publish-cert-file and --publish-key-file: a broker that makes the \
-            certificate's name the client id would otherwise close one connection for the other.
+            certificate's name the client id would otherwise close one connection for the other. \
+            Under load each topic carries its vehicle's newest message (one not yet published is \
+            replaced by a newer one) and the vehicles take turns, so one cannot crowd out the others.
             """
     )
 
@@ -67,7 +69,11 @@ struct BridgeCommand: AsyncParsableCommand {
         let logger = connection.makeLogger()
         // Subscribed comes after the publishing connection is up: then both are.
         let readiness = Readiness(["subscribed"])
-        let subscriber = try connection.makeSubscriber(logger: logger, onSubscribed: { readiness.report("subscribed") })
+        // The bridge reads every event at once (its publishing waits in its own per-vehicle
+        // queue), so the subscription's buffer overflows only when the process cannot keep up
+        // with decoding: an event lost there is said at warning, not debug.
+        let subscriber = try connection.makeSubscriber(
+            logger: logger, dropLogLevel: .warning, onSubscribed: { readiness.report("subscribed") })
         var publishing = FleetBridge<OwnTracksTranslator>.publishingConfiguration(for: subscriber.configuration)
         if let publishCertFile, let publishKeyFile, var tls = publishing.tls {
             tls.certificateFile = publishCertFile

@@ -122,19 +122,70 @@ import Testing
         #expect(u.messages(for: .heading(van, seq: 2, Heading(time: later, trueHeading: 10, source: .hdt))).isEmpty)
     }
 
-    @Test func theAgentVersionFromTheStatusBecomesSwVersionAndIsEscaped() throws {
+    /// The `sw_version` of a config message; `nil` when left out.
+    func swVersion(_ message: MQTTMessage) throws -> String? {
+        let device = try #require(try jsonObject(message)["device"] as? [String: Any])
+        return device["sw_version"] as? String
+    }
+
+    @Test func theAgentVersionFromTheStatusBecomesSwVersionWhenValid() throws {
         var t = try translator()
-        let online = VehicleStatus(vehicle: van, state: .online, agentVersion: "0.3.0 \"beta\"\\\n")
-        let first = t.messages(for: .status(online))
+        let online = VehicleStatus(vehicle: van, state: .online, agentVersion: "0.3.0-rc.1+deb12_amd64")
+        let first = t.messages(for: .status(online), at: .seconds(0))
         #expect(first.map(\.topic) == ["homeassistant/device_tracker/van-7/config"])
-        let device = try #require(try jsonObject(first[0])["device"] as? [String: Any])
-        #expect(device["sw_version"] as? String == "0.3.0 \"beta\"\\\n")
-        #expect(t.messages(for: .status(online)).isEmpty)
-        #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .offline))).isEmpty)  // no version: kept
-        let upgraded = t.messages(for: .status(VehicleStatus(vehicle: van, state: .online, agentVersion: "0.4.0")))
-        let upgradedConfig = try jsonObject(try #require(upgraded.first))
-        let upgradedDevice = try #require(upgradedConfig["device"] as? [String: Any])
-        #expect(upgradedDevice["sw_version"] as? String == "0.4.0")
+        #expect(try swVersion(first[0]) == "0.3.0-rc.1+deb12_amd64")
+        #expect(t.messages(for: .status(online), at: .seconds(100)).isEmpty)
+        #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .offline)), at: .seconds(200)).isEmpty)  // no version: kept
+        let upgraded = t.messages(for: .status(VehicleStatus(vehicle: van, state: .online, agentVersion: "0.4.0")), at: .seconds(300))
+        #expect(try swVersion(try #require(upgraded.first)) == "0.4.0")
+
+        // Not 1 to 32 characters of [A-Za-z0-9._+-]: left out, never the sender's text.
+        for bad in ["", "0.3.0 \"beta\"", "0.3.0\n", "<b>0.3</b>", "0.3.0é", String(repeating: "9", count: 33)] {
+            var u = try translator()
+            let config = try #require(u.messages(for: .status(VehicleStatus(vehicle: van, state: .online, agentVersion: bad))).first)
+            #expect(try swVersion(config) == nil, "\(bad)")
+            #expect(HomeAssistantTranslator.validVersion(bad) == nil)
+        }
+        #expect(HomeAssistantTranslator.validVersion(String(repeating: "9", count: 32)) != nil)
+    }
+
+    @Test func aSenderChangingItsVersionOnEveryStatusGetsOneConfigAMinute() throws {
+        var t = try translator()
+        var configs: [(at: Duration, version: String?)] = []
+        // 500 statuses, 10 a second (50 s), each with another `agent`; the first 200 characters long.
+        for n in 0..<500 {
+            let version = n == 0 ? String(repeating: "x", count: 200) : "1.0.\(n)"
+            let now = Duration.milliseconds(100 * n)
+            for message in t.messages(for: .status(VehicleStatus(vehicle: van, state: .online, agentVersion: version)), at: now) {
+                configs.append((now, try swVersion(message)))
+            }
+        }
+        // The first (its version not valid: left out), the first valid version at once (a fix may
+        // come before the status naming it), then nothing within the minute.
+        #expect(configs.map(\.at) == [.zero, .milliseconds(100)], "\(configs)")
+        #expect(configs.map(\.version) == [nil, "1.0.1"])
+        // A change within the minute goes out with the vehicle's first event after it: here a
+        // fix, 60 s after the last config, with the version of that moment.
+        let attributesOnly = t.messages(for: .fix(van, seq: 1, fix()), at: .milliseconds(60_099)).map(\.topic)
+        #expect(attributesOnly == ["fleetcast/homeassistant/van-7/attributes"])
+        let late = t.messages(for: .fix(van, seq: 2, fix()), at: .milliseconds(60_100))
+        #expect(late.map(\.topic) == ["homeassistant/device_tracker/van-7/config", "fleetcast/homeassistant/van-7/attributes"])
+        #expect(try swVersion(late[0]) == "1.0.499")
+        // Nothing changed since: no config, however long after.
+        #expect(t.messages(for: .fix(van, seq: 3, fix()), at: .seconds(600)).count == 1)
+    }
+
+    @Test func anOlderFixIsNotBridgedAndAHeadingsCourseComesAfterItsFix() throws {
+        var t = try translator()
+        let later = UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 + 1000)
+        let outputs = t.outputs(for: .fix(van, seq: 5, fix(at: later)), at: .zero)
+        #expect(outputs.last?.position == .init(time: later, seq: 5))
+        #expect(t.outputs(for: .fix(van, seq: 6, fix()), at: .zero).isEmpty, "a second earlier")
+        #expect(t.outputs(for: .fix(van, seq: 4, fix(at: later)), at: .zero).isEmpty, "the same time, an earlier seq")
+        let course = t.outputs(for: .heading(van, seq: 7, Heading(time: later, trueHeading: 90, source: .hdt)), at: .zero)
+        let position = try #require(course.first?.position)
+        #expect(position == .init(time: later, seq: 7) && !position.isOlder(than: .init(time: later, seq: 5)))
+        #expect(try jsonObject(try #require(course.first?.message))["course"] as? Double == 90)
     }
 
     @Test func theDiscoveryPrefixIsConfigurableAndDotsLeaveTheObjectID() throws {

@@ -115,6 +115,21 @@ import Testing
         #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .offline, since: since))).isEmpty, "once per going offline")
     }
 
+    @Test func aFixOlderThanTheBridgedOneIsNotBridged() throws {
+        var t = try translator()
+        let later = UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 + 1000)
+        let first = try #require(t.outputs(for: .fix(van, seq: 5, fix(at: later)), at: .zero).first)
+        #expect(first.vehicle == van && first.position == .init(time: later, seq: 5))
+        // A late message (an earlier time), a repeated older one (the same time, an earlier seq).
+        #expect(t.outputs(for: .fix(van, seq: 6, fix()), at: .zero).isEmpty)
+        #expect(t.outputs(for: .fix(van, seq: 4, fix(at: later)), at: .zero).isEmpty)
+        #expect(t.outputs(for: .fix(van, seq: 6, fix(at: later)), at: .zero).count == 1)
+        // The last will is not a position.
+        _ = t.outputs(for: .status(VehicleStatus(vehicle: van, state: .online)), at: .zero)
+        let will = try #require(t.outputs(for: .status(VehicleStatus(vehicle: van, state: .offline)), at: .zero).first)
+        #expect(will.position == nil && !will.message.retain)
+    }
+
     @Test func statusBacklogAndMalformedMessagesAreNotBridged() throws {
         var t = try translator()
         #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .online))).isEmpty)

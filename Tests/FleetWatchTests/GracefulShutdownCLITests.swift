@@ -65,7 +65,10 @@ import Testing
     }
 
     /// Two OwnTracks bridges in a share group; one is stopped with SIGTERM in the middle of a
-    /// burst of fixes: every fix still comes out once as a location, and it exits 0 within 5 s.
+    /// burst of fixes: it publishes what it holds and exits 0 within 5 s, and the other goes on.
+    /// A bridge publishes a vehicle's newest position (a retained topic needs no other), so a
+    /// burst comes out coalesced: what comes out are fixes of the burst, and the fix after it,
+    /// which only the remaining bridge can take, is the one retained.
     @Test func aBridgeInAShareGroupPublishesWhatItReceivedAndExitsZeroWithin5sOfSIGTERM() async throws {
         // Room for one bridge taking the whole group's share of the burst (see the README on
         // max_queued_messages).
@@ -74,7 +77,7 @@ import Testing
             defer { for agent in agents { agent.send(SIGKILL) } }
             let burst = 5_000
             let burstTopic = "owntracks/acme/burst"
-            let observer = try await MosquittoCLI.subscribe(broker: broker, filter: burstTopic, count: burst, timeoutSeconds: 90)
+            let observer = try await MosquittoCLI.subscribe(broker: broker, filter: burstTopic, count: burst + 1, timeoutSeconds: 90)
             defer { observer.process.send(SIGKILL) }
 
             let systemd = try NotifySocket(abstract: true)
@@ -116,12 +119,22 @@ import Testing
             expectNotifyProtocol(systemd.messages)
 
             #expect(try await publisher.waitForExit(timeout: .seconds(60)) == 0, "\(publisher.standardError)")
-            let received = await observer.messages(timeout: .seconds(60))
-            let latitudes = Set(
-                received.compactMap { line in
-                    line.range(of: #""lat":[0-9.]+"#, options: .regularExpression).map { String(line[$0].dropFirst(6)) }
-                })
-            #expect(latitudes.count == burst, "every fix of the burst bridged: \(latitudes.count) of \(burst)")
+            // One fix more, after the burst: only the remaining bridge is there to take it.
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/burst/fix",
+                message: #"{"v":1,"vehicle":"burst","seq":\#(burst + 1),"time":"2026-11-24T00:00:01.000Z","lat":0.5001,"lon":2,"mode":3}"#)
+            try await waitUntil("the fix after the burst bridged", timeout: .seconds(60), interval: .milliseconds(50)) {
+                observer.messagesSoFar.contains { $0.contains(#""lat":0.5001"#) }
+            }
+            await observer.stop()
+            let latitudes = observer.messagesSoFar.compactMap { line in
+                line.range(of: #""lat":[0-9.]+"#, options: .regularExpression).flatMap { Double(line[$0].dropFirst(6)) }
+            }
+            let burstLatitudes = Set((1...burst + 1).map { Double($0) / 10_000 })
+            #expect(latitudes.allSatisfy(burstLatitudes.contains), "only the burst's fixes come out")
+            #expect(Set(latitudes).count == latitudes.count, "none twice")
+            let retained = try await MosquittoCLI.retained(broker: broker, topic: burstTopic)
+            #expect(retained?.contains(#""lat":0.5001"#) == true, "\(String(describing: retained))")
             #expect(staying.isRunning)
             let (stayingStatus, _) = try await staying.terminate()
             #expect(stayingStatus == 0, "\(staying.standardError)")
