@@ -3,7 +3,6 @@ import FleetWatch
 import Foundation
 import Hummingbird
 import HummingbirdAuth
-import HummingbirdBasicAuth
 import HummingbirdCore
 import HummingbirdTLS
 import Logging
@@ -29,11 +28,15 @@ import ServiceLifecycle
 ///
 /// A slow browser is dropped (and logged at info, the default level) instead of being buffered: see
 /// ``Options/maximumPending`` and ``Options/maximumStalledFlushes``; its connection is closed. Any
-/// connection whose client stops reading is closed after ``Options/writeTimeout``, an idle one
-/// after ``Options/idleTimeout``, and at most ``Options/maximumConnections`` are open at once.
+/// connection whose client stops reading is closed after ``Options/writeTimeout``, one without
+/// complete request headers after ``Options/headerTimeout``, an idle one after
+/// ``Options/idleTimeout``; at most ``Options/maximumConnections`` are open at once, and
+/// ``Options/maximumConnectionsPerClient`` from one client.
 ///
 /// Who may use it: ``MapAccess`` (a Host allow-list against DNS rebinding, and optional basic or
-/// bearer authentication); ``Options/tls`` serves HTTPS.
+/// bearer authentication, its failures throttled per client: ``Options/authenticationFailureBurst``);
+/// ``Options/tls`` serves HTTPS. Every response says `X-Content-Type-Options: nosniff` and carries
+/// the page's Content Security Policy (``MapSecurityHeaders``); a path holding a NUL gets 400.
 ///
 /// It is a `Service`: under a ServiceGroup, a graceful shutdown (SIGTERM) ends every browser's
 /// event stream (each `EventSource` sees its response end), stops taking connections, hands the
@@ -78,6 +81,24 @@ public struct FleetMapServer: Service {
         /// The most TCP connections open at once (browsers' event streams, page loads and API
         /// calls together); beyond it new connections wait in the listen queue until one closes.
         public var maximumConnections: Int
+        /// The most connections one client (an IPv4 address, or an IPv6 /64) may have open at
+        /// once; a connection beyond it is closed at once, so one client cannot take every place of
+        /// ``maximumConnections``. Behind a reverse proxy every connection is the proxy's: raise it
+        /// to ``maximumConnections`` there.
+        public var maximumConnectionsPerClient: Int
+        /// How long a connection has to send a request's complete headers, from opening and from
+        /// its last response's end (a keep-alive connection waiting for its next request); then it
+        /// is closed. Against sockets that never finish their headers, holding places.
+        public var headerTimeout: Duration
+        /// How many failed authentications per second a client (an IPv4 address, or an IPv6 /64)
+        /// earns back; beyond ``authenticationFailureBurst`` its credentials are refused with 429,
+        /// unchecked, until it has earned one back.
+        public var authenticationFailuresPerSecond: Double
+        /// How many failed authentications a client may make in a row before being throttled.
+        public var authenticationFailureBurst: Int
+        /// The most clients whose failed authentications are remembered (the one whose last
+        /// failure is oldest is forgotten beyond it): the memory a flood of addresses can take.
+        public var maximumThrottledClients: Int
         /// How long a connection may stay unable to take more of its response (its client not
         /// reading) before it is closed.
         public var writeTimeout: Duration
@@ -91,15 +112,20 @@ public struct FleetMapServer: Service {
         /// Options for `127.0.0.1:8080`, OpenStreetMap tiles, Debian's Leaflet, vehicles stale
         /// after 150 s (never when parked), 5-minute trails, updates every 250 ms, a slow browser dropped after
         /// 10,000 queued vehicles or 40 missed flushes (10 s), at most 1,000 browsers and 1,024
-        /// connections at once, a connection closed after 30 s without its client reading or 60 s
-        /// idle, no authentication, plain HTTP.
+        /// connections at once, a quarter of them (at least 2) per client unless
+        /// `maximumConnectionsPerClient` says otherwise, a connection closed after 30 s without its
+        /// client reading, 10 s without complete request headers or 60 s idle, 2 failed
+        /// authentications a second per client with a burst of 5 (4,096 clients remembered), no
+        /// authentication, plain HTTP.
         public init(
             host: String = "127.0.0.1", port: Int = 8080, leafletDirectory: String = FleetMapServer.debianLeafletDirectory,
             tiles: String? = FleetMapServer.openStreetMapTiles, attribution: String? = FleetMapServer.openStreetMapAttribution,
             staleAfter: Duration = .seconds(150), trailWindow: Duration = .seconds(300), flushInterval: Duration = .milliseconds(250),
             maximumPending: Int = 10_000, maximumStalledFlushes: Int = 40, maximumVehicles: Int = FleetState.defaultMaximumVehicles,
-            maximumBrowsers: Int = 1_000, maximumConnections: Int = 1_024, writeTimeout: Duration = .seconds(30),
-            idleTimeout: Duration = .seconds(60), access: MapAccess = MapAccess(), tls: TLSConfiguration? = nil
+            maximumBrowsers: Int = 1_000, maximumConnections: Int = 1_024, maximumConnectionsPerClient: Int? = nil,
+            headerTimeout: Duration = .seconds(10), authenticationFailuresPerSecond: Double = 2, authenticationFailureBurst: Int = 5,
+            maximumThrottledClients: Int = 4_096, writeTimeout: Duration = .seconds(30), idleTimeout: Duration = .seconds(60),
+            access: MapAccess = MapAccess(), tls: TLSConfiguration? = nil
         ) {
             self.host = host
             self.port = port
@@ -114,6 +140,11 @@ public struct FleetMapServer: Service {
             self.maximumVehicles = maximumVehicles
             self.maximumBrowsers = maximumBrowsers
             self.maximumConnections = max(1, maximumConnections)
+            self.maximumConnectionsPerClient = max(1, maximumConnectionsPerClient ?? max(2, maximumConnections / 4))
+            self.headerTimeout = headerTimeout
+            self.authenticationFailuresPerSecond = authenticationFailuresPerSecond
+            self.authenticationFailureBurst = authenticationFailureBurst
+            self.maximumThrottledClients = maximumThrottledClients
             self.writeTimeout = writeTimeout
             self.idleTimeout = idleTimeout
             self.access = access
@@ -179,11 +210,21 @@ public struct FleetMapServer: Service {
         // at the default level the user sees the address once, from us.
         var httpLogger = logger
         if httpLogger.logLevel > .debug { httpLogger.logLevel = .warning }
+        // Per connection: closed when its client stops reading, when its client has too many open
+        // or when it sends no complete headers in time; every response with the security headers.
+        let refusals = RefusalLog(logger: logger)
+        let connections = ConnectionGuard(
+            maximumPerClient: options.maximumConnectionsPerClient, headerTimeout: options.headerTimeout, refusals: refusals)
+        let policy = MapSecurityHeaders.contentSecurityPolicy(tiles: options.tiles)
         let http = HTTP1Channel.Configuration(
-            additionalChannelHandlers: [StalledWriteHandler(timeout: .init(options.writeTimeout), logger: logger)],
+            additionalChannelHandlers: [
+                StalledWriteHandler(timeout: .init(options.writeTimeout), logger: logger),
+                ConnectionGuardHandler(shared: connections),
+                SecurityHeadersHandler(contentSecurityPolicy: policy),
+            ],
             idleTimeout: .init(options.idleTimeout))
         let app = Application(
-            router: makeRouter(feed, logger: httpLogger),
+            router: makeRouter(feed, refusals: refusals, logger: httpLogger),
             server: try options.tls.map { try .tls(.http1(configuration: http), tlsConfiguration: $0) } ?? .http1(configuration: http),
             configuration: ApplicationConfiguration(
                 address: .hostname(options.host, port: options.port), serverName: "fleet-watch",
@@ -222,22 +263,24 @@ public struct FleetMapServer: Service {
         }
     }
 
-    func makeRouter(_ feed: MapFeed, logger: Logger) -> Router<MapRequestContext> {
+    func makeRouter(_ feed: MapFeed, refusals: RefusalLog, logger: Logger) -> Router<MapRequestContext> {
         let router = Router(context: MapRequestContext.self)
-        // Every route, files included, behind the Host check and the authentication.
+        // Every route, files included, behind the path check, the Host check and the authentication.
+        router.add(middleware: RequestPathCheckMiddleware<MapRequestContext>())
         router.add(
             middleware: HostCheckMiddleware(
-                allowList: HostAllowList(listenHost: options.host, allowed: options.access.allowedHosts),
-                refusal: RefusalLog(logger: self.logger)))
+                allowList: HostAllowList(listenHost: options.host, allowed: options.access.allowedHosts), refusal: refusals))
         let access = options.access
         if access.requiresAuthentication {
-            if !access.users.isEmpty { router.add(middleware: BasicAuthenticator(users: MapUsers(users: access.users))) }
-            if !access.tokens.isEmpty {
-                router.add(middleware: BearerTokenAuthenticator<MapRequestContext>(tokens: access.tokens.map { Array($0.utf8) }))
-            }
             router.add(
-                middleware: RequireAuthenticationMiddleware<MapRequestContext>(basic: !access.users.isEmpty, bearer: !access.tokens.isEmpty)
-            )
+                middleware: MapAuthenticationMiddleware(
+                    users: access.users.isEmpty ? nil : MapUsers(hashes: access.users),
+                    tokens: access.tokens.isEmpty ? nil : MapTokens(access.tokens),
+                    throttle: AuthenticationThrottle(
+                        limits: .init(
+                            failuresPerSecond: options.authenticationFailuresPerSecond, burst: options.authenticationFailureBurst,
+                            maximumClients: options.maximumThrottledClients)),
+                    logger: self.logger))
         }
         router.add(
             middleware: FileMiddleware(
@@ -305,10 +348,8 @@ public struct FleetMapServer: Service {
         var headers = HTTPFields()
         headers[.contentType] = type
         headers[.cacheControl] = "no-cache"
-        headers[.xContentTypeOptions] = "nosniff"
-        // Scripts and connections from this server only; tiles from wherever --tiles points.
-        headers[.contentSecurityPolicy] =
-            "default-src 'self'; img-src * data:; style-src 'self' 'unsafe-inline'; script-src 'self'; connect-src 'self'"
+        // X-Content-Type-Options and the Content Security Policy: SecurityHeadersHandler, on
+        // every response.
         return Response(status: .ok, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(bytes: bytes)))
     }
 
@@ -342,12 +383,15 @@ public struct FleetMapServer: Service {
 }
 
 /// The request context of the map's routes: Hummingbird's basic one, plus the client's address
-/// (`ip:port`), which the log names when a slow browser is dropped, its connection (closed when
-/// it is), and the user the request authenticated as.
+/// (`ip:port`), which the log names when a slow browser is dropped, the client its failed
+/// authentications count against (``PeerAddress``), its connection (closed when it is), and the
+/// user the request authenticated as.
 struct MapRequestContext: AuthRequestContext {
     var coreContext: CoreRequestContextStorage
     /// The client's address, `-` when unknown.
     let peer: String
+    /// The client as the per-client limits count it: its IPv4 address or IPv6 /64.
+    let client: String
     /// The request's connection.
     let channel: any Channel
     /// Who the request authenticated as (``MapAccess``); `nil` before or without authentication.
@@ -358,5 +402,6 @@ struct MapRequestContext: AuthRequestContext {
         channel = source.channel
         let address = source.channel.remoteAddress
         peer = address.map { "\($0.ipAddress ?? "?"):\($0.port ?? 0)" } ?? "-"
+        client = PeerAddress.key(address)
     }
 }

@@ -1,9 +1,5 @@
-import FleetcastCore
-import HTTPTypes
 import Hummingbird
-import HummingbirdAuth
 import HummingbirdBasicAuth
-import Logging
 
 #if canImport(Glibc)
 import Glibc
@@ -23,7 +19,9 @@ import Glibc
 ///   htpasswd's format (what a browser asks for by itself, and sends again with each request,
 ///   `EventSource` included), and bearer tokens (for scripts and monitoring). Every route asks,
 ///   the page and Leaflet included. Without either, anyone who reaches the port sees the fleet:
-///   keep the server on loopback or behind an authenticating proxy.
+///   keep the server on loopback or behind an authenticating proxy. A user name not in the file
+///   costs the same bcrypt as a wrong password (``MapUsers``), and failures are throttled per
+///   client (``AuthenticationFailureBuckets``).
 public struct MapAccess: Sendable {
     /// Host names answered besides IP addresses, `localhost` and the listen address's own name,
     /// lowercased, without a port.
@@ -42,6 +40,11 @@ public struct MapAccess: Sendable {
 
     /// Whether requests must authenticate.
     public var requiresAuthentication: Bool { !users.isEmpty || !tokens.isEmpty }
+
+    /// The bcrypt costs of ``users``' hashes. A name not in the file is checked against a hash of
+    /// the most common one, so that a wrong name takes as long as a wrong password; with more than
+    /// one cost, the time of a 401 still tells the names of the other costs apart.
+    public var userHashCosts: Set<Int> { Set(users.values.compactMap(MapUsers.cost(of:))) }
 
     /// The shortest bearer token accepted: a guessable one is a password with no hash.
     public static let minimumTokenLength = 16
@@ -175,55 +178,84 @@ struct HostCheckMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 }
 
-/// Says once, at info (the level a user sees by default; a library logs no higher), that a
-/// request was refused for its `Host`: a flood of rebinding attempts, or a dispatcher using a
-/// name not yet allowed, makes one line. Later refusals are logged at debug.
-final class RefusalLog: Sendable {
-    private let said = SanitizerVisibleMutex(false)
-    private let logger: Logger
-
-    init(logger: Logger) {
-        self.logger = logger
-    }
-
-    func hostRefused(_ host: String?) {
-        let first = said.withLock { said in
-            defer { said = true }
-            return !said
-        }
-        let name = host.map { JSONString.escaped(String($0.prefix(255))) } ?? "(none)"
-        logger.log(
-            level: first ? .info : .debug,
-            "Refused a request for a host name this server does not answer to; allow it with --allowed-host if it is yours",
-            metadata: ["http.host": "\(name)"])
-    }
-}
-
 /// An authenticated user of the map: a user name from the users file, or `token`.
-struct MapUser: PasswordAuthenticatable, Sendable {
+struct MapUser: Sendable {
     let name: String
-    let passwordHash: String?
 }
 
-/// The users file as hummingbird-auth's repository for its `BasicAuthenticator`.
-struct MapUsers: UserPasswordRepository {
-    let users: [String: String]
+/// The users file's users and how a password is checked against them: bcrypt, through the
+/// verifier (hummingbird-auth's, on NIO's thread pool), for a known user against their hash and
+/// for an unknown one against ``standInHash``, a hash of the same cost that no password creates.
+/// Both cost one bcrypt of the same work, so a wrong name answers no sooner than a wrong password,
+/// and the time of a 401 does not tell which user names exist.
+struct MapUsers: Sendable {
+    /// User names and their bcrypt hashes.
+    let hashes: [String: String]
+    /// What unknown users' passwords are checked against: `$2b$`, the cost most of the users'
+    /// hashes have (the highest of the most common ones), a random salt and a random digest.
+    let standInHash: String
+    let verifier: Verifier
 
-    func getUser(named username: String, context: UserRepositoryContext) async throws -> MapUser? {
-        users[username].map { MapUser(name: username, passwordHash: $0) }
+    /// Whether a password (the first argument) creates a hash (the second).
+    typealias Verifier = @Sendable (String, String) async throws -> Bool
+
+    /// hummingbird-auth's bcrypt, on NIO's thread pool (off the request's executor).
+    static let bcrypt: Verifier = { password, hash in
+        try await BcryptPasswordVerifier().verifyPassword(password, createsHash: hash)
+    }
+
+    init(hashes: [String: String], verifier: @escaping Verifier = MapUsers.bcrypt) {
+        self.hashes = hashes
+        self.standInHash = Self.standInHash(cost: Self.commonCost(of: hashes.values))
+        self.verifier = verifier
+    }
+
+    /// Whether `password` is `name`'s. Always one bcrypt verification, known user or not.
+    func verify(name: String, password: String) async throws -> Bool {
+        let hash = hashes[name]
+        let matches = try await verifier(password, hash ?? standInHash)
+        return hash != nil && matches
+    }
+
+    /// The cost (log2 of the rounds) of a bcrypt hash `$2b$NN$…`, `nil` when it has none.
+    static func cost(of hash: String) -> Int? {
+        let parts = hash.split(separator: "$", omittingEmptySubsequences: false)
+        guard parts.count >= 4, parts[2].count == 2, let cost = Int(parts[2]), (4...31).contains(cost) else { return nil }
+        return cost
+    }
+
+    /// The cost most of `hashes` have (the highest of those tied); 10 when none has one.
+    static func commonCost(of hashes: some Sequence<String>) -> Int {
+        var counts: [Int: Int] = [:]
+        for hash in hashes { if let cost = cost(of: hash) { counts[cost, default: 0] += 1 } }
+        return counts.max { ($0.value, $0.key) < ($1.value, $1.key) }?.key ?? 10
+    }
+
+    /// A well-formed bcrypt hash of `cost`, with a random salt and a random digest: checking a
+    /// password against it does all of bcrypt's work, and no known password creates it.
+    static func standInHash(cost: Int) -> String {
+        let alphabet = Array("./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
+        var generator = SystemRandomNumberGenerator()
+        let random = String((0..<53).map { _ in alphabet.randomElement(using: &generator)! })
+        let cost = min(31, max(4, cost))
+        return "$2b$" + (cost < 10 ? "0\(cost)" : "\(cost)") + "$" + random
     }
 }
 
-/// Bearer tokens: `Authorization: Bearer TOKEN`, compared in constant time with each token.
-struct BearerTokenAuthenticator<Context: AuthRequestContext<MapUser>>: AuthenticatorMiddleware {
-    typealias Identity = MapUser
+/// The bearer tokens: `Authorization: Bearer TOKEN`, compared in constant time with each token.
+struct MapTokens: Sendable {
     let tokens: [[UInt8]]
 
-    func authenticate(request: Request, context: Context) async throws -> MapUser? {
-        guard let given = request.headers.bearer.map({ Array($0.token.utf8) }) else { return nil }
+    init(_ tokens: [String]) {
+        self.tokens = tokens.map { Array($0.utf8) }
+    }
+
+    /// Whether `given` is one of the tokens (every token compared, whichever matches).
+    func matches(_ given: String) -> Bool {
+        let given = Array(given.utf8)
         var matched = false
         for token in tokens where Self.constantTimeEqual(token, given) { matched = true }
-        return matched ? MapUser(name: "token", passwordHash: nil) : nil
+        return matched
     }
 
     /// Whether `a` and `b` are equal, in a time that depends on their lengths only.
@@ -232,21 +264,5 @@ struct BearerTokenAuthenticator<Context: AuthRequestContext<MapUser>>: Authentic
         var difference: UInt8 = 0
         for i in a.indices { difference |= a[i] ^ b[i] }
         return difference == 0
-    }
-}
-
-/// Lets a request through once an authenticator has named its user; otherwise 401 with the
-/// challenges a browser (basic) and a script (bearer) understand.
-struct RequireAuthenticationMiddleware<Context: AuthRequestContext<MapUser>>: RouterMiddleware {
-    let basic: Bool
-    let bearer: Bool
-
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
-        guard context.identity == nil else { return try await next(request, context) }
-        var headers: HTTPFields = [.contentType: "text/plain; charset=utf-8"]
-        if basic { headers.append(HTTPField(name: .wwwAuthenticate, value: #"Basic realm="fleet-watch", charset="UTF-8""#)) }
-        if bearer { headers.append(HTTPField(name: .wwwAuthenticate, value: #"Bearer realm="fleet-watch""#)) }
-        return Response(
-            status: .unauthorized, headers: headers, body: ResponseBody(byteBuffer: ByteBuffer(string: "Authentication required.\n")))
     }
 }

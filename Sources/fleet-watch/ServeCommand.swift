@@ -24,15 +24,19 @@ struct ServeCommand: AsyncParsableCommand {
             standard layer by default; "none" for a plain background with a scale). Updates are \
             pushed with Server-Sent Events (/events); /api/vehicles is the fleet as JSON. With \
             --postgres (the database `fleet-watch record` writes), a vehicle's details offer its \
-            recorded track over a chosen time (/api/track); the PostgreSQL password goes in the \
-            URL or in PGPASSWORD.
+            recorded track over a chosen time (/api/track); the PostgreSQL password comes from \
+            --postgres-password-file, PGPASSWORD or a libpq password file (PGPASSFILE), never \
+            the URL.
 
             Who may use it: requests are answered only for a Host that is an IP address, \
             localhost, the --listen name or an --allowed-host (a web page elsewhere cannot rebind \
             its name to this server). Without --users-file or --token-file anyone who reaches the \
             port sees where every vehicle is: keep --listen on loopback, or give users (htpasswd -B \
             -c FILE NAME; the browser asks for the password) and tokens for scripts (Authorization: \
-            Bearer). --tls-certificate and --tls-key serve HTTPS.
+            Bearer). --tls-certificate and --tls-key serve HTTPS. Wrong credentials are throttled per \
+            client address (2 a second, 5 in a row, then 429 with Retry-After), each address may hold \
+            --max-connections-per-client connections, and a connection that sends no complete request \
+            headers within 10 s is closed.
             """
     )
 
@@ -56,8 +60,10 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "Minutes of trail drawn behind each vehicle.")
     var trailMinutes: Double = 5
 
-    @Option(help: "The track history to draw past tracks from: postgres://[user@]host[:port]/database[?sslmode=…].")
+    @Option(help: "The track history to draw past tracks from: postgres://[user@]host[:port]/database[?sslmode=…] (no password).")
     var postgres: String?
+
+    @OptionGroup var postgresPassword: PostgresPasswordOptions
 
     @Option(
         name: .customLong("allowed-host"),
@@ -79,8 +85,18 @@ struct ServeCommand: AsyncParsableCommand {
     @Option(help: "The most connections open at once (browsers, page loads and API calls).")
     var maxConnections: Int = 1_024
 
+    @Option(
+        help: """
+            The most connections one client (an IPv4 address, or an IPv6 /64) may have open at once (default: a quarter of \
+            --max-connections, at least 2; behind a reverse proxy every connection is the proxy's: give --max-connections).
+            """)
+    var maxConnectionsPerClient: Int?
+
     func validate() throws {
         guard (1...100_000).contains(maxConnections) else { throw ValidationError("--max-connections: 1 to 100000") }
+        if let maxConnectionsPerClient, !(1...100_000).contains(maxConnectionsPerClient) {
+            throw ValidationError("--max-connections-per-client: 1 to 100000")
+        }
         guard (tlsCertificate == nil) == (tlsKey == nil) else {
             throw ValidationError("--tls-certificate and --tls-key go together")
         }
@@ -95,8 +111,9 @@ struct ServeCommand: AsyncParsableCommand {
         }
         guard staleAfter.isFinite, (1...86_400).contains(staleAfter) else { throw ValidationError("--stale-after: 1 to 86400 seconds") }
         guard trailMinutes.isFinite, (0...1440).contains(trailMinutes) else { throw ValidationError("--trail-minutes: 0 to 1440") }
-        if let postgres {
-            do { _ = try PostgresLocation(parsing: postgres) } catch { throw ValidationError(error.description) }
+        if let postgres { try PostgresPasswordOptions.check(url: postgres) }
+        if postgres == nil, postgresPassword.postgresPasswordFile != nil {
+            throw ValidationError("--postgres-password-file goes with --postgres")
         }
     }
 
@@ -125,7 +142,8 @@ struct ServeCommand: AsyncParsableCommand {
             host: host, port: port, leafletDirectory: leafletDir, tiles: useTiles ? tiles : nil,
             attribution: attribution ?? (tiles == FleetMapServer.openStreetMapTiles ? FleetMapServer.openStreetMapAttribution : nil),
             staleAfter: .milliseconds(Int64(staleAfter * 1000)), trailWindow: .milliseconds(Int64(trailMinutes * 60_000)),
-            maximumConnections: maxConnections, access: try access(logger: logger), tls: try tls())
+            maximumConnections: maxConnections, maximumConnectionsPerClient: maxConnectionsPerClient, access: try access(logger: logger),
+            tls: try tls())
         if !options.access.requiresAuthentication && !Self.isLoopback(host) {
             logger.warning(
                 "Serving the map without authentication on a non-loopback address: anyone who reaches it sees where every vehicle is (--users-file, --token-file)",
@@ -133,7 +151,8 @@ struct ServeCommand: AsyncParsableCommand {
         }
         let client = try postgres.map {
             PostgresClient(
-                configuration: try PostgresLocation(parsing: $0, environment: ProcessInfo.processInfo.environment).clientConfiguration,
+                configuration: try postgresPassword.location(url: $0, environment: ProcessInfo.processInfo.environment, logger: logger)
+                    .clientConfiguration,
                 backgroundLogger: logger)
         }
         let readiness = Readiness(["subscribed", "listening"])
@@ -172,6 +191,11 @@ extension ServeCommand {
         if let usersFile {
             access.users = try MapAccess.users(htpasswd: try Self.read(usersFile, option: "--users-file"), file: usersFile)
             Self.warnIfReadableByOthers(usersFile, logger: logger)
+            if access.userHashCosts.count > 1 {
+                logger.warning(
+                    "The users file's bcrypt hashes have different costs: the time of a refusal tells which cost a user name has; give every user the same (htpasswd -B -C)",
+                    metadata: ["file": "\(usersFile)", "bcrypt.costs": "\(access.userHashCosts.sorted())"])
+            }
         }
         if let tokenFile {
             access.tokens = try MapAccess.tokens(text: try Self.read(tokenFile, option: "--token-file"), file: tokenFile)

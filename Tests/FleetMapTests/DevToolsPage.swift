@@ -6,7 +6,7 @@ import Glibc
 #endif
 
 /// One page of a headless Chromium started with `--remote-debugging-port`, driven through the
-/// Chrome DevTools Protocol (`Runtime.evaluate`) over its WebSocket: a minimal RFC 6455 client
+/// Chrome DevTools Protocol (`Runtime.evaluate`, or any method) over its WebSocket: a minimal RFC 6455 client
 /// on a blocking loopback socket, every read bounded by a receive timeout, enough for
 /// request/response over one connection (text frames, client frames masked, continuation
 /// frames joined, server pings answered).
@@ -49,25 +49,32 @@ final class DevToolsPage {
     /// Evaluates `expression` in the page and returns its value as JSON text (the expression
     /// should return a string, e.g. `JSON.stringify(…)`).
     func evaluate(_ expression: String) throws -> String {
+        let (answer, message) = try call("Runtime.evaluate", ["expression": expression, "returnByValue": true])
+        let result = (answer["result"] as? [String: Any])?["result"] as? [String: Any]
+        if let exception = (answer["result"] as? [String: Any])?["exceptionDetails"] {
+            throw Failure(description: "exception in the page: \(exception)")
+        }
+        guard let value = result?["value"] as? String else {
+            throw Failure(description: "no string value: \(String(decoding: message, as: UTF8.self).prefix(500))")
+        }
+        return value
+    }
+
+    /// Calls the DevTools method `method` with `params` and returns its answer (the whole
+    /// message, and its bytes); an `error` answer is thrown.
+    @discardableResult
+    func call(_ method: String, _ params: [String: Any] = [:]) throws -> (answer: [String: Any], message: [UInt8]) {
         nextID += 1
         let id = nextID
-        let request: [String: Any] = [
-            "id": id, "method": "Runtime.evaluate", "params": ["expression": expression, "returnByValue": true],
-        ]
+        let request: [String: Any] = ["id": id, "method": method, "params": params]
         try sendFrame(Array(try JSONSerialization.data(withJSONObject: request)))
         while true {
             let message = try receiveMessage()
             guard let object = try JSONSerialization.jsonObject(with: Data(message)) as? [String: Any],
                 object["id"] as? Int == id
             else { continue }  // an event, or another answer
-            let result = (object["result"] as? [String: Any])?["result"] as? [String: Any]
-            if let exception = (object["result"] as? [String: Any])?["exceptionDetails"] {
-                throw Failure(description: "exception in the page: \(exception)")
-            }
-            guard let value = result?["value"] as? String else {
-                throw Failure(description: "no string value: \(String(decoding: message, as: UTF8.self).prefix(500))")
-            }
-            return value
+            if let error = object["error"] { throw Failure(description: "\(method): \(error)") }
+            return (object, message)
         }
     }
 

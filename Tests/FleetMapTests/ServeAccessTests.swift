@@ -64,9 +64,11 @@ import Testing
 
     @Test func tokensAreComparedWholly() {
         let token = Array("0123456789abcdef0123".utf8)
-        #expect(BearerTokenAuthenticator<MapRequestContext>.constantTimeEqual(token, token))
-        #expect(!BearerTokenAuthenticator<MapRequestContext>.constantTimeEqual(token, Array(token.dropLast())))
-        #expect(!BearerTokenAuthenticator<MapRequestContext>.constantTimeEqual(token, Array("0123456789abcdef0124".utf8)))
+        #expect(MapTokens.constantTimeEqual(token, token))
+        #expect(!MapTokens.constantTimeEqual(token, Array(token.dropLast())))
+        #expect(!MapTokens.constantTimeEqual(token, Array("0123456789abcdef0124".utf8)))
+        let tokens = MapTokens(["0123456789abcdef0123", "fedcba9876543210fedc"])
+        #expect(tokens.matches("fedcba9876543210fedc") && !tokens.matches("fedcba9876543210fedd") && !tokens.matches(""))
     }
 }
 
