@@ -47,8 +47,9 @@ import Testing
             try await withBroker { broker in
                 // The password in a file of the server's own (a URL with it is refused: `ps` shows it).
                 let passwordFile = "\(broker.directory)/postgres.password"
-                #expect(FileManager.default.createFile(
-                    atPath: passwordFile, contents: Data((postgres.password ?? "").utf8), attributes: [.posixPermissions: 0o600]))
+                #expect(
+                    FileManager.default.createFile(
+                        atPath: passwordFile, contents: Data((postgres.password ?? "").utf8), attributes: [.posixPermissions: 0o600]))
                 let fleet = try await FleetMapServeTests.startFleet(
                     broker,
                     extraArguments: [
