@@ -63,7 +63,9 @@ for i in $(seq "${DEMO_VEHICLES:-1}"); do
   # Each simulated vehicle drives its own loop, a little further north-east than the last.
   lat=$(awk -v i="$i" 'BEGIN { printf "%.4f", 52.3702 + (i - 1) * 0.01 }')
   lon=$(awk -v i="$i" 'BEGIN { printf "%.4f", 4.8952 + (i - 1) * 0.015 }')
-  "$bin/fleetcast-agent" run --source "sim:?rate=1&lat=$lat&lon=$lon" --vehicle "demo-$i" \
+  # Every fix (FLEETCAST_REPORT_EVERY_FIX): the demo moves every second. A vehicle on a
+  # metered link keeps the default policy (a fix every 10 s at most, more on turns).
+  FLEETCAST_REPORT_EVERY_FIX=1 "$bin/fleetcast-agent" run --source "sim:?rate=1&lat=$lat&lon=$lon" --vehicle "demo-$i" \
     --broker "mqtt://127.0.0.1:$port" --state-dir "$work/state-$i" >"$work/agent-$i.log" 2>&1 &
   pids+=($!)
 done
