@@ -160,7 +160,9 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Service {
         var refusedFeedback = false
         let clock = ContinuousClock()
         let start = clock.now
+        var malformed = MalformedMessageReport()
         for try await event in events {
+            malformed.note(event, topics: subscriber.options.topics, logger: logger)
             let now = clock.now - start
             // A new vehicle beyond the limit is refused before the translator remembers it.
             if let vehicle = event.vehicle, !event.isBacklog, !queue.admit(vehicle, at: now) { continue }

@@ -101,9 +101,7 @@ public struct FleetRecorder: Service {
         var written = 0
         var received = 0
         var skipped: [TrackRecord.Skip: Int] = [:]
-        var malformed = 0
-        // Vehicles whose malformed or implausible messages were named: once each (bounded).
-        var named = Set<String>()
+        var malformed = MalformedMessageReport()
         /// Writes `records` (retrying while PostgreSQL is away); the caller then acknowledges.
         func write(_ records: [TrackRecord]) async throws {
             received += records.count
@@ -133,17 +131,7 @@ public struct FleetRecorder: Service {
                     case .failure(.notAPosition):
                         // A malformed or implausible message is counted and named once per
                         // vehicle; a status is simply not history.
-                        guard case .malformed(let topic, let reason) = event else { break }
-                        malformed += 1
-                        let vehicle = delivery.vehicle?.rawValue ?? ""
-                        if named.count < 10_000, named.insert(vehicle).inserted {
-                            logger.warning(
-                                "A malformed or implausible message cannot be recorded; this vehicle's are counted and skipped",
-                                metadata: [
-                                    "vehicle": "\(vehicle)", "mqtt.topic": "\(JSONString.escaped(topic))",
-                                    "reason": "\(JSONString.escaped(reason))",
-                                ])
-                        }
+                        malformed.note(event, topics: subscriber.options.topics, logger: logger)
                     case .failure(let skip):
                         skipped[skip, default: 0] += 1
                         if skipped[skip] == 1 {
@@ -170,7 +158,7 @@ public struct FleetRecorder: Service {
             "Recorder stopped; everything received is written",
             metadata: [
                 "rows.received": "\(received)", "rows.new": "\(written)", "rows.duplicate": "\(received - written)",
-                "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed)",
+                "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed.count)",
             ])
     }
 

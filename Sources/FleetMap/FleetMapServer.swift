@@ -238,7 +238,9 @@ public struct FleetMapServer: Service {
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
                 // Ends after a graceful shutdown's hand-over, or throws when the subscription fails.
+                var malformed = MalformedMessageReport()
                 for try await event in subscriber.events() {
+                    malformed.note(event, topics: subscriber.options.topics, logger: logger)
                     feed.apply(event, at: .wallClockNow)
                 }
             }

@@ -115,6 +115,65 @@ import Testing
         }
     }
 
+    /// The security review's flood: 40 compact batches a second of 2,048 fixes 10 ms apart (a
+    /// 100 Hz receiver no vehicle has) beside a vehicle sending a fix a second. The batches are
+    /// refused as implausible, each at its 31st fix, said once at warning for the vehicle; the
+    /// steady vehicle's fixes all get through.
+    @Test func implausibleBatchesAreSkippedWithOneWarningAndTheOthersGetThrough() async throws {
+        try await withBroker { broker in
+            let recorder = try await MosquittoCLI.subscribe(
+                broker: broker, filter: "owntracks/acme/#", count: 10_000_000, timeoutSeconds: 90)
+            let bridge = try await cli.startBridge(["--to", "owntracks", "--owntracks-user", "acme"], broker: broker, name: "bridge-hog")
+            defer { bridge.send(SIGKILL) }
+            let client = try await connectPublisher(broker, id: "hog-agents")
+            let steadyFixes = 10
+            let clock = ContinuousClock()
+            let start = clock.now
+            try await withThrowingTaskGroup(of: Void.self) { group in
+                group.addTask {
+                    var seq: UInt64 = 0
+                    for batch in 0..<(40 * steadyFixes) {
+                        var writer = FleetPayload.CompactBatchWriter(vehicle: VehicleID("hog")!, run: 1, maximumBytes: 60_000)
+                        for _ in 0..<FleetPayload.maximumBacklogEvents {
+                            seq += 1
+                            let fix = Fix(
+                                time: UTCTimestamp(millisecondsSince1970: base + Int64(seq) * 10), latitude: 30, longitude: 5, mode: .threeD
+                            )
+                            _ = writer.append(fix, seq: seq)
+                        }
+                        try await client.publish(topic: "fleet/hog/batch", payload: writer.finish(), qos: .atLeastOnce)
+                        try await clock.sleep(until: start + .milliseconds(25 * (batch + 1)))
+                    }
+                }
+                group.addTask {
+                    for k in 0..<steadyFixes {
+                        let fix = Fix(
+                            time: UTCTimestamp(millisecondsSince1970: base + Int64(k) * 1000), latitude: 20 + Double(k) * 0.001,
+                            longitude: 5, mode: .threeD)
+                        try await client.publish(
+                            topic: "fleet/steady/fix", payload: FleetPayload.encode(fix, vehicle: "steady", seq: UInt64(k + 1)),
+                            qos: .atLeastOnce)
+                        try await clock.sleep(until: start + .seconds(k + 1))
+                    }
+                }
+                try await group.waitForAll()
+            }
+            try? await waitUntil("the steady vehicle's fixes bridged", timeout: .seconds(30)) {
+                cli.payloads(recorder, on: "owntracks/acme/steady").count >= steadyFixes
+            }
+            await recorder.stop()
+            let steady = Set(try cli.payloads(recorder, on: "owntracks/acme/steady").map { try latitude($0) })
+            #expect(steady.count >= steadyFixes * 95 / 100, "\(steady.count) of \(steadyFixes) steady fixes bridged")
+            #expect(cli.payloads(recorder, on: "owntracks/acme/hog").isEmpty, "no fix of an implausible batch is bridged")
+            let log = bridge.standardError
+            let warning = "A malformed or implausible message was skipped"
+            #expect(log.components(separatedBy: warning).count == 2, "said once: \(log.suffix(2000))")
+            #expect(log.contains("vehicle=hog") && log.contains("implausible"), "\(log.suffix(2000))")
+            #expect(bridge.isRunning)
+            await client.shutdown()
+        }
+    }
+
     @Test func aSenderChangingItsAgentOnEveryStatusGetsAtMostACoupleOfDiscoveryConfigs() async throws {
         try await withBroker { broker in
             let configs = try await MosquittoCLI.subscribe(
