@@ -282,15 +282,8 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         reasonCode: Int32
     ) -> (restore: [(filter: String, qos: MQTTQoS, identifier: UInt32)], actions: Actions, fellBack: Bool) {
         var actions = Actions()
-        if fallsBack, protocolVersion == .v5, reasonCode == 0x84 || reasonCode == 1 {
-            switch phase {
-            case .connecting, .reconnecting, .connected:
-                protocolVersion = .v311
-                fallingBack = true
-                return ([], actions, true)
-            case .idle, .shuttingDown, .closed:
-                return ([], actions, false)
-            }
+        if reasonCode == 0x84 || reasonCode == 1, refusedVersion5() {
+            return ([], actions, true)
         }
         if reasonCode == 0 {
             switch phase {
@@ -315,6 +308,10 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         }
         let error = MQTTError.connack(reasonCode: reasonCode, version: protocolVersion, sentCredentials: sentCredentials)
         switch phase {
+        case .connecting where firstConnectTriesLeft > 0 && error.isWorthRetrying:
+            // A node that is busy or unavailable: the close that follows moves the first
+            // connect on to the next node (every retry of a new client would start here again).
+            break
         case .connecting(let ack):
             failConnect(ack, error, &actions)
         case .reconnecting(let attempt, _):
@@ -327,6 +324,22 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
             break
         }
         return ([], actions, false)
+    }
+
+    /// A broker refused MQTT 5 for its version: under `.auto`, while a CONNACK is awaited on
+    /// MQTT 5, the client speaks 3.1.1 from now on, the close that follows is not a loss, and the
+    /// next attempt goes at once; returns whether it fell back. The loop calls it too when
+    /// libmosquitto (2.0.12 and later) cannot read a 3.1.1-only broker's two-byte CONNACK as
+    /// MQTT 5's and reports a malformed packet instead of reason 0x84.
+    mutating func refusedVersion5() -> Bool {
+        guard fallsBack, protocolVersion == .v5, awaitsConnack || isConnectedPhase else { return false }
+        protocolVersion = .v311
+        fallingBack = true
+        return true
+    }
+
+    private var isConnectedPhase: Bool {
+        if case .connected = phase { true } else { false }
     }
 
     /// The connection went away, or a connection attempt failed, with `error`. Returns

@@ -86,6 +86,15 @@ enum MQTTConnectionLoop {
             }
             let error = context.connectError(code: rc, errnoValue: savedErrno)
             context.traffic.withLock { $0.connectionEnded() }
+            if rc == MOSQ_ERR_MALFORMED_PACKET.rawValue || rc == MOSQ_ERR_PROTOCOL.rawValue,
+                context.state.withLock({ $0.awaitsConnack && $0.refusedVersion5() })
+            {
+                // libmosquitto ≥ 2.0.12 reads a 3.1.1-only broker's CONNACK (code 1, no
+                // properties) as a malformed MQTT 5 packet, without calling on_connect.
+                context.logger.notice(
+                    "MQTT broker does not speak MQTT 5; connecting with MQTT 3.1.1 (set the protocol to 3.1.1 to skip this step)",
+                    metadata: ["mqtt.error": "\(error)"])
+            }
             let (reconnect, isNews, actions) = context.state.withLock { $0.connectionLost(error) }
             actions.run()
             guard reconnect else { break }

@@ -131,6 +131,35 @@ import Testing
         #expect(five.protocolVersion == .v5)
     }
 
+    @Test func aMalformedConnackFromA311BrokerFallsBackAsA0x84Does() {
+        // libmosquitto ≥ 2.0.12 reports a 3.1.1 CONNACK read as MQTT 5 as a malformed packet.
+        var state = State(protocolVersion: .auto, sentCredentials: false)
+        _ = state.startConnect("connect", cancelled: false)
+        #expect(state.awaitsConnack)
+        let fellBack = state.refusedVersion5()
+        #expect(fellBack)
+        #expect(state.protocolVersion == .v311)
+        let lost = state.connectionLost(.connectionLost(reason: "malformed packet"))
+        #expect(lost.reconnect && Outcome(lost.actions).failed.isEmpty)
+        #expect(state.willReconnect { _ in .seconds(5) }.delay == .zero)
+        let again = state.refusedVersion5()
+        #expect(!again, "once: 3.1.1 has nothing to fall back to")
+        var fixed = State(protocolVersion: .v5, sentCredentials: false)
+        _ = fixed.startConnect("connect", cancelled: false)
+        let fixedFellBack = fixed.refusedVersion5()
+        #expect(!fixedFellBack, "a protocol set to 5 never falls back")
+    }
+
+    @Test func aBusyNodeMovesTheFirstConnectOnToTheNextButABadPasswordDoesNot() {
+        var state = State(protocolVersion: .v5, sentCredentials: true, brokerCount: 2, firstBroker: 0)
+        _ = state.startConnect("connect", cancelled: false)
+        #expect(Outcome(state.connack(reasonCode: 0x89).actions).failed.isEmpty, "server busy: not the end of the connect")
+        #expect(state.connectionLost(.connectionLost(reason: "closed after the refusal")).reconnect)
+        _ = state.willReconnect { _ in .seconds(5) }
+        #expect(state.brokerIndex == 1)
+        #expect(Outcome(state.connack(reasonCode: 0x86).actions).failed["connect"]?.code == .badUserNameOrPassword)
+    }
+
     @Test func aFirstConnectTriesEachBrokerOnceThenFails() {
         var state = State(protocolVersion: .v5, sentCredentials: false, brokerCount: 3, firstBroker: 2)
         #expect(state.brokerIndex == 2)
