@@ -68,7 +68,9 @@ echo "==> concurrency tests under ThreadSanitizer"
 # fleet side (its comment says why a second manifest). deploy/tsan.supp: the one runtime
 # hand-over ThreadSanitizer cannot see (its comment says why). BrokerIdentityTests' bridge tests
 # run the fleet-watch binary, which this build leaves out (they run in the step above).
-TSAN_OPTIONS="suppressions=$PWD/deploy/tsan.supp" \
+# At most 8 tests at a time: instrumented agents and clients run several times slower, and an
+# unbounded run here starved gpsd's end-to-end test and mosquitto_sub's own time-out.
+TSAN_OPTIONS="suppressions=$PWD/deploy/tsan.supp" SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=8 \
   swift test --package-path deploy/tsan --sanitize=thread --scratch-path "$PWD/.build-tsan" \
   --skip 'BrokerIdentityTests.*bridges'
 
