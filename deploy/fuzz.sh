@@ -60,7 +60,7 @@ for t in "${targets[@]}"; do
     gpsd) harness gpsd fuzz/GPSDFuzzer.swift Sources/GNSSSources/GPSDMessageDecoder.swift Sources/GNSSSources/JSONValue.swift ;;
     fleet-payload) harness fleet-payload fuzz/FleetPayloadFuzzer.swift ;;
     compact-batch) harness compact-batch fuzz/CompactBatchFuzzer.swift ;;
-    fleet-message) harness fleet-message fuzz/FleetMessageFuzzer.swift Sources/FleetWatch/FleetMessageDecoder.swift Sources/FleetWatch/FleetEvent.swift ;;
+    fleet-message) harness fleet-message fuzz/FleetMessageFuzzer.swift Sources/FleetWatch/FleetMessageDecoder.swift Sources/FleetWatch/FleetEvent.swift Sources/FleetWatch/FleetPlausibility.swift ;;
   esac &
   # two compilers at a time
   [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n

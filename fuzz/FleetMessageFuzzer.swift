@@ -52,8 +52,22 @@ public func fuzzFleetMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
             let direct = try? FleetPayload.decodeBatch(payload, vehicle: vehicle)
             check(events.count <= FleetPayload.maximumBacklogEvents || direct == nil, "more events than a batch may hold")
             let live = events.filter { if case .malformed = $0 { false } else { true } }
-            check(live.count == (direct?.events.count ?? 0), "a batch gave other events than decodeBatch")
-            for (event, entry) in zip(live, direct?.events ?? []) {
+            // Less what FleetPlausibility refuses: an implausible batch whole, an implausible
+            // number alone.
+            let all = direct?.events ?? []
+            let plausible =
+                FleetPlausibility.batchProblem(all) != nil
+                ? []
+                : all.filter { entry in
+                    let time: UTCTimestamp? =
+                        switch entry {
+                        case .fix(let f): f.fix.time
+                        case .heading(let h): h.heading.time
+                        }
+                    return FleetPlausibility.numberProblem(entry.number, time: time) == nil
+                }
+            check(live.count == plausible.count, "a batch gave other events than decodeBatch")
+            for (event, entry) in zip(live, plausible) {
                 switch (event, entry) {
                 case (.fix(_, let seq, let fix), .fix(let d)): check(seq == d.number && fix == d.fix, "a batch fix is not decodeBatch's")
                 case (.heading(_, let seq, let h), .heading(let d)): check(seq == d.number && h == d.heading, "a batch heading differs")
