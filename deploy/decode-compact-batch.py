@@ -24,6 +24,7 @@ FIX_FIELDS = [
     ("geoidSep", 3, False), ("speed", 3, False), ("track", 4, False), ("magvar", 1, False), ("climb", 3, False),
     ("mode", 0, False), ("quality", 0, False), ("sats", 0, False), ("hdop", 2, False), ("vdop", 2, False),
     ("pdop", 2, False), ("eph", 3, False), ("epv", 3, False),
+    ("heading", 4, False), ("magHeading", 4, False), ("deviation", 4, False), ("headingSource", 0, False),
 ]
 HEADING_FIELDS = [
     ("time", 0, True), ("heading", 4, False), ("magHeading", 4, False), ("deviation", 4, False),
@@ -130,7 +131,7 @@ def decode(data):
                 continue
             if key == "time":
                 event[key] = iso8601(value)
-            elif key == "source":
+            elif key in ("source", "headingSource"):
                 event[key] = HEADING_SOURCES[value] if 0 <= value < len(HEADING_SOURCES) else "#%d" % value
             elif decimals == 0:
                 event[key] = value

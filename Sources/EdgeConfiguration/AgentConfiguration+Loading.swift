@@ -314,7 +314,7 @@ struct ConfigurationSources {
                     "one or more non-empty topic levels separated by '/', without '+', '#', a leading '$', or the '.', ' ', '*' and '>' some brokers (NATS) treat specially (e.g. fleet or acme/fleet)"
             ) { try? FleetTopics(prefix: $0) } ?? .default
         let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
-        let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atMostOnce
+        let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
         let expiry = integer("messageExpiry", in: 1...4_294_967_295, unit: " of seconds")
         let policy = reportingPolicy()
         let outbox = outboxSettings()

@@ -3,7 +3,7 @@ import MQTT
 
 extension Publisher {
     /// What the publisher publishes and how: the vehicle, and what differs from the contract's
-    /// defaults (QoS 1 for fixes, 0 for headings, every fix, 32 live sends outstanding, a 1 s
+    /// defaults (QoS 1 for fixes and headings, every fix, 32 live sends outstanding, a 1 s
     /// sync interval, 64 MiB and 7 days of backlog drained at 200 events/s), set field by field.
     public struct Settings: Sendable {
         /// The vehicle the messages are about.
@@ -13,7 +13,7 @@ extension Publisher {
         /// QoS of fix messages (0, 1 or 2).
         public var fixQoS: MQTTQoS = .atLeastOnce
         /// QoS of heading messages (0, 1 or 2).
-        public var headingQoS: MQTTQoS = .atMostOnce
+        public var headingQoS: MQTTQoS = .atLeastOnce
         /// The GNSS source URI shown in the status (without credentials).
         public var sourceURI: String?
         /// The agent's version shown in the status.

@@ -161,25 +161,34 @@ public final class Publisher: Sendable {
             logger.debug("GNSS state changed", metadata: ["gnss.to": "\(change.rawValue)"])
             queueStatus(force: true)
         }
-        guard let decision = intake.publish,
-            let seq = outbox.transition({ state -> (UInt64?, Outbox.State.Resumptions) in
-                guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
-                return (seq, resumptions)
-            })
-        else { return }
-        let vehicle = settings.vehicle.rawValue
-        let kind: OutboundMessage.Kind
-        let payload: [UInt8]
-        switch decision {
-        case .fix(let fix): (kind, payload) = (.fix, FleetPayload.encode(fix, vehicle: vehicle, seq: seq, run: run))
-        case .heading(let heading):
-            (kind, payload) = (.heading, FleetPayload.encode(heading, vehicle: vehicle, seq: seq, run: run))
+        enqueue(intake.publish, flush: intake.flush)
+    }
+
+    /// Numbers, encodes and queues what passed, oldest first.
+    func enqueue(_ decisions: [State.Publish], flush: Bool = false) {
+        var queued = 0
+        for decision in decisions {
+            guard
+                let seq = outbox.transition({ state -> (UInt64?, Outbox.State.Resumptions) in
+                    guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
+                    return (seq, resumptions)
+                })
+            else { break }
+            let vehicle = settings.vehicle.rawValue
+            let kind: OutboundMessage.Kind
+            let payload: [UInt8]
+            switch decision {
+            case .fix(let fix): (kind, payload) = (.fix, FleetPayload.encode(fix, vehicle: vehicle, seq: seq, run: run))
+            case .heading(let heading):
+                (kind, payload) = (.heading, FleetPayload.encode(heading, vehicle: vehicle, seq: seq, run: run))
+            }
+            let record = OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
+            guard outbox.transition({ $0.accept(record) }) else { break }
+            queued += 1
         }
-        let record = OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
-        let accepted = outbox.transition { $0.accept(record) }
-        guard accepted else { return }
-        state.withLock { $0.queued() }
-        if intake.flush { outbox.transition { $0.requestFlush() } }
+        guard queued > 0 else { return }
+        state.withLock { $0.queued(queued) }
+        if flush { outbox.transition { $0.requestFlush() } }
     }
 
     /// Takes one event from a finite source that must lose nothing (a replay uploaded as a
@@ -307,7 +316,9 @@ public final class Publisher: Sendable {
 
     /// Asks ``run()`` to finish; returns at once. Idempotent.
     public func finish() {
-        let actions = state.withLock { $0.finish() }
+        let instant = ContinuousClock.now
+        let actions = state.withLock { $0.finish(at: instant) }
+        enqueue(actions.last)
         outbox.transition { $0.close() }
         actions.waiter?.resume()
         actions.stopIntake?()
@@ -409,6 +420,8 @@ public final class Publisher: Sendable {
                 if waiting { await commit(clean: false) }
                 return
             }
+            let overdue = state.withLock { $0.releaseOverdue(at: .now) }
+            enqueue(overdue.publish, flush: overdue.flush)
             if outbox.read({ $0.commitNeeded }) { await commit(clean: false) }
             queueStatus(force: false)
         }

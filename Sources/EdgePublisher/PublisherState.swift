@@ -44,7 +44,8 @@ struct PublisherState<Waiter> {
         case backlog
     }
 
-    /// What to publish for an event that passed.
+    /// What to publish for an event that passed: a fix (carrying its instant's heading when
+    /// the ``InstantJoiner`` joined one), or a heading alone.
     enum Publish: Sendable, Equatable {
         case fix(Fix)
         case heading(Heading)
@@ -52,8 +53,9 @@ struct PublisherState<Waiter> {
 
     /// What an event from the source leads to.
     struct Intake {
-        /// The fix or heading to number and queue, if it passed.
-        var publish: Publish?
+        /// The fixes and headings to number and queue, oldest first: what passed the policy of
+        /// the event and of what the joiner let go with it.
+        var publish: [Publish] = []
         /// The GNSS state the status reports, when it changed (a status is then due).
         var gnssChange: VehicleStatus.GNSSState?
         /// What to log about the source's health.
@@ -87,6 +89,8 @@ struct PublisherState<Waiter> {
         var waiter: Waiter?
         /// Stops the task reading the events of ``Publisher/run(events:)``.
         var stopIntake: (@Sendable () -> Void)?
+        /// What the joiner held, to queue before the outbox closes.
+        var last: [Publish] = []
     }
 
     /// A drain refused for good (the backlog topic missing from the broker's ACL) waits this
@@ -105,6 +109,8 @@ struct PublisherState<Waiter> {
     private(set) var syncLoopActivity: ContinuousClock.Instant
 
     private var policy: ReportingPolicy
+    /// Joins each instant's heading into its fix.
+    private(set) var joiner = InstantJoiner()
     /// When a start or stop last asked for a flush (batched mode).
     private var lastFlush: ContinuousClock.Instant?
     private var sourceHealth = SourceHealth()
@@ -155,6 +161,7 @@ struct PublisherState<Waiter> {
     ) -> Intake {
         var intake = Intake()
         guard !finishing else { return intake }
+        defer { counters.headingsJoined = joiner.joined }
         switch event {
         case .fix, .heading, .state(.streaming):
             if sourceHealth.isFailing { intake.sourceReport = sourceHealth.working(at: now) }
@@ -167,6 +174,7 @@ struct PublisherState<Waiter> {
             counters.fixesReceived += 1
             guard fix.mode != .noFix else {
                 counters.fixesWithoutPosition += 1
+                decide(joiner.release(), at: now, &intake)
                 setGNSS(.noFix, &intake)
                 return intake
             }
@@ -181,22 +189,12 @@ struct PublisherState<Waiter> {
                 }
             }
             setGNSS(.fixing, &intake)
-            switch policy.evaluate(fix) {
-            case .publish(let fix, let reason):
-                intake.publish = .fix(fix)
-                // The first fix always goes at once; starts and stops at most once per gap.
-                if reason == .first { intake.flush = settings.minimumFlushGap != nil }
-                if reason == .motionChange { intake.flush = flushAllowed(at: now) }
-            case .skip: counters.fixesSkippedByPolicy += 1
-            }
+            decide(joiner.fix(fix, at: now), at: now, &intake)
         case .heading(let heading):
             counters.headingsReceived += 1
-            if policy.evaluate(heading) {
-                intake.publish = .heading(heading)
-            } else {
-                counters.headingsSkippedByPolicy += 1
-            }
+            decide(joiner.heading(heading, at: now), at: now, &intake)
         case .state(let sourceState):
+            decide(joiner.release(), at: now, &intake)
             switch sourceState {
             case .connecting, .ended: break  // keeps `starting`/`source-lost`; a replay's end is followed by offline
             case .streaming: setGNSS(.fixing, &intake)
@@ -207,6 +205,48 @@ struct PublisherState<Waiter> {
         return intake
     }
 
+    /// The publisher's tick: what has waited for its instant's partner ``InstantJoiner/maximumHold``
+    /// goes alone.
+    mutating func releaseOverdue(at now: ContinuousClock.Instant) -> Intake {
+        var intake = Intake()
+        guard !finishing else { return intake }
+        decide(joiner.releaseOverdue(at: now), at: now, &intake)
+        return intake
+    }
+
+    /// The policy's verdict on what the joiner let go: a fix passes with its heading; the
+    /// heading of a fix the policy skipped goes alone if it passes on its own.
+    private mutating func decide(_ outputs: [InstantJoiner.Output], at now: ContinuousClock.Instant, _ intake: inout Intake) {
+        for output in outputs {
+            switch output {
+            case .fix(let fix):
+                let headingPasses = fix.heading.map { policy.evaluate($0) }
+                switch policy.evaluate(fix) {
+                case .publish(let fix, let reason):
+                    intake.publish.append(.fix(fix))
+                    // The first fix always goes at once; starts and stops at most once per gap.
+                    if reason == .first { intake.flush = settings.minimumFlushGap != nil }
+                    if reason == .motionChange { intake.flush = flushAllowed(at: now) }
+                case .skip:
+                    counters.fixesSkippedByPolicy += 1
+                    if let heading = fix.heading {
+                        if headingPasses == true {
+                            intake.publish.append(.heading(heading))
+                        } else {
+                            counters.headingsSkippedByPolicy += 1
+                        }
+                    }
+                }
+            case .heading(let heading):
+                if policy.evaluate(heading) {
+                    intake.publish.append(.heading(heading))
+                } else {
+                    counters.headingsSkippedByPolicy += 1
+                }
+            }
+        }
+    }
+
     private mutating func setGNSS(_ new: VehicleStatus.GNSSState, _ intake: inout Intake) {
         if gnss != new {
             gnss = new
@@ -215,8 +255,8 @@ struct PublisherState<Waiter> {
     }
 
     /// A record was accepted by the outbox.
-    mutating func queued() {
-        counters.queued += 1
+    mutating func queued(_ count: Int = 1) {
+        counters.queued += UInt64(count)
     }
 
     // MARK: Sends
@@ -389,13 +429,16 @@ struct PublisherState<Waiter> {
     }
 
     /// Stop taking events and finish. Idempotent.
-    mutating func finish() -> FinishActions {
+    mutating func finish(at now: ContinuousClock.Instant) -> FinishActions {
+        // What waits for its partner goes now, before the intake closes.
+        var last = Intake()
+        if !finishing { decide(joiner.release(), at: now, &last) }
         finishing = true
         defer {
             finishWaiter = nil
             stopIntake = nil
         }
-        return FinishActions(waiter: finishWaiter, stopIntake: stopIntake)
+        return FinishActions(waiter: finishWaiter, stopIntake: stopIntake, last: last.publish)
     }
 }
 

@@ -218,7 +218,7 @@ public struct ReportingPolicy: Sendable, Equatable {
             altitudeHAE: fix.altitudeHAE, altitudeMSL: fix.altitudeMSL, geoidSeparation: fix.geoidSeparation,
             speed: fix.speed, track: track, magneticVariation: fix.magneticVariation, climb: fix.climb,
             mode: fix.mode, quality: fix.quality, satellitesUsed: fix.satellitesUsed,
-            hdop: fix.hdop, vdop: fix.vdop, pdop: fix.pdop, eph: fix.eph, epv: fix.epv
+            hdop: fix.hdop, vdop: fix.vdop, pdop: fix.pdop, eph: fix.eph, epv: fix.epv, heading: fix.heading
         )
     }
 }

@@ -34,6 +34,7 @@ struct BridgeVehicleTrack: Sendable, Equatable {
         }
         self.fix = fix
         fixSeq = seq
+        if let heading = fix.heading { record(heading) }
         return true
     }
 
@@ -43,10 +44,11 @@ struct BridgeVehicleTrack: Sendable, Equatable {
     }
 
     /// The course over ground of `fix`, degrees from true north: its track when it has one,
-    /// otherwise the latest true heading when it has no time (HDT carries none) or its time is
+    /// else the true heading of its own instant, otherwise the latest true heading when it has no time (HDT carries none) or its time is
     /// within ``headingMaxAgeMilliseconds`` of the fix's.
     func course(of fix: Fix) -> Double? {
         if let track = fix.track { return track }
+        if let degrees = fix.heading?.trueHeading { return degrees }
         guard let heading, let degrees = heading.trueHeading else { return nil }
         if let time = heading.time,
             abs(time.millisecondsSince1970 - fix.time.millisecondsSince1970) > Self.headingMaxAgeMilliseconds

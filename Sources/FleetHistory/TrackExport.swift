@@ -8,14 +8,15 @@ public enum TrackFormat: String, Sendable, CaseIterable {
     /// RFC 7946 GeoJSON (QGIS, geojson.io, Leaflet): a FeatureCollection with the track as
     /// one `LineString` (`[lon, lat]` or `[lon, lat, alt]`, degrees and metres) and one
     /// `Point` per fix carrying `seq`, `time`, `speed` (m/s), `track` (degrees), `mode`,
-    /// `sats`, `eph` (m) and `backlog`.
+    /// `sats`, `eph` (m), `heading` (degrees true, where known) and `backlog`.
     case geojson
     /// GPX 1.1 (GPX viewers, Garmin BaseCamp, GPSBabel): one `trk` with one `trkseg`; each
     /// `trkpt` has `ele` (m above mean sea level), `time`, `fix` and `sat`. GPX 1.1 has no
     /// speed or course outside extensions, so they are left out.
     case gpx
     /// RFC 4180 CSV with a header row (spreadsheets): `vehicle,seq,time,lat,lon,alt_msl,
-    /// speed,track,mode,sats,eph,backlog`.
+    /// speed,track,mode,sats,eph,backlog,heading` (`heading` last, so that the columns before it
+    /// stand where they stood).
     case csv
 }
 
@@ -59,7 +60,7 @@ public struct TrackWriter {
 
                 """)
         case .csv:
-            output("vehicle,seq,time,lat,lon,alt_msl,speed,track,mode,sats,eph,backlog\r\n")
+            output("vehicle,seq,time,lat,lon,alt_msl,speed,track,mode,sats,eph,backlog,heading\r\n")
         }
     }
 
@@ -82,6 +83,7 @@ public struct TrackWriter {
                 p.int("mode", point.mode)
                 p.int("sats", point.satellites)
                 p.number("eph", point.eph, decimals: 1)
+                p.number("heading", point.heading, decimals: 1)
                 p.bool("backlog", point.backlog)
             }
             output((count > 0 ? ",\n" : "") + String(decoding: w.finish(), as: UTF8.self))
@@ -99,6 +101,7 @@ public struct TrackWriter {
                 point.altitudeMSL.map { Self.decimal($0, 2) } ?? "", point.speed.map { Self.decimal($0, 2) } ?? "",
                 point.track.map { Self.decimal($0, 1) } ?? "", "\(point.mode)", point.satellites.map { "\($0)" } ?? "",
                 point.eph.map { Self.decimal($0, 1) } ?? "", point.backlog ? "true" : "false",
+                point.heading.map { Self.decimal($0, 1) } ?? "",
             ]
             output(fields.joined(separator: ",") + "\r\n")
         }

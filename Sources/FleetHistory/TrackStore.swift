@@ -110,6 +110,14 @@ public struct TrackStore: Sendable {
             "ALTER TABLE fleetcast_headings DROP CONSTRAINT fleetcast_headings_pkey",
             "ALTER TABLE fleetcast_headings ADD CONSTRAINT fleetcast_headings_pkey PRIMARY KEY (vehicle, run, seq)",
         ],
+        // Version 3: the heading of a fix's instant, which agents send inside the fix message,
+        // in the fix's row (one row per instant; `fleetcast_headings` keeps headings that came
+        // alone). Nullable columns without a default: no row is rewritten.
+        [
+            "ALTER TABLE fleetcast_fixes ADD COLUMN heading double precision",
+            "ALTER TABLE fleetcast_fixes ADD COLUMN mag_heading double precision",
+            "ALTER TABLE fleetcast_fixes ADD COLUMN heading_source text",
+        ],
     ]
 
     /// A constant key for `pg_advisory_xact_lock`: recorders started together migrate one
@@ -201,14 +209,15 @@ public struct TrackStore: Sendable {
     }
 
     private func insertFixes(_ rows: ArraySlice<TrackRecord>) async throws -> Int {
-        // One array per column, unnested into rows by the server: 16 parameters whatever the
-        // batch size, where a VALUES list needs 16 a row (and PostgreSQL parses each). Arrays
+        // One array per column, unnested into rows by the server: 20 parameters whatever the
+        // batch size, where a VALUES list needs 20 a row (and PostgreSQL parses each). Arrays
         // carry no NULLs here: NaN stands for an unknown number and −1 for unknown
         // satellites, turned back into NULL by NULLIF (neither is a value a fix can have).
         var vehicles: [String] = [], runs: [Int64] = [], seqs: [Int64] = [], times: [Date] = [], lats: [Double] = []
         var lons: [Double] = [], altHAE: [Double] = [], altMSL: [Double] = [], speeds: [Double] = [], tracks: [Double] = [],
             climbs: [Double] = []
         var modes: [Int16] = [], sats: [Int16] = [], hdops: [Double] = [], ephs: [Double] = [], epvs: [Double] = []
+        var headings: [Double] = [], magnetic: [Double] = [], sources: [String] = []
         var backlogs: [Bool] = []
         for record in rows {
             guard case .fix(let fix) = record.payload else { continue }
@@ -228,16 +237,20 @@ public struct TrackStore: Sendable {
             hdops.append(fix.hdop ?? .nan)
             ephs.append(fix.eph ?? .nan)
             epvs.append(fix.epv ?? .nan)
+            headings.append(fix.heading?.trueHeading ?? .nan)
+            magnetic.append(fix.heading?.magneticHeading ?? .nan)
+            sources.append(fix.heading?.source.rawValue ?? "")
             backlogs.append(record.backlog)
         }
         let query: PostgresQuery = """
-            WITH inserted AS (INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
+            WITH inserted AS (INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, heading, mag_heading, heading_source, backlog)
             SELECT vehicle, run, seq, time, lat, lon, NULLIF(alt_hae, 'NaN'), NULLIF(alt_msl, 'NaN'), NULLIF(speed, 'NaN'),
                 NULLIF(track, 'NaN'), NULLIF(climb, 'NaN'), mode, NULLIF(sats, -1), NULLIF(hdop, 'NaN'), NULLIF(eph, 'NaN'),
-                NULLIF(epv, 'NaN'), backlog
+                NULLIF(epv, 'NaN'), NULLIF(heading, 'NaN'), NULLIF(mag_heading, 'NaN'), NULLIF(heading_source, ''), backlog
             FROM unnest(\(vehicles), \(runs), \(seqs), \(times), \(lats), \(lons), \(altHAE), \(altMSL), \(speeds),
-                \(tracks), \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(backlogs))
-                AS batch (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
+                \(tracks), \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(headings), \(magnetic), \(sources), \(backlogs))
+                AS batch (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv,
+                    heading, mag_heading, heading_source, backlog)
             ON CONFLICT (vehicle, run, seq) DO NOTHING RETURNING 1)
             SELECT count(*) FROM inserted
             """
@@ -290,17 +303,18 @@ public struct TrackStore: Sendable {
     ) async throws {
         let rows = try await client.query(
             """
-            SELECT seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, backlog FROM fleetcast_fixes
+            SELECT seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, heading, backlog FROM fleetcast_fixes
             WHERE vehicle = \(vehicle.rawValue) AND time >= \(Date(since)) AND time < \(Date(until))
             ORDER BY time, seq LIMIT \(Int64(max(0, limit ?? Int(Int64.max))))
             """, logger: logger)
-        for try await (seq, time, lat, lon, altitude, speed, track, mode, sats, eph, backlog) in rows.decode(
-            (Int64, Date, Double, Double, Double?, Double?, Double?, Int16, Int16?, Double?, Bool).self)
+        for try await (seq, time, lat, lon, altitude, speed, track, mode, sats, eph, heading, backlog) in rows.decode(
+            (Int64, Date, Double, Double, Double?, Double?, Double?, Int16, Int16?, Double?, Double?, Bool).self)
         {
             try body(
                 TrackPoint(
                     seq: UInt64(clamping: seq), time: UTCTimestamp(time), latitude: lat, longitude: lon, altitudeMSL: altitude,
-                    speed: speed, track: track, mode: Int(mode), satellites: sats.map(Int.init), eph: eph, backlog: backlog))
+                    speed: speed, track: track, mode: Int(mode), satellites: sats.map(Int.init), eph: eph, heading: heading,
+                    backlog: backlog))
         }
     }
 

@@ -58,7 +58,10 @@ extension FleetPayload {
         public var key: String { name.description }
     }
 
-    /// A fix's fields, in bit order. `mode`, `quality` and `sats` are integers as in JSON.
+    /// A fix's fields, in bit order. `mode`, `quality` and `sats` are integers as in JSON; the
+    /// last four are the heading of the instant (bits 18–21: a batch of fixes without one never
+    /// sets them, so decoders of the first 18 fields read it), `headingSource` as a heading's
+    /// `source` index.
     public static let compactFixFields: [CompactField] = [
         .init(key: "time", decimals: 0, moving: true), .init(key: "lat", decimals: 9, moving: true),
         .init(key: "lon", decimals: 9, moving: true),
@@ -67,6 +70,8 @@ extension FleetPayload {
         .init(key: "climb", decimals: 3), .init(key: "mode", decimals: 0), .init(key: "quality", decimals: 0),
         .init(key: "sats", decimals: 0), .init(key: "hdop", decimals: 2), .init(key: "vdop", decimals: 2),
         .init(key: "pdop", decimals: 2), .init(key: "eph", decimals: 3), .init(key: "epv", decimals: 3),
+        .init(key: "heading", decimals: 4), .init(key: "magHeading", decimals: 4), .init(key: "deviation", decimals: 4),
+        .init(key: "headingSource", decimals: 0),
     ]
 
     /// A heading's fields, in bit order. `source` is the index of its name in
@@ -110,12 +115,13 @@ extension FleetPayload {
                 fix.time.millisecondsSince1970, Self.scaled(fix.latitude, 9), Self.scaled(fix.longitude, 9),
                 Self.scaled(fix.altitudeHAE, 4), Self.scaled(fix.altitudeMSL, 4),
                 Self.scaled(fix.geoidSeparation.within(Bounds.geoidSeparation), 3), Self.scaled(fix.speed.within(Bounds.speed), 3),
-                Self.scaled(fix.track.within(Bounds.degrees), 4), Self.scaled(fix.magneticVariation.within(Bounds.signedDegrees), 1),
+                Self.scaled(fix.track.within(Bounds.degrees), 4),
+                Self.scaled((fix.magneticVariation ?? fix.heading?.magneticVariation).within(Bounds.signedDegrees), 1),
                 Self.scaled(fix.climb, 3), Int64(fix.mode.rawValue), fix.quality.map { Int64($0.rawValue) },
                 fix.satellitesUsed.within(Bounds.satellites).map(Int64.init), Self.scaled(fix.hdop.within(Bounds.dilution), 2),
                 Self.scaled(fix.vdop.within(Bounds.dilution), 2), Self.scaled(fix.pdop.within(Bounds.dilution), 2),
                 Self.scaled(fix.eph.within(Bounds.errorEstimate), 3), Self.scaled(fix.epv.within(Bounds.errorEstimate), 3),
-            ]
+            ] + Self.headingValues(of: fix)
             return append(kind: 0, seq: seq, values: values)
         }
 
@@ -130,6 +136,18 @@ extension FleetPayload {
                 Self.scaled(heading.magneticVariation.within(Bounds.signedDegrees), 4), source,
             ]
             return append(kind: 1, seq: seq, values: values)
+        }
+
+        /// The compact values of a fix's heading fields, as its JSON form writes them.
+        private static func headingValues(of fix: Fix) -> [Int64?] {
+            guard let heading = fix.heading, heading.trueHeading != nil || heading.magneticHeading != nil else {
+                return [nil, nil, nil, nil]
+            }
+            return [
+                scaled(heading.trueHeading.within(Bounds.degrees), 4), scaled(heading.magneticHeading.within(Bounds.degrees), 4),
+                scaled(heading.magneticDeviation.within(Bounds.signedDegrees), 4),
+                FleetPayload.compactHeadingSources.firstIndex(of: heading.source).map(Int64.init),
+            ]
         }
 
         /// The finished batch.
@@ -277,9 +295,9 @@ extension FleetPayload {
                 } else {
                     w.string("time", "out of range")
                 }
-            case "source":
+            case "source", "headingSource":
                 let index = Int(clamping: value)
-                w.string("source", compactHeadingSources.indices.contains(index) ? compactHeadingSources[index].rawValue : "#\(value)")
+                w.string(field.name, compactHeadingSources.indices.contains(index) ? compactHeadingSources[index].rawValue : "#\(value)")
             case _ where field.decimals == 0: w.int(field.name, value)
             default: w.number(field.name, Double(value) / JSONWriter.scales[field.decimals], decimals: field.decimals)
             }

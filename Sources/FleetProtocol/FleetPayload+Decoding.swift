@@ -23,6 +23,11 @@ extension FleetPayload {
     /// 0...360, `magvar` −180...180 (degrees); `speed` ≥ 0 (m/s); `hdop`, `vdop`, `pdop`, `eph`,
     /// `epv` ≥ 0; `quality` 0...8; `sats` 0...1024.
     ///
+    /// The heading of the instant, when the fix carries one: `heading`, `magHeading` (0...360)
+    /// and `deviation` (−180...180) in degrees, with `headingSource` (as a heading's `source`),
+    /// required once either heading is there. It becomes ``GNSS/Fix/heading``, with the fix's
+    /// time, and `magvar` as its variation when its source is HDG (the one sentence with one).
+    ///
     /// - Parameters:
     ///   - payload: the message bytes.
     ///   - vehicle: the vehicle of the topic it arrived on; the payload's `"vehicle"`, when
@@ -50,7 +55,8 @@ extension FleetPayload {
             mode: mode, quality: quality, satellitesUsed: try o.int("sats", in: Bounds.satellites),
             hdop: try o.number("hdop", in: Bounds.dilution), vdop: try o.number("vdop", in: Bounds.dilution),
             pdop: try o.number("pdop", in: Bounds.dilution),
-            eph: try o.number("eph", in: Bounds.errorEstimate), epv: try o.number("epv", in: Bounds.errorEstimate)
+            eph: try o.number("eph", in: Bounds.errorEstimate), epv: try o.number("epv", in: Bounds.errorEstimate),
+            heading: try o.instantHeading(time: time)
         )
         return DecodedFix(vehicle: id, seq: seq, run: run, fix: fix)
     }
@@ -66,10 +72,7 @@ extension FleetPayload {
         let id = try o.vehicle(topic: vehicle)
         let seq = try o.unsigned("seq")
         let run = try o.unsigned("run") ?? 0
-        guard let sourceText = try o.string("source", maxBytes: 16) else { throw .missingKey("source") }
-        guard let source = HeadingSource(rawValue: sourceText) else {
-            throw .invalidValue(key: "source", detail: "is not one of HDT, THS, HDG, HDM, gpsd")
-        }
+        guard let source = try o.headingSource("source") else { throw .missingKey("source") }
         let trueHeading = try o.number("heading", in: Bounds.degrees)
         let magnetic = try o.number("magHeading", in: Bounds.degrees)
         guard trueHeading != nil || magnetic != nil else { throw .missingKey("heading") }
@@ -129,6 +132,34 @@ extension FleetPayload {
         guard payload.count <= maximumPayloadBytes else { throw .tooLarge(byteCount: payload.count) }
         let o = try PayloadObject(parsing: payload)
         return o
+    }
+}
+
+extension PayloadObject {
+    /// A heading source named by `key` (`HDT`, `THS`, `HDG`, `HDM`, `gpsd`), `nil` when absent.
+    fileprivate func headingSource(_ key: StaticString) throws(FleetPayload.DecodingError) -> HeadingSource? {
+        guard let text = try string(key, maxBytes: 16) else { return nil }
+        guard let source = HeadingSource(rawValue: text) else {
+            throw .invalidValue(key: key.description, detail: "is not one of HDT, THS, HDG, HDM, gpsd")
+        }
+        return source
+    }
+
+    /// The heading members of a fix payload, as the heading of the fix's instant.
+    fileprivate func instantHeading(time: UTCTimestamp) throws(FleetPayload.DecodingError) -> Heading? {
+        let trueHeading = try number("heading", in: FleetPayload.Bounds.degrees)
+        let magnetic = try number("magHeading", in: FleetPayload.Bounds.degrees)
+        let deviation = try number("deviation", in: FleetPayload.Bounds.signedDegrees)
+        let source = try headingSource("headingSource")
+        guard trueHeading != nil || magnetic != nil else {
+            if deviation != nil || source != nil { throw .missingKey("heading") }
+            return nil
+        }
+        guard let source else { throw .missingKey("headingSource") }
+        return Heading(
+            time: time, trueHeading: trueHeading, magneticHeading: magnetic, magneticDeviation: deviation,
+            magneticVariation: source == .hdg ? try number("magvar", in: FleetPayload.Bounds.signedDegrees) : nil,
+            source: source)
     }
 }
 

@@ -18,7 +18,9 @@ public enum FleetPayload {
         case fix, heading, status, malformed
     }
 
-    /// Encodes a fix as contract JSON.
+    /// Encodes a fix as contract JSON; with the heading of its instant (``GNSS/Fix/heading``)
+    /// as `heading`, `magHeading`, `deviation` (degrees) and `headingSource`, each where known,
+    /// and the compass's magnetic variation in `magvar` when the receiver gave none.
     ///
     /// - Parameters:
     ///   - vehicle: the vehicle id; left out when `nil` (the `decode` command).
@@ -42,7 +44,9 @@ public enum FleetPayload {
         w.number("geoidSep", fix.geoidSeparation.within(Bounds.geoidSeparation), decimals: 3)
         w.number("speed", fix.speed.within(Bounds.speed), decimals: 3)
         w.number("track", fix.track.within(Bounds.degrees), decimals: 4)
-        w.number("magvar", fix.magneticVariation.within(Bounds.signedDegrees), decimals: 1)
+        // One magnetic variation per instant: the receiver's (RMC), else the compass's (HDG).
+        w.number(
+            "magvar", (fix.magneticVariation ?? fix.heading?.magneticVariation).within(Bounds.signedDegrees), decimals: 1)
         w.number("climb", fix.climb, decimals: 3)
         w.int("mode", fix.mode.rawValue)
         w.int("quality", fix.quality?.rawValue)
@@ -52,6 +56,12 @@ public enum FleetPayload {
         w.number("pdop", fix.pdop.within(Bounds.dilution), decimals: 2)
         w.number("eph", fix.eph.within(Bounds.errorEstimate), decimals: 3)
         w.number("epv", fix.epv.within(Bounds.errorEstimate), decimals: 3)
+        if let heading = fix.heading, heading.trueHeading != nil || heading.magneticHeading != nil {
+            w.number("heading", heading.trueHeading.within(Bounds.degrees), decimals: 4)
+            w.number("magHeading", heading.magneticHeading.within(Bounds.degrees), decimals: 4)
+            w.number("deviation", heading.magneticDeviation.within(Bounds.signedDegrees), decimals: 4)
+            w.string("headingSource", heading.source.rawValue)
+        }
         return w.finish()
     }
 

@@ -68,6 +68,8 @@ public struct FleetEventFormatter: Sendable {
             parts.append("lon=\(FleetTable.fixed(fix.longitude, 6))")
             if let speed = fix.speed { parts.append("speed=\(FleetTable.fixed(speed * 3.6, 1))km/h") }
             if let track = fix.track { parts.append("track=\(FleetTable.fixed(track, 1))") }
+            if let t = fix.heading?.trueHeading { parts.append("heading=\(FleetTable.fixed(t, 1))") }
+            if let m = fix.heading?.magneticHeading { parts.append("magHeading=\(FleetTable.fixed(m, 1))") }
             if let sats = fix.satellitesUsed { parts.append("sats=\(sats)") }
             parts.append("mode=\(fix.mode == .threeD ? "3D" : "2D")")
             return parts.joined(separator: " ")

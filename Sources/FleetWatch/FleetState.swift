@@ -72,6 +72,11 @@ public struct FleetState: Sendable {
                 guard Self.isNewer(seq, time: fix.time, than: s.lastFixSeq, shownTime: s.fix?.time, snapshot: &s) else { return false }
                 s.fix = fix
                 s.lastFixSeq = seq ?? s.lastFixSeq
+                // The heading of the fix's instant, carried in its message.
+                if let heading = fix.heading {
+                    s.heading = heading
+                    s.lastHeadingSeq = seq ?? s.lastHeadingSeq
+                }
                 return true
             }
         case .heading(let vehicle, let seq, let heading):

@@ -41,6 +41,11 @@ public struct Fix: Sendable, Equatable {
     public let eph: Double?
     /// Estimated vertical position error, metres (from GST where given).
     public let epv: Double?
+    /// Which way the vehicle pointed at this instant, when the source reported a heading of the
+    /// same receiver cycle (degrees, see ``Heading``); its time is the fix's. A source emits
+    /// fixes and headings apart (`nil` here); the agent joins them so that one message carries
+    /// the instant.
+    public var heading: Heading?
 
     public init(
         time: UTCTimestamp, latitude: Double, longitude: Double,
@@ -48,7 +53,7 @@ public struct Fix: Sendable, Equatable {
         speed: Double? = nil, track: Double? = nil, magneticVariation: Double? = nil,
         climb: Double? = nil, mode: FixMode, quality: FixQuality? = nil, satellitesUsed: Int? = nil,
         hdop: Double? = nil, vdop: Double? = nil, pdop: Double? = nil,
-        eph: Double? = nil, epv: Double? = nil
+        eph: Double? = nil, epv: Double? = nil, heading: Heading? = nil
     ) {
         self.time = time
         self.latitude = latitude
@@ -68,5 +73,6 @@ public struct Fix: Sendable, Equatable {
         self.pdop = pdop
         self.eph = eph
         self.epv = epv
+        self.heading = heading
     }
 }

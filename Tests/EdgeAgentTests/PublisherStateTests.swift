@@ -35,7 +35,7 @@ struct PublisherStateTests {
         var state = makeState()
         let fix = Fixes.fix(at: 0)
         let first = state.receive(.fix(fix), clocks: nil, at: at(0))
-        #expect(first.publish == .fix(fix))
+        #expect(first.publish == [.fix(fix)])
         #expect(first.gnssChange == .fixing)
         let second = state.receive(.fix(Fixes.fix(at: 1)), clocks: nil, at: at(1))
         #expect(second.gnssChange == nil, "no change, no status")
@@ -47,7 +47,7 @@ struct PublisherStateTests {
     func noFix() {
         var state = makeState()
         let intake = state.receive(.fix(Fixes.fix(at: 0, mode: .noFix)), clocks: nil, at: at(0))
-        #expect(intake.publish == nil)
+        #expect(intake.publish.isEmpty)
         #expect(intake.gnssChange == .noFix)
         #expect(state.counters.fixesWithoutPosition == 1)
     }
@@ -55,10 +55,10 @@ struct PublisherStateTests {
     @Test("the reporting policy holds fixes and headings back, and counts them")
     func policySkips() {
         var state = makeState(policy: ReportingPolicy(minInterval: 10))
-        #expect(state.receive(.fix(Fixes.fix(at: 0)), clocks: nil, at: at(0)).publish != nil)
-        #expect(state.receive(.fix(Fixes.fix(at: 1)), clocks: nil, at: at(1)).publish == nil)
+        #expect(state.receive(.fix(Fixes.fix(at: 0)), clocks: nil, at: at(0)).publish.count == 1)
+        #expect(state.receive(.fix(Fixes.fix(at: 1)), clocks: nil, at: at(1)).publish.isEmpty)
         #expect(state.counters.fixesSkippedByPolicy == 1)
-        #expect(state.receive(.heading(Self.heading), clocks: nil, at: at(1)).publish == .heading(Self.heading))
+        #expect(state.receive(.heading(Self.heading), clocks: nil, at: at(1)).publish == [.heading(Self.heading)])
         #expect(state.counters.headingsReceived == 1)
     }
 
@@ -84,13 +84,13 @@ struct PublisherStateTests {
         let fix = Fixes.fix(at: 0)
         let tomorrow = UTCTimestamp(millisecondsSince1970: fix.time.millisecondsSince1970 - 86_400_000)
         let refused = state.receive(.fix(fix), clocks: (tomorrow, true), at: at(0))
-        #expect(refused.publish == nil)
+        #expect(refused.publish.isEmpty)
         #expect(refused.fixTimeLog != nil)
         #expect(state.counters.fixesImplausible == 1)
         let quiet = state.receive(.fix(Fixes.fix(at: 1)), clocks: (tomorrow, true), at: at(1))
-        #expect(quiet.publish == nil && quiet.fixTimeLog == nil, "said once per run")
+        #expect(quiet.publish.isEmpty && quiet.fixTimeLog == nil, "said once per run")
         let unsynchronized = state.receive(.fix(Fixes.fix(at: 2)), clocks: (tomorrow, false), at: at(2))
-        #expect(unsynchronized.publish != nil, "an unsynchronized clock does not judge")
+        #expect(!unsynchronized.publish.isEmpty, "an unsynchronized clock does not judge")
         #expect(unsynchronized.fixTimeLog == .accepting(refused: 2))
         let status = state.status(force: true, backlog: 0, drops: .init(), storage: nil, at: at(2))
         #expect(status?.implausible == 2)
@@ -99,9 +99,9 @@ struct PublisherStateTests {
     @Test("after finish events are ignored and no status is due")
     func finishedIgnores() {
         var state = makeState()
-        _ = state.finish()
+        _ = state.finish(at: at(0))
         let intake = state.receive(.fix(Fixes.fix(at: 0)), clocks: nil, at: at(0))
-        #expect(intake.publish == nil && intake.gnssChange == nil)
+        #expect(intake.publish.isEmpty && intake.gnssChange == nil)
         #expect(state.counters.fixesReceived == 0)
         #expect(state.status(force: true, backlog: 0, drops: .init(), storage: nil, at: at(0)) == nil)
     }
@@ -190,11 +190,11 @@ struct PublisherStateTests {
         var state = makeState()
         #expect(state.awaitFinish(cancelled: false, "run") == nil)
         #expect(state.intakeStarted(stop: {}) == false)
-        let actions = state.finish()
+        let actions = state.finish(at: at(0))
         #expect(actions.waiter == "run")
         #expect(actions.stopIntake != nil)
         #expect(state.finishing)
-        let again = state.finish()
+        let again = state.finish(at: at(0))
         #expect(again.waiter == nil && again.stopIntake == nil, "idempotent")
         #expect(state.awaitFinish(cancelled: false, "late") == "late")
         #expect(state.intakeStarted(stop: {}) == true, "an intake started after finish is stopped by its starter")
@@ -207,7 +207,7 @@ struct PublisherStateTests {
         #expect(state.awaitFinish(cancelled: false, "run") == nil)
         #expect(state.cancelFinishWait() == "run")
         #expect(state.cancelFinishWait() == nil)
-        #expect(state.finish().waiter == nil)
+        #expect(state.finish(at: at(0)).waiter == nil)
     }
 
     // MARK: Store

@@ -17,7 +17,7 @@ import Testing
     static let points: [TrackPoint] = [
         TrackPoint(
             seq: 41, time: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000), latitude: 48.1173, longitude: 11.5167,
-            altitudeMSL: 545.4, speed: 12.5, track: 84.4, mode: 3, satellites: 8, eph: 4.2),
+            altitudeMSL: 545.4, speed: 12.5, track: 84.4, mode: 3, satellites: 8, eph: 4.2, heading: 87.3),
         TrackPoint(
             seq: 42, time: UTCTimestamp(millisecondsSince1970: 1_795_000_001_250), latitude: -33.8568, longitude: 151.2153, mode: 2,
             backlog: true),
@@ -80,6 +80,7 @@ import Testing
         #expect(properties["time"] as? String == "2026-11-18T11:06:40.000Z")
         #expect(properties["speed"] as? Double == 12.5)
         #expect(properties["sats"] as? Int == 8)
+        #expect(properties["heading"] as? Double == 87.3, "the heading of the fix's instant")
         let line = try #require(features.last?["geometry"] as? [String: Any])
         #expect(line["type"] as? String == "LineString")
         let coordinates = try #require(line["coordinates"] as? [[Double]])
@@ -93,10 +94,10 @@ import Testing
     @Test func csvHasAHeaderAndOneRowPerFix() {
         let rows = Self.write(.csv).components(separatedBy: "\r\n").filter { !$0.isEmpty }.map { $0.components(separatedBy: ",") }
         #expect(rows.count == Self.points.count + 1)
-        #expect(rows[0] == ["vehicle", "seq", "time", "lat", "lon", "alt_msl", "speed", "track", "mode", "sats", "eph", "backlog"])
+        #expect(rows[0] == ["vehicle", "seq", "time", "lat", "lon", "alt_msl", "speed", "track", "mode", "sats", "eph", "backlog", "heading"])
         #expect(
-            rows[1] == ["van-7", "41", "2026-11-18T11:06:40.000Z", "48.1173", "11.5167", "545.4", "12.5", "84.4", "3", "8", "4.2", "false"])
-        #expect(rows[2] == ["van-7", "42", "2026-11-18T11:06:41.250Z", "-33.8568", "151.2153", "", "", "", "2", "", "", "true"])
+            rows[1] == ["van-7", "41", "2026-11-18T11:06:40.000Z", "48.1173", "11.5167", "545.4", "12.5", "84.4", "3", "8", "4.2", "false", "87.3"])
+        #expect(rows[2] == ["van-7", "42", "2026-11-18T11:06:41.250Z", "-33.8568", "151.2153", "", "", "", "2", "", "", "true", ""])
         #expect(rows[4][3] == "0.00001")
     }
 }

@@ -26,6 +26,17 @@ struct CompactBatchTests {
                 quality: second < 5 ? .dgps : .gps, satellitesUsed: 9 + second % 3, hdop: 0.8, vdop: 1.2, pdop: 1.44,
                 eph: 2.121, epv: second % 5 == 0 ? nil : 2.5)
             seq += 1
+            if second % 3 == 1 {
+                // The agent's usual message: the heading of the instant inside its fix (an HDG one
+                // with deviation and variation once, when the receiver gave no variation).
+                var joined = fix
+                joined.heading = Heading(
+                    time: time, trueHeading: second == 4 ? nil : Double((3 + second) % 360) + 0.7, magneticHeading: 88.5,
+                    magneticDeviation: second == 7 ? -2.5 : nil, magneticVariation: second == 7 ? 1.5 : nil,
+                    source: second == 7 ? .hdg : .ths)
+                events.append((seq, .fix(joined)))
+                continue
+            }
             events.append((seq, .fix(fix)))
             let heading = Heading(
                 time: second % 6 == 2 ? nil : time, trueHeading: Double((358 + second) % 360) + 0.3,
@@ -74,6 +85,24 @@ struct CompactBatchTests {
         #expect(decoded.refused.isEmpty)
         #expect(decoded.events == (try viaJSON(events)))
         #expect(decoded.events.map(\.number) == events.map { MessageNumber(run: run, seq: $0.seq) })
+    }
+
+    @Test("a fix carrying its instant's heading comes back with it, from JSON and compact alike")
+    func joinedHeadingRoundTrips() throws {
+        let events = drive(12)
+        let decoded = try FleetPayload.decodeCompactBatch(compact(events), vehicle: van)
+        let joined = decoded.events.compactMap { event -> Fix? in
+            if case .fix(let f) = event, f.fix.heading != nil { f.fix } else { nil }
+        }
+        #expect(joined.count == 4)
+        for (event, (_, original)) in zip(decoded.events, events) {
+            guard case .fix(let decodedFix) = event, case .fix(let fix) = original else { continue }
+            #expect(decodedFix.fix.heading == fix.heading, "the heading, with the fix's time, comes back whole")
+            #expect(decodedFix.fix.time == fix.time && decodedFix.fix.track == fix.track)
+        }
+        // One variation per instant: the compass's stands in for the receiver's, which gave none.
+        let hdg = try #require(joined.first { $0.heading?.source == .hdg })
+        #expect(hdg.heading?.magneticVariation == 1.5 && hdg.heading?.magneticDeviation == -2.5 && hdg.magneticVariation == 1.5)
     }
 
     @Test("deploy/decode-compact-batch.py, a decoder written in Python from the README, reads the same events")
