@@ -20,9 +20,18 @@ import MQTT
 /// and the CPU time each process used per fix (user plus system, from `wait4(2)`: its start,
 /// the replay and its stop), with the ratio of those medians.
 /// `--save-recording PATH` also writes the recording to PATH, to rerun either side by hand.
-func runEndToEndBenchmark(arguments: [String]) async {
-    let fixes = intOption(arguments, "--fixes", 30_000)
-    let runs = intOption(arguments, "--runs", 5)
+///
+/// `fleetcast-bench cpu [--fixes N] [--runs R] [--cfloor FILE.c] …` is the same measurement on
+/// a drive with a heading (RMC, GGA, GSA, VTG and HDT; default 20,000 epochs, 3 runs), with a
+/// third contender: the C floor of a libmosquitto bridge (`--cfloor`, default
+/// `../shared/tools/cfloor.c`, built with `cc -O2 … -lmosquitto`: strtok, snprintf, QoS 1 with 64
+/// in flight, no outbox, no heading). It prints CPU per fix of the three, side by side, and the
+/// two ratios the README quotes: the agent against the floor (goal at most 2x) and the Python
+/// bridge against the agent (goal at least 5x).
+func runEndToEndBenchmark(arguments: [String], cpuMode: Bool = false) async {
+    let tag = cpuMode ? "cpu" : "e2e"
+    let fixes = intOption(arguments, "--fixes", cpuMode ? 20_000 : 30_000)
+    let runs = intOption(arguments, "--runs", cpuMode ? 3 : 5)
     let inflight = intOption(arguments, "--inflight", 100)
     let agent = agentExecutable(arguments)
     let bridge = stringOption(arguments, "--bridge", "deploy/bench/nmea_bridge.py")
@@ -31,37 +40,45 @@ func runEndToEndBenchmark(arguments: [String]) async {
     let fm = FileManager.default
 
     guard fm.isExecutableFile(atPath: agent) else {
-        print("e2e: no fleetcast-agent at \(agent) (build it next to the bench, or pass --agent PATH)")
+        print("\(tag): no fleetcast-agent at \(agent) (build it next to the bench, or pass --agent PATH)")
         return
     }
     let pythonReady = pythonHasModules(python)
     if !pythonReady {
-        print("e2e: \(python) lacks paho-mqtt or pynmea2 (pip install paho-mqtt pynmea2); Python bridge skipped")
+        print("\(tag): \(python) lacks paho-mqtt or pynmea2 (pip install paho-mqtt pynmea2); Python bridge skipped")
     } else if !fm.fileExists(atPath: bridge) {
-        print("e2e: no bridge script at \(bridge) (run from the package root or pass --bridge PATH)")
+        print("\(tag): no bridge script at \(bridge) (run from the package root or pass --bridge PATH)")
         return
     }
 
     let directory: String
     do {
-        directory = try makeTemporaryDirectory(prefix: "fleetcast-bench-e2e")
+        directory = try makeTemporaryDirectory(prefix: "fleetcast-bench-\(tag)")
     } catch {
-        print("e2e: cannot make a temporary directory: \(error)")
+        print("\(tag): cannot make a temporary directory: \(error)")
         return
     }
     defer { try? fm.removeItem(atPath: directory) }
 
+    var cfloor: String?
+    if cpuMode {
+        let source = stringOption(arguments, "--cfloor", "../shared/tools/cfloor.c")
+        cfloor = buildCFloor(source: source, directory: directory)
+        if cfloor == nil { print("cpu: the C floor could not be built from \(source) (pass --cfloor FILE.c); left out") }
+    }
+
     guard let start = UTCTimestamp(year: 2026, month: 3, day: 2, hour: 8, minute: 0, second: 0) else { return }
     let epochs = SyntheticDrive.epochs(count: fixes, start: start, rateHz: 10)
-    let recording = SyntheticDrive.recording(epochs, kinds: ["RMC", "GGA", "GSA", "VTG", "GST"])
+    let kinds: Set<String> = cpuMode ? ["RMC", "GGA", "GSA", "VTG", "HDT"] : ["RMC", "GGA", "GSA", "VTG", "GST"]
+    let recording = SyntheticDrive.recording(epochs, kinds: kinds)
     let file = "\(directory)/drive.nmea"
     guard fm.createFile(atPath: file, contents: Data(recording)) else {
-        print("e2e: cannot write \(file)")
+        print("\(tag): cannot write \(file)")
         return
     }
     if let i = arguments.firstIndex(of: "--save-recording"), i + 1 < arguments.count {
         if !fm.createFile(atPath: arguments[i + 1], contents: Data(recording)) {
-            print("e2e: cannot write \(arguments[i + 1])")
+            print("\(tag): cannot write \(arguments[i + 1])")
         }
     }
     let configuration = "\(directory)/agent.yaml"
@@ -69,7 +86,7 @@ func runEndToEndBenchmark(arguments: [String]) async {
         try "broker:\n  maxInflight: \(inflight)\nlog:\n  level: warning\n"
             .write(toFile: configuration, atomically: true, encoding: .utf8)
     } catch {
-        print("e2e: cannot write \(configuration): \(error)")
+        print("\(tag): cannot write \(configuration): \(error)")
         return
     }
 
@@ -77,71 +94,99 @@ func runEndToEndBenchmark(arguments: [String]) async {
     do {
         broker = try await BenchBroker.start(inflight: inflight)
     } catch {
-        print("e2e: cannot start mosquitto: \(error)")
+        print("\(tag): cannot start mosquitto: \(error)")
         return
     }
-    print("e2e: load average \(loadAverage()) (1, 5, 15 min)")
+    print("\(tag): load average \(loadAverage()) (1, 5, 15 min)")
     print(
-        "e2e: \(fixes) epochs at 10 Hz (RMC GGA GSA VTG GST), \(fixed(Double(recording.count) / 1_048_576, 1)) MiB; broker mosquitto on \(broker.url)"
+        "\(tag): \(fixes) epochs at 10 Hz (\(cpuMode ? "RMC GGA GSA VTG HDT" : "RMC GGA GSA VTG GST")), \(fixed(Double(recording.count) / 1_048_576, 1)) MiB; broker mosquitto on \(broker.url)"
     )
-    print("e2e: agent \(agent); QoS 1 retained, \(inflight) in flight; counter: MQTTClient QoS \(counterQoS.rawValue) subscription")
+    print("\(tag): agent \(agent); QoS 1 retained, \(inflight) in flight; counter: MQTTClient QoS \(counterQoS.rawValue) subscription")
 
-    var ours: [Double] = []
-    var theirs: [Double] = []
-    var ourCPU: [Double] = []
-    var theirCPU: [Double] = []
+    /// One program measured: its label, how to start it for a run, and the topic it publishes fixes on.
+    struct Contender {
+        var label: String
+        var start: (Int) -> (executable: String, arguments: [String], topic: String)
+        var rates: [Double] = []
+        var cpu: [Double] = []
+    }
+    var contenders = [
+        Contender(label: "fleetcast-agent") { run in
+            let vehicle = "bench-\(run)"
+            let state = "\(directory)/state-\(run)"
+            try? fm.createDirectory(atPath: state, withIntermediateDirectories: true)
+            return (
+                agent,
+                [
+                    "run", "--source", "replay:\(file)?speed=max", "--vehicle", vehicle, "--broker", broker.url,
+                    "--state-dir", state, "--config", configuration,
+                ], "fleet/\(vehicle)/fix"
+            )
+        }
+    ]
+    if pythonReady {
+        contenders.append(
+            Contender(label: "python bridge  ") { run in
+                ("/usr/bin/env", [python, bridge, "127.0.0.1", String(broker.port), file, "py-\(run)", String(inflight)], "fleet/py-\(run)/fix")
+            })
+    }
+    if let cfloor {
+        contenders.append(Contender(label: "C floor        ") { _ in (cfloor, [file, String(broker.port)], "fleet/cfloor/fix") })
+    }
     var allArrived = true
     for run in 1...runs {
-        let vehicle = "bench-\(run)"
-        let state = "\(directory)/state-\(run)"
-        try? fm.createDirectory(atPath: state, withIntermediateDirectories: true)
-        let agentArguments = [
-            "run", "--source", "replay:\(file)?speed=max", "--vehicle", vehicle, "--broker", broker.url,
-            "--state-dir", state, "--config", configuration,
-        ]
-        if let result = await report(
-            "fleetcast-agent", run: run, expected: fixes, executable: agent, arguments: agentArguments,
-            name: "agent-\(run)", directory: directory, broker: broker, topic: "fleet/\(vehicle)/fix", counterQoS: counterQoS)
-        {
-            ours.append(result.rate)
-            if let cpu = result.cpuPerFix { ourCPU.append(cpu) }
-            allArrived = allArrived && result.complete
-        }
-        guard pythonReady else { continue }
-        let pyVehicle = "py-\(run)"
-        let bridgeArguments = [python, bridge, "127.0.0.1", String(broker.port), file, pyVehicle, String(inflight)]
-        if let result = await report(
-            "python bridge  ", run: run, expected: fixes, executable: "/usr/bin/env", arguments: bridgeArguments,
-            name: "bridge-\(run)", directory: directory, broker: broker, topic: "fleet/\(pyVehicle)/fix", counterQoS: counterQoS)
-        {
-            theirs.append(result.rate)
-            if let cpu = result.cpuPerFix { theirCPU.append(cpu) }
-            allArrived = allArrived && result.complete
+        for index in contenders.indices {
+            let (executable, programArguments, topic) = contenders[index].start(run)
+            if let result = await report(
+                contenders[index].label, tag: tag, run: run, expected: fixes, executable: executable, arguments: programArguments,
+                name: "\(index)-\(run)", directory: directory, broker: broker, topic: topic, counterQoS: counterQoS)
+            {
+                contenders[index].rates.append(result.rate)
+                if let cpu = result.cpuPerFix { contenders[index].cpu.append(cpu) }
+                allArrived = allArrived && result.complete
+            }
         }
     }
     await broker.shutdown()
 
-    print("e2e: fleetcast-agent median \(Int(median(ours))) fixes/s, best \(Int(ours.max() ?? 0)) (\(ours.count) runs)")
-    if !theirs.isEmpty {
-        print("e2e: python bridge   median \(Int(median(theirs))) fixes/s, best \(Int(theirs.max() ?? 0)) (\(theirs.count) runs)")
-        print("e2e: ratio of medians \(fixed(median(ours) / max(median(theirs), 1e-9), 1))x (goal >= 5x)")
+    for contender in contenders {
+        let rates = contender.rates
+        print("\(tag): \(contender.label) median \(Int(median(rates))) fixes/s, best \(Int(rates.max() ?? 0)) (\(rates.count) runs)")
     }
-    if !ourCPU.isEmpty {
-        print("e2e: CPU per fix, fleetcast-agent median \(fixed(median(ourCPU), 1)) us (\(ourCPU.count) runs)")
+    if contenders.count > 1, contenders[0].label == "fleetcast-agent", contenders[1].label.hasPrefix("python") {
+        print("\(tag): ratio of medians \(fixed(median(contenders[0].rates) / max(median(contenders[1].rates), 1e-9), 1))x (goal >= 5x)")
     }
-    if !ourCPU.isEmpty, !theirCPU.isEmpty {
-        print("e2e: CPU per fix, python bridge   median \(fixed(median(theirCPU), 1)) us (\(theirCPU.count) runs)")
-        print("e2e: CPU per fix, python bridge / fleetcast-agent: \(fixed(median(theirCPU) / max(median(ourCPU), 1e-9), 1))x (goal >= 5x)")
+    for contender in contenders where !contender.cpu.isEmpty {
+        print("\(tag): CPU per fix, \(contender.label) median \(fixed(median(contender.cpu), 1)) us (\(contender.cpu.count) runs)")
     }
-    print("e2e: every fix arrived in every run: \(allArrived ? "yes" : "NO")")
-    print("e2e: load average \(loadAverage()) (1, 5, 15 min)")
+    let ours = contenders[0].cpu
+    if let python = contenders.first(where: { $0.label.hasPrefix("python") })?.cpu, !python.isEmpty, !ours.isEmpty {
+        print("\(tag): CPU per fix, python bridge / fleetcast-agent: \(fixed(median(python) / max(median(ours), 1e-9), 1))x (goal >= 5x)")
+    }
+    if let floor = contenders.first(where: { $0.label.hasPrefix("C floor") })?.cpu, !floor.isEmpty, !ours.isEmpty {
+        print("\(tag): CPU per fix, fleetcast-agent / C floor: \(fixed(median(ours) / max(median(floor), 1e-9), 2))x (goal <= 2x)")
+    }
+    print("\(tag): every fix arrived in every run: \(allArrived ? "yes" : "NO")")
+    print("\(tag): load average \(loadAverage()) (1, 5, 15 min)")
+}
+
+/// Builds the C floor (`cc -O2 SOURCE -lmosquitto`) into `directory`; its path, or nil.
+private func buildCFloor(source: String, directory: String) -> String? {
+    guard FileManager.default.fileExists(atPath: source) else { return nil }
+    let output = "\(directory)/cfloor"
+    let process = Process()
+    process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+    process.arguments = ["cc", "-O2", "-o", output, source, "-lmosquitto"]
+    do { try process.run() } catch { return nil }
+    process.waitUntilExit()
+    return process.terminationStatus == 0 ? output : nil
 }
 
 /// Runs one measurement and prints its line; returns fixes/s, the process's CPU time per fix
 /// (microseconds), and whether every fix arrived with a zero exit status, or nil when the run
 /// could not be made.
 private func report(
-    _ label: String, run: Int, expected: Int, executable: String, arguments: [String], name: String,
+    _ label: String, tag: String, run: Int, expected: Int, executable: String, arguments: [String], name: String,
     directory: String, broker: BenchBroker, topic: String, counterQoS: MQTTQoS
 ) async -> (rate: Double, cpuPerFix: Double?, complete: Bool)? {
     do {
@@ -157,13 +202,13 @@ private func report(
             "; CPU \(fixed($0.user.seconds, 2)) s user + \(fixed($0.system.seconds, 2)) s system = \(fixed(cpuPerFix ?? 0, 1)) us per fix"
         }
         print(
-            "e2e: run \(run) \(label) \(counted)/\(expected) fixes (\(duplicates) duplicates) in \(fixed(result.seconds, 3)) s = \(Int(rate)) fixes/s, \(status)\(cpu ?? "")"
+            "\(tag): run \(run) \(label) \(counted)/\(expected) fixes (\(duplicates) duplicates) in \(fixed(result.seconds, 3)) s = \(Int(rate)) fixes/s, \(status)\(cpu ?? "")"
         )
         let complete = counted == expected && result.exitStatus == 0
-        if !complete { print("e2e:   output: \(result.output)") }
+        if !complete { print("\(tag):   output: \(result.output)") }
         return (rate, cpuPerFix, complete)
     } catch {
-        print("e2e: run \(run) \(label) failed: \(error)")
+        print("\(tag): run \(run) \(label) failed: \(error)")
         return nil
     }
 }

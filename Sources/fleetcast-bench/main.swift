@@ -1,4 +1,4 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|latency|outbox|drain|footprint|record|serve|wire|nats] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|cpu|latency|outbox|drain|footprint|record|serve|wire|nats] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
@@ -7,6 +7,8 @@ if which == "subscribe" { await runSubscribeBenchmark(arguments: Array(arguments
 if which == "mqtt" { await runMQTTBenchmark(arguments: Array(arguments.dropFirst())) }  // starts its own mosquitto
 if which == "watch" || which == "all" { await runFleetWatchBenchmark(arguments: Array(arguments.dropFirst())) }
 if which == "e2e" { await runEndToEndBenchmark(arguments: Array(arguments.dropFirst())) }  // starts mosquitto, runs the agent binary
+// cpu: CPU per fix of the agent, the Python bridge and the C floor on a drive with headings
+if which == "cpu" { await runEndToEndBenchmark(arguments: Array(arguments.dropFirst()), cpuMode: true) }
 if which == "outbox" { await runOutboxBenchmark(arguments: Array(arguments.dropFirst())) }  // SQLite outbox store
 if which == "drain" { await runDrainBenchmark(arguments: Array(arguments.dropFirst())) }  // 12,000-event backlog to mosquitto
 // footprint: the agent binary at 10 Hz: RSS, CPU, sizes

@@ -82,7 +82,7 @@ struct AgentConfigurationTests {
         #expect(config.broker.maxInflight == 20)
         #expect(config.topics.prefix == "fleet")
         #expect(config.fixQoS == .atLeastOnce)
-        #expect(config.headingQoS == .atMostOnce)
+        #expect(config.headingQoS == .atLeastOnce, "every numbered message is one gaps can count on")
         #expect(config.messageExpirySeconds == nil)
         #expect(config.policy == .trackerDefaults, "a tracker's policy for a metered link by default")
         #expect(config.policy.stoppedInterval == 3600 && config.policy.minDistance == 100)

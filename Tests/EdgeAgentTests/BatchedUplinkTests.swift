@@ -147,7 +147,13 @@ struct BatchedUplinkTests {
             publisher.publish(.heading(Heading(time: Fixes.time(Double(second)), trueHeading: 90, source: .hdt)))
         }
         try await waitForBatches(2, sender)
-        #expect(batches(sender) == [[1], Array(2...9)])
+        // The first instant's heading goes alone and teaches the joiner that this source pairs
+        // them; each later instant is one event, its fix carrying the heading.
+        #expect(batches(sender) == [[1], Array(2...6)])
+        let joined = sender.sent.filter { $0.topic == "fleet/van-7/batch" }.flatMap { message in
+            (try? FleetPayload.decodeBatch(message.payload, vehicle: vehicle))?.events ?? []
+        }.filter { if case .fix(let f) = $0 { f.fix.heading != nil } else { false } }
+        #expect(joined.count == 3)
         publisher.finish()
         try await withTimeout { await running.value }
     }

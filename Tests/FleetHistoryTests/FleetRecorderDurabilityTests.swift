@@ -31,14 +31,27 @@ import Testing
         return (try await numbers("fleetcast_fixes"), try await numbers("fleetcast_headings"))
     }
 
+    /// The numbers of the fixes that carry their instant's heading, as stored.
+    static func storedJoined(_ postgres: TestPostgres, _ database: String) async throws -> Set<Number> {
+        let text = try await postgres.psql(
+            "SELECT vehicle, run, seq FROM fleetcast_fixes WHERE heading IS NOT NULL OR mag_heading IS NOT NULL", database: database)
+        return Set(
+            text.split(separator: "\n").compactMap { line -> Number? in
+                let f = line.split(separator: "|").map(String.init)
+                guard f.count == 3, let run = Int(f[1]), let seq = Int(f[2]) else { return nil }
+                return Number(vehicle: f[0], run: run, seq: seq)
+            })
+    }
+
     /// The numbers of the fixes and headings in `mosquitto_sub -v` lines (`topic payload`),
-    /// live and in backlog batches.
-    static func published(_ lines: [String]) -> (fixes: Set<Number>, headings: Set<Number>) {
-        var fixes = Set<Number>(), headings = Set<Number>()
+    /// live and in backlog batches, and of the fixes among them that carry their heading.
+    static func published(_ lines: [String]) -> (fixes: Set<Number>, headings: Set<Number>, joined: Set<Number>) {
+        var fixes = Set<Number>(), headings = Set<Number>(), joined = Set<Number>()
         func add(_ object: [String: Any], kind: String, vehicle: String) {
             guard let seq = object["seq"] as? Int else { return }
             let number = Number(vehicle: vehicle, run: object["run"] as? Int ?? 0, seq: seq)
             if kind == "fix" { fixes.insert(number) } else if kind == "heading" { headings.insert(number) }
+            if kind == "fix", object["heading"] != nil || object["magHeading"] != nil { joined.insert(number) }
         }
         for line in lines {
             guard let space = line.firstIndex(of: " ") else { continue }
@@ -55,7 +68,7 @@ import Testing
                 add(object, kind: String(levels[2]), vehicle: vehicle)
             }
         }
-        return (fixes, headings)
+        return (fixes, headings, joined)
     }
 
     /// Waits until `process` logged `text`; on failure the test shows what it did log.
@@ -179,6 +192,9 @@ import Testing
                     "recorder-k", broker: broker, postgres: postgres, database: database, directory: directory)
                 try await Self.waitForLog(recorder, "Subscribed to the fleet")
                 let vehicles = ["van-k1", "van-k2"]
+                // A witness of everything the vehicles publish, live and backlog.
+                let witness = try await MosquittoCLI.subscribe(broker: broker, filter: "fleet/+/+", count: 100_000, timeoutSeconds: 300)
+                // The agents' defaults: a heading rides in its fix; one that goes alone is QoS 1.
                 let agents = try vehicles.map { try FleetRecorderTests.startAgent($0, broker: broker, directory: directory) }
                 func storedCount() async throws -> Int {
                     let s = try await Self.stored(postgres, database)
@@ -220,6 +236,16 @@ import Testing
                     #expect(Set(numbers.map(\.run)).count == 1, "\(vehicle): one numbering run")
                     #expect(Set(numbers.map(\.seq)) == Set(1...last), "\(vehicle): seq 1…\(last), \(numbers.count) stored")
                 }
+                // Every fix and heading the agents published is stored, each heading where it came:
+                // in its fix's row, or alone.
+                let published = Self.published(witness.messagesSoFar)
+                await witness.stop()
+                let stored = try await Self.stored(postgres, database)
+                let storedJoined = try await Self.storedJoined(postgres, database)
+                #expect(published.fixes.isSubset(of: stored.fixes), "\(published.fixes.subtracting(stored.fixes).prefix(10))")
+                #expect(published.headings.isSubset(of: stored.headings), "\(published.headings.subtracting(stored.headings).prefix(10))")
+                #expect(published.joined.isSubset(of: storedJoined), "\(published.joined.subtracting(storedJoined).prefix(10))")
+                #expect(published.joined.count > published.fixes.count * 9 / 10, "one message an instant: fixes carry their headings")
                 recorder.send(SIGTERM)
                 #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
                 let log = recorder.standardError

@@ -46,9 +46,8 @@ import Testing
                 "run", "--source", "sim:?rate=10", "--vehicle", vehicle, "--broker", broker.url,
                 "--state-dir", directory.file("state-\(vehicle)"),
             ], directory: directory.path, name: "agent-\(vehicle)",
-            // Every heading must arrive to be recorded: QoS 1, as the README advises a fleet
-            // that keeps its tracks (the default, QoS 0, loses one in flight when a recorder stops).
-            environment: ["FLEETCAST_REPORT_EVERY_FIX": "1", "FLEETCAST_QOS_HEADING": "1"])
+            // Every fix at the defaults otherwise: a heading rides in its fix, or alone at QoS 1.
+            environment: ["FLEETCAST_REPORT_EVERY_FIX": "1"])
     }
 
     static func startRecorder(

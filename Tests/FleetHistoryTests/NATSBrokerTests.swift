@@ -8,16 +8,12 @@ import Testing
 /// PostgreSQL; nodes killed with SIGKILL.
 @Suite(.enabled(if: TestNATS.isInstalled, "nats-server is installed by the README's test command (deploy/test.sh)"))
 struct NATSBrokerTests {
-    static func startAgent(
-        _ vehicle: String, brokers: [String], directory: TemporaryDirectory, extra: [String: String] = [:]
-    ) throws
-        -> TestProcess
-    {
+    static func startAgent(_ vehicle: String, brokers: [String], directory: TemporaryDirectory) throws -> TestProcess {
         try TestProcess(
             builtProduct("fleetcast-agent"),
             ["run", "--source", "sim:?rate=10", "--vehicle", vehicle, "--state-dir", directory.file("state-\(vehicle)")]
                 + brokers.flatMap { ["--broker", $0] },
-            directory: directory.path, name: "agent-\(vehicle)", environment: ["FLEETCAST_REPORT_EVERY_FIX": "1"].merging(extra) { $1 })
+            directory: directory.path, name: "agent-\(vehicle)", environment: ["FLEETCAST_REPORT_EVERY_FIX": "1"])
     }
 
     static func startRecorder(
@@ -91,7 +87,7 @@ struct NATSBrokerTests {
                 let recorder = try Self.startRecorder(
                     "recorder-nats", brokers: nats.urls, postgres: postgres, database: database, directory: directory)
                 try await FleetRecorderDurabilityTests.waitForLog(recorder, "Subscribed to the fleet")
-                let agent = try Self.startAgent("van-n", brokers: nats.urls, directory: directory, extra: ["FLEETCAST_QOS_HEADING": "1"])
+                let agent = try Self.startAgent("van-n", brokers: nats.urls, directory: directory)
                 try await Task.sleep(for: .seconds(30))
                 agent.send(SIGTERM)
                 #expect(try await agent.waitForExit(timeout: .seconds(30)) == 0, "\(agent.standardError)")
@@ -146,7 +142,7 @@ struct NATSBrokerTests {
                     ["serve", "--listen", "127.0.0.1:\(mapPort)", "--tiles", "none"] + nats.urls.flatMap { ["--broker", $0] },
                     directory: directory.path, name: "serve-cluster")
                 defer { serve.send(SIGKILL) }
-                let agent = try Self.startAgent("van-c", brokers: nats.urls, directory: directory, extra: ["FLEETCAST_QOS_HEADING": "1"])
+                let agent = try Self.startAgent("van-c", brokers: nats.urls, directory: directory)
                 let clock = ContinuousClock()
                 let start = clock.now
                 // Each node in turn: 15 s up, killed for 10 s, restarted (90 s in all).

@@ -75,7 +75,7 @@ import Testing
                         "run", "--source", "sim:?rate=1", "--vehicle", "steady", "--broker", broker.url,
                         "--state-dir", directory.file("state-steady"),
                     ], directory: directory.path, name: "agent-steady",
-                    environment: ["FLEETCAST_REPORT_EVERY_FIX": "1", "FLEETCAST_QOS_HEADING": "1"])
+                    environment: ["FLEETCAST_REPORT_EVERY_FIX": "1"])
                 try await Task.sleep(for: .seconds(60))
                 steady.send(SIGTERM)
                 #expect(try await steady.waitForExit(timeout: .seconds(20)) == 0, "\(steady.standardError)")

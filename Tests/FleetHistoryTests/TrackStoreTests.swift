@@ -45,7 +45,7 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
             async let second = withStore(postgres, database: database) { store, _ in try await store.migrate() }
             let found = try await [first, second].sorted()
             #expect(found == [0, TrackStore.schemaVersion], "one migrated from an empty database, the other found it done")
-            #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1\n2")
+            #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1\n2\n3")
             let tables = try await postgres.psql(
                 "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fleetcast_%' ORDER BY tablename", database: database)
             #expect(tables == "fleetcast_fixes\nfleetcast_headings\nfleetcast_schema")

@@ -43,7 +43,11 @@ struct BatchedUplinkEndToEndTests {
         }
         let events = lines.filter { ["fix", "heading"].contains($0["kind"] as? String) }
         let seqs = events.compactMap { ($0["seq"] as? NSNumber)?.intValue }
-        #expect(seqs.count >= 80, "7 s at 10 Hz, a fix and a heading each: \(seqs.count) events")
+        #expect(seqs.count >= 50, "7 s at 10 Hz, one event an instant: \(seqs.count) events")
+        // After the first instant, which teaches the agent that the simulator pairs them, each
+        // fix carries its instant's heading.
+        let fixes = events.filter { $0["kind"] as? String == "fix" }
+        #expect(fixes.filter { $0["heading"] != nil }.count >= fixes.count - 2, "fixes carry their heading")
         #expect(seqs == Array(1...max(1, seqs.count)), "every event, in order: \(seqs.prefix(30))…")
         #expect(events.allSatisfy { $0["backlog"] == nil && $0["vehicle"] as? String == "v1" })
         #expect(!lines.contains { $0["kind"] as? String == "malformed" })
@@ -52,10 +56,10 @@ struct BatchedUplinkEndToEndTests {
         let messages = raw.messagesSoFar.compactMap { MosquittoCLI.hexMessage($0) }
         #expect(Set(messages.map(\.topic)) == ["fleet/v1/batch", "fleet/v1/status"], "\(Set(messages.map(\.topic)))")
         // Compact (the default encoding); besides the start's and the stop's, each batch holds
-        // 2 s of events: 40.
+        // 2 s of events: 20 (at least half of that on a loaded machine).
         let batches = messages.filter { $0.topic == "fleet/v1/batch" }
         #expect(batches.allSatisfy { $0.payload.first == 0xFC }, "compact batches")
-        #expect((batches.count - 2) * 20 <= seqs.count, "\(seqs.count) events in \(batches.count) batches")
+        #expect((batches.count - 2) * 10 <= seqs.count, "\(seqs.count) events in \(batches.count) batches")
         let retained = try #require(
             try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/batch", extra: MosquittoCLI.hexOutput).flatMap {
                 MosquittoCLI.hexMessage($0)
