@@ -65,6 +65,8 @@ package final class Outbox: Sendable {
 
     /// Returns once `condition` holds (at once if it does), or when the task is cancelled.
     package func wait(for condition: OutboxCondition) async {
+        // Most waits find the condition true (a lossless intake with room): no continuation.
+        if state.withLock({ $0.holds(condition) }) { return }
         await suspend { waiter in
             // Registered under the lock only if not cancelled yet; a cancellation after that
             // finds it by its id under the same lock.
@@ -80,6 +82,39 @@ package final class Outbox: Sendable {
     /// the task is cancelled).
     package func wait(for condition: OutboxCondition, upTo timeout: Duration) async {
         _ = await withTimeLimit(timeout) { await self.wait(for: condition) }
+    }
+
+    // MARK: The publisher's frequent transitions
+    //
+    // Each is one per message. Written here, in the module that makes `State` concrete, they
+    // run specialized code; the same transition as a closure in another module calls the
+    // state's generic code, with a runtime look-up of its type metadata at each call.
+
+    /// The next `seq` and the record made with it, accepted: `false` when no number could be
+    /// handed out (the outbox is closed) or the record was not taken.
+    package func accept(_ makeRecord: (UInt64) -> OutboxRecord) -> Bool {
+        guard
+            let seq = transition({ state -> (UInt64?, State.Resumptions) in
+                guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
+                return (seq, resumptions)
+            })
+        else { return false }
+        let record = makeRecord(seq)
+        return transition { $0.accept(record) }
+    }
+
+    /// A live send's outcome: acknowledged (`true`), refused for good (`nil`: dropped and
+    /// counted), or failed (`false`: retried or demoted to the backlog).
+    package func liveSent(_ item: LiveItem, acknowledged: Bool?) {
+        run(
+            state.withLock { state in
+                switch (item, acknowledged) {
+                case (.status, let acknowledged): state.statusSent(acknowledged != false)
+                case (.record(let record), true): state.liveAcknowledged(record.seq)
+                case (.record(let record), nil): state.liveRejected(record.seq)
+                case (.record(let record), false): state.liveFailed(record.seq)
+                }
+            })
     }
 
     private func run(_ resumptions: State.Resumptions) {

@@ -142,6 +142,13 @@ package struct OutboxState<LiveWaiter, Signal> {
     // MARK: Live
     private var liveQueue: Deque<OutboxRecord> = []
     private var liveInflight: [UInt64: OutboxRecord] = [:]
+    /// The live window filled up: nothing more goes live until half of it is acknowledged. A
+    /// sender that keeps the window full (a replay at full speed, a link slower than the
+    /// receiver) is then woken once per half window and hands its messages over together, which
+    /// the network loop writes in one turn (corked: full TCP segments), instead of one message,
+    /// one wake-up and one segment per PUBACK. A live fix on a link that keeps up never meets a
+    /// full window, and is never held.
+    private var liveRefilling = false
     private var pendingStatus: OutboundMessage?
     private var statusInflight: OutboundMessage?
     private var liveWaiter: LiveWaiter?
@@ -247,6 +254,11 @@ package struct OutboxState<LiveWaiter, Signal> {
     /// `nil`: wait with ``setLiveWaiter(_:)``.
     package mutating func nextLive() -> LiveItem?? {
         let inflight = liveInflight.count + (statusInflight == nil ? 0 : 1)
+        if inflight >= settings.liveWindow { liveRefilling = true }
+        if liveRefilling, inflight > settings.liveWindow / 2 {
+            return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil
+        }
+        liveRefilling = false
         if let status = pendingStatus, statusInflight == nil, inflight < settings.liveWindow {
             pendingStatus = nil
             statusInflight = status
@@ -502,9 +514,12 @@ package struct OutboxState<LiveWaiter, Signal> {
         return protected
     }
 
-    private func holds(_ condition: Condition) -> Bool {
+    /// Whether `condition` holds: for a task about to wait, or (`waking`) for one waiting. A
+    /// full live queue lets its waiter go once it is down to half (one window), not at the first
+    /// free place: an intake that fills it (a replay at full speed) is woken once per window.
+    package func holds(_ condition: Condition, waking: Bool = false) -> Bool {
         switch condition {
-        case .liveRoom: closed || liveCount < settings.liveWindow * 2
+        case .liveRoom: closed || liveCount < (waking ? settings.liveWindow + 1 : settings.liveWindow * 2)
         case .liveIdle: liveInflight.isEmpty && statusInflight == nil
         case .backlogIdle: backlogInflight == nil
         case .commitDue: closed || nextSeq + settings.minimumReserve / 2 >= reservedSeq
@@ -603,7 +618,7 @@ package struct OutboxState<LiveWaiter, Signal> {
             liveWaiter = nil
         }
         if !signalWaiters.isEmpty {
-            for (id, waiter) in signalWaiters where holds(waiter.condition) {
+            for (id, waiter) in signalWaiters where holds(waiter.condition, waking: true) {
                 signalWaiters.removeValue(forKey: id)
                 resumptions.signals.append(waiter.signal)
             }

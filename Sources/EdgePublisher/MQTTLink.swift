@@ -45,6 +45,23 @@ public final class MQTTLink: MessageSending {
             properties: compact ? compactProperties : properties)
     }
 
+    /// As ``send(topic:payload:qos:retain:)``, with libmosquitto's acknowledgement delivered to
+    /// `completion` on its network thread: no task, no continuation.
+    public func send(
+        topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool,
+        completion: @escaping @Sendable (Result<Void, any Error>) -> Void
+    ) {
+        guard let client = client.withLock({ $0 }) else { return completion(.failure(MQTTError.notConnected)) }
+        let compact = payload.first == FleetPayload.compactBatchMagic[0]
+        do {
+            try client.publish(
+                topic: topic, payload: payload, qos: qos, retain: retain, properties: compact ? compactProperties : properties,
+                completion: completion)
+        } catch {
+            completion(.failure(error))
+        }
+    }
+
     /// Connects with `will` as the last will, retrying while the broker is unreachable
     /// (``MQTTClient/connectRetrying(configuration:backoff:deadline:warningInterval:outageLevel:recoveryLevel:logger:)``).
     /// Returns once connected; throws the error when retrying cannot help, or

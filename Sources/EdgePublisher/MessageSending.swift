@@ -4,9 +4,10 @@ import MQTT
 /// tests. The publisher's sender loop is its only caller; it keeps up to
 /// ``Publisher/Settings/sendWindow`` sends outstanding at once.
 ///
-/// **Ordering requirement.** The sender loop starts each send as an immediate child task
-/// (`addImmediateTask`, SE-0472), which runs synchronously on the loop's thread up to its first
-/// suspension point, and starts sends in queue order. An implementation must therefore hand the
+/// **Ordering requirement.** The live loop starts sends in queue order with the callback form,
+/// which hands the message over before it returns; the callback form's default runs the async
+/// form in an immediate task (`Task.immediate`, SE-0472), which runs synchronously up to its
+/// first suspension point. An implementation must therefore hand the
 /// message to its transport (for libmosquitto: `mosquitto_publish`, which queues it for the
 /// wire) **before its first suspension point**, and only then await the acknowledgement. Then
 /// messages reach the transport — and the broker — in exactly the order the loop started them:
@@ -28,6 +29,15 @@ public protocol MessageSending: Sendable {
     ///   - retain: whether the broker keeps it as the topic's retained message.
     func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws
 
+    /// The same without a task: hands the message to the transport before it returns and calls
+    /// `completion` once with the outcome, from any thread, outside every lock. The live loop
+    /// sends this way (a task and a continuation per message cost as much as the message). The
+    /// default runs ``send(topic:payload:qos:retain:)`` in an immediate task, which keeps the
+    /// ordering requirement.
+    func send(
+        topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool,
+        completion: @escaping @Sendable (Result<Void, any Error>) -> Void)
+
     /// What the link has cost on the network so far (bytes on the wire), for the vehicle's
     /// status; `nil` where the transport cannot tell.
     var traffic: MQTTTraffic? { get }
@@ -36,4 +46,18 @@ public protocol MessageSending: Sendable {
 extension MessageSending {
     /// Not counted.
     public var traffic: MQTTTraffic? { nil }
+
+    public func send(
+        topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool,
+        completion: @escaping @Sendable (Result<Void, any Error>) -> Void
+    ) {
+        Task.immediate {
+            do {
+                try await send(topic: topic, payload: payload, qos: qos, retain: retain)
+                completion(.success(()))
+            } catch {
+                completion(.failure(error))
+            }
+        }
+    }
 }

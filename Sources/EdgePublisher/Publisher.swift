@@ -167,23 +167,19 @@ public final class Publisher: Sendable {
     /// Numbers, encodes and queues what passed, oldest first.
     func enqueue(_ decisions: [State.Publish], flush: Bool = false) {
         var queued = 0
+        let vehicle = settings.vehicle.rawValue
         for decision in decisions {
-            guard
-                let seq = outbox.transition({ state -> (UInt64?, Outbox.State.Resumptions) in
-                    guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
-                    return (seq, resumptions)
-                })
-            else { break }
-            let vehicle = settings.vehicle.rawValue
-            let kind: OutboundMessage.Kind
-            let payload: [UInt8]
-            switch decision {
-            case .fix(let fix): (kind, payload) = (.fix, FleetPayload.encode(fix, vehicle: vehicle, seq: seq, run: run))
-            case .heading(let heading):
-                (kind, payload) = (.heading, FleetPayload.encode(heading, vehicle: vehicle, seq: seq, run: run))
+            let accepted = outbox.accept { seq in
+                let kind: OutboundMessage.Kind
+                let payload: [UInt8]
+                switch decision {
+                case .fix(let fix): (kind, payload) = (.fix, FleetPayload.encode(fix, vehicle: vehicle, seq: seq, run: run))
+                case .heading(let heading):
+                    (kind, payload) = (.heading, FleetPayload.encode(heading, vehicle: vehicle, seq: seq, run: run))
+                }
+                return OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
             }
-            let record = OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
-            guard outbox.transition({ $0.accept(record) }) else { break }
+            guard accepted else { break }
             queued += 1
         }
         guard queued > 0 else { return }
@@ -335,34 +331,33 @@ public final class Publisher: Sendable {
     // MARK: Live
 
     private func liveLoop() async {
-        await withDiscardingTaskGroup { group in
-            while let item = await outbox.nextLive() {
-                if let retry = state.withLock({ $0.liveRetryWait() }) {
-                    // A send failed: put this one back, let the others settle, back off, and go
-                    // on from the newest of each kind (older live records have become backlog).
-                    outbox.transition { state in
-                        switch item {
-                        case .status: state.statusSent(false)
-                        case .record(let record): state.liveFailed(record.seq)
-                        }
+        while let item = await outbox.nextLive() {
+            if let retry = state.withLock({ $0.liveRetryWait() }) {
+                // A send failed: put this one back, let the others settle, back off, and go
+                // on from the newest of each kind (older live records have become backlog).
+                outbox.transition { state in
+                    switch item {
+                    case .status: state.statusSent(false)
+                    case .record(let record): state.liveFailed(record.seq)
                     }
-                    await outbox.wait(for: .liveIdle)
-                    await backOff(retry)
-                    if Task.isCancelled { return }
-                    state.withLock { $0.liveRetried() }
-                    continue
                 }
-                // Runs synchronously up to the sender's first suspension, by which point the
-                // message is with the transport: live sends reach the wire in `seq` order.
-                group.addImmediateTask {
-                    if await !self.sendLive(item) { self.state.withLock { $0.liveSendFailed() } }
-                }
+                await outbox.wait(for: .liveIdle)
+                await backOff(retry)
+                if Task.isCancelled { return }
+                state.withLock { $0.liveRetried() }
+                continue
             }
+            // Handed to the transport before this returns: live sends reach the wire in `seq`
+            // order. Their acknowledgements come back through `liveSent`.
+            sendLive(item)
         }
+        // Closed and nothing left to start: what is still awaiting its acknowledgement settles
+        // (or the stop's time limit cancels this wait; unacknowledged records stay stored).
+        await outbox.wait(for: .liveIdle)
     }
 
-    /// Sends one live item; returns whether it was delivered.
-    private func sendLive(_ item: OutboxLiveItem) async -> Bool {
+    /// Sends one live item; its outcome arrives in ``liveSent(_:topic:_:)``.
+    private func sendLive(_ item: OutboxLiveItem) {
         let topic: String
         let payload: [UInt8]
         let qos: MQTTQoS
@@ -373,36 +368,26 @@ public final class Publisher: Sendable {
             topic = record.kind == .fix ? settings.topics.fix(settings.vehicle) : settings.topics.heading(settings.vehicle)
             (payload, qos) = (record.payload, record.kind == .fix ? settings.fixQoS : settings.headingQoS)
         }
-        do {
-            try await sender.send(topic: topic, payload: payload, qos: qos, retain: true)
-        } catch let error as MQTTError where error.isPermanentPublishRefusal {
-            // Refused for good (the broker's ACL): dropped and counted, nothing behind it waits.
-            outbox.transition { state in
-                switch item {
-                case .status: state.statusSent(true)
-                case .record(let record): state.liveRejected(record.seq)
-                }
-            }
+        sender.send(topic: topic, payload: payload, qos: qos, retain: true) { result in
+            self.liveSent(item, topic: topic, result)
+        }
+    }
+
+    /// The outcome of a live send: acknowledged, refused for good (dropped and counted, nothing
+    /// behind it waits), or failed (retried after a back-off).
+    private func liveSent(_ item: OutboxLiveItem, topic: String, _ result: Result<Void, any Error>) {
+        switch result {
+        case .success:
+            outbox.liveSent(item, acknowledged: true)
+            noteSuccess(count: item.isStatus ? 0 : 1, statuses: item.isStatus ? 1 : 0)
+        case .failure(let error as MQTTError) where error.isPermanentPublishRefusal:
+            outbox.liveSent(item, acknowledged: nil)
             noteRefusal(error, topic: topic)
-            return true
-        } catch {
-            outbox.transition { state in
-                switch item {
-                case .status: state.statusSent(false)
-                case .record(let record): state.liveFailed(record.seq)
-                }
-            }
+        case .failure(let error):
+            outbox.liveSent(item, acknowledged: false)
             noteFailure(error, topic: topic)
-            return false
+            state.withLock { $0.liveSendFailed() }
         }
-        outbox.transition { state in
-            switch item {
-            case .status: state.statusSent(true)
-            case .record(let record): state.liveAcknowledged(record.seq)
-            }
-        }
-        noteSuccess(count: item.isStatus ? 0 : 1, statuses: item.isStatus ? 1 : 0)
-        return true
     }
 
     // MARK: Sync

@@ -49,7 +49,27 @@ package struct JSONWriter {
     package mutating func int<I: BinaryInteger>(_ name: StaticString, _ value: I?) {
         guard let value else { return }
         key(name)
-        bytes.append(contentsOf: String(value).utf8)
+        if let small = Int64(exactly: value) {
+            Self.appendInteger(small, to: &bytes)
+        } else {
+            bytes.append(contentsOf: String(value).utf8)
+        }
+    }
+
+    /// Appends `value` in decimal, digit by digit (no `String` made: a fix has a dozen integers).
+    package static func appendInteger(_ value: Int64, to bytes: inout [UInt8]) {
+        var magnitude = value.magnitude
+        if value < 0 { bytes.append(UInt8(ascii: "-")) }
+        var digits: (UInt64, UInt64, UInt64) = (0, 0, 0)  // 24 bytes: UInt64.max has 20 digits
+        var count = 0
+        withUnsafeMutableBytes(of: &digits) { buffer in
+            repeat {
+                buffer[23 - count] = UInt8(ascii: "0") &+ UInt8(truncatingIfNeeded: magnitude % 10)
+                magnitude /= 10
+                count += 1
+            } while magnitude != 0
+            bytes.append(contentsOf: buffer[(24 - count)...])
+        }
     }
 
     package mutating func bool(_ name: StaticString, _ value: Bool?) {
@@ -116,7 +136,7 @@ package struct JSONWriter {
         var rounded = scaled.isFinite ? scaled.rounded() / scale : value
         if rounded == 0 { rounded = 0 }  // no "-0.0"
         if rounded == rounded.rounded(), abs(rounded) < 1e15 {
-            bytes.append(contentsOf: String(Int64(rounded)).utf8)
+            appendInteger(Int64(rounded), to: &bytes)
         } else {
             bytes.append(contentsOf: rounded.description.utf8)
         }

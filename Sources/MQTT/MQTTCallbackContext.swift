@@ -8,10 +8,32 @@ import Glibc
 import Musl
 #endif
 
-/// The client's state with the types the client hands it: its waits are checked
-/// continuations, its subscription and observer streams are `AsyncStream` continuations.
+/// What waits for a CONNACK, PUBACK (PUBCOMP) or SUBACK: a task's continuation, or the
+/// callback of ``MQTTClient/publish(topic:payload:qos:retain:properties:completion:)``, which
+/// costs no task and no thread hop.
+enum MQTTCompletion: Sendable {
+    case continuation(CheckedContinuation<Void, any Error>)
+    case callback(@Sendable (Result<Void, any Error>) -> Void)
+
+    func resume() {
+        switch self {
+        case .continuation(let continuation): continuation.resume()
+        case .callback(let callback): callback(.success(()))
+        }
+    }
+
+    func resume(throwing error: any Error) {
+        switch self {
+        case .continuation(let continuation): continuation.resume(throwing: error)
+        case .callback(let callback): callback(.failure(error))
+        }
+    }
+}
+
+/// The client's state with the types the client hands it: its waits are continuations or
+/// callbacks, its subscription and observer streams are `AsyncStream` continuations.
 typealias MQTTClientLiveState = MQTTClientState<
-    CheckedContinuation<Void, any Error>,
+    MQTTCompletion,
     AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
     AsyncStream<MQTTConnectionState>.Continuation,
     Waiter<Void>
@@ -19,7 +41,7 @@ typealias MQTTClientLiveState = MQTTClientState<
 
 extension MQTTClientState.Actions
 where
-    Ack == CheckedContinuation<Void, any Error>, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+    Ack == MQTTCompletion, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
     Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == FleetcastCore.Waiter<Void>
 {
     /// Performs the actions; call it after releasing the lock.

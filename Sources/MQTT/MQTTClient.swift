@@ -69,7 +69,9 @@ public final class MQTTClient: Sendable {
         let context = self.context
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let (action, actions) = context.state.withLock { $0.startConnect(continuation, cancelled: Task.isCancelled) }
+                let (action, actions) = context.state.withLock {
+                    $0.startConnect(.continuation(continuation), cancelled: Task.isCancelled)
+                }
                 actions.run()
                 switch action {
                 case .refuse(let error):
@@ -117,8 +119,46 @@ public final class MQTTClient: Sendable {
         retain: Bool = false,
         properties: MQTTPublishProperties = .none
     ) async throws {
-        try MQTTTopicFilter.validate(topic: topic)
         let context = self.context
+        let (mid, epoch, token) = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
+        try await withTaskCancellationHandler {
+            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
+                context.state.withLock {
+                    // Read under the lock: a cancellation handler that already ran found no
+                    // registered wait, so this registration must see the cancellation.
+                    $0.publishSent(
+                        mid: mid, topic: topic, qos: qos, epoch: epoch, token: token, cancelled: Task.isCancelled,
+                        ack: .continuation(continuation))
+                }.run()
+            }
+        } onCancel: {
+            context.state.withLock { $0.cancelPublish(mid: mid, token: token) }.run()
+        }
+    }
+
+    /// Publishes as ``publish(topic:payload:qos:retain:properties:)`` does, without a task:
+    /// hands the message to libmosquitto before it returns (throwing what that step refuses),
+    /// and calls `completion` once with the outcome that the other waits for: success when the
+    /// acknowledgement its QoS asks for arrived, or the error. For a sender of many messages (the
+    /// agent's live sends): no task and no continuation per message, no thread hop to learn of
+    /// a PUBACK. `completion` runs on libmosquitto's network thread (or at once, on this one,
+    /// when the outcome is already known), outside every lock: it must be quick and never block.
+    public func publish(
+        topic: String, payload: [UInt8], qos: MQTTQoS = .atLeastOnce, retain: Bool = false,
+        properties: MQTTPublishProperties = .none, completion: @escaping @Sendable (Result<Void, any Error>) -> Void
+    ) throws {
+        let (mid, epoch, token) = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
+        context.state.withLock {
+            $0.publishSent(mid: mid, topic: topic, qos: qos, epoch: epoch, token: token, cancelled: false, ack: .callback(completion))
+        }.run()
+    }
+
+    /// The synchronous part of a publish: the topic checked, the state asked, the message
+    /// handed to libmosquitto. Returns its `mid` and the state's epoch and token for the wait.
+    private func handOver(
+        topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, properties: MQTTPublishProperties
+    ) throws -> (mid: Int32, epoch: UInt64, token: UInt64) {
+        try MQTTTopicFilter.validate(topic: topic)
         let (epoch, token) = try context.state.withLock { $0.beginPublish() }.get()
         var mid: Int32 = 0
         let rc = try withPublishProperties(properties) { props in
@@ -136,19 +176,7 @@ public final class MQTTClient: Sendable {
         }
         let sentMid = mid
         context.logger.trace("MQTT publish sent", metadata: ["mqtt.topic": "\(topic)", "mqtt.mid": "\(sentMid)"])
-        try await withTaskCancellationHandler {
-            try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                context.state.withLock {
-                    // Read under the lock: a cancellation handler that already ran found no
-                    // registered wait, so this registration must see the cancellation.
-                    $0.publishSent(
-                        mid: sentMid, topic: topic, qos: qos, epoch: epoch, token: token, cancelled: Task.isCancelled,
-                        ack: continuation)
-                }.run()
-            }
-        } onCancel: {
-            context.state.withLock { $0.cancelPublish(mid: sentMid, token: token) }.run()
-        }
+        return (mid, epoch, token)
     }
 
     /// Publishes a UTF-8 string; see ``publish(topic:payload:qos:retain:properties:)``.
@@ -256,7 +284,9 @@ public final class MQTTClient: Sendable {
         let sentBatches = sent
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (ack: CheckedContinuation<Void, any Error>) in
-                context.state.withLock { $0.subscribeSent(id: id, sentBatches, epoch: epoch, cancelled: Task.isCancelled, ack: ack) }.run()
+                context.state.withLock {
+                    $0.subscribeSent(id: id, sentBatches, epoch: epoch, cancelled: Task.isCancelled, ack: .continuation(ack))
+                }.run()
             }
         } onCancel: {
             context.state.withLock { $0.cancelSubscribe(id: id) }.run()

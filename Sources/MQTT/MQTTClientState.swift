@@ -121,6 +121,8 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     private var abandonedPublishes: Set<Int32> = []
 
     private var subscriptions: [UInt64: Subscription] = [:]
+    /// Publishes handed to libmosquitto since the loop's last turn.
+    private var publishesSinceTurn = 0
     /// MQTT 5 subscription identifier of each subscribed filter. The broker sends one copy of
     /// a message per matching subscription, tagged with its identifier; routing by it gives
     /// each stream exactly one copy even when filters overlap.
@@ -576,7 +578,18 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// reconnecting; otherwise the connection epoch it is sent on and the token of its wait.
     mutating func beginPublish() -> Result<(epoch: UInt64, token: UInt64), MQTTError> {
         if let refusal { return .failure(refusal) }
+        publishesSinceTurn &+= 1
         return .success((epoch, makeID()))
+    }
+
+    /// Whether the loop's next turn is worth corking the socket for (see
+    /// `MQTTConnectionLoop.corked`): more than one publish handed over since the last turn, or a
+    /// subscriber, whose turn writes the acknowledgements of what it reads. A lone publish, a
+    /// live fix at 1 Hz, gains nothing from it and would pay two system calls. Starts the count
+    /// of the next turn.
+    mutating func takeTurnCork() -> Bool {
+        defer { publishesSinceTurn = 0 }
+        return publishesSinceTurn >= 2 || !subscriptions.isEmpty
     }
 
     /// Registers the wait of a publish libmosquitto accepted with `mid`, unless its

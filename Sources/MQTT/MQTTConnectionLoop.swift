@@ -45,6 +45,9 @@ enum MQTTConnectionLoop {
             }
         }
         var disconnectSent = false
+        // libmosquitto's log, on for each connection attempt (connect turns it on).
+        var libraryLogOn = true
+        let keepsLibraryLog = context.logger.logLevel <= .trace
         var stopDeadline: ContinuousClock.Instant?
         var trafficDue = ContinuousClock.now
         var attemptStarted = ContinuousClock.now
@@ -70,6 +73,11 @@ enum MQTTConnectionLoop {
                     trafficDue = ContinuousClock.now.advanced(by: trafficSampleInterval)
                 }
                 let (mustStop, awaitsConnack) = context.state.withLock { ($0.mustStop, $0.awaitsConnack) }
+                if libraryLogOn && !awaitsConnack && !keepsLibraryLog {
+                    // Connected: the per-packet lines would only cost (see setLibraryLog).
+                    handle.setLibraryLog(false)
+                    libraryLogOn = false
+                }
                 if !disconnectSent && mustStop {
                     // A shutdown raced with a (re)connect: send DISCONNECT now.
                     disconnectSent = true
@@ -103,6 +111,7 @@ enum MQTTConnectionLoop {
             // Acknowledging after handling: reconnect once everything received is handled,
             // or the broker's redeliveries would pile up behind a consumer that cannot go on.
             guard waitUntilHandled(context), reconnectWithBackoff(handle, keepAlive: keepAlive) else { break }
+            libraryLogOn = true
             attemptStarted = .now
         }
         context.state.withLock { $0.loopEnded() }.run()
@@ -110,7 +119,8 @@ enum MQTTConnectionLoop {
     }
 
     /// Runs `body` (a libmosquitto call that writes) with the connection's socket corked
-    /// (`TCP_CORK`): the packets it writes, each its own `write` (or TLS record), leave as few
+    /// (`TCP_CORK`) when the turn has more than one packet to write (``MQTTClientState/takeTurnCork()``):
+    /// the packets it writes, each its own `write` (or TLS record), leave as few
     /// full TCP segments instead of one segment each, and go out when it returns. A heading and
     /// its fix handed over together, a backlog batch beside a live fix, a subscriber's
     /// acknowledgements of a burst: one segment's IP and TCP headers (52 bytes on a link with
@@ -126,6 +136,7 @@ enum MQTTConnectionLoop {
     /// turn already corked before the stop queues its DISCONNECT. Keeps `errno` as `body` left it.
     private static func corked(_ handle: MosquittoHandle, _ body: () -> Int32) -> Int32 {
         let mosq = handle.pointer
+        guard handle.context.state.withLock({ $0.takeTurnCork() }) else { return body() }
         let socket = mosquitto_socket(mosq)
         setCork(socket, true)
         // Checked after corking: a stop that came before this reading is seen here, and one
@@ -187,6 +198,7 @@ enum MQTTConnectionLoop {
                 guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
             }
         }
+        handle.setLibraryLog(true)
         return mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, properties)
     }
 

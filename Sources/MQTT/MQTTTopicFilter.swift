@@ -54,7 +54,7 @@ public enum MQTTTopicFilter {
     /// Checks a topic to publish to: non-empty, no wildcards, at most 65535 bytes.
     public static func validate(topic: String) throws(MQTTError) {
         if topic.isEmpty { throw .invalidTopic(topic, reason: "empty topic") }
-        if topic.contains("+") || topic.contains("#") {
+        if topic.utf8.contains(where: { $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") }) {
             throw .invalidTopic(topic, reason: "wildcards are not allowed in a publish topic")
         }
         if topic.utf8.count > 65_535 { throw .invalidTopic(topic, reason: "longer than 65535 bytes") }

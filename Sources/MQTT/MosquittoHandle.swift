@@ -126,7 +126,21 @@ final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment
             context.onMessage(
                 MQTTMessage(topic: topic, payload: payload, qos: qos, retain: message.pointee.retain), identifiers: identifiers)
         }
-        mosquitto_log_callback_set(mosq) { _, obj, level, line in
+        setLibraryLog(true)
+    }
+
+    /// Turns libmosquitto's log on or off. libmosquitto formats every line it has (two for each
+    /// packet: "sending PUBLISH", "received PUBACK") with `vsnprintf` into a fresh buffer
+    /// whenever a callback is set, whatever its level: a cost per message. The log matters while
+    /// connecting (it names TLS failures, see ``MQTTCallbackContext/connectError(code:errnoValue:)``),
+    /// so the connection loop turns it on for each attempt and off once connected, unless the
+    /// logger shows trace lines.
+    func setLibraryLog(_ on: Bool) {
+        guard on else {
+            mosquitto_log_callback_set(pointer, nil)
+            return
+        }
+        mosquitto_log_callback_set(pointer) { _, obj, level, line in
             guard let context = MQTTCallbackContext.from(obj), let line else { return }
             context.onLog(level: level, line: String(cString: line))
         }

@@ -124,6 +124,24 @@ struct OutboxStateTests {
         #expect(liveSeq(&state) == 3)
     }
 
+    @Test("a full live window refills once half of it is acknowledged, and a full queue lets its intake go at one window")
+    func fullWindowRefillsByHalves() {
+        var state = makeState(lossless: true, window: 4)
+        for _ in 0..<12 { add(&state) }
+        #expect((1...4).map { _ in liveSeq(&state) } == [1, 2, 3, 4])
+        #expect(liveSeq(&state) == nil, "the window is full")
+        _ = state.liveAcknowledged(1)
+        #expect(liveSeq(&state) == nil, "one free place: not yet")
+        _ = state.liveAcknowledged(2)
+        #expect((1...3).map { _ in liveSeq(&state) } == [5, 6, nil], "half free: refilled together")
+        // 12 records: 8 waiting and 4 in flight, a full queue (two windows).
+        #expect(state.addSignalWaiter(7, .liveRoom, "intake") == true, "the intake waits")
+        for seq: UInt64 in [3, 4] { #expect(state.liveAcknowledged(seq).signals.isEmpty) }
+        _ = (1...2).map { _ in liveSeq(&state) }  // 7, 8: 4 waiting, 4 in flight
+        for seq: UInt64 in [5, 6, 7] { #expect(state.liveAcknowledged(seq).signals.isEmpty) }
+        #expect(state.liveAcknowledged(8).signals == ["intake"], "down to one window (4 waiting): room for a window")
+    }
+
     @Test("a failed live record is retried live while newest, else it joins the backlog and the cursor goes back")
     func liveFailure() {
         var state = makeState()
