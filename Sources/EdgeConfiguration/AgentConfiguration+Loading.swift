@@ -33,7 +33,7 @@ extension AgentConfiguration {
         "report.everyFix", "report.minInterval", "report.maxInterval", "report.minDistance",
         "report.minHeadingChange", "report.stationarySpeed", "report.stoppedInterval",
         "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate", "uplink.batch", "uplink.encoding",
-        "fixTime.maxOffset", "fixTime.systemClock", "stateDir", "log.level",
+        "payload.fields", "fixTime.maxOffset", "fixTime.systemClock", "stateDir", "log.level",
     ]
 
     /// Loads and validates the configuration from three layers, each overriding the one before:
@@ -326,6 +326,8 @@ struct ConfigurationSources {
                 return .some(seconds)
             } ?? nil
         let uplinkEncoding = value("uplink.encoding", expected: "compact or json") { BatchEncoding(rawValue: $0.lowercased()) } ?? .compact
+        let payloadFields =
+            value("payload.fields", expected: "standard or full") { FleetPayload.FieldSet(rawValue: $0.lowercased()) } ?? .standard
         let fixTime = fixTimeSettings()
         let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
         let logLevel =
@@ -341,6 +343,7 @@ struct ConfigurationSources {
         )
         configuration.uplinkBatchSeconds = uplinkBatch
         configuration.uplinkEncoding = uplinkEncoding
+        configuration.payloadFields = payloadFields
         return configuration
     }
 

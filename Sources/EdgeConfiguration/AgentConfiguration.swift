@@ -131,6 +131,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     public var uplinkBatchSeconds: Int?
     /// How batches are written (`uplink.encoding`, default compact).
     public var uplinkEncoding: BatchEncoding = .compact
+    /// Which values fix and heading messages carry (`payload.fields`, default standard).
+    public var payloadFields: FleetPayload.FieldSet = .standard
     /// Directory of the agent's state (the outbox store, `{vehicle}.outbox`) (`stateDir`,
     /// default `/var/lib/fleetcast`).
     public var stateDirectory: String
@@ -164,6 +166,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
         // A replay is an upload of its own: every record live, in order, as fast as the link takes.
         settings.uplinkBatch = lossless ? nil : uplinkBatchSeconds.map { .seconds($0) }
         settings.uplinkEncoding = uplinkEncoding
+        settings.fields = payloadFields
         return settings
     }
 
@@ -202,6 +205,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
             line("outbox.drainRate", "\(outbox.drainRate)"),
             line("uplink.batch", uplinkBatchSeconds.map { "\($0)" } ?? "off"),
             line("uplink.encoding", uplinkEncoding.rawValue),
+            line("payload.fields", payloadFields.rawValue),
             line("fixTime.maxOffset", fixTime.maxOffsetSeconds.map { "\($0)" } ?? "off"),
             line("fixTime.systemClock", fixTime.systemClock.rawValue),
             line("stateDir", stateDirectory),

@@ -27,7 +27,9 @@ public final class MQTTLink: MessageSending {
     public init(configuration: MQTTConfiguration, messageExpirySeconds: Int?, logger: Logger) {
         self.configuration = configuration
         let expiry = messageExpirySeconds.map { UInt32(clamping: $0) }
-        self.properties = MQTTPublishProperties(contentType: "application/json", messageExpirySeconds: expiry)
+        // No content type on JSON, the contract's default (20 bytes a message on the wire);
+        // a compact batch, which is binary, names its own.
+        self.properties = MQTTPublishProperties(contentType: nil, messageExpirySeconds: expiry)
         self.compactProperties = MQTTPublishProperties(contentType: FleetPayload.compactBatchContentType, messageExpirySeconds: expiry)
         var logger = logger
         logger[metadataKey: "mqtt.broker"] = "\(configuration.broker)"

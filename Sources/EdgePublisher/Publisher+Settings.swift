@@ -65,6 +65,9 @@ extension Publisher {
         public var uplinkBatch: Duration?
         /// How batches are written (`uplink.encoding`): compact (the default) or JSON.
         public var uplinkEncoding: BatchEncoding = .compact
+        /// Which values a fix or heading message carries (`payload.fields`): standard (the
+        /// default, for a metered link) or full.
+        public var fields: FleetPayload.FieldSet = .standard
 
         /// Settings for `vehicle` with the contract's defaults.
         public init(vehicle: VehicleID) {

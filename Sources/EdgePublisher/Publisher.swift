@@ -173,9 +173,12 @@ public final class Publisher: Sendable {
                 let kind: OutboundMessage.Kind
                 let payload: [UInt8]
                 switch decision {
-                case .fix(let fix): (kind, payload) = (.fix, FleetPayload.encode(fix, vehicle: vehicle, seq: seq, run: run))
+                case .fix(let fix):
+                    (kind, payload) = (.fix, FleetPayload.encode(fix, vehicle: vehicle, seq: seq, run: run, fields: settings.fields))
                 case .heading(let heading):
-                    (kind, payload) = (.heading, FleetPayload.encode(heading, vehicle: vehicle, seq: seq, run: run))
+                    (kind, payload) = (
+                        .heading, FleetPayload.encode(heading, vehicle: vehicle, seq: seq, run: run, fields: settings.fields)
+                    )
                 }
                 return OutboxRecord(seq: seq, kind: kind, storedAtMilliseconds: now().millisecondsSince1970, payload: payload)
             }

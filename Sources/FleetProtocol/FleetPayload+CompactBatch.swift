@@ -111,17 +111,18 @@ extension FleetPayload {
         /// Appends a fix numbered `seq`; `false` (nothing appended) when the batch would
         /// exceed ``maximumBytes``.
         public mutating func append(_ fix: Fix, seq: UInt64) -> Bool {
-            let values: [Int64?] = [
-                fix.time.millisecondsSince1970, Self.scaled(fix.latitude, 9), Self.scaled(fix.longitude, 9),
-                Self.scaled(fix.altitudeHAE, 4), Self.scaled(fix.altitudeMSL, 4),
-                Self.scaled(fix.geoidSeparation.within(Bounds.geoidSeparation), 3), Self.scaled(fix.speed.within(Bounds.speed), 3),
-                Self.scaled(fix.track.within(Bounds.degrees), 4),
-                Self.scaled((fix.magneticVariation ?? fix.heading?.magneticVariation).within(Bounds.signedDegrees), 1),
-                Self.scaled(fix.climb, 3), Int64(fix.mode.rawValue), fix.quality.map { Int64($0.rawValue) },
-                fix.satellitesUsed.within(Bounds.satellites).map(Int64.init), Self.scaled(fix.hdop.within(Bounds.dilution), 2),
-                Self.scaled(fix.vdop.within(Bounds.dilution), 2), Self.scaled(fix.pdop.within(Bounds.dilution), 2),
-                Self.scaled(fix.eph.within(Bounds.errorEstimate), 3), Self.scaled(fix.epv.within(Bounds.errorEstimate), 3),
-            ] + Self.headingValues(of: fix)
+            let values: [Int64?] =
+                [
+                    fix.time.millisecondsSince1970, Self.scaled(fix.latitude, 9), Self.scaled(fix.longitude, 9),
+                    Self.scaled(fix.altitudeHAE, 4), Self.scaled(fix.altitudeMSL, 4),
+                    Self.scaled(fix.geoidSeparation.within(Bounds.geoidSeparation), 3), Self.scaled(fix.speed.within(Bounds.speed), 3),
+                    Self.scaled(fix.track.within(Bounds.degrees), 4),
+                    Self.scaled((fix.magneticVariation ?? fix.heading?.magneticVariation).within(Bounds.signedDegrees), 1),
+                    Self.scaled(fix.climb, 3), Int64(fix.mode.rawValue), fix.quality.map { Int64($0.rawValue) },
+                    fix.satellitesUsed.within(Bounds.satellites).map(Int64.init), Self.scaled(fix.hdop.within(Bounds.dilution), 2),
+                    Self.scaled(fix.vdop.within(Bounds.dilution), 2), Self.scaled(fix.pdop.within(Bounds.dilution), 2),
+                    Self.scaled(fix.eph.within(Bounds.errorEstimate), 3), Self.scaled(fix.epv.within(Bounds.errorEstimate), 3),
+                ] + Self.headingValues(of: fix)
             return append(kind: 0, seq: seq, values: values)
         }
 

@@ -583,13 +583,16 @@ struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     }
 
     /// Whether the loop's next turn is worth corking the socket for (see
-    /// `MQTTConnectionLoop.corked`): more than one publish handed over since the last turn, or a
+    /// `MQTTConnectionLoop.corked`): more than one publish handed over since the last turn; more
+    /// than one awaiting its acknowledgement (each PUBACK read lets libmosquitto write the next
+    /// queued message in the same turn: a resend after a reconnect, a replay's window; measured
+    /// on a replay at full speed, corking these turns too costs less CPU than it saves); or a
     /// subscriber, whose turn writes the acknowledgements of what it reads. A lone publish, a
     /// live fix at 1 Hz, gains nothing from it and would pay two system calls. Starts the count
     /// of the next turn.
     mutating func takeTurnCork() -> Bool {
         defer { publishesSinceTurn = 0 }
-        return publishesSinceTurn >= 2 || !subscriptions.isEmpty
+        return publishesSinceTurn >= 2 || pendingPublishes.count >= 2 || !subscriptions.isEmpty
     }
 
     /// Registers the wait of a publish libmosquitto accepted with `mid`, unless its

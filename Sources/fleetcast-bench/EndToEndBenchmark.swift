@@ -127,7 +127,10 @@ func runEndToEndBenchmark(arguments: [String], cpuMode: Bool = false) async {
     if pythonReady {
         contenders.append(
             Contender(label: "python bridge  ") { run in
-                ("/usr/bin/env", [python, bridge, "127.0.0.1", String(broker.port), file, "py-\(run)", String(inflight)], "fleet/py-\(run)/fix")
+                (
+                    "/usr/bin/env", [python, bridge, "127.0.0.1", String(broker.port), file, "py-\(run)", String(inflight)],
+                    "fleet/py-\(run)/fix"
+                )
             })
     }
     if let cfloor {

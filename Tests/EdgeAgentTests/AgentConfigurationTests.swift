@@ -83,6 +83,7 @@ struct AgentConfigurationTests {
         #expect(config.topics.prefix == "fleet")
         #expect(config.fixQoS == .atLeastOnce)
         #expect(config.headingQoS == .atLeastOnce, "every numbered message is one gaps can count on")
+        #expect(config.payloadFields == .standard, "a metered link's field set by default")
         #expect(config.messageExpirySeconds == nil)
         #expect(config.policy == .trackerDefaults, "a tracker's policy for a metered link by default")
         #expect(config.policy.stoppedInterval == 3600 && config.policy.minDistance == 100)
@@ -92,6 +93,17 @@ struct AgentConfigurationTests {
         // The vehicle id, as a broker that binds the client id to the user name makes it.
         #expect(config.mqttConfiguration.clientID == "van-7")
         #expect(config.fixTime == AgentConfiguration.FixTimeSettings())
+    }
+
+    @Test("payload.fields: standard or full, from the file or the environment; anything else named")
+    func payloadFields() async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let full = try await load(yaml: "vehicle: van-7\npayload:\n  fields: full\n", in: dir)
+        #expect(full.payloadFields == .full)
+        #expect(full.publisherSettings(agentVersion: nil).fields == .full)
+        let bad = await problems(environment: ["FLEETCAST_VEHICLE": "van-7", "FLEETCAST_PAYLOAD_FIELDS": "all"], in: dir)
+        #expect(bad == ["payload.fields in environment variable FLEETCAST_PAYLOAD_FIELDS: expected standard or full, got \"all\""])
     }
 
     @Test("file < environment < flags")

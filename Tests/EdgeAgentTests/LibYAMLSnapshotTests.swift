@@ -295,10 +295,11 @@ struct LibYAMLSnapshotTests {
         #expect(try value(snapshot, "fixTime.maxOffset", .string) == .string("15m"))
         #expect(try value(snapshot, "fixTime.systemClock", .string) == .string("auto"))
         #expect(try value(snapshot, "uplink.batch", .string) == .string("off"))
+        #expect(try value(snapshot, "payload.fields", .string) == .string("standard"))
 
         let keys = KeyRecorder()
         _ = try Self.snapshot(bytes: bytes, parsingOptions: .init(secretsSpecifier: .dynamic { key, _ in keys.add(key) }))
-        #expect(keys.keys.count == 29)
+        #expect(keys.keys.count == 30)
         #expect(keys.keys.filter { !AgentConfiguration.knownKeys.contains($0) } == [])
     }
 

@@ -18,6 +18,31 @@ import Testing
         #expect(!json.contains("null"))
     }
 
+    @Test("the standard field set leaves out what the topic or another key says, and what few read; a reader gets the rest")
+    func standardFieldSet() throws {
+        var fix = Fix(
+            time: time, latitude: 41.574965910, longitude: -93.750571901, altitudeHAE: 246.719, altitudeMSL: 278.161,
+            geoidSeparation: -31.442, speed: 1.5, track: 124.888, magneticVariation: 2.1, climb: 0.2, mode: .threeD,
+            quality: .dgps, satellitesUsed: 10, hdop: 0.9, vdop: 1.3, pdop: 1.58, eph: 2.5, epv: 4.1)
+        fix.heading = Heading(time: time, trueHeading: 127.5, magneticHeading: 125.4, magneticDeviation: 0.5, source: .hdg)
+        let payload = FleetPayload.encode(fix, vehicle: "van-7", seq: 42, run: 7, fields: .standard)
+        #expect(
+            String(decoding: payload, as: UTF8.self)
+                == #"{"v":1,"seq":42,"run":7,"time":"2020-03-18T13:28:19.600Z","lat":41.57496591,"lon":-93.750571901,"altMSL":278.161,"speed":1.5,"track":124.888,"mode":3,"sats":10,"eph":2.5,"heading":127.5,"magHeading":125.4,"headingSource":"HDG"}"#
+        )
+        let decoded = try FleetPayload.decodeFix(payload, vehicle: VehicleID("van-7")!)
+        #expect(decoded.vehicle.rawValue == "van-7" && decoded.fix.altitudeMSL == 278.161 && decoded.fix.heading?.trueHeading == 127.5)
+        // What stands in for what it leaves out: altHAE without altMSL, hdop without eph.
+        let plain = Fix(time: time, latitude: 1, longitude: 2, altitudeHAE: 50, mode: .threeD, hdop: 1.1)
+        #expect(
+            String(decoding: FleetPayload.encode(plain, vehicle: "van-7", fields: .standard), as: UTF8.self)
+                == #"{"v":1,"time":"2020-03-18T13:28:19.600Z","lat":1,"lon":2,"altHAE":50,"mode":3,"hdop":1.1}"#)
+        let alone = Heading(time: time, trueHeading: 90, magneticDeviation: 1, magneticVariation: 2, source: .hdg)
+        #expect(
+            String(decoding: FleetPayload.encode(alone, vehicle: "van-7", seq: 3, fields: .standard), as: UTF8.self)
+                == #"{"v":1,"seq":3,"time":"2020-03-18T13:28:19.600Z","heading":90,"source":"HDG"}"#)
+    }
+
     @Test func kindKeyForJSONLines() {
         let fix = Fix(time: time, latitude: -0.0000000001, longitude: 170, mode: .twoD)
         let json = String(decoding: FleetPayload.encode(fix, includeKind: true), as: UTF8.self)
