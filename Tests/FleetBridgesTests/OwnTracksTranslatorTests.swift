@@ -97,6 +97,19 @@ import Testing
         #expect(try jsonObject(try #require(other.messages(for: .fix(van, seq: 2, fix())).first))["cog"] == nil)
     }
 
+    @Test func aFixCarryingItsHeadingTakesItAsCourseWhenItHasNoTrack() throws {
+        var t = try translator()
+        var parked = fix(speed: 0, track: nil)
+        parked.heading = Heading(time: time, trueHeading: 87.6, source: .hdt)
+        let o = try jsonObject(try #require(t.messages(for: .fix(van, seq: 9, parked)).first))
+        #expect(o["cog"] as? Int == 88, "the heading of the fix's own instant")
+        // A fix with its own track keeps it: course over ground is where it moves.
+        var moving = fix(track: 10.2, at: UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 + 1000))
+        moving.heading = Heading(time: moving.time, trueHeading: 87.6, source: .hdt)
+        let m = try jsonObject(try #require(t.messages(for: .fix(van, seq: 10, moving)).first))
+        #expect(m["cog"] as? Int == 10)
+    }
+
     @Test func aVehicleGoingOfflineGetsTheAppsLastWillNotRetained() throws {
         var t = try translator()
         let since = UTCTimestamp(millisecondsSince1970: 1_795_000_000_999)

@@ -16,6 +16,19 @@ import Testing
         Fix(time: at(second), latitude: lat, longitude: 2, speed: 10, mode: .threeD, satellitesUsed: 9)
     }
 
+    @Test("a fix carrying its instant's heading sets the vehicle's heading; a later heading alone still wins")
+    func headingFromTheFix() {
+        var state = FleetState()
+        var joined = fix(1, second: 1)
+        joined.heading = Heading(time: at(1), trueHeading: 271.5, source: .hdt)
+        state.apply(.fix(van, seq: MessageNumber(run: 5, seq: 1), joined), at: at(1))
+        #expect(state[van]?.heading?.trueHeading == 271.5)
+        state.apply(.heading(van, seq: MessageNumber(run: 5, seq: 2), Heading(time: at(1), trueHeading: 272, source: .hdt)), at: at(1))
+        #expect(state[van]?.heading?.trueHeading == 272, "the next reading of the instant, alone")
+        state.apply(.fix(van, seq: MessageNumber(run: 5, seq: 3), fix(1.1, second: 2)), at: at(2))
+        #expect(state[van]?.heading?.trueHeading == 272, "a fix without one keeps the last heading")
+    }
+
     @Test func foldsFixHeadingAndStatusPerVehicle() {
         var state = FleetState()
         state.apply(.status(VehicleStatus(vehicle: van, state: .online)), at: at(0))
