@@ -69,7 +69,8 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     public var topics: FleetTopics
     /// QoS of fix messages (`qos.fix`, default 1).
     public var fixQoS: MQTTQoS
-    /// QoS of heading messages (`qos.heading`, default 0).
+    /// QoS of heading messages that go alone (`qos.heading`, default 1); a heading that rides
+    /// in its fix has the fix's.
     public var headingQoS: MQTTQoS
     /// MQTT 5 message expiry of fixes and headings, seconds (`messageExpiry`); `nil`: none.
     public var messageExpirySeconds: Int?

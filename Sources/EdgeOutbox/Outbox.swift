@@ -91,16 +91,31 @@ package final class Outbox: Sendable {
     // state's generic code, with a runtime look-up of its type metadata at each call.
 
     /// The next `seq` and the record made with it, accepted: `false` when no number could be
-    /// handed out (the outbox is closed) or the record was not taken.
-    package func accept(_ makeRecord: (UInt64) -> OutboxRecord) -> Bool {
+    /// handed out (the outbox is closed) or the record was not taken. What the transitions
+    /// resume is added to `resumptions`, for the caller to run with ``resume(_:)`` once its own
+    /// lock is released.
+    package func accept(deferring resumptions: inout [State.Resumptions], _ makeRecord: (UInt64) -> OutboxRecord) -> Bool {
         guard
-            let seq = transition({ state -> (UInt64?, State.Resumptions) in
-                guard let (seq, resumptions) = state.takeSeq() else { return (nil, .init()) }
-                return (seq, resumptions)
+            let seq = state.withLock({ state -> UInt64? in
+                guard let (seq, resumed) = state.takeSeq() else { return nil }
+                resumptions.append(resumed)
+                return seq
             })
         else { return false }
         let record = makeRecord(seq)
-        return transition { $0.accept(record) }
+        let (accepted, resumed) = state.withLock { $0.accept(record) }
+        resumptions.append(resumed)
+        return accepted
+    }
+
+    /// A transition whose resumptions are added to `resumptions`, for ``resume(_:)`` later.
+    package func transition(deferring resumptions: inout [State.Resumptions], _ body: (inout State) -> State.Resumptions) {
+        resumptions.append(state.withLock { body(&$0) })
+    }
+
+    /// Runs what deferred transitions returned; call it with no lock held.
+    package func resume(_ resumptions: [State.Resumptions]) {
+        for resumed in resumptions where !resumed.isEmpty { run(resumed) }
     }
 
     /// A live send's outcome: acknowledged (`true`), refused for good (`nil`: dropped and

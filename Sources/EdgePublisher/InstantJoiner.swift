@@ -19,7 +19,11 @@ import GNSS
 /// **Alone.** A heading whose instant's fix went out already (a 10 Hz compass beside a 1 Hz
 /// receiver: the nine other readings of the cycle), a heading without time, and a heading while
 /// no fix comes (the fix lost) go out on their own. A second fix of the same time (a corrected
-/// fix) replaces the held one.
+/// fix) replaces the held one, which is counted (``superseded``).
+///
+/// The publisher's tick (its sync loop, once per sync interval: 1 s by default) lets go of what
+/// has been held ``maximumHold``: a source that falls silent right after a fix holds it at most
+/// that long plus one interval.
 struct InstantJoiner: Sendable {
     /// What to publish: a fix (with its heading, when joined), or a heading alone.
     enum Output: Sendable, Equatable {
@@ -40,6 +44,9 @@ struct InstantJoiner: Sendable {
     private var lastHeadingTime: UTCTimestamp?
     /// Fixes that went out with their heading.
     private(set) var joined: UInt64 = 0
+    /// Held fixes replaced by a corrected fix of the same time before they went out (counted
+    /// as skipped: the policy skips such a duplicate that comes after its fix went out).
+    private(set) var superseded: UInt64 = 0
 
     /// A fix from the source (with a position): what to publish now, oldest first.
     mutating func fix(_ fix: Fix, at now: ContinuousClock.Instant) -> [Output] {
@@ -49,7 +56,8 @@ struct InstantJoiner: Sendable {
             held = nil
             return [join(fix, heading)]
         case .fix(let previous) where previous.time == fix.time:
-            held = .fix(fix)  // a corrected fix of the same time
+            held = .fix(fix)  // a corrected fix of the same time: it replaces the held one
+            superseded += 1
             return []
         case .fix, .heading:
             pairing = false  // its partner did not come before the next instant

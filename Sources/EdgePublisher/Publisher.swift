@@ -58,6 +58,11 @@ public final class Publisher: Sendable {
     private let clockSynchronized: @Sendable () -> Bool
     private let onlineSince: UTCTimestamp
     let state: SanitizerVisibleMutex<State>
+    /// Serializes the intake's three producers (an event, the tick that lets a held fix go, the
+    /// finish): a decision and the numbering of what it lets go happen together, so numbers
+    /// follow the decisions' order and nothing is let go after the outbox closed. Held while
+    /// encoding; the outbox's resumptions run after it is released, and nothing is logged under it.
+    private let producing = SanitizerVisibleMutex(())
     private let degradedAtOpen: String?
     /// The numbering run written into every fix and heading (0: none written).
     private let run: UInt64
@@ -152,7 +157,11 @@ public final class Publisher: Sendable {
             clocks = (now(), clockSynchronized())
         }
         let instant = ContinuousClock.now
-        let intake = state.withLock { $0.receive(event, clocks: clocks, at: instant) }
+        let (intake, resumptions) = producing.withLock { _ in
+            let intake = state.withLock { $0.receive(event, clocks: clocks, at: instant) }
+            return (intake, number(intake.publish, flush: intake.flush))
+        }
+        outbox.resume(resumptions)
         if let report = intake.sourceReport { log(report) }
         if let report = intake.fixTimeLog {
             FixTimeCheck.log(report, to: logger, maximumOffset: settings.maximumFixClockOffset)
@@ -161,15 +170,16 @@ public final class Publisher: Sendable {
             logger.debug("GNSS state changed", metadata: ["gnss.to": "\(change.rawValue)"])
             queueStatus(force: true)
         }
-        enqueue(intake.publish, flush: intake.flush)
     }
 
-    /// Numbers, encodes and queues what passed, oldest first.
-    func enqueue(_ decisions: [State.Publish], flush: Bool = false) {
+    /// Numbers, encodes and queues what passed, oldest first; returns the outbox's resumptions,
+    /// to run once `producing` is released. Called under `producing`.
+    private func number(_ decisions: [State.Publish], flush: Bool = false) -> [Outbox.State.Resumptions] {
+        var resumptions: [Outbox.State.Resumptions] = []
         var queued = 0
         let vehicle = settings.vehicle.rawValue
         for decision in decisions {
-            let accepted = outbox.accept { seq in
+            let accepted = outbox.accept(deferring: &resumptions) { seq in
                 let kind: OutboundMessage.Kind
                 let payload: [UInt8]
                 switch decision {
@@ -185,9 +195,10 @@ public final class Publisher: Sendable {
             guard accepted else { break }
             queued += 1
         }
-        guard queued > 0 else { return }
+        guard queued > 0 else { return resumptions }
         state.withLock { $0.queued(queued) }
-        if flush { outbox.transition { $0.requestFlush() } }
+        if flush { outbox.transition(deferring: &resumptions) { $0.requestFlush() } }
+        return resumptions
     }
 
     /// Takes one event from a finite source that must lose nothing (a replay uploaded as a
@@ -316,9 +327,13 @@ public final class Publisher: Sendable {
     /// Asks ``run()`` to finish; returns at once. Idempotent.
     public func finish() {
         let instant = ContinuousClock.now
-        let actions = state.withLock { $0.finish(at: instant) }
-        enqueue(actions.last)
-        outbox.transition { $0.close() }
+        let (actions, resumptions) = producing.withLock { _ in
+            let actions = state.withLock { $0.finish(at: instant) }
+            var resumptions = number(actions.last)
+            outbox.transition(deferring: &resumptions) { $0.close() }
+            return (actions, resumptions)
+        }
+        outbox.resume(resumptions)
         actions.waiter?.resume()
         actions.stopIntake?()
     }
@@ -387,9 +402,10 @@ public final class Publisher: Sendable {
             outbox.liveSent(item, acknowledged: nil)
             noteRefusal(error, topic: topic)
         case .failure(let error):
+            // Said before the record goes back: the live loop, woken by it, must back off first.
+            state.withLock { $0.liveSendFailed() }
             outbox.liveSent(item, acknowledged: false)
             noteFailure(error, topic: topic)
-            state.withLock { $0.liveSendFailed() }
         }
     }
 
@@ -408,8 +424,11 @@ public final class Publisher: Sendable {
                 if waiting { await commit(clean: false) }
                 return
             }
-            let overdue = state.withLock { $0.releaseOverdue(at: .now) }
-            enqueue(overdue.publish, flush: overdue.flush)
+            let released = producing.withLock { _ in
+                let overdue = state.withLock { $0.releaseOverdue(at: .now) }
+                return number(overdue.publish, flush: overdue.flush)
+            }
+            outbox.resume(released)
             if outbox.read({ $0.commitNeeded }) { await commit(clean: false) }
             queueStatus(force: false)
         }
@@ -556,6 +575,8 @@ public final class Publisher: Sendable {
         // saying it again here (and "resumed" after it) would log one event twice.
         var level = Logger.Level.info
         if let error = error as? MQTTError, error.code == .notConnected || error.code == .connectionLost { level = .debug }
+        // Sends still awaiting their acknowledgement when the client stops: the stop says it.
+        if let error = error as? MQTTError, error.code == .shutdown { return }
         let first = state.withLock { $0.sendFailed(level: level) }
         if first != nil, !Task.isCancelled {
             logger.log(

@@ -16,7 +16,8 @@ public struct PublisherCounters: Sendable, Equatable {
     public var fixesSkippedByPolicy: UInt64 = 0
     /// Headings the reporting policy held back.
     public var headingsSkippedByPolicy: UInt64 = 0
-    /// Headings that went out inside their instant's fix message (no message of their own).
+    /// Headings joined into their instant's fix (no message of their own), whether the policy
+    /// then passed that fix or not.
     public var headingsJoined: UInt64 = 0
     /// Fixes and headings put in the outbox.
     public var queued: UInt64 = 0

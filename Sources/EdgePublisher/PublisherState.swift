@@ -161,7 +161,11 @@ struct PublisherState<Waiter> {
     ) -> Intake {
         var intake = Intake()
         guard !finishing else { return intake }
-        defer { counters.headingsJoined = joiner.joined }
+        let supersededBefore = joiner.superseded
+        defer {
+            counters.headingsJoined = joiner.joined
+            counters.fixesSkippedByPolicy += joiner.superseded - supersededBefore
+        }
         switch event {
         case .fix, .heading, .state(.streaming):
             if sourceHealth.isFailing { intake.sourceReport = sourceHealth.working(at: now) }

@@ -141,11 +141,11 @@ extension FleetPayload {
 
         /// The compact values of a fix's heading fields, as its JSON form writes them.
         private static func headingValues(of fix: Fix) -> [Int64?] {
-            guard let heading = fix.heading, heading.trueHeading != nil || heading.magneticHeading != nil else {
-                return [nil, nil, nil, nil]
-            }
+            let degrees = scaled(fix.heading?.trueHeading.within(Bounds.degrees), 4)
+            let magnetic = scaled(fix.heading?.magneticHeading.within(Bounds.degrees), 4)
+            guard let heading = fix.heading, degrees != nil || magnetic != nil else { return [nil, nil, nil, nil] }
             return [
-                scaled(heading.trueHeading.within(Bounds.degrees), 4), scaled(heading.magneticHeading.within(Bounds.degrees), 4),
+                degrees, magnetic,
                 scaled(heading.magneticDeviation.within(Bounds.signedDegrees), 4),
                 FleetPayload.compactHeadingSources.firstIndex(of: heading.source).map(Int64.init),
             ]

@@ -27,6 +27,8 @@ extension FleetPayload {
     /// and `deviation` (−180...180) in degrees, with `headingSource` (as a heading's `source`),
     /// required once either heading is there. It becomes ``GNSS/Fix/heading``, with the fix's
     /// time, and `magvar` as its variation when its source is HDG (the one sentence with one).
+    /// A heading that fails these checks is left out and the fix kept: readers of version 1
+    /// ignored these keys, and a position must not be lost for them.
     ///
     /// - Parameters:
     ///   - payload: the message bytes.
@@ -56,7 +58,8 @@ extension FleetPayload {
             hdop: try o.number("hdop", in: Bounds.dilution), vdop: try o.number("vdop", in: Bounds.dilution),
             pdop: try o.number("pdop", in: Bounds.dilution),
             eph: try o.number("eph", in: Bounds.errorEstimate), epv: try o.number("epv", in: Bounds.errorEstimate),
-            heading: try o.instantHeading(time: time)
+            // A heading that fails its checks is left out; the position still counts.
+            heading: try? o.instantHeading(time: time)
         )
         return DecodedFix(vehicle: id, seq: seq, run: run, fix: fix)
     }

@@ -78,9 +78,12 @@ public enum FleetPayload {
         }
         w.number("eph", eph, decimals: 3)
         if full { w.number("epv", fix.epv.within(Bounds.errorEstimate), decimals: 3) }
-        if let heading = fix.heading, heading.trueHeading != nil || heading.magneticHeading != nil {
-            w.number("heading", heading.trueHeading.within(Bounds.degrees), decimals: 4)
-            w.number("magHeading", heading.magneticHeading.within(Bounds.degrees), decimals: 4)
+        // Checked as written: a heading out of range is left out, and its source with it.
+        let degrees = fix.heading?.trueHeading.within(Bounds.degrees)
+        let magnetic = fix.heading?.magneticHeading.within(Bounds.degrees)
+        if let heading = fix.heading, degrees != nil || magnetic != nil {
+            w.number("heading", degrees, decimals: 4)
+            w.number("magHeading", magnetic, decimals: 4)
             if full { w.number("deviation", heading.magneticDeviation.within(Bounds.signedDegrees), decimals: 4) }
             w.string("headingSource", heading.source.rawValue)
         }

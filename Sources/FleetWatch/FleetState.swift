@@ -72,8 +72,10 @@ public struct FleetState: Sendable {
                 guard Self.isNewer(seq, time: fix.time, than: s.lastFixSeq, shownTime: s.fix?.time, snapshot: &s) else { return false }
                 s.fix = fix
                 s.lastFixSeq = seq ?? s.lastFixSeq
-                // The heading of the fix's instant, carried in its message.
-                if let heading = fix.heading {
+                // The heading of the fix's instant, carried in its message, unless a heading
+                // numbered after it is shown already.
+                let olderThanShown = seq.flatMap { new in s.lastHeadingSeq.map { new < $0 } } ?? false
+                if let heading = fix.heading, !olderThanShown {
                     s.heading = heading
                     s.lastHeadingSeq = seq ?? s.lastHeadingSeq
                 }

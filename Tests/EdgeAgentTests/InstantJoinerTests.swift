@@ -105,6 +105,7 @@ import Testing
         #expect(joiner.fix(Fixes.fix(at: 1), at: at(1000)).isEmpty)
         let corrected = Fixes.fix(at: 1, north: 3)
         #expect(joiner.fix(corrected, at: at(1001)).isEmpty)
+        #expect(joiner.superseded == 1, "the replaced fix is counted, not lost silently")
         let untimed = Heading(trueHeading: 12, source: .hdt)
         // An untimed heading is no partner: the held fix goes, alone, then the heading.
         #expect(joiner.heading(untimed, at: at(1002)) == [.fix(corrected), .heading(untimed)])

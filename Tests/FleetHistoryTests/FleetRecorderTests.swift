@@ -243,6 +243,21 @@ import Testing
                 #expect(try await publisher.waitForExit(timeout: .seconds(60)) == 0, "\(publisher.standardError)")
                 for agent in agents { agent.send(SIGTERM) }
                 for agent in agents { #expect(try await agent.waitForExit(timeout: .seconds(20)) == 0) }
+                // The broker hands each member of the group its own queue of the group's
+                // messages: on a loaded machine one recorder may still be working through its
+                // share of the burst (and the vehicles' messages queued behind it) while the other
+                // is done. Stopping them then would leave those in the sessions, not lost, but not
+                // in the database either: wait until the group has taken everything.
+                var lastSeqs: [String: Int] = [:]
+                for vehicle in vehicles { lastSeqs[vehicle] = try await Self.lastPublishedSeq(vehicle, broker: broker) }
+                try await waitUntil("the group to store everything sent", timeout: .seconds(90), interval: .milliseconds(250)) {
+                    let rows = try await Self.rows(postgres, database)
+                    guard rows["burst"]?.count == burst else { return false }
+                    return vehicles.allSatisfy { vehicle in
+                        guard let r = rows[vehicle] else { return false }
+                        return r.last == lastSeqs[vehicle] && r.count == r.last - r.first + 1
+                    }
+                }
                 for recorder in [first, second] { recorder.send(SIGTERM) }
                 for recorder in [first, second] {
                     #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")

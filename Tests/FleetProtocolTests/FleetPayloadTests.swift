@@ -43,6 +43,19 @@ import Testing
                 == #"{"v":1,"seq":3,"time":"2020-03-18T13:28:19.600Z","heading":90,"source":"HDG"}"#)
     }
 
+    @Test("a fix whose heading fails its checks keeps its position and loses only the heading")
+    func badHeadingKeepsTheFix() throws {
+        let base = #"{"v":1,"time":"2020-03-18T13:28:19.600Z","lat":1,"lon":2,"mode":3"#
+        for members in [#","heading":400,"headingSource":"HDT""#, #","heading":90"#, #","headingSource":"XYZ","heading":9"#] {
+            let decoded = try FleetPayload.decodeFix(Array((base + members + "}").utf8), vehicle: VehicleID("van-7")!)
+            #expect(decoded.fix.latitude == 1 && decoded.fix.heading == nil, "\(members)")
+        }
+        // And the encoder never writes a heading's source without the heading.
+        var fix = Fix(time: time, latitude: 1, longitude: 2, mode: .threeD)
+        fix.heading = Heading(time: time, trueHeading: 400, source: .hdt)
+        #expect(!String(decoding: FleetPayload.encode(fix), as: UTF8.self).contains("headingSource"))
+    }
+
     @Test func kindKeyForJSONLines() {
         let fix = Fix(time: time, latitude: -0.0000000001, longitude: 170, mode: .twoD)
         let json = String(decoding: FleetPayload.encode(fix, includeKind: true), as: UTF8.self)
