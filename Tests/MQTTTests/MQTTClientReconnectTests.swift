@@ -124,9 +124,12 @@ import Testing
                 })
             let states = client.connectionStates()
             try await client.connect()
-            let pending = Task { try await client.publish(topic: "x/y", string: "never acked", qos: .atLeastOnce) }
             await broker.kill()
             _ = try await collectStates(states) { $0.last.map { if case .reconnecting = $0 { true } else { false } } ?? false }
+            // Handed over while the broker is gone (libmosquitto queues it for the next
+            // connection): it cannot be acknowledged before the stop. (Published before the kill,
+            // a fast broker sometimes acknowledged it first.)
+            let pending = Task { try await client.publish(topic: "x/y", string: "never acked", qos: .atLeastOnce) }
             try await withTimeout(.seconds(10), "shutdown during a 30 s backoff") {
                 await client.shutdown(flushTimeout: .milliseconds(200))
             }
