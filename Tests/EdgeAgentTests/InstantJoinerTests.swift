@@ -14,6 +14,14 @@ import Testing
         Heading(time: Fixes.time(seconds), trueHeading: degrees, source: .hdt)
     }
 
+    /// A joiner that has seen one instant's fix and then its heading (second 0): it pairs.
+    private func pairingJoiner() -> InstantJoiner {
+        var joiner = InstantJoiner()
+        _ = joiner.fix(Fixes.fix(at: 0), at: at(0))
+        _ = joiner.heading(heading(at: 0), at: at(5))
+        return joiner
+    }
+
     private func joined(_ fix: Fix, _ heading: Heading) -> InstantJoiner.Output {
         var fix = fix
         fix.heading = heading
@@ -63,9 +71,7 @@ import Testing
 
     @Test("a compass that stops: one fix waits one cycle, the next go at once")
     func compassStops() {
-        var joiner = InstantJoiner()
-        _ = joiner.fix(Fixes.fix(at: 0), at: at(0))
-        _ = joiner.heading(heading(at: 0), at: at(5))
+        var joiner = pairingJoiner()
         #expect(joiner.fix(Fixes.fix(at: 1), at: at(1000)).isEmpty)
         // No heading: the next cycle's fix lets it go, alone, and is not held itself.
         #expect(joiner.fix(Fixes.fix(at: 2), at: at(2000)) == [.fix(Fixes.fix(at: 1)), .fix(Fixes.fix(at: 2))])
@@ -83,9 +89,7 @@ import Testing
 
     @Test("what is held goes alone after the longest hold, on a source state, and at the finish")
     func releases() {
-        var joiner = InstantJoiner()
-        _ = joiner.fix(Fixes.fix(at: 0), at: at(0))
-        _ = joiner.heading(heading(at: 0), at: at(5))
+        var joiner = pairingJoiner()
         #expect(joiner.fix(Fixes.fix(at: 1), at: at(1000)).isEmpty)
         #expect(joiner.releaseOverdue(at: at(1499)).isEmpty, "not yet")
         #expect(joiner.releaseOverdue(at: at(1500)) == [.fix(Fixes.fix(at: 1))])
@@ -99,9 +103,7 @@ import Testing
 
     @Test("a corrected fix of the same time replaces the held one; a heading without time goes alone")
     func correctionsAndUntimed() {
-        var joiner = InstantJoiner()
-        _ = joiner.fix(Fixes.fix(at: 0), at: at(0))
-        _ = joiner.heading(heading(at: 0), at: at(5))
+        var joiner = pairingJoiner()
         #expect(joiner.fix(Fixes.fix(at: 1), at: at(1000)).isEmpty)
         let corrected = Fixes.fix(at: 1, north: 3)
         #expect(joiner.fix(corrected, at: at(1001)).isEmpty)
