@@ -20,7 +20,7 @@ public enum FleetPayload {
     /// another key or the topic already says or few readers need: `vehicle` (the topic names it),
     /// `altHAE` and `geoidSep` (`altMSL` is sent; `altHAE` only when `altMSL` is not known),
     /// `climb`, `quality`, `vdop`, `pdop`, `epv`, `hdop` when `eph` is known, `magvar` and
-    /// `deviation`: about 85 bytes of a fix message's 300. `full` sends every value known (gpsd's
+    /// `deviation`: about 110 bytes of a fix message's 300. `full` sends every value known (gpsd's
     /// TPV), as the `decode` command and fleet-watch's JSON lines write it.
     public enum FieldSet: String, Sendable, CaseIterable {
         case standard, full
