@@ -40,11 +40,12 @@ public final class MQTTLink: MessageSending {
     /// reach the wire in order), then waits for the acknowledgement its QoS asks for.
     public func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         guard let client = client.withLock({ $0 }) else { throw MQTTError.notConnected }
-        // Every payload of the contract is a JSON object but a compact batch (its magic byte).
-        let compact = payload.first == FleetPayload.compactBatchMagic[0]
-        try await client.publish(
-            topic: topic, payload: payload, qos: qos, retain: retain,
-            properties: compact ? compactProperties : properties)
+        try await client.publish(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties(of: payload))
+    }
+
+    /// Every payload of the contract is a JSON object but a compact batch (its magic byte).
+    private func properties(of payload: [UInt8]) -> MQTTPublishProperties {
+        payload.first == FleetPayload.compactBatchMagic[0] ? compactProperties : properties
     }
 
     /// As ``send(topic:payload:qos:retain:)``, with libmosquitto's acknowledgement delivered to
@@ -54,10 +55,9 @@ public final class MQTTLink: MessageSending {
         completion: @escaping @Sendable (Result<Void, any Error>) -> Void
     ) {
         guard let client = client.withLock({ $0 }) else { return completion(.failure(MQTTError.notConnected)) }
-        let compact = payload.first == FleetPayload.compactBatchMagic[0]
         do {
             try client.publish(
-                topic: topic, payload: payload, qos: qos, retain: retain, properties: compact ? compactProperties : properties,
+                topic: topic, payload: payload, qos: qos, retain: retain, properties: properties(of: payload),
                 completion: completion)
         } catch {
             completion(.failure(error))

@@ -353,12 +353,7 @@ public final class Publisher: Sendable {
             if let retry = state.withLock({ $0.liveRetryWait() }) {
                 // A send failed: put this one back, let the others settle, back off, and go
                 // on from the newest of each kind (older live records have become backlog).
-                outbox.transition { state in
-                    switch item {
-                    case .status: state.statusSent(false)
-                    case .record(let record): state.liveFailed(record.seq)
-                    }
-                }
+                outbox.liveSent(item, acknowledged: false)
                 await outbox.wait(for: .liveIdle)
                 await backOff(retry)
                 if Task.isCancelled { return }
