@@ -2,6 +2,8 @@ import AsyncAlgorithms
 import FleetProtocol
 import FleetWatch
 import FleetcastCore
+import Foundation
+import GNSS
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -47,6 +49,11 @@ public struct FleetRecorder: Service {
         /// is written in parts of this size, each acknowledged to the broker as it commits. A
         /// message may carry 2,048 events, so a bound in messages alone is none.
         public var maximumRowsPerWrite: Int = 10_000
+        /// How long history is kept: partitions of days past it are dropped at start and then
+        /// daily, and messages older than it are not stored (counted, and said once).
+        public var retention: HistoryRetention = .forever
+        /// Rows moved per statement from the tables of schema 3 into the partitions.
+        public var moveChunk: Int = 50_000
 
         /// Batches of up to 1,000 messages, written at least every 200 ms; an attempt given 5 s
         /// (a batch takes milliseconds: longer means the server is away, and the outage is
@@ -89,7 +96,8 @@ public struct FleetRecorder: Service {
                 // Reached first within the attempt limit (an outage is named once); the migration
                 // itself may rebuild a big table's key, and gets an hour.
                 try await retrying("reach PostgreSQL") { try await store.ping() }
-                try await retrying("migrate the track schema", limit: .seconds(3600)) { try await store.migrate() }
+                _ = try await retrying("migrate the track schema", limit: .seconds(3600)) { try await store.migrate() }
+                try await maintainPartitions()
             }
         } catch is CancellationError where Task.isShuttingDownGracefully {
             logger.info("Recorder stopped before PostgreSQL could be reached; nothing was received")
@@ -97,11 +105,28 @@ public struct FleetRecorder: Service {
         }
         logger.info(
             "Recording the fleet into PostgreSQL",
-            metadata: ["mqtt.filters": "\(subscriber.filters)", "batch.size": "\(options.batchSize)"])
+            metadata: [
+                "mqtt.filters": "\(subscriber.filters)", "batch.size": "\(options.batchSize)", "retention": "\(options.retention)",
+            ])
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            // Beside the recording: the rows of schema 3 moved into partitions, then the daily
+            // maintenance. Cancelled when the recording ends.
+            group.addTask { [self] in
+                try await moveUnpartitionedRows()
+                try await maintainDaily()
+            }
+            defer { group.cancelAll() }
+            try await record()
+        }
+    }
+
+    /// Takes the fleet's messages and writes them, until a graceful shutdown or an error.
+    private func record() async throws {
         var written = 0
         var received = 0
         var skipped: [TrackRecord.Skip: Int] = [:]
         var malformed = MalformedMessageReport()
+        var refusalsSaid = TrackRefusals()
         /// Writes `records` (retrying while PostgreSQL is away); the caller then acknowledges.
         func write(_ records: [TrackRecord]) async throws {
             received += records.count
@@ -113,6 +138,7 @@ public struct FleetRecorder: Service {
                 throw error
             }
             logger.trace("Batch written", metadata: ["rows": "\(records.count)"])
+            sayRefusals(store.refusals, said: &refusalsSaid)
         }
         let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
         for try await deliveries in batches {
@@ -157,9 +183,85 @@ public struct FleetRecorder: Service {
         logger.info(
             "Recorder stopped; everything received is written",
             metadata: [
-                "rows.received": "\(received)", "rows.new": "\(written)", "rows.duplicate": "\(received - written)",
+                "rows.received": "\(received)", "rows.new": "\(written)",
+                "rows.duplicate": "\(received - written - store.refusals.total)", "rows.refused": "\(store.refusals.total)",
                 "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed.count)",
             ])
+    }
+
+    /// Names each kind of refusal the first time it happens (a warning: these messages are not
+    /// stored), and counts the rest into the final summary.
+    private func sayRefusals(_ refusals: TrackRefusals, said: inout TrackRefusals) {
+        guard refusals != said else { return }
+        let kinds: [(Int, Int, String)] = [
+            (
+                refusals.olderThanRetention, said.olderThanRetention,
+                "Messages older than the retention keeps are not stored; such messages are counted"
+            ),
+            (
+                refusals.aheadOfClock, said.aheadOfClock,
+                "Messages timed days ahead of this recorder's clock are not stored; such messages are counted"
+            ),
+            (
+                refusals.noPartition, said.noPartition,
+                "Messages of a day that can have no partition are not stored; such messages are counted"
+            ),
+        ]
+        for (count, before, message) in kinds where before == 0 && count > 0 {
+            logger.warning(
+                "\(message)",
+                metadata: [
+                    "retention": "\(options.retention)", "retention.kept_from": "\(store.keptFrom.map(\.description) ?? "-")",
+                    "partitions.maximum": "\(TrackStore.maximumPartitions)", "messages": "\(count)",
+                ])
+        }
+        said = refusals
+    }
+
+    /// Makes the partitions of the days ahead and applies the retention, saying what it
+    /// dropped, once.
+    private func maintainPartitions() async throws {
+        try await retrying("make partitions") { try await store.preparePartitions(now: store.now()) }
+        let dropped = try await retrying("apply the retention", limit: .seconds(600)) {
+            try await store.applyRetention(options.retention, now: store.now())
+        }
+        if let first = dropped.first, let last = dropped.last {
+            logger.notice(
+                "Retention dropped old history, whole days",
+                metadata: [
+                    "retention": "\(options.retention)", "retention.kept_from": "\(store.keptFrom.map(\.description) ?? "-")",
+                    "days.dropped": "\(dropped.count)", "days.first": "\(first)", "days.last": "\(last)",
+                ])
+        }
+    }
+
+    /// Moves the rows the migration to schema 4 left unpartitioned, saying when it is done.
+    private func moveUnpartitionedRows() async throws {
+        let clock = ContinuousClock()
+        let start = clock.now
+        let chunk = options.moveChunk
+        guard
+            let moved = try await retrying(
+                "move rows into partitions", limit: .seconds(3600),
+                { try await store.moveUnpartitionedRows(chunk: chunk, now: store.now()) })
+        else { return }
+        logger.notice(
+            "History of schema 3 moved into daily partitions",
+            metadata: [
+                "rows.moved": "\(moved.moved)", "rows.discarded": "\(moved.discarded)",
+                "duration": "\(clock.now - start)",
+            ])
+    }
+
+    /// Once a day, a minute after midnight UTC: the partitions of the days ahead, and the
+    /// retention. Runs until cancelled.
+    private func maintainDaily() async throws {
+        while true {
+            let now = store.now().millisecondsSince1970
+            let next = HistoryDay(store.now()).adding(1).start.millisecondsSince1970 + 60_000
+            try await Task.sleep(for: .milliseconds(max(1_000, next - now)))
+            try await maintainPartitions()
+        }
     }
 
     /// Runs `operation` until it succeeds, waiting ``Options/backoff`` between attempts;

@@ -68,11 +68,15 @@ public struct CompletenessReport: Sendable, Equatable {
     public var runs: [SequenceRunSummary]
     /// The holes, by vehicle, run and `seq`.
     public var gaps: [SequenceGap]
+    /// When retention removed the history before it: the first instant kept, from which each
+    /// run was checked (what was removed is not missing).
+    public var retainedFrom: UTCTimestamp?
 
     /// A report of `runs` and their `gaps`.
-    public init(runs: [SequenceRunSummary], gaps: [SequenceGap]) {
+    public init(runs: [SequenceRunSummary], gaps: [SequenceGap], retainedFrom: UTCTimestamp? = nil) {
         self.runs = runs
         self.gaps = gaps
+        self.retainedFrom = retainedFrom
     }
 
     /// Whether nothing is missing.
@@ -94,22 +98,29 @@ extension TrackStore {
     /// gave none). What is lost at the very end of a run, before the vehicle began a new one,
     /// cannot be told from the run's end: the vehicle's status reports its own drops.
     ///
-    /// Two statements, each one pass over the primary keys `(vehicle, run, seq)` of both
-    /// tables merged in key order (no sort), linear in the rows checked.
+    /// Where retention dropped old days (`fleet-watch record --retention`), each run is checked
+    /// from the first day kept, as if `since` were that day: what retention removed is not
+    /// missing. The report says from when (``CompletenessReport/retainedFrom``).
+    ///
+    /// Two statements over both tables' partitions (and the rows of schema 3 not yet moved
+    /// into them), linear in the rows checked.
     public func completeness(
         vehicle: VehicleID? = nil, since: UTCTimestamp? = nil, until: UTCTimestamp? = nil
     ) async throws
         -> CompletenessReport
     {
         let name = vehicle?.rawValue
+        let horizon = try await retentionHorizon()
+        let since = horizon.map { max($0, since ?? $0) } ?? since
         let from = since.map(Date.init) ?? Date.distantPast
         let to = until.map(Date.init) ?? Date.distantFuture
         let windowed = since != nil || until != nil
+        let sources = try await numberedSources()
         var runs: [SequenceRunSummary] = []
         let summaryRows = try await client.query(
             Self.completenessQuery(
                 "SELECT vehicle, run, min(seq), max(seq), count(*) FROM numbered GROUP BY vehicle, run ORDER BY vehicle, run",
-                name, windowed, from, to),
+                name, windowed, from, to, sources: sources),
             logger: logger)
         for try await (vehicle, run, first, last, held) in summaryRows.decode((String, Int64, Int64, Int64, Int64).self) {
             runs.append(
@@ -118,13 +129,28 @@ extension TrackStore {
                     held: UInt64(clamping: held)))
         }
         var gaps: [SequenceGap] = []
-        guard runs.contains(where: { $0.missing > 0 }) else { return CompletenessReport(runs: runs, gaps: gaps) }
-        let gapRows = try await client.query(Self.completenessQuery(Self.gapsSelect, name, windowed, from, to), logger: logger)
+        guard runs.contains(where: { $0.missing > 0 }) else { return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: horizon) }
+        let gapRows = try await client.query(
+            Self.completenessQuery(Self.gapsSelect, name, windowed, from, to, sources: sources), logger: logger)
         for try await (vehicle, run, first, last) in gapRows.decode((String, Int64, Int64, Int64).self) {
             gaps.append(
                 SequenceGap(vehicle: vehicle, run: UInt64(clamping: run), first: UInt64(clamping: first), last: UInt64(clamping: last)))
         }
-        return CompletenessReport(runs: runs, gaps: gaps)
+        return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: horizon)
+    }
+
+    /// The tables `numbered` reads: the partitioned ones, with the rows of schema 3 not yet
+    /// moved beside them.
+    private func numberedSources() async throws -> (fixes: String, headings: String) {
+        let unpartitioned = try await unpartitionedTables()
+        return (
+            unpartitioned.fixes
+                ? "(SELECT vehicle, run, seq, time FROM fleetcast_fixes UNION ALL SELECT vehicle, run, seq, time FROM fleetcast_fixes_unpartitioned)"
+                : "fleetcast_fixes",
+            unpartitioned.headings
+                ? "(SELECT vehicle, run, seq FROM fleetcast_headings UNION ALL SELECT vehicle, run, seq FROM fleetcast_headings_unpartitioned)"
+                : "fleetcast_headings"
+        )
     }
 
     /// PostgreSQL's plan of the gap search, as run (`EXPLAIN (ANALYZE, BUFFERS)`): what an
@@ -137,7 +163,7 @@ extension TrackStore {
         let windowed = since != nil || until != nil
         let query = Self.completenessQuery(
             Self.gapsSelect, vehicle?.rawValue, windowed, since.map(Date.init) ?? .distantPast, until.map(Date.init) ?? .distantFuture,
-            explain: true)
+            sources: try await numberedSources(), explain: true)
         var lines: [String] = []
         for try await line in try await client.query(query, logger: logger).decode(String.self) { lines.append(line) }
         return lines.joined(separator: "\n")
@@ -155,30 +181,34 @@ extension TrackStore {
     /// `numbered (vehicle, run, seq)`: every message number held, of fixes and headings, for
     /// `$1` (a vehicle, or NULL for all); with `$2`, only within each run's range of `seq` of
     /// fixes timed in `[$3, $4)`.
-    fileprivate static let numberedCTE = """
+    fileprivate static func numberedCTE(fixes: String, headings: String) -> String {
+        """
         bounds AS (
-            SELECT vehicle, run, min(seq) AS low, max(seq) AS high FROM fleetcast_fixes
+            SELECT vehicle, run, min(seq) AS low, max(seq) AS high FROM \(fixes) fb
             WHERE $2 AND ($1::text IS NULL OR vehicle = $1) AND time >= $3 AND time < $4
             GROUP BY vehicle, run
         ),
         numbered AS (
-            SELECT vehicle, run, seq FROM fleetcast_fixes
+            SELECT vehicle, run, seq FROM \(fixes) fa
             WHERE NOT $2 AND ($1::text IS NULL OR vehicle = $1)
             UNION ALL
-            SELECT vehicle, run, seq FROM fleetcast_headings
+            SELECT vehicle, run, seq FROM \(headings) ha
             WHERE NOT $2 AND ($1::text IS NULL OR vehicle = $1)
             UNION ALL
-            SELECT f.vehicle, f.run, f.seq FROM fleetcast_fixes f JOIN bounds b USING (vehicle, run)
-            WHERE $2 AND f.seq BETWEEN b.low AND b.high
+            SELECT f.vehicle, f.run, f.seq FROM \(fixes) f JOIN bounds b USING (vehicle, run)
+            WHERE $2 AND ($1::text IS NULL OR f.vehicle = $1) AND f.seq BETWEEN b.low AND b.high
             UNION ALL
-            SELECT h.vehicle, h.run, h.seq FROM fleetcast_headings h JOIN bounds b USING (vehicle, run)
-            WHERE $2 AND h.seq BETWEEN b.low AND b.high
+            SELECT h.vehicle, h.run, h.seq FROM \(headings) h JOIN bounds b USING (vehicle, run)
+            WHERE $2 AND ($1::text IS NULL OR h.vehicle = $1) AND h.seq BETWEEN b.low AND b.high
         )
         """
+    }
 
-    /// `WITH numbered … ` + `select`, with `$1`…`$4` bound: a constant text, values bound.
+    /// `WITH numbered … ` + `select`, with `$1`…`$4` bound: a constant text (but for the
+    /// tables read), values bound.
     fileprivate static func completenessQuery(
-        _ select: String, _ vehicle: String?, _ windowed: Bool, _ from: Date, _ to: Date, explain: Bool = false
+        _ select: String, _ vehicle: String?, _ windowed: Bool, _ from: Date, _ to: Date, sources: (fixes: String, headings: String),
+        explain: Bool = false
     ) -> PostgresQuery {
         var bindings = PostgresBindings(capacity: 4)
         bindings.append(vehicle)
@@ -186,6 +216,8 @@ extension TrackStore {
         bindings.append(from)
         bindings.append(to)
         return PostgresQuery(
-            unsafeSQL: (explain ? "EXPLAIN (ANALYZE, BUFFERS) " : "") + "WITH " + numberedCTE + "\n" + select, binds: bindings)
+            unsafeSQL: (explain ? "EXPLAIN (ANALYZE, BUFFERS) " : "") + "WITH "
+                + numberedCTE(fixes: sources.fixes, headings: sources.headings)
+                + "\n" + select, binds: bindings)
     }
 }

@@ -9,12 +9,14 @@ import PostgresNIO
 /// versioned), batched idempotent inserts, and a vehicle's track between two times.
 ///
 /// Two tables, one row per message, keyed by `(vehicle, run, seq)` (the contract's message
-/// number: numbering run and sequence number, see `MessageNumber`):
+/// number: numbering run and sequence number, see `MessageNumber`) and the time they are
+/// partitioned by, one partition a UTC day (`fleetcast_fixes_p20261128`; see ``HistoryDay``):
 /// - `fleetcast_fixes`: `time` (timestamptz), `lat`, `lon` (degrees), `alt_hae`, `alt_msl`
 ///   (m), `speed` (m/s), `track` (degrees true), `climb` (m/s), `mode` (1–3), `sats`,
 ///   `hdop`, `eph`, `epv` (m), `backlog` (it came late, in a `backlog` batch) and
 ///   `received_at` (when the recorder wrote it);
-/// - `fleetcast_headings`: `time`, `heading`, `mag_heading` (degrees), `source`, `backlog`,
+/// - `fleetcast_headings`: `placed_at` (its partition key: `time`, or when it was first stored
+///   if it has none), `time`, `heading`, `mag_heading` (degrees), `source`, `backlog`,
 ///   `received_at`.
 ///
 /// A message number is never reused (the agent keeps `seq` across restarts, and begins a new
@@ -22,8 +24,10 @@ import PostgresNIO
 /// resent after a lost acknowledgement, two recorders) is the same key and the second insert
 /// does nothing, while a new fix after any restart of the vehicle's numbering is a new key.
 /// Rows of version 1 of the schema (keyed by `(vehicle, seq)`) are run 0, which is also the
-/// run of agents that send no `"run"`. Each table has an index on `(vehicle, time)` for
-/// "vehicle V between T1 and T2".
+/// run of agents that send no `"run"`. A redelivery has the same time, so it maps to the same
+/// partition and key. Each table has an index on `(vehicle, time)` (`placed_at` for headings)
+/// for "vehicle V between T1 and T2". Partitions are made ahead of need and on demand, and
+/// dropped whole by retention (``applyRetention(_:now:)``).
 ///
 /// The store does not own the client: run `client.run()` (or put it in a ServiceGroup)
 /// beside it.
@@ -49,11 +53,16 @@ public struct TrackStore: Sendable {
 
     let client: PostgresClient
     let logger: Logger
+    /// The partitions known, retention and refusals, shared by the store's copies.
+    let partitionState = TrackPartitionState()
+    /// The recorder's clock: the day of a heading without a time of its own, and "today".
+    let now: @Sendable () -> UTCTimestamp
 
-    /// A store over `client`.
-    public init(client: PostgresClient, logger: Logger) {
+    /// A store over `client`; `now` is the clock (tests set it to a day of their choosing).
+    public init(client: PostgresClient, logger: Logger, now: (@Sendable () -> UTCTimestamp)? = nil) {
         self.client = client
         self.logger = logger
+        self.now = now ?? { UTCTimestamp(Date()) }
     }
 
     // MARK: Schema
@@ -118,6 +127,69 @@ public struct TrackStore: Sendable {
             "ALTER TABLE fleetcast_fixes ADD COLUMN mag_heading double precision",
             "ALTER TABLE fleetcast_fixes ADD COLUMN heading_source text",
         ],
+        // Version 4: both tables partitioned by day (declarative range partitioning), the time
+        // in their keys as PostgreSQL requires. Instant: the tables of version 3 are renamed
+        // `…_unpartitioned` and read beside the new ones until the recorder has moved their rows
+        // (``moveUnpartitionedRows(chunk:now:)``), in chunks, while it records. A heading is
+        // placed by `placed_at`: its own time, or when the recorder first stored it.
+        [
+            "ALTER TABLE fleetcast_fixes RENAME TO fleetcast_fixes_unpartitioned",
+            "ALTER TABLE fleetcast_fixes_unpartitioned RENAME CONSTRAINT fleetcast_fixes_pkey TO fleetcast_fixes_unpartitioned_pkey",
+            "ALTER INDEX fleetcast_fixes_vehicle_time RENAME TO fleetcast_fixes_unpartitioned_vehicle_time",
+            "ALTER TABLE fleetcast_headings RENAME TO fleetcast_headings_unpartitioned",
+            "ALTER TABLE fleetcast_headings_unpartitioned RENAME CONSTRAINT fleetcast_headings_pkey TO fleetcast_headings_unpartitioned_pkey",
+            "ALTER INDEX fleetcast_headings_vehicle_time RENAME TO fleetcast_headings_unpartitioned_vehicle_time",
+            """
+            CREATE TABLE fleetcast_fixes (
+                vehicle text NOT NULL,
+                run bigint NOT NULL,
+                seq bigint NOT NULL,
+                time timestamptz NOT NULL,
+                lat double precision NOT NULL,
+                lon double precision NOT NULL,
+                alt_hae double precision,
+                alt_msl double precision,
+                speed double precision,
+                track double precision,
+                climb double precision,
+                mode smallint NOT NULL,
+                sats smallint,
+                hdop double precision,
+                eph double precision,
+                epv double precision,
+                heading double precision,
+                mag_heading double precision,
+                heading_source text,
+                backlog boolean NOT NULL,
+                received_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (vehicle, run, seq, time)
+            ) PARTITION BY RANGE (time)
+            """,
+            "CREATE INDEX fleetcast_fixes_vehicle_time ON fleetcast_fixes (vehicle, time)",
+            """
+            CREATE TABLE fleetcast_headings (
+                vehicle text NOT NULL,
+                run bigint NOT NULL,
+                seq bigint NOT NULL,
+                placed_at timestamptz NOT NULL,
+                time timestamptz,
+                heading double precision,
+                mag_heading double precision,
+                source text,
+                backlog boolean NOT NULL,
+                received_at timestamptz NOT NULL DEFAULT now(),
+                PRIMARY KEY (vehicle, run, seq, placed_at)
+            ) PARTITION BY RANGE (placed_at)
+            """,
+            "CREATE INDEX fleetcast_headings_vehicle_placed_at ON fleetcast_headings (vehicle, placed_at)",
+            """
+            CREATE TABLE fleetcast_retention (
+                id boolean PRIMARY KEY DEFAULT true CHECK (id),
+                kept_from timestamptz NOT NULL,
+                applied_at timestamptz NOT NULL DEFAULT now()
+            )
+            """,
+        ],
     ]
 
     /// A constant key for `pg_advisory_xact_lock`: recorders started together migrate one
@@ -167,6 +239,10 @@ public struct TrackStore: Sendable {
                 }
                 try await connection.query("INSERT INTO fleetcast_schema (version) VALUES (\(Int32(version)))", logger: logger)
             }
+            if found == 0 {
+                // A new database: the tables of version 3 that version 4 renamed hold nothing to move.
+                try await connection.query("DROP TABLE fleetcast_fixes_unpartitioned, fleetcast_headings_unpartitioned", logger: logger)
+            }
             return found
         }
     }
@@ -182,16 +258,48 @@ public struct TrackStore: Sendable {
     /// whose `(vehicle, run, seq)` is already stored is skipped. Returns how many rows were new.
     /// Each statement is atomic; a failure throws and the caller retries the whole batch
     /// (the rows already written are then duplicates, which cost nothing).
+    ///
+    /// Each record goes into its day's partition (a fix by its time; a heading by its time, or
+    /// by the day it is first stored when it has none), made first when missing. A record
+    /// whose day retention no longer keeps, lies more than ``maximumDaysAhead`` days ahead of
+    /// the clock, or would need a partition past ``maximumPartitions``, is not stored and is
+    /// counted in ``refusals``.
     @discardableResult
     public func insert(_ records: some Collection<TrackRecord>) async throws -> Int {
+        let now = self.now()
+        let today = HistoryDay(now)
+        var days = Set<HistoryDay>()
+        for record in records { days.insert(Self.day(of: record, today: today)) }
+        let verdicts = try await admit(days, now: now)
         var fixes: [TrackRecord] = []
         var headings: [TrackRecord] = []
+        var refused = TrackRefusals()
         for record in records {
+            switch verdicts[Self.day(of: record, today: today)] ?? .noPartition {
+            case .stored: break
+            case .olderThanRetention:
+                refused.olderThanRetention += 1
+                continue
+            case .aheadOfClock:
+                refused.aheadOfClock += 1
+                continue
+            case .noPartition:
+                refused.noPartition += 1
+                continue
+            }
             switch record.payload {
             case .fix: fixes.append(record)
             case .heading: headings.append(record)
             }
         }
+        if refused.total > 0 {
+            partitionState.state.withLock { state in
+                state.refusals.olderThanRetention += refused.olderThanRetention
+                state.refusals.aheadOfClock += refused.aheadOfClock
+                state.refusals.noPartition += refused.noPartition
+            }
+        }
+        let placement = Date(now)
         var inserted = 0
         var start = 0
         while start < fixes.count {
@@ -202,10 +310,18 @@ public struct TrackStore: Sendable {
         start = 0
         while start < headings.count {
             let end = min(start + Self.maximumRowsPerStatement, headings.count)
-            inserted += try await insertHeadings(headings[start..<end])
+            inserted += try await insertHeadings(headings[start..<end], untimedAt: placement)
             start = end
         }
         return inserted
+    }
+
+    /// The day a record is stored under.
+    static func day(of record: TrackRecord, today: HistoryDay) -> HistoryDay {
+        switch record.payload {
+        case .fix(let fix): HistoryDay(fix.time)
+        case .heading(let heading): heading.time.map(HistoryDay.init) ?? today
+        }
     }
 
     private func insertFixes(_ rows: ArraySlice<TrackRecord>) async throws -> Int {
@@ -253,7 +369,7 @@ public struct TrackStore: Sendable {
                 FROM unnest(\(vehicles), \(runs), \(seqs), \(times), \(lats), \(lons), \(altHAE), \(altMSL), \(speeds),
                     \(tracks), \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(backlogs))
                     AS batch (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
-                ON CONFLICT (vehicle, run, seq) DO NOTHING RETURNING 1)
+                ON CONFLICT (vehicle, run, seq, time) DO NOTHING RETURNING 1)
                 SELECT count(*) FROM inserted
                 """
             return try await countRows(query)
@@ -267,15 +383,18 @@ public struct TrackStore: Sendable {
                 \(tracks), \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(headings), \(magnetic), \(sources), \(backlogs))
                 AS batch (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv,
                     heading, mag_heading, heading_source, backlog)
-            ON CONFLICT (vehicle, run, seq) DO NOTHING RETURNING 1)
+            ON CONFLICT (vehicle, run, seq, time) DO NOTHING RETURNING 1)
             SELECT count(*) FROM inserted
             """
         return try await countRows(query)
     }
 
-    private func insertHeadings(_ rows: ArraySlice<TrackRecord>) async throws -> Int {
+    private func insertHeadings(_ rows: ArraySlice<TrackRecord>, untimedAt placement: Date) async throws -> Int {
         // As for fixes; a heading's time and source may be unknown: the epoch's first
-        // instant and "" stand for them (no heading is from 1970, no source is empty).
+        // instant and "" stand for them (no heading is from 1970, no source is empty). A
+        // heading without a time is placed at `placement` (now): stored once whatever day it
+        // is delivered again, because it is inserted only when no partition holds its number
+        // (a probe of each partition's key, for these rare headings only).
         var vehicles: [String] = [], runs: [Int64] = [], seqs: [Int64] = [], times: [Date] = [], headings: [Double] = []
         var magnetic: [Double] = []
         var sources: [String] = [], backlogs: [Bool] = []
@@ -291,12 +410,14 @@ public struct TrackStore: Sendable {
             backlogs.append(record.backlog)
         }
         let query: PostgresQuery = """
-            WITH inserted AS (INSERT INTO fleetcast_headings (vehicle, run, seq, time, heading, mag_heading, source, backlog)
-            SELECT vehicle, run, seq, NULLIF(time, 'epoch'), NULLIF(heading, 'NaN'), NULLIF(mag_heading, 'NaN'), NULLIF(source, ''),
-                backlog
+            WITH inserted AS (INSERT INTO fleetcast_headings (vehicle, run, seq, placed_at, time, heading, mag_heading, source, backlog)
+            SELECT vehicle, run, seq, CASE WHEN time = 'epoch' THEN \(placement) ELSE time END, NULLIF(time, 'epoch'),
+                NULLIF(heading, 'NaN'), NULLIF(mag_heading, 'NaN'), NULLIF(source, ''), backlog
             FROM unnest(\(vehicles), \(runs), \(seqs), \(times), \(headings), \(magnetic), \(sources), \(backlogs))
                 AS batch (vehicle, run, seq, time, heading, mag_heading, source, backlog)
-            ON CONFLICT (vehicle, run, seq) DO NOTHING RETURNING 1)
+            WHERE batch.time <> 'epoch' OR NOT EXISTS (
+                SELECT 1 FROM fleetcast_headings h WHERE h.vehicle = batch.vehicle AND h.run = batch.run AND h.seq = batch.seq)
+            ON CONFLICT (vehicle, run, seq, placed_at) DO NOTHING RETURNING 1)
             SELECT count(*) FROM inserted
             """
         return try await countRows(query)
@@ -318,11 +439,7 @@ public struct TrackStore: Sendable {
         vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, limit: Int? = nil, _ body: (TrackPoint) throws -> Void
     ) async throws {
         let rows = try await client.query(
-            """
-            SELECT seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, heading, backlog FROM fleetcast_fixes
-            WHERE vehicle = \(vehicle.rawValue) AND time >= \(Date(since)) AND time < \(Date(until))
-            ORDER BY time, seq LIMIT \(Int64(max(0, limit ?? Int(Int64.max))))
-            """, logger: logger)
+            try await trackQuery(vehicle: vehicle, since: since, until: until, limit: limit), logger: logger)
         for try await (seq, time, lat, lon, altitude, speed, track, mode, sats, eph, heading, backlog) in rows.decode(
             (Int64, Date, Double, Double, Double?, Double?, Double?, Int16, Int16?, Double?, Double?, Bool).self)
         {
@@ -334,12 +451,47 @@ public struct TrackStore: Sendable {
         }
     }
 
+    /// PostgreSQL's plan of ``track(vehicle:since:until:limit:_:)``, as run (`EXPLAIN
+    /// (ANALYZE, BUFFERS)`): only the partitions of the days asked for, read by their
+    /// `(vehicle, time)` index.
+    public func trackPlan(vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp) async throws -> String {
+        var lines: [String] = []
+        let query = try await trackQuery(vehicle: vehicle, since: since, until: until, limit: nil, explain: true)
+        for try await line in try await client.query(query, logger: logger).decode(String.self) { lines.append(line) }
+        return lines.joined(separator: "\n")
+    }
+
+    /// The fixes of `vehicle` in `[since, until)` in time order; the rows of schema 3 not yet
+    /// moved into partitions are read beside them.
+    private func trackQuery(
+        vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, limit: Int?, explain: Bool = false
+    ) async throws -> PostgresQuery {
+        var tables = ["fleetcast_fixes"]
+        if try await unpartitionedTables().fixes { tables.append("fleetcast_fixes_unpartitioned") }
+        let selects = tables.map { table in
+            """
+            SELECT seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, heading, backlog FROM \(table)
+            WHERE vehicle = $1 AND time >= $2 AND time < $3
+            """
+        }
+        var bindings = PostgresBindings(capacity: 4)
+        bindings.append(vehicle.rawValue)
+        bindings.append(Date(since))
+        bindings.append(Date(until))
+        bindings.append(Int64(max(0, limit ?? Int(Int64.max))))
+        return PostgresQuery(
+            unsafeSQL: (explain ? "EXPLAIN (ANALYZE, BUFFERS) " : "") + selects.joined(separator: "\nUNION ALL\n")
+                + "\nORDER BY time, seq LIMIT $4", binds: bindings)
+    }
+
     /// The vehicles with at least one stored fix, sorted.
     public func vehicles() async throws -> [String] {
         var vehicles: [String] = []
-        for try await vehicle in try await client.query("SELECT DISTINCT vehicle FROM fleetcast_fixes ORDER BY vehicle", logger: logger)
-            .decode(String.self)
-        {
+        let query =
+            try await unpartitionedTables().fixes
+            ? "SELECT vehicle FROM fleetcast_fixes UNION SELECT vehicle FROM fleetcast_fixes_unpartitioned ORDER BY vehicle"
+            : "SELECT DISTINCT vehicle FROM fleetcast_fixes ORDER BY vehicle"
+        for try await vehicle in try await client.query(PostgresQuery(unsafeSQL: query), logger: logger).decode(String.self) {
             vehicles.append(vehicle)
         }
         return vehicles

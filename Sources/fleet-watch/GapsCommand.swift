@@ -20,7 +20,8 @@ struct GapsCommand: AsyncParsableCommand {
             excluded), each run is checked between its first and last fix of that time. Counts \
             are exact: a run whose numbers jump by 2^63 lacks that many, and the total may \
             exceed 2^64 (JSON readers that keep numbers in 64 bits or doubles lose precision \
-            there). Exit status: 0 complete, 1 something missing, 2 trouble (the database \
+            there). Where `record --retention` dropped old days, each run is checked from the \
+            first day kept. Exit status: 0 complete, 1 something missing, 2 trouble (the database \
             cannot be read, or does not answer within --connect-timeout).
             """
     )
@@ -90,6 +91,9 @@ struct GapsCommand: AsyncParsableCommand {
         }
         let vehicles = Set(report.runs.map(\.vehicle)).count
         let held = report.held
+        if let kept = report.retainedFrom {
+            lines.append("checked from \(kept) on: retention removed the history before it")
+        }
         lines.append(
             report.isComplete
                 ? "complete: \(held) messages of \(vehicles) vehicles in \(report.runs.count) numbering runs, none missing"
@@ -115,10 +119,12 @@ struct GapsCommand: AsyncParsableCommand {
                 ("missing", "\(g.count)"),
             ])
         }
-        return object([
+        var fields = [
             ("complete", report.isComplete ? "true" : "false"), ("missing", "\(report.missing)"),
             ("held", "\(report.held)"),
             ("runs", "[" + runs.joined(separator: ",") + "]"), ("gaps", "[" + gaps.joined(separator: ",") + "]"),
-        ])
+        ]
+        if let kept = report.retainedFrom { fields.append(("retainedFrom", JSONString.quoted("\(kept)"))) }
+        return object(fields)
     }
 }

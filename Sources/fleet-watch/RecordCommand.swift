@@ -24,7 +24,9 @@ struct RecordCommand: AsyncParsableCommand {
             max_queued_messages). While PostgreSQL is away, at most --buffer messages wait in \
             memory and the broker holds the rest. With --share-group, several recorders split \
             the fleet; SIGTERM or SIGINT unsubscribes from the group first, writes what was \
-            received, then exits. The PostgreSQL password comes from --postgres-password-file, \
+            received, then exits. The tables are partitioned by day (UTC); with --retention, \
+            the days past it are dropped whole, at start and then daily. The PostgreSQL \
+            password comes from --postgres-password-file, \
             PGPASSWORD or a libpq password file (PGPASSFILE), never the URL. `fleet-watch gaps` \
             checks what was recorded.
             """
@@ -45,6 +47,15 @@ struct RecordCommand: AsyncParsableCommand {
 
     @Option(help: "Seconds the broker keeps the session (and the messages that arrive) while the recorder is away.")
     var sessionExpiry: Int = 86_400
+
+    @Option(
+        help: ArgumentHelp(
+            "How long history is kept: days (30d), weeks (8w) or forever (also an empty value). Whole days past it are dropped, at start and then daily; older messages are not stored.",
+            valueName: "duration"),
+        transform: { text in
+            do { return try HistoryRetention(parsing: text) } catch { throw ValidationError("--retention: \(error)") }
+        })
+    var retention: HistoryRetention = .forever
 
     func validate() throws {
         guard batchSize > 0, (1...65_535).contains(buffer) else {
@@ -68,7 +79,11 @@ struct RecordCommand: AsyncParsableCommand {
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
         let recorder = FleetRecorder(
             subscriber: subscriber, store: TrackStore(client: client, logger: logger),
-            options: FleetRecorder.Options(batchSize: batchSize), logger: logger)
+            options: {
+                var options = FleetRecorder.Options(batchSize: batchSize)
+                options.retention = retention
+                return options
+            }(), logger: logger)
         logger.info("PostgreSQL", metadata: ["postgres": "\(location)"])
         do {
             try await FleetWatchServices.run(

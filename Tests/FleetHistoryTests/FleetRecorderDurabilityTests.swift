@@ -276,4 +276,74 @@ import Testing
             }
         }
     }
+
+    @Test func aRecorderWithRetentionDropsAVehicleOfFortyDaysAgoAndKeepsTodaysWhole() async throws {
+        let directory = try TemporaryDirectory(prefix: "fleetcast-record-retention")
+        defer { directory.remove() }
+        try await withBroker { broker in
+            try await withPostgres { postgres in
+                let database = try await postgres.createDatabase()
+                // A vehicle an earlier recorder stored 40 days ago (by this machine's clock).
+                let fortyDaysAgo = UTCTimestamp(millisecondsSince1970: Int64(Date().timeIntervalSince1970 * 1000) - 40 * 86_400_000)
+                try await withStore(postgres, database: database) { store, _ in
+                    try await store.migrate()
+                    try await store.insert(
+                        (1...30).map { seq in
+                            TrackRecord(
+                                vehicle: VehicleID("old-van")!, seq: seq, run: 1,
+                                payload: .fix(
+                                    Fix(
+                                        time: UTCTimestamp(millisecondsSince1970: fortyDaysAgo.millisecondsSince1970 + Int64(seq) * 1000),
+                                        latitude: 47.4, longitude: 8.5, mode: .threeD)))
+                        })
+                }
+                #expect(
+                    try await postgres.psql("SELECT count(*) FROM fleetcast_fixes WHERE vehicle = 'old-van'", database: database) == "30")
+
+                let recorder = try FleetRecorderTests.startRecorder(
+                    "recorder", broker: broker, postgres: postgres, database: database, directory: directory,
+                    extra: ["--retention", "30d"])
+                try await FleetRecorderTests.waitForLog(recorder, "Retention dropped old history", timeout: .seconds(20))
+                #expect(
+                    try await postgres.psql("SELECT count(*) FROM fleetcast_fixes WHERE vehicle = 'old-van'", database: database) == "0")
+                #expect(
+                    try await postgres.psql(
+                        "SELECT count(*) FROM pg_class WHERE relname = 'fleetcast_fixes_p\(HistoryDay(fortyDaysAgo).compact)'",
+                        database: database) == "0", "its day's partition is dropped whole")
+
+                // A vehicle of today, recorded live beside the retention.
+                try await FleetRecorderTests.waitForLog(recorder, "Subscribed to the fleet")
+                let agent = try FleetRecorderTests.startAgent("van-today", broker: broker, directory: directory)
+                try await waitUntil("van-today in PostgreSQL", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    (try await FleetRecorderTests.rows(postgres, database)["van-today"]?.count ?? 0) >= 20
+                }
+                agent.send(SIGTERM)
+                #expect(try await agent.waitForExit(timeout: .seconds(20)) == 0)
+                let last = try await FleetRecorderTests.lastPublishedSeq("van-today", broker: broker)
+                try await waitUntil("van-today's last message recorded", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    (try await FleetRecorderTests.rows(postgres, database)["van-today"]?.last ?? 0) >= last
+                }
+                recorder.send(SIGTERM)
+                #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
+                #expect(
+                    recorder.standardError.components(separatedBy: "Retention dropped old history").count == 2,
+                    "said once: \(recorder.standardError)")
+
+                let today = try #require(try await FleetRecorderTests.rows(postgres, database)["van-today"])
+                #expect(today.count == today.last - today.first + 1, "seq \(today.first)…\(today.last) but \(today.count) rows")
+                let whole = try await Self.gaps(postgres, database, directory: directory, extra: ["--vehicle", "van-today"])
+                #expect(whole.status == 0, "\(whole.output)")
+                #expect(
+                    whole.output.contains("complete:") && whole.output.contains("retention removed the history before it"),
+                    "\(whole.output)")
+                // A hole in what is kept is named.
+                let hole = today.first + 3
+                _ = try await postgres.psql("DELETE FROM fleetcast_fixes WHERE vehicle = 'van-today' AND seq = \(hole)", database: database)
+                _ = try await postgres.psql(
+                    "DELETE FROM fleetcast_headings WHERE vehicle = 'van-today' AND seq = \(hole)", database: database)
+                let holed = try await Self.gaps(postgres, database, directory: directory, extra: ["--vehicle", "van-today"])
+                #expect(holed.status == 1 && holed.output.contains("seq \(hole): 1 missing"), "\(holed.output)")
+            }
+        }
+    }
 }

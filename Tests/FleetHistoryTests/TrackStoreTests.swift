@@ -11,7 +11,8 @@ import Testing
 /// Runs `body` with a ``TrackStore`` on a fresh database of a real PostgreSQL server started
 /// for the test, the client running beside it.
 func withStore<T: Sendable>(
-    _ postgres: TestPostgres, database: String? = nil, sslmode: String = "disable", _ body: (TrackStore, PostgresClient) async throws -> T
+    _ postgres: TestPostgres, database: String? = nil, sslmode: String = "disable", now: (@Sendable () -> UTCTimestamp)? = nil,
+    _ body: (TrackStore, PostgresClient) async throws -> T
 ) async throws -> T {
     let name: String
     if let database { name = database } else { name = try await postgres.createDatabase() }
@@ -21,7 +22,7 @@ func withStore<T: Sendable>(
     return try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await client.run() }
         defer { group.cancelAll() }
-        return try await body(TrackStore(client: client, logger: logger), client)
+        return try await body(TrackStore(client: client, logger: logger, now: now), client)
     }
 }
 
@@ -45,10 +46,10 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
             async let second = withStore(postgres, database: database) { store, _ in try await store.migrate() }
             let found = try await [first, second].sorted()
             #expect(found == [0, TrackStore.schemaVersion], "one migrated from an empty database, the other found it done")
-            #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1\n2\n3")
+            #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1\n2\n3\n4")
             let tables = try await postgres.psql(
                 "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fleetcast_%' ORDER BY tablename", database: database)
-            #expect(tables == "fleetcast_fixes\nfleetcast_headings\nfleetcast_schema")
+            #expect(tables == "fleetcast_fixes\nfleetcast_headings\nfleetcast_retention\nfleetcast_schema", "nothing left to move")
             let indexes = try await postgres.psql(
                 "SELECT indexdef FROM pg_indexes WHERE indexname = 'fleetcast_fixes_vehicle_time'", database: database)
             #expect(indexes.contains("(vehicle, \"time\")"))
@@ -133,6 +134,8 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
             try await withStore(postgres, database: database) { store, _ in
                 let found = try await store.migrate()
                 #expect(found == 1)
+                let moved = try await store.moveUnpartitionedRows(now: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000))
+                #expect(moved == TrackStore.RowsMoved(moved: 40, discarded: 0))
                 // The old numbering again: duplicates. The same numbers in a new run: new rows.
                 let again = try await store.insert([fix("van-1", seq: 40, second: 40)])
                 #expect(again == 0)
@@ -145,7 +148,7 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
             #expect(
                 try await postgres.psql(
                     "SELECT indexdef FROM pg_indexes WHERE indexname = 'fleetcast_fixes_pkey'", database: database
-                ).contains("(vehicle, run, seq)"))
+                ).contains("(vehicle, run, seq, \"time\")"))
         }
     }
 

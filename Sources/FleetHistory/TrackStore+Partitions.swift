@@ -1,0 +1,325 @@
+import FleetcastCore
+import Foundation
+import GNSS
+import Logging
+import PostgresNIO
+
+/// Messages ``TrackStore/insert(_:)`` did not store because of their day, by reason; counted
+/// since the store was made (all copies of a store share the count).
+public struct TrackRefusals: Sendable, Equatable {
+    /// Timed before the first day retention keeps (their day is dropped, or due to be).
+    public var olderThanRetention = 0
+    /// Timed more than ``TrackStore/maximumDaysAhead`` days after the recorder's clock (a
+    /// clock set ahead, or a forged time): their day gets no partition.
+    public var aheadOfClock = 0
+    /// Timed on a day without a partition while ``TrackStore/maximumPartitions`` already exist
+    /// (a sender spreading its times over thousands of days), or outside years 0–9999.
+    public var noPartition = 0
+
+    /// Counts of each.
+    public init(olderThanRetention: Int = 0, aheadOfClock: Int = 0, noPartition: Int = 0) {
+        self.olderThanRetention = olderThanRetention
+        self.aheadOfClock = aheadOfClock
+        self.noPartition = noPartition
+    }
+
+    /// All of them.
+    public var total: Int { olderThanRetention + aheadOfClock + noPartition }
+}
+
+/// What a ``TrackStore`` and its copies know of the daily partitions, under one lock: the
+/// days that have one, the first day retention keeps, and what was refused.
+final class TrackPartitionState: Sendable {
+    struct State {
+        /// Days known to have their partition in both tables; `nil` until read from the catalog.
+        var known: Set<HistoryDay>?
+        /// The first day kept, once retention has run.
+        var keptFrom: HistoryDay?
+        var refusals = TrackRefusals()
+    }
+
+    /// The verdict on one day of a batch.
+    enum Admission: Equatable {
+        case stored, olderThanRetention, aheadOfClock, noPartition
+    }
+
+    let state = SanitizerVisibleMutex(State())
+
+    /// The days of a batch, judged; `missing` are the admitted days that need a partition made.
+    func admit(
+        _ days: Set<HistoryDay>, today: HistoryDay, limit: Int, force: Bool
+    ) -> (
+        verdicts: [HistoryDay: Admission], missing: [HistoryDay]
+    ) {
+        state.withLock { state in
+            var verdicts: [HistoryDay: Admission] = [:]
+            var missing: [HistoryDay] = []
+            let known = state.known ?? []
+            for day in days {
+                if let kept = state.keptFrom, day < kept {
+                    verdicts[day] = .olderThanRetention
+                } else if !day.isNameable {
+                    verdicts[day] = .noPartition
+                } else if known.contains(day) {
+                    verdicts[day] = .stored
+                } else if !force && day > today.adding(Int64(TrackStore.maximumDaysAhead)) {
+                    verdicts[day] = .aheadOfClock
+                } else if !force && known.count + missing.count >= limit {
+                    verdicts[day] = .noPartition
+                } else {
+                    verdicts[day] = .stored
+                    missing.append(day)
+                }
+            }
+            return (verdicts, missing.sorted())
+        }
+    }
+}
+
+extension TrackStore {
+    /// The most days after the recorder's clock a message may be timed and still get its day's
+    /// partition: today and the next two (a receiver's clock may run ahead of the server's by a
+    /// little, never by days).
+    public static let maximumDaysAhead = 2
+
+    /// The most daily partitions of each table this store creates (about 11 years): a sender
+    /// that spreads forged times over thousands of days cannot fill the catalog.
+    public static let maximumPartitions = 4_000
+
+    /// The days created ahead at start and at each maintenance: today and the next three, so
+    /// that midnight never waits for a partition.
+    public static let partitionsAhead = 3
+
+    /// A constant key for `pg_advisory_xact_lock` while partitions are made or dropped
+    /// (ASCII "fleetpar").
+    static let partitionLockKey: Int64 = 0x666c_6565_7470_6172
+
+    /// The two partitioned tables and the column each is partitioned by.
+    static let partitionedTables: [(table: String, key: String)] = [("fleetcast_fixes", "time"), ("fleetcast_headings", "placed_at")]
+
+    /// The name of `table`'s partition for `day`.
+    static func partitionName(_ table: String, _ day: HistoryDay) -> String { "\(table)_p\(day.compact)" }
+
+    /// What was refused so far (see ``TrackRefusals``).
+    public var refusals: TrackRefusals { partitionState.state.withLock { $0.refusals } }
+
+    /// The first day kept by the retention this store last applied, if any.
+    public var keptFrom: HistoryDay? { partitionState.state.withLock { $0.keptFrom } }
+
+    /// The days that have a partition of `fleetcast_fixes` (attached), from the catalog.
+    public func partitionDays() async throws -> Set<HistoryDay> {
+        var days = Set<HistoryDay>()
+        let rows = try await client.query(
+            """
+            SELECT c.relname FROM pg_inherits i JOIN pg_class c ON c.oid = i.inhrelid
+            WHERE i.inhparent = 'fleetcast_fixes'::regclass AND NOT i.inhdetachpending
+            """, logger: logger)
+        for try await name in rows.decode(String.self) {
+            if let day = HistoryDay(compact: name.split(separator: "_p").last ?? "") { days.insert(day) }
+        }
+        return days
+    }
+
+    /// The verdict on each day of a batch, making the partitions it needs; `force` (the move of
+    /// rows already stored) ignores the clock and the partition limit, never retention.
+    func admit(_ days: Set<HistoryDay>, now: UTCTimestamp, force: Bool = false) async throws -> [HistoryDay: TrackPartitionState.Admission]
+    {
+        if partitionState.state.withLock({ $0.known == nil }) {
+            let found = try await partitionDays()
+            partitionState.state.withLock { state in state.known = (state.known ?? []).union(found) }
+        }
+        let (verdicts, missing) = partitionState.admit(days, today: HistoryDay(now), limit: Self.maximumPartitions, force: force)
+        if !missing.isEmpty { try await createPartitions(missing) }
+        return verdicts
+    }
+
+    /// Makes `days`' partitions in both tables, each one made apart and then attached (which
+    /// locks the parent only against other attaches and drops, never against writes or
+    /// reads), under an advisory lock so that two recorders never make the same one.
+    func createPartitions(_ days: [HistoryDay]) async throws {
+        try await client.withTransaction(logger: logger) { connection in
+            try await connection.query("SELECT pg_advisory_xact_lock(\(Self.partitionLockKey))", logger: logger)
+            for day in days {
+                for (table, _) in Self.partitionedTables {
+                    let name = Self.partitionName(table, day)
+                    var attached = false
+                    for try await _ in try await connection.query(
+                        "SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(\(name))", logger: logger
+                    ).decode(Int32.self) { attached = true }
+                    if attached { continue }
+                    let from = day.start.millisecondsSince1970 / 1000
+                    let to = day.adding(1).start.millisecondsSince1970 / 1000
+                    try await connection.query(
+                        PostgresQuery(
+                            unsafeSQL:
+                                "CREATE TABLE IF NOT EXISTS \(name) (LIKE \(table) INCLUDING DEFAULTS INCLUDING CONSTRAINTS INCLUDING INDEXES)"
+                        ),
+                        logger: logger)
+                    try await connection.query(
+                        PostgresQuery(
+                            unsafeSQL:
+                                "ALTER TABLE \(table) ATTACH PARTITION \(name) FOR VALUES FROM (to_timestamp(\(from))) TO (to_timestamp(\(to)))"
+                        ), logger: logger)
+                }
+            }
+        }
+        partitionState.state.withLock { state in state.known = (state.known ?? []).union(days) }
+        logger.debug("Partitions made", metadata: ["days": "\(days.map(\.description).joined(separator: " "))"])
+    }
+
+    /// Makes the partitions of yesterday, today and the next ``partitionsAhead`` days that are
+    /// missing (a message timed at 23:59:59.9 on a receiver a little behind, and the days to come).
+    public func preparePartitions(now: UTCTimestamp) async throws {
+        let today = HistoryDay(now)
+        _ = try await admit(Set((-1...Int64(Self.partitionsAhead)).map { today.adding($0) }), now: now, force: true)
+    }
+
+    /// Applies `retention` at `now`: records the first day kept (``keptFrom``, and in
+    /// `fleetcast_retention`, which `gaps` reads), from then on refuses messages older than it,
+    /// and drops the partitions of the days before it, whole: each detached without blocking
+    /// writes (`DETACH PARTITION … CONCURRENTLY`), then dropped. Returns the days dropped.
+    @discardableResult
+    public func applyRetention(_ retention: HistoryRetention, now: UTCTimestamp) async throws -> [HistoryDay] {
+        guard let keptFrom = retention.keptFrom(now: now) else { return [] }
+        partitionState.state.withLock { state in state.keptFrom = max(state.keptFrom ?? keptFrom, keptFrom) }
+        try await client.query(
+            """
+            INSERT INTO fleetcast_retention (id, kept_from) VALUES (true, \(Date(keptFrom.start)))
+            ON CONFLICT (id) DO UPDATE SET kept_from = greatest(fleetcast_retention.kept_from, excluded.kept_from), applied_at = now()
+            """, logger: logger)
+        // Attached partitions, half-detached ones (a detach interrupted), and ones detached and
+        // not yet dropped.
+        var expired: [(name: String, parent: String?, pending: Bool, day: HistoryDay)] = []
+        let rows = try await client.query(
+            """
+            SELECT c.relname, p.relname, coalesce(i.inhdetachpending, false) FROM pg_class c
+            LEFT JOIN pg_inherits i ON i.inhrelid = c.oid LEFT JOIN pg_class p ON p.oid = i.inhparent
+            WHERE c.relkind = 'r' AND pg_table_is_visible(c.oid) AND c.relname ~ '^fleetcast_(fixes|headings)_p[0-9]{8}$'
+            """, logger: logger)
+        for try await (name, parent, pending) in rows.decode((String, String?, Bool).self) {
+            guard let day = HistoryDay(compact: name.split(separator: "_p").last ?? ""), day < keptFrom else { continue }
+            expired.append((name, parent, pending, day))
+        }
+        for partition in expired.sorted(by: { $0.name < $1.name }) {
+            if let parent = partition.parent {
+                let how = partition.pending ? "FINALIZE" : "CONCURRENTLY"
+                try await client.query(
+                    PostgresQuery(unsafeSQL: "ALTER TABLE \(parent) DETACH PARTITION \(partition.name) \(how)"), logger: logger)
+            }
+            try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE IF EXISTS \(partition.name)"), logger: logger)
+        }
+        let dropped = Set(expired.map(\.day))
+        partitionState.state.withLock { state in state.known?.subtract(dropped) }
+        return dropped.sorted()
+    }
+
+    /// The first instant retention keeps, as recorded by the last recorder that applied one;
+    /// `nil` when none did.
+    public func retentionHorizon() async throws -> UTCTimestamp? {
+        var horizon: UTCTimestamp?
+        for try await keptFrom in try await client.query("SELECT kept_from FROM fleetcast_retention", logger: logger).decode(Date.self) {
+            horizon = UTCTimestamp(keptFrom)
+        }
+        return horizon
+    }
+
+    // MARK: Moving the rows of schema 3
+
+    /// What ``moveUnpartitionedRows(chunk:now:)`` did.
+    public struct RowsMoved: Sendable, Equatable {
+        /// Rows now in the partitioned tables (a row that was there already, a duplicate, counts).
+        public var moved = 0
+        /// Rows older than retention keeps, or of a day no partition can have, not moved.
+        public var discarded = 0
+
+        /// Counts of each.
+        public init(moved: Int = 0, discarded: Int = 0) {
+            self.moved = moved
+            self.discarded = discarded
+        }
+    }
+
+    /// Whether the tables of schema 3 (renamed `…_unpartitioned` by the migration to 4) still
+    /// hold rows to move: (fixes, headings).
+    func unpartitionedTables() async throws -> (fixes: Bool, headings: Bool) {
+        var result = (fixes: false, headings: false)
+        for try await (fixes, headings) in try await client.query(
+            """
+            SELECT to_regclass('fleetcast_fixes_unpartitioned') IS NOT NULL, to_regclass('fleetcast_headings_unpartitioned') IS NOT NULL
+            """, logger: logger
+        ).decode((Bool, Bool).self) { result = (fixes, headings) }
+        return result
+    }
+
+    /// Moves the rows the migration to schema 4 left in `fleetcast_fixes_unpartitioned` and
+    /// `fleetcast_headings_unpartitioned` into the daily partitions, `chunk` rows per
+    /// statement, each statement deleting its rows there and inserting them here at once:
+    /// stopped at any moment (a kill, a restart, an outage), every row is in exactly one of the
+    /// two tables, which `track`, `vehicles` and `completeness` read together until the move
+    /// ends. Drops each table once empty. Returns `nil` when there was nothing to move.
+    ///
+    /// `maximumChunks` stops it early (as a kill would, between two statements), for tests.
+    public func moveUnpartitionedRows(chunk: Int = 50_000, now: UTCTimestamp, maximumChunks: Int = .max) async throws -> RowsMoved? {
+        let present = try await unpartitionedTables()
+        guard present.fixes || present.headings else { return nil }
+        var total = RowsMoved()
+        var chunks = 0
+        logger.notice(
+            "Moving the history of schema 3 into daily partitions while recording",
+            metadata: [
+                "tables":
+                    "\(present.fixes ? "fleetcast_fixes_unpartitioned " : "")\(present.headings ? "fleetcast_headings_unpartitioned" : "")"
+            ])
+        let firstYear = HistoryDay(year: 1, month: 1, day: 1)!
+        let keptFrom = Date(max(partitionState.state.withLock { $0.keptFrom } ?? firstYear, firstYear).start)
+        // The last instant of year 9999: later ones cannot name a partition.
+        let end = Date(timeIntervalSince1970: 253_402_300_800)
+        for (table, placement, moving) in [
+            ("fleetcast_fixes", "time", present.fixes), ("fleetcast_headings", "coalesce(time, received_at)", present.headings),
+        ] where moving {
+            let source = "\(table)_unpartitioned"
+            var days = Set<HistoryDay>()
+            let dayRows = try await client.query(
+                PostgresQuery(unsafeSQL: "SELECT DISTINCT floor(extract(epoch FROM \(placement)) / 86400)::bigint FROM \(source)"),
+                logger: logger)
+            for try await day in dayRows.decode(Int64.self) { days.insert(HistoryDay(daysSince1970: day)) }
+            _ = try await admit(days, now: now, force: true)
+            let columns =
+                table == "fleetcast_fixes"
+                ? "vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, heading, mag_heading, heading_source, backlog, received_at"
+                : "vehicle, run, seq, time, heading, mag_heading, source, backlog, received_at"
+            let conflict = table == "fleetcast_fixes" ? "vehicle, run, seq, time" : "vehicle, run, seq, placed_at"
+            let insertColumns = table == "fleetcast_fixes" ? columns : columns + ", placed_at"
+            let selected = table == "fleetcast_fixes" ? columns : columns + ", coalesce(time, received_at)"
+            while true {
+                guard chunks < maximumChunks else { return total }
+                chunks += 1
+                var bindings = PostgresBindings(capacity: 3)
+                bindings.append(Int64(max(1, chunk)))
+                bindings.append(keptFrom)
+                bindings.append(end)
+                let statement = PostgresQuery(
+                    unsafeSQL: """
+                        WITH moved AS (
+                            DELETE FROM \(source) WHERE ctid = ANY(ARRAY(SELECT ctid FROM \(source) LIMIT $1 FOR UPDATE SKIP LOCKED))
+                            RETURNING \(columns)),
+                        kept AS (
+                            INSERT INTO \(table) (\(insertColumns)) SELECT \(selected) FROM moved
+                            WHERE \(placement) >= $2 AND \(placement) < $3
+                            ON CONFLICT (\(conflict)) DO NOTHING RETURNING 1)
+                        SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM moved WHERE \(placement) >= $2 AND \(placement) < $3),
+                            (SELECT count(*) FROM kept)
+                        """, binds: bindings)
+                var (taken, admitted): (Int64, Int64) = (0, 0)
+                for try await (t, a, _) in try await client.query(statement, logger: logger).decode((Int64, Int64, Int64).self) {
+                    (taken, admitted) = (t, a)
+                }
+                if taken == 0 { break }
+                total.moved += Int(admitted)
+                total.discarded += Int(taken - admitted)
+            }
+            try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE IF EXISTS \(source)"), logger: logger)
+        }
+        return total
+    }
+}
