@@ -98,9 +98,10 @@ extension TrackStore {
     /// gave none). What is lost at the very end of a run, before the vehicle began a new one,
     /// cannot be told from the run's end: the vehicle's status reports its own drops.
     ///
-    /// Where retention dropped old days (`fleet-watch record --retention`), each run is checked
-    /// from the first day kept, as if `since` were that day: what retention removed is not
-    /// missing. The report says from when (``CompletenessReport/retainedFrom``).
+    /// Where retention dropped old days (`fleet-watch record --retention`), what it removed is
+    /// not missing: each run is checked from its first fix of the first day kept (with
+    /// `since`, from the later of the two). The report says from when
+    /// (``CompletenessReport/retainedFrom``).
     ///
     /// Two statements over both tables' partitions (and the rows of schema 3 not yet moved
     /// into them), linear in the rows checked.
@@ -109,18 +110,11 @@ extension TrackStore {
     ) async throws
         -> CompletenessReport
     {
-        let name = vehicle?.rawValue
-        let horizon = try await retentionHorizon()
-        let since = horizon.map { max($0, since ?? $0) } ?? since
-        let from = since.map(Date.init) ?? Date.distantPast
-        let to = until.map(Date.init) ?? Date.distantFuture
-        let windowed = since != nil || until != nil
-        let sources = try await numberedSources()
+        let scope = try await completenessScope(vehicle: vehicle, since: since, until: until)
         var runs: [SequenceRunSummary] = []
         let summaryRows = try await client.query(
             Self.completenessQuery(
-                "SELECT vehicle, run, min(seq), max(seq), count(*) FROM numbered GROUP BY vehicle, run ORDER BY vehicle, run",
-                name, windowed, from, to, sources: sources),
+                "SELECT vehicle, run, min(seq), max(seq), count(*) FROM numbered GROUP BY vehicle, run ORDER BY vehicle, run", scope),
             logger: logger)
         for try await (vehicle, run, first, last, held) in summaryRows.decode((String, Int64, Int64, Int64, Int64).self) {
             runs.append(
@@ -129,28 +123,52 @@ extension TrackStore {
                     held: UInt64(clamping: held)))
         }
         var gaps: [SequenceGap] = []
-        guard runs.contains(where: { $0.missing > 0 }) else { return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: horizon) }
-        let gapRows = try await client.query(
-            Self.completenessQuery(Self.gapsSelect, name, windowed, from, to, sources: sources), logger: logger)
+        guard runs.contains(where: { $0.missing > 0 }) else {
+            return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: scope.horizon)
+        }
+        let gapRows = try await client.query(Self.completenessQuery(Self.gapsSelect, scope), logger: logger)
         for try await (vehicle, run, first, last) in gapRows.decode((String, Int64, Int64, Int64).self) {
             gaps.append(
                 SequenceGap(vehicle: vehicle, run: UInt64(clamping: run), first: UInt64(clamping: first), last: UInt64(clamping: last)))
         }
-        return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: horizon)
+        return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: scope.horizon)
     }
 
-    /// The tables `numbered` reads: the partitioned ones, with the rows of schema 3 not yet
-    /// moved beside them.
-    private func numberedSources() async throws -> (fixes: String, headings: String) {
+    /// What one completeness check reads.
+    fileprivate struct CompletenessScope {
+        /// The vehicle, or all.
+        var vehicle: String?
+        /// Whether a time window was asked for: runs are checked between their first and last
+        /// fix within `[from, to)`.
+        var windowed: Bool
+        var from: Date
+        var to: Date
+        /// Without a window, the first instant retention keeps (`Date.distantPast` without one):
+        /// only rows from it on count, and headings below their run's first such fix do not.
+        var floor: Date
+        /// The retention's first instant kept, if one was applied.
+        var horizon: UTCTimestamp?
+        /// The tables `numbered` reads.
+        var fixes: String
+        var headings: String
+    }
+
+    private func completenessScope(vehicle: VehicleID?, since: UTCTimestamp?, until: UTCTimestamp?) async throws -> CompletenessScope {
+        let horizon = try await retentionHorizon()
+        let windowed = since != nil || until != nil
+        // The rows of schema 3 not yet moved are read beside the partitions.
         let unpartitioned = try await unpartitionedTables()
-        return (
-            unpartitioned.fixes
+        return CompletenessScope(
+            vehicle: vehicle?.rawValue, windowed: windowed,
+            from: Date((windowed ? horizon.map { max($0, since ?? $0) } ?? since : since) ?? UTCTimestamp(Date.distantPast)),
+            to: until.map(Date.init) ?? Date.distantFuture,
+            floor: (windowed ? nil : horizon).map(Date.init) ?? Date.distantPast, horizon: horizon,
+            fixes: unpartitioned.fixes
                 ? "(SELECT vehicle, run, seq, time FROM fleetcast_fixes UNION ALL SELECT vehicle, run, seq, time FROM fleetcast_fixes_unpartitioned)"
                 : "fleetcast_fixes",
-            unpartitioned.headings
-                ? "(SELECT vehicle, run, seq FROM fleetcast_headings UNION ALL SELECT vehicle, run, seq FROM fleetcast_headings_unpartitioned)"
-                : "fleetcast_headings"
-        )
+            headings: unpartitioned.headings
+                ? "(SELECT vehicle, run, seq, placed_at FROM fleetcast_headings UNION ALL SELECT vehicle, run, seq, coalesce(time, received_at) FROM fleetcast_headings_unpartitioned)"
+                : "fleetcast_headings")
     }
 
     /// PostgreSQL's plan of the gap search, as run (`EXPLAIN (ANALYZE, BUFFERS)`): what an
@@ -160,12 +178,13 @@ extension TrackStore {
     ) async throws
         -> String
     {
-        let windowed = since != nil || until != nil
-        let query = Self.completenessQuery(
-            Self.gapsSelect, vehicle?.rawValue, windowed, since.map(Date.init) ?? .distantPast, until.map(Date.init) ?? .distantFuture,
-            sources: try await numberedSources(), explain: true)
+        let scope = try await completenessScope(vehicle: vehicle, since: since, until: until)
         var lines: [String] = []
-        for try await line in try await client.query(query, logger: logger).decode(String.self) { lines.append(line) }
+        for try await line in try await client.query(Self.completenessQuery(Self.gapsSelect, scope, explain: true), logger: logger)
+            .decode(String.self)
+        {
+            lines.append(line)
+        }
         return lines.joined(separator: "\n")
     }
 
@@ -188,12 +207,20 @@ extension TrackStore {
             WHERE $2 AND ($1::text IS NULL OR vehicle = $1) AND time >= $3 AND time < $4
             GROUP BY vehicle, run
         ),
+        lows AS (
+            SELECT vehicle, run, min(seq) AS low FROM \(fixes) fl
+            WHERE NOT $2 AND $6 AND ($1::text IS NULL OR vehicle = $1) AND time >= $5
+            GROUP BY vehicle, run
+        ),
         numbered AS (
             SELECT vehicle, run, seq FROM \(fixes) fa
-            WHERE NOT $2 AND ($1::text IS NULL OR vehicle = $1)
+            WHERE NOT $2 AND ($1::text IS NULL OR vehicle = $1) AND time >= $5
             UNION ALL
             SELECT vehicle, run, seq FROM \(headings) ha
-            WHERE NOT $2 AND ($1::text IS NULL OR vehicle = $1)
+            WHERE NOT $2 AND NOT $6 AND ($1::text IS NULL OR vehicle = $1)
+            UNION ALL
+            SELECT ha.vehicle, ha.run, ha.seq FROM \(headings) ha JOIN lows l USING (vehicle, run)
+            WHERE NOT $2 AND $6 AND ($1::text IS NULL OR ha.vehicle = $1) AND ha.placed_at >= $5 AND ha.seq >= l.low
             UNION ALL
             SELECT f.vehicle, f.run, f.seq FROM \(fixes) f JOIN bounds b USING (vehicle, run)
             WHERE $2 AND ($1::text IS NULL OR f.vehicle = $1) AND f.seq BETWEEN b.low AND b.high
@@ -204,20 +231,18 @@ extension TrackStore {
         """
     }
 
-    /// `WITH numbered … ` + `select`, with `$1`…`$4` bound: a constant text (but for the
+    /// `WITH numbered … ` + `select`, with `$1`…`$6` bound: a constant text (but for the
     /// tables read), values bound.
-    fileprivate static func completenessQuery(
-        _ select: String, _ vehicle: String?, _ windowed: Bool, _ from: Date, _ to: Date, sources: (fixes: String, headings: String),
-        explain: Bool = false
-    ) -> PostgresQuery {
-        var bindings = PostgresBindings(capacity: 4)
-        bindings.append(vehicle)
-        bindings.append(windowed)
-        bindings.append(from)
-        bindings.append(to)
+    fileprivate static func completenessQuery(_ select: String, _ scope: CompletenessScope, explain: Bool = false) -> PostgresQuery {
+        var bindings = PostgresBindings(capacity: 6)
+        bindings.append(scope.vehicle)
+        bindings.append(scope.windowed)
+        bindings.append(scope.from)
+        bindings.append(scope.to)
+        bindings.append(scope.floor)
+        bindings.append(scope.floor != Date.distantPast)
         return PostgresQuery(
-            unsafeSQL: (explain ? "EXPLAIN (ANALYZE, BUFFERS) " : "") + "WITH "
-                + numberedCTE(fixes: sources.fixes, headings: sources.headings)
+            unsafeSQL: (explain ? "EXPLAIN (ANALYZE, BUFFERS) " : "") + "WITH " + numberedCTE(fixes: scope.fixes, headings: scope.headings)
                 + "\n" + select, binds: bindings)
     }
 }

@@ -252,8 +252,9 @@ extension TrackStore {
     }
 
     /// Moves the rows the migration to schema 4 left in `fleetcast_fixes_unpartitioned` and
-    /// `fleetcast_headings_unpartitioned` into the daily partitions, `chunk` rows per
-    /// statement, each statement deleting its rows there and inserting them here at once:
+    /// `fleetcast_headings_unpartitioned` into the daily partitions, about `chunk` rows (a
+    /// 64th as many pages) per statement, each deleting its rows there and inserting them here
+    /// at once:
     /// stopped at any moment (a kill, a restart, an outage), every row is in exactly one of the
     /// two tables, which `track`, `vehicles` and `completeness` read together until the move
     /// ends. Drops each table once empty. Returns `nil` when there was nothing to move.
@@ -291,35 +292,70 @@ extension TrackStore {
             let conflict = table == "fleetcast_fixes" ? "vehicle, run, seq, time" : "vehicle, run, seq, placed_at"
             let insertColumns = table == "fleetcast_fixes" ? columns : columns + ", placed_at"
             let selected = table == "fleetcast_fixes" ? columns : columns + ", coalesce(time, received_at)"
-            while true {
-                guard chunks < maximumChunks else { return total }
-                chunks += 1
-                var bindings = PostgresBindings(capacity: 3)
-                bindings.append(Int64(max(1, chunk)))
-                bindings.append(keptFrom)
-                bindings.append(end)
-                let statement = PostgresQuery(
-                    unsafeSQL: """
-                        WITH moved AS (
-                            DELETE FROM \(source) WHERE ctid = ANY(ARRAY(SELECT ctid FROM \(source) LIMIT $1 FOR UPDATE SKIP LOCKED))
-                            RETURNING \(columns)),
-                        kept AS (
-                            INSERT INTO \(table) (\(insertColumns)) SELECT \(selected) FROM moved
-                            WHERE \(placement) >= $2 AND \(placement) < $3
-                            ON CONFLICT (\(conflict)) DO NOTHING RETURNING 1)
-                        SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM moved WHERE \(placement) >= $2 AND \(placement) < $3),
-                            (SELECT count(*) FROM kept)
-                        """, binds: bindings)
-                var (taken, admitted): (Int64, Int64) = (0, 0)
-                for try await (t, a, _) in try await client.query(statement, logger: logger).decode((Int64, Int64, Int64).self) {
-                    (taken, admitted) = (t, a)
+            // Page range by page range (a TID range scan: each page is read once, however many
+            // rows before it are already moved), until the table is found empty and dropped.
+            let pagesPerChunk = Int64(max(1, chunk / 64))
+            while try await !dropIfEmpty(source) {
+                var pages: Int64 = 0
+                for try await count in try await client.query(
+                    PostgresQuery(unsafeSQL: "SELECT pg_relation_size('\(source)') / current_setting('block_size')::bigint"),
+                    logger: logger
+                ).decode(Int64.self) { pages = count }
+                var page: Int64 = 0
+                while page < pages {
+                    guard chunks < maximumChunks else { return total }
+                    chunks += 1
+                    var bindings = PostgresBindings(capacity: 4)
+                    bindings.append(keptFrom)
+                    bindings.append(end)
+                    bindings.append("(\(page),0)")
+                    bindings.append("(\(page + pagesPerChunk),0)")
+                    let statement = PostgresQuery(
+                        unsafeSQL: """
+                            WITH moved AS (
+                                DELETE FROM \(source) WHERE ctid >= $3::tid AND ctid < $4::tid
+                                RETURNING \(columns)),
+                            kept AS (
+                                INSERT INTO \(table) (\(insertColumns)) SELECT \(selected) FROM moved
+                                WHERE \(placement) >= $1 AND \(placement) < $2
+                                ON CONFLICT (\(conflict)) DO NOTHING RETURNING 1)
+                            SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM moved WHERE \(placement) >= $1 AND \(placement) < $2),
+                                (SELECT count(*) FROM kept)
+                            """, binds: bindings)
+                    for try await (taken, admitted, _) in try await client.query(statement, logger: logger).decode(
+                        (Int64, Int64, Int64).self)
+                    {
+                        total.moved += Int(admitted)
+                        total.discarded += Int(taken - admitted)
+                    }
+                    page += pagesPerChunk
                 }
-                if taken == 0 { break }
-                total.moved += Int(admitted)
-                total.discarded += Int(taken - admitted)
             }
-            try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE IF EXISTS \(source)"), logger: logger)
         }
         return total
+    }
+
+    /// Drops `table` if it holds no row, under a lock that keeps another recorder's move from
+    /// adding to what is dropped; returns whether it is gone. (Two recorders may move at once:
+    /// each then finds part of its pages already moved by the other.)
+    private func dropIfEmpty(_ table: String) async throws -> Bool {
+        try await client.withTransaction(logger: logger) { connection in
+            guard try await tableExists(table, connection) else { return true }
+            try await connection.query(PostgresQuery(unsafeSQL: "LOCK TABLE \(table) IN ACCESS EXCLUSIVE MODE"), logger: logger)
+            var empty = false
+            for try await value in try await connection.query(
+                PostgresQuery(unsafeSQL: "SELECT NOT EXISTS (SELECT 1 FROM \(table))"), logger: logger
+            ).decode(Bool.self) { empty = value }
+            if empty { try await connection.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"), logger: logger) }
+            return empty
+        }
+    }
+
+    private func tableExists(_ table: String, _ connection: PostgresConnection) async throws -> Bool {
+        var exists = false
+        for try await value in try await connection.query("SELECT to_regclass(\(table)) IS NOT NULL", logger: logger).decode(Bool.self) {
+            exists = value
+        }
+        return exists
     }
 }

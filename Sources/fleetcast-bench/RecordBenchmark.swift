@@ -26,6 +26,7 @@ func runRecordBenchmark(arguments: [String]) async {
         try await withPostgres(durable: true) { postgres in
             try await measureStore(postgres, fixes: fixes, vehicles: vehicles, batch: batch)
             try await measureGaps(postgres, rows: intOption(arguments, "--gaps-rows", 1_000_000))
+            try await measureMigration(postgres, rows: intOption(arguments, "--migration-rows", 1_000_000))
             try await withBroker(.init(extraConfiguration: ["max_queued_messages 1000000"])) { broker in
                 try await measureRecorder(postgres, broker: broker, fixes: fixes, vehicles: vehicles)
             }
@@ -88,7 +89,10 @@ private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, b
             index = end
         }
         let duplicates = (clock.now - again).seconds
-        let size = try await postgres.psql("SELECT pg_total_relation_size('fleetcast_fixes')", database: database)
+        // A partitioned table has no storage of its own: its partitions' sizes, indexes included.
+        let size = try await postgres.psql(
+            "SELECT sum(pg_total_relation_size(inhrelid)) FROM pg_inherits WHERE inhparent = 'fleetcast_fixes'::regclass",
+            database: database)
         print(
             String(
                 format:
@@ -104,13 +108,17 @@ private func measureStore(_ postgres: TestPostgres, fixes: Int, vehicles: Int, b
 private func measureGaps(_ postgres: TestPostgres, rows: Int) async throws {
     try await withMigratedStore(postgres) { database, store in
         let perRun = max(1, rows / 200)
+        // The days of the rows below (2026-11-19 to 11-21, and the 22nd of the day's track),
+        // made as the recorder makes them.
+        try await store.preparePartitions(now: UTCTimestamp(millisecondsSince1970: 1_795_150_000_000))
         _ = try await postgres.psql(
             """
             INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, mode, backlog)
                 SELECT 'bench-' || v, r, s, to_timestamp(1795000000 + r * 100000 + s), 52.37, 4.89, 3, false
                 FROM generate_series(1, 100) v, generate_series(1, 2) r, generate_series(1, \(perRun)) s WHERE s % 10 <> 0;
-            INSERT INTO fleetcast_headings (vehicle, run, seq, time, heading, source, backlog)
-                SELECT 'bench-' || v, r, s, to_timestamp(1795000000 + r * 100000 + s), 90, 'HDT', false
+            INSERT INTO fleetcast_headings (vehicle, run, seq, placed_at, time, heading, source, backlog)
+                SELECT 'bench-' || v, r, s, to_timestamp(1795000000 + r * 100000 + s), to_timestamp(1795000000 + r * 100000 + s), 90,
+                    'HDT', false
                 FROM generate_series(1, 100) v, generate_series(1, 2) r, generate_series(1, \(perRun)) s WHERE s % 10 = 0;
             """, database: database)
         // Outside the transaction psql puts one -c in.
@@ -127,6 +135,10 @@ private func measureGaps(_ postgres: TestPostgres, rows: Int) async throws {
                     Int(report.runs.reduce(0) { $0 + $1.held }), report.runs.count, elapsed, Int(report.missing), report.gaps.count))
         }
         try await timed("complete, whole fleet")
+        // With retention on, `gaps` checks from the first day kept: the windowed search.
+        try await store.applyRetention(HistoryRetention(days: 30), now: UTCTimestamp(millisecondsSince1970: 1_795_150_000_000))
+        try await timed("complete, whole fleet, from the retention's first day")
+        _ = try await postgres.psql("TRUNCATE fleetcast_retention", database: database)
         _ = try await postgres.psql(
             "DELETE FROM fleetcast_fixes WHERE seq IN (17, 4242, 4243) OR (vehicle = 'bench-7' AND seq BETWEEN 100 AND 199)",
             database: database)
@@ -134,6 +146,89 @@ private func measureGaps(_ postgres: TestPostgres, rows: Int) async throws {
         try await timed("holes cut in, one vehicle", vehicle: VehicleID("bench-7"))
         print("  gaps: the plan of the hole search, whole fleet:")
         for line in try await store.completenessPlan().split(separator: "\n") { print("    \(line)") }
+
+        // `history` of one vehicle's whole day at 1 Hz, among the rows above.
+        let day = HistoryDay(year: 2026, month: 11, day: 20)!
+        _ = try await postgres.psql(
+            """
+            INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, backlog)
+                SELECT 'day-van', 1, s + 1, to_timestamp(\(day.start.millisecondsSince1970 / 1000) + s), 52.37, 4.89, 2.1, 13.9, 87.5, 3, 11,
+                    2.3, false
+                FROM generate_series(0, 86399) s;
+            INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, backlog)
+                SELECT 'day-van-10s', 1, s + 1, to_timestamp(\(day.start.millisecondsSince1970 / 1000) + s * 10), 52.37, 4.89, 2.1, 13.9,
+                    87.5, 3, 11, 2.3, false
+                FROM generate_series(0, 8639) s;
+            ANALYZE fleetcast_fixes;
+            """, database: database)
+        for (vehicle, label) in [("day-van", "1 Hz"), ("day-van-10s", "a fix every 10 s")] {
+            var best = Double.infinity
+            var points = 0
+            for _ in 0..<5 {
+                points = 0
+                let start = clock.now
+                try await store.track(vehicle: VehicleID(vehicle)!, since: day.start, until: day.adding(1).start) { _ in points += 1 }
+                best = min(best, (clock.now - start).seconds)
+            }
+            print(
+                String(
+                    format: "  history (one vehicle's day, %@): %d fixes read in %.0f ms (best of 5), %.1f µs a fix", label, points,
+                    best * 1000, best * 1e6 / Double(max(points, 1))))
+        }
+        let plan = try await store.trackPlan(vehicle: VehicleID("day-van")!, since: day.start, until: day.adding(1).start)
+        print("  history: the plan of its first page (\(TrackStore.trackChunk) fixes):")
+        for line in plan.split(separator: "\n") { print("    \(line)") }
+    }
+}
+
+/// The migration from schema 3 (one table each) to 4 (daily partitions) of a history of
+/// `rows` fixes over ten days: how long the schema change holds the recorder's writes (it
+/// records once it is done), and how long the move into partitions that follows, beside the
+/// recording, takes.
+private func measureMigration(_ postgres: TestPostgres, rows: Int) async throws {
+    let database = try await postgres.createDatabase()
+    _ = try await postgres.psql(
+        """
+        CREATE TABLE fleetcast_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
+        INSERT INTO fleetcast_schema (version) VALUES (1), (2), (3);
+        CREATE TABLE fleetcast_fixes (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz NOT NULL,
+            lat double precision NOT NULL, lon double precision NOT NULL, alt_hae double precision, alt_msl double precision,
+            speed double precision, track double precision, climb double precision, mode smallint NOT NULL, sats smallint,
+            hdop double precision, eph double precision, epv double precision, backlog boolean NOT NULL,
+            received_at timestamptz NOT NULL DEFAULT now(), run bigint NOT NULL DEFAULT 0, heading double precision,
+            mag_heading double precision, heading_source text, CONSTRAINT fleetcast_fixes_pkey PRIMARY KEY (vehicle, run, seq));
+        CREATE INDEX fleetcast_fixes_vehicle_time ON fleetcast_fixes (vehicle, time);
+        CREATE TABLE fleetcast_headings (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz,
+            heading double precision, mag_heading double precision, source text, backlog boolean NOT NULL,
+            received_at timestamptz NOT NULL DEFAULT now(), run bigint NOT NULL DEFAULT 0,
+            CONSTRAINT fleetcast_headings_pkey PRIMARY KEY (vehicle, run, seq));
+        CREATE INDEX fleetcast_headings_vehicle_time ON fleetcast_headings (vehicle, time);
+        INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, backlog)
+            SELECT 'bench-' || (i % 100), 1, i, to_timestamp(1795000000 + i * \(864_000.0 / Double(max(1, rows)))), 52.37, 4.89, 2.1,
+                13.9, 87.5, 3, 11, 2.3, false
+            FROM generate_series(1, \(rows)) i;
+        """, database: database)
+    _ = try await postgres.psql("VACUUM ANALYZE fleetcast_fixes", database: database)
+    let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
+    let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: quietLogger)
+    try await withThrowingTaskGroup(of: Void.self) { group in
+        group.addTask { await client.run() }
+        defer { group.cancelAll() }
+        let store = TrackStore(client: client, logger: quietLogger)
+        let clock = ContinuousClock()
+        let start = clock.now
+        try await store.migrate()
+        let schema = (clock.now - start).seconds
+        let moving = clock.now
+        let moved = try await store.moveUnpartitionedRows(now: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000))
+        let move = (clock.now - moving).seconds
+        let partitions = try await postgres.psql(
+            "SELECT count(*) FROM pg_inherits WHERE inhparent = 'fleetcast_fixes'::regclass", database: database)
+        print(
+            String(
+                format:
+                    "  migration 3 -> 4 of %d fixes: schema changed in %.0f ms (the recorder's writes wait that long); rows moved into %@ daily partitions in %.1f s = %.0f rows/s, beside the recording",
+                moved?.moved ?? 0, schema * 1000, partitions, move, Double(moved?.moved ?? 0) / move))
     }
 }
 
