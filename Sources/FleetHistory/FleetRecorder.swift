@@ -111,10 +111,8 @@ public struct FleetRecorder: Service {
         try await withThrowingTaskGroup(of: Void.self) { group in
             // Beside the recording: the rows of schema 3 moved into partitions, then the daily
             // maintenance. Cancelled when the recording ends.
-            group.addTask { [self] in
-                try await moveUnpartitionedRows()
-                try await maintainDaily()
-            }
+            group.addTask { [self] in try await moveUnpartitionedRows() }
+            group.addTask { [self] in try await maintainDaily() }
             defer { group.cancelAll() }
             try await record()
         }
@@ -235,21 +233,33 @@ public struct FleetRecorder: Service {
         }
     }
 
-    /// Moves the rows the migration to schema 4 left unpartitioned, saying when it is done.
+    /// Moves the rows the migration to schema 4 left unpartitioned, a few chunks an attempt
+    /// (each attempt gets the usual time limit; an outage is retried, and the move goes on where
+    /// it was), saying when it begins and when it is done.
     private func moveUnpartitionedRows() async throws {
+        let present = try await retrying("look for rows to move") { try await store.unpartitionedTables() }
+        guard present.fixes || present.headings else { return }
+        logger.notice(
+            "Moving the history of schema 3 into daily partitions while recording",
+            metadata: ["tables.fixes": "\(present.fixes)", "tables.headings": "\(present.headings)"])
         let clock = ContinuousClock()
         let start = clock.now
         let chunk = options.moveChunk
-        guard
-            let moved = try await retrying(
-                "move rows into partitions", limit: .seconds(3600),
-                { try await store.moveUnpartitionedRows(chunk: chunk, now: store.now()) })
-        else { return }
+        var total = TrackStore.RowsMoved()
+        // The first attempt also reads the whole table once for its days: an hour for that.
+        var limit = Duration.seconds(3600)
+        while let moved = try await retrying(
+            "move rows into partitions", limit: limit,
+            { try await store.moveUnpartitionedRows(chunk: chunk, now: store.now(), maximumChunks: 8) })
+        {
+            total.moved += moved.moved
+            total.discarded += moved.discarded
+            limit = .seconds(600)
+        }
         logger.notice(
             "History of schema 3 moved into daily partitions",
             metadata: [
-                "rows.moved": "\(moved.moved)", "rows.discarded": "\(moved.discarded)",
-                "duration": "\(clock.now - start)",
+                "rows.moved": "\(total.moved)", "rows.discarded": "\(total.discarded)", "duration": "\(clock.now - start)",
             ])
     }
 

@@ -33,9 +33,15 @@ final class TrackPartitionState: Sendable {
     struct State {
         /// Days known to have their partition in both tables; `nil` until read from the catalog.
         var known: Set<HistoryDay>?
-        /// The first day kept, once retention has run.
+        /// The first day kept: this store's retention, or the database's (another recorder's),
+        /// whichever is later.
         var keptFrom: HistoryDay?
         var refusals = TrackRefusals()
+        /// Whether the tables of schema 3 are known gone (they never come back).
+        var unpartitionedGone = false
+        /// Per table of schema 3: its days have their partitions, and the page the move is at.
+        var moveReady: Set<String> = []
+        var movePage: [String: Int64] = [:]
     }
 
     /// The verdict on one day of a batch.
@@ -125,8 +131,14 @@ extension TrackStore {
     func admit(_ days: Set<HistoryDay>, now: UTCTimestamp, force: Bool = false) async throws -> [HistoryDay: TrackPartitionState.Admission]
     {
         if partitionState.state.withLock({ $0.known == nil }) {
+            // Read again from the catalog (at first, and after a write found a day without its
+            // partition: another recorder's retention dropped it), with the database's horizon.
             let found = try await partitionDays()
-            partitionState.state.withLock { state in state.known = (state.known ?? []).union(found) }
+            let horizon = try await retentionHorizon().map(HistoryDay.init)
+            partitionState.state.withLock { state in
+                state.known = found
+                if let horizon { state.keptFrom = max(state.keptFrom ?? horizon, horizon) }
+            }
         }
         let (verdicts, missing) = partitionState.admit(days, today: HistoryDay(now), limit: Self.maximumPartitions, force: force)
         if !missing.isEmpty { try await createPartitions(missing) }
@@ -139,12 +151,18 @@ extension TrackStore {
     func createPartitions(_ days: [HistoryDay]) async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.partitionLockKey))", logger: logger)
-            for day in days {
+            // Never a day retention has dropped (this recorder's view of it may be a day late).
+            var keptFrom: Date?
+            for try await kept in try await connection.query("SELECT kept_from FROM fleetcast_retention", logger: logger).decode(Date.self)
+            {
+                keptFrom = kept
+            }
+            for day in days where keptFrom.map({ Date(day.start) >= $0 }) ?? true {
                 for (table, _) in Self.partitionedTables {
                     let name = Self.partitionName(table, day)
                     var attached = false
                     for try await _ in try await connection.query(
-                        "SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(\(name))", logger: logger
+                        "SELECT 1 FROM pg_inherits WHERE inhrelid = to_regclass(\(name)) AND NOT inhdetachpending", logger: logger
                     ).decode(Int32.self) { attached = true }
                     if attached { continue }
                     let from = day.start.millisecondsSince1970 / 1000
@@ -182,7 +200,27 @@ extension TrackStore {
     public func applyRetention(_ retention: HistoryRetention, now: UTCTimestamp) async throws -> [HistoryDay] {
         guard let keptFrom = retention.keptFrom(now: now) else { return [] }
         partitionState.state.withLock { state in state.keptFrom = max(state.keptFrom ?? keptFrom, keptFrom) }
-        try await client.query(
+        // One connection, under the partitions' advisory lock for the session (a concurrent
+        // detach cannot run in a transaction): no other recorder makes or drops a partition
+        // meanwhile, nor attaches again a table detached here and not yet dropped.
+        let dropped = try await client.withConnection { connection in
+            try await connection.query("SELECT pg_advisory_lock(\(Self.partitionLockKey))", logger: logger)
+            do {
+                let dropped = try await dropPartitions(before: keptFrom, connection)
+                try await connection.query("SELECT pg_advisory_unlock(\(Self.partitionLockKey))", logger: logger)
+                return dropped
+            } catch {
+                // The connection may go back to the pool: never with the lock held.
+                _ = try? await connection.query("SELECT pg_advisory_unlock(\(Self.partitionLockKey))", logger: logger)
+                throw error
+            }
+        }
+        partitionState.state.withLock { state in state.known?.subtract(dropped) }
+        return dropped
+    }
+
+    private func dropPartitions(before keptFrom: HistoryDay, _ connection: PostgresConnection) async throws -> [HistoryDay] {
+        try await connection.query(
             """
             INSERT INTO fleetcast_retention (id, kept_from) VALUES (true, \(Date(keptFrom.start)))
             ON CONFLICT (id) DO UPDATE SET kept_from = greatest(fleetcast_retention.kept_from, excluded.kept_from), applied_at = now()
@@ -190,7 +228,7 @@ extension TrackStore {
         // Attached partitions, half-detached ones (a detach interrupted), and ones detached and
         // not yet dropped.
         var expired: [(name: String, parent: String?, pending: Bool, day: HistoryDay)] = []
-        let rows = try await client.query(
+        let rows = try await connection.query(
             """
             SELECT c.relname, p.relname, coalesce(i.inhdetachpending, false) FROM pg_class c
             LEFT JOIN pg_inherits i ON i.inhrelid = c.oid LEFT JOIN pg_class p ON p.oid = i.inhparent
@@ -198,19 +236,19 @@ extension TrackStore {
             """, logger: logger)
         for try await (name, parent, pending) in rows.decode((String, String?, Bool).self) {
             guard let day = HistoryDay(compact: name.split(separator: "_p").last ?? ""), day < keptFrom else { continue }
+            // The names come from the catalog but match the pattern above: letters, digits, `_`.
+            guard parent.map({ Self.partitionedTables.map(\.table).contains($0) }) ?? true else { continue }
             expired.append((name, parent, pending, day))
         }
         for partition in expired.sorted(by: { $0.name < $1.name }) {
             if let parent = partition.parent {
                 let how = partition.pending ? "FINALIZE" : "CONCURRENTLY"
-                try await client.query(
+                try await connection.query(
                     PostgresQuery(unsafeSQL: "ALTER TABLE \(parent) DETACH PARTITION \(partition.name) \(how)"), logger: logger)
             }
-            try await client.query(PostgresQuery(unsafeSQL: "DROP TABLE IF EXISTS \(partition.name)"), logger: logger)
+            try await connection.query(PostgresQuery(unsafeSQL: "DROP TABLE IF EXISTS \(partition.name)"), logger: logger)
         }
-        let dropped = Set(expired.map(\.day))
-        partitionState.state.withLock { state in state.known?.subtract(dropped) }
-        return dropped.sorted()
+        return Set(expired.map(\.day)).sorted()
     }
 
     /// The first instant retention keeps, as recorded by the last recorder that applied one;
@@ -265,12 +303,6 @@ extension TrackStore {
         guard present.fixes || present.headings else { return nil }
         var total = RowsMoved()
         var chunks = 0
-        logger.notice(
-            "Moving the history of schema 3 into daily partitions while recording",
-            metadata: [
-                "tables":
-                    "\(present.fixes ? "fleetcast_fixes_unpartitioned " : "")\(present.headings ? "fleetcast_headings_unpartitioned" : "")"
-            ])
         let firstYear = HistoryDay(year: 1, month: 1, day: 1)!
         let keptFrom = Date(max(partitionState.state.withLock { $0.keptFrom } ?? firstYear, firstYear).start)
         // The last instant of year 9999: later ones cannot name a partition.
@@ -279,12 +311,16 @@ extension TrackStore {
             ("fleetcast_fixes", "time", present.fixes), ("fleetcast_headings", "coalesce(time, received_at)", present.headings),
         ] where moving {
             let source = "\(table)_unpartitioned"
-            var days = Set<HistoryDay>()
-            let dayRows = try await client.query(
-                PostgresQuery(unsafeSQL: "SELECT DISTINCT floor(extract(epoch FROM \(placement)) / 86400)::bigint FROM \(source)"),
-                logger: logger)
-            for try await day in dayRows.decode(Int64.self) { days.insert(HistoryDay(daysSince1970: day)) }
-            _ = try await admit(days, now: now, force: true)
+            if !partitionState.state.withLock({ $0.moveReady.contains(source) }) {
+                // The partitions of every day there, once (one pass over the table).
+                var days = Set<HistoryDay>()
+                let dayRows = try await client.query(
+                    PostgresQuery(unsafeSQL: "SELECT DISTINCT floor(extract(epoch FROM \(placement)) / 86400)::bigint FROM \(source)"),
+                    logger: logger)
+                for try await day in dayRows.decode(Int64.self) { days.insert(HistoryDay(daysSince1970: day)) }
+                _ = try await admit(days, now: now, force: true)
+                partitionState.state.withLock { _ = $0.moveReady.insert(source) }
+            }
             let columns =
                 table == "fleetcast_fixes"
                 ? "vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, heading, mag_heading, heading_source, backlog, received_at"
@@ -293,15 +329,16 @@ extension TrackStore {
             let insertColumns = table == "fleetcast_fixes" ? columns : columns + ", placed_at"
             let selected = table == "fleetcast_fixes" ? columns : columns + ", coalesce(time, received_at)"
             // Page range by page range (a TID range scan: each page is read once, however many
-            // rows before it are already moved), until the table is found empty and dropped.
+            // rows before it are already moved; a call stopped by `maximumChunks` goes on at the
+            // page it reached), until the table is found empty and dropped.
             let pagesPerChunk = Int64(max(1, chunk / 64))
-            while try await !dropIfEmpty(source) {
+            while true {
                 var pages: Int64 = 0
                 for try await count in try await client.query(
                     PostgresQuery(unsafeSQL: "SELECT pg_relation_size('\(source)') / current_setting('block_size')::bigint"),
                     logger: logger
                 ).decode(Int64.self) { pages = count }
-                var page: Int64 = 0
+                var page = partitionState.state.withLock { $0.movePage[source] ?? 0 }
                 while page < pages {
                     guard chunks < maximumChunks else { return total }
                     chunks += 1
@@ -329,7 +366,10 @@ extension TrackStore {
                         total.discarded += Int(taken - admitted)
                     }
                     page += pagesPerChunk
+                    partitionState.state.withLock { [page] in $0.movePage[source] = page }
                 }
+                partitionState.state.withLock { $0.movePage[source] = 0 }
+                if try await dropIfEmpty(source) { break }
             }
         }
         return total

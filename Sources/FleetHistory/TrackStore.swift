@@ -300,20 +300,44 @@ public struct TrackStore: Sendable {
             }
         }
         let placement = Date(now)
-        var inserted = 0
-        var start = 0
-        while start < fixes.count {
-            let end = min(start + Self.maximumRowsPerStatement, fixes.count)
-            inserted += try await insertFixes(fixes[start..<end])
-            start = end
+        // While the rows of schema 3 are being moved, a message stored there is not stored
+        // again here (its copy would be read twice until the move ends, and an untimed
+        // heading's for ever: the two are placed apart).
+        var unpartitioned = (fixes: false, headings: false)
+        if !partitionState.state.withLock({ $0.unpartitionedGone }) {
+            unpartitioned = try await unpartitionedTables()
+            if !unpartitioned.fixes && !unpartitioned.headings {
+                partitionState.state.withLock { $0.unpartitionedGone = true }
+            }
         }
-        start = 0
-        while start < headings.count {
-            let end = min(start + Self.maximumRowsPerStatement, headings.count)
-            inserted += try await insertHeadings(headings[start..<end], untimedAt: placement)
-            start = end
+        var inserted = 0
+        do {
+            var start = 0
+            while start < fixes.count {
+                let end = min(start + Self.maximumRowsPerStatement, fixes.count)
+                inserted += try await insertFixes(fixes[start..<end], skipping: unpartitioned.fixes)
+                start = end
+            }
+            start = 0
+            while start < headings.count {
+                let end = min(start + Self.maximumRowsPerStatement, headings.count)
+                inserted += try await insertHeadings(headings[start..<end], untimedAt: placement, skipping: unpartitioned.headings)
+                start = end
+            }
+        } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23514" {
+            // No partition for a row: another recorder's retention dropped a day this one still
+            // knew. The next attempt reads the partitions and the horizon again.
+            partitionState.state.withLock { $0.known = nil }
+            throw error
         }
         return inserted
+    }
+
+    /// `AND NOT EXISTS` the message in `table` (the rows of schema 3 not yet moved), or nothing.
+    private static func notIn(_ table: String, _ skipping: Bool) -> String {
+        skipping
+            ? "AND NOT EXISTS (SELECT 1 FROM \(table) u WHERE u.vehicle = batch.vehicle AND u.run = batch.run AND u.seq = batch.seq)"
+            : ""
     }
 
     /// The day a record is stored under.
@@ -324,7 +348,7 @@ public struct TrackStore: Sendable {
         }
     }
 
-    private func insertFixes(_ rows: ArraySlice<TrackRecord>) async throws -> Int {
+    private func insertFixes(_ rows: ArraySlice<TrackRecord>, skipping unpartitioned: Bool) async throws -> Int {
         // One array per column, unnested into rows by the server: 20 parameters whatever the
         // batch size, where a VALUES list needs 20 a row (and PostgreSQL parses each). Arrays
         // carry no NULLs here: NaN stands for an unknown number and −1 for unknown
@@ -369,6 +393,7 @@ public struct TrackStore: Sendable {
                 FROM unnest(\(vehicles), \(runs), \(seqs), \(times), \(lats), \(lons), \(altHAE), \(altMSL), \(speeds),
                     \(tracks), \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(backlogs))
                     AS batch (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, backlog)
+                WHERE true \(unescaped: Self.notIn("fleetcast_fixes_unpartitioned", unpartitioned))
                 ON CONFLICT (vehicle, run, seq, time) DO NOTHING RETURNING 1)
                 SELECT count(*) FROM inserted
                 """
@@ -383,13 +408,16 @@ public struct TrackStore: Sendable {
                 \(tracks), \(climbs), \(modes), \(sats), \(hdops), \(ephs), \(epvs), \(headings), \(magnetic), \(sources), \(backlogs))
                 AS batch (vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv,
                     heading, mag_heading, heading_source, backlog)
+            WHERE true \(unescaped: Self.notIn("fleetcast_fixes_unpartitioned", unpartitioned))
             ON CONFLICT (vehicle, run, seq, time) DO NOTHING RETURNING 1)
             SELECT count(*) FROM inserted
             """
         return try await countRows(query)
     }
 
-    private func insertHeadings(_ rows: ArraySlice<TrackRecord>, untimedAt placement: Date) async throws -> Int {
+    private func insertHeadings(
+        _ rows: ArraySlice<TrackRecord>, untimedAt placement: Date, skipping unpartitioned: Bool
+    ) async throws -> Int {
         // As for fixes; a heading's time and source may be unknown: the epoch's first
         // instant and "" stand for them (no heading is from 1970, no source is empty). A
         // heading without a time is placed at `placement` (now): stored once whatever day it
@@ -415,8 +443,9 @@ public struct TrackStore: Sendable {
                 NULLIF(heading, 'NaN'), NULLIF(mag_heading, 'NaN'), NULLIF(source, ''), backlog
             FROM unnest(\(vehicles), \(runs), \(seqs), \(times), \(headings), \(magnetic), \(sources), \(backlogs))
                 AS batch (vehicle, run, seq, time, heading, mag_heading, source, backlog)
-            WHERE batch.time <> 'epoch' OR NOT EXISTS (
-                SELECT 1 FROM fleetcast_headings h WHERE h.vehicle = batch.vehicle AND h.run = batch.run AND h.seq = batch.seq)
+            WHERE (batch.time <> 'epoch' OR NOT EXISTS (
+                SELECT 1 FROM fleetcast_headings h WHERE h.vehicle = batch.vehicle AND h.run = batch.run AND h.seq = batch.seq))
+                \(unescaped: Self.notIn("fleetcast_headings_unpartitioned", unpartitioned))
             ON CONFLICT (vehicle, run, seq, placed_at) DO NOTHING RETURNING 1)
             SELECT count(*) FROM inserted
             """

@@ -134,9 +134,11 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
             try await withStore(postgres, database: database) { store, _ in
                 let found = try await store.migrate()
                 #expect(found == 1)
+                // The old numbering again: duplicates, before the rows are moved into partitions
+                // and after. The same numbers in a new run: new rows.
+                #expect(try await store.insert([fix("van-1", seq: 40, second: 40)]) == 0)
                 let moved = try await store.moveUnpartitionedRows(now: UTCTimestamp(millisecondsSince1970: 1_795_000_000_000))
                 #expect(moved == TrackStore.RowsMoved(moved: 40, discarded: 0))
-                // The old numbering again: duplicates. The same numbers in a new run: new rows.
                 let again = try await store.insert([fix("van-1", seq: 40, second: 40)])
                 #expect(again == 0)
                 let newRun = try await store.insert((1...3).map { fix("van-1", seq: $0, run: 1_795_000_100_000, second: 100 + Int64($0)) })
