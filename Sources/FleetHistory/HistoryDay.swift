@@ -28,29 +28,16 @@ public struct HistoryDay: Sendable, Hashable, Comparable, CustomStringConvertibl
     /// The day `n` days later (earlier for negative `n`).
     public func adding(_ n: Int64) -> HistoryDay { HistoryDay(daysSince1970: daysSince1970 &+ n) }
 
-    /// Year, month (1–12) and day (1–31), by Howard Hinnant's `civil_from_days`.
+    /// Year, month (1–12) and day (1–31).
     public var civil: (year: Int64, month: Int, day: Int) {
-        let z = daysSince1970 + 719_468
-        let era = (z >= 0 ? z : z - 146_096) / 146_097
-        let doe = z - era * 146_097
-        let yoe = (doe - doe / 1_460 + doe / 36_524 - doe / 146_096) / 365
-        let doy = doe - (365 * yoe + yoe / 4 - yoe / 100)
-        let mp = (5 * doy + 2) / 153
-        let day = Int(doy - (153 * mp + 2) / 5 + 1)
-        let month = Int(mp < 10 ? mp + 3 : mp - 9)
-        return (yoe + era * 400 + (month <= 2 ? 1 : 0), month, day)
+        let (y, m, d) = UTCTimestamp.civilFromDays(Int(daysSince1970))
+        return (Int64(y), m, d)
     }
 
     /// The day of `year`, `month` and `day`, or `nil` when they name none (a 30 February).
     public init?(year: Int64, month: Int, day: Int) {
         guard (1...12).contains(month), (1...31).contains(day), (-1_000_000...1_000_000).contains(year) else { return nil }
-        let y = month <= 2 ? year - 1 : year
-        let era = (y >= 0 ? y : y - 399) / 400
-        let yoe = y - era * 400
-        let mp = Int64(month > 2 ? month - 3 : month + 9)
-        let doy = (153 * mp + 2) / 5 + Int64(day) - 1
-        let doe = yoe * 365 + yoe / 4 - yoe / 100 + doy
-        self.init(daysSince1970: era * 146_097 + doe - 719_468)
+        self.init(daysSince1970: Int64(UTCTimestamp.daysFromCivil(year: Int(year), month: month, day: day)))
         guard civil == (year, month, day) else { return nil }
     }
 

@@ -124,7 +124,9 @@ public struct UTCTimestamp: Sendable, Hashable, Comparable, CustomStringConverti
     }
 
     // Howard Hinnant's days_from_civil / civil_from_days (public domain algorithms).
-    static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
+    /// Days since 1970-01-01 of a date of the proleptic Gregorian calendar (not checked: a 31
+    /// February is 3 March).
+    public static func daysFromCivil(year: Int, month: Int, day: Int) -> Int {
         let y = month <= 2 ? year - 1 : year
         let era = (y >= 0 ? y : y - 399) / 400
         let yoe = y - era * 400
@@ -134,7 +136,8 @@ public struct UTCTimestamp: Sendable, Hashable, Comparable, CustomStringConverti
         return era * 146_097 + doe - 719_468
     }
 
-    static func civilFromDays(_ days: Int) -> (Int, Int, Int) {
+    /// Year, month (1–12) and day (1–31) of the day `days` days after 1970-01-01.
+    public static func civilFromDays(_ days: Int) -> (Int, Int, Int) {
         let z = days + 719_468
         let era = (z >= 0 ? z : z - 146_096) / 146_097
         let doe = z - era * 146_097
