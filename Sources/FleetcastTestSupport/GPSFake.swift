@@ -73,6 +73,35 @@ public final class GPSFake: Sendable {
         }
     }
 
+    /// Starts gpsfake and waits until its gpsd has the recording's pseudo-terminal open
+    /// (`gpspipe -w` shows a non-empty `DEVICES` list). On a loaded machine gpsfake now and then
+    /// starts a gpsd it never hands the device to (it says nothing; seen in CI after a restart:
+    /// the client then finds a gpsd with no receiver, rightly). Such a start is stopped and made
+    /// again, up to `attempts` times; the last failure throws.
+    public func startServing(attempts: Int = 3, timeout: Duration = .seconds(20)) async throws {
+        for attempt in 1...max(1, attempts) {
+            try start()
+            do {
+                try await waitUntil("gpsd on \(port) with its device open", timeout: timeout, interval: .milliseconds(250)) {
+                    await hasDevice()
+                }
+                return
+            } catch  where attempt < attempts {
+                await stop()
+            }
+        }
+    }
+
+    /// Whether gpsd answers with a device open: the `DEVICES` line `gpspipe -w` prints lists one.
+    public func hasDevice() async -> Bool {
+        guard FreePort.isAccepting(port),
+            let pipe = try? TestProcess(
+                "/usr/bin/gpspipe", ["-w", "-n", "3", "127.0.0.1:\(port)"], directory: directory, name: "gpspipe-\(port)")
+        else { return false }
+        _ = try? await pipe.waitForExitOrStop(timeout: .seconds(3), grace: .milliseconds(200))
+        return pipe.standardOutput.contains(#""class":"DEVICES","devices":[{"#)
+    }
+
     /// Stops gpsfake and its gpsd (the whole process group: SIGTERM, SIGKILL after 3 s), and
     /// waits (at most 5 s) until the port refuses connections, so that a restart on the same
     /// port finds it free. Does nothing unless it runs.

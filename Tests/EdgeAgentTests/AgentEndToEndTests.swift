@@ -105,10 +105,9 @@ struct AgentEndToEndTests {
         let gpsdPort = try FreePort.next()
         let recording = Self.fixtures.appendingPathComponent("bt451.log").path
         let gpsfake = GPSFake(port: gpsdPort, recording: recording, secondsBetweenSentences: 0.05, directory: directory)
-        try gpsfake.start()
         // gpsfake and the gpsd it started are stopped (and awaited) however the test ends.
         do {
-            try await waitUntil("gpsd to listen on \(gpsdPort)", timeout: .seconds(20)) { FreePort.isAccepting(gpsdPort) }
+            try await gpsfake.startServing()
 
             // Batched: the first fix at once, then a batch a second.
             let topic = batched ? "fleet/gpsd-1/batch" : "fleet/gpsd-1/fix"

@@ -25,7 +25,7 @@ extension LiveSourceTests {
             defer { directory.remove() }
             // 0.02 s between sentences: the 20-epoch recording in about 1.5 s, looping.
             let gpsd = GPSFake(port: port, recording: recording, secondsBetweenSentences: 0.02, directory: directory.path)
-            try gpsd.start()
+            try await gpsd.startServing()
             let log = InMemoryLogHandler()
             var logger = Logger(label: "test") { _ in log }
             logger.logLevel = .trace
@@ -62,7 +62,7 @@ extension LiveSourceTests {
                 }
 
                 // gpsd is back on the same port: fixes resume in the same iteration.
-                try gpsd.start()
+                try await gpsd.startServing()
                 let resumed = try await recorder.waitFor("fixes after gpsd restarted", timeout: .seconds(30)) {
                     $0.dropFirst(countAtLoss).compactMap(\.fix).count >= 2
                 }

@@ -95,7 +95,7 @@ extension LiveSourceTests {
             defer { directory.remove() }
             let gpsd = GPSFake(
                 port: port, recording: try fixturePath("firefly-II.log"), secondsBetweenSentences: 0.02, directory: directory.path)
-            try gpsd.start()
+            try await gpsd.startServing()
             do {
                 try await restart(GPSDSource(host: "127.0.0.1", port: port, logger: quietLogger, backoff: testBackoff)) {
                     OwnedResources.establishedConnections(toPort: port)
