@@ -96,8 +96,9 @@ extension TrackStore {
     /// that midnight never waits for a partition.
     public static let partitionsAhead = 3
 
-    /// A constant key for `pg_advisory_xact_lock` while partitions are made or dropped
-    /// (ASCII "fleetpar").
+    /// A constant key for the advisory lock held while partitions are made (for the
+    /// transaction) or dropped (for the session: a concurrent detach runs outside any
+    /// transaction) (ASCII "fleetpar").
     static let partitionLockKey: Int64 = 0x666c_6565_7470_6172
 
     /// The two partitioned tables and the column each is partitioned by.
