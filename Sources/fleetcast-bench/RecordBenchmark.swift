@@ -56,14 +56,21 @@ private func withMigratedStore(
     _ postgres: TestPostgres, _ body: (_ database: String, TrackStore) async throws -> Void
 ) async throws {
     let database = try await postgres.createDatabase()
+    try await withStore(postgres, database) { store in
+        try await store.migrate()
+        try await body(database, store)
+    }
+}
+
+/// Runs `body` with a ``TrackStore`` on `database` as it is (not migrated), its client
+/// running beside it.
+private func withStore(_ postgres: TestPostgres, _ database: String, _ body: (TrackStore) async throws -> Void) async throws {
     let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
     let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: quietLogger)
     try await withThrowingTaskGroup(of: Void.self) { group in
         group.addTask { await client.run() }
         defer { group.cancelAll() }
-        let store = TrackStore(client: client, logger: quietLogger)
-        try await store.migrate()
-        try await body(database, store)
+        try await body(TrackStore(client: client, logger: quietLogger))
     }
 }
 
@@ -209,12 +216,7 @@ private func measureMigration(_ postgres: TestPostgres, rows: Int) async throws 
             FROM generate_series(1, \(rows)) i;
         """, database: database)
     _ = try await postgres.psql("VACUUM ANALYZE fleetcast_fixes", database: database)
-    let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
-    let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: quietLogger)
-    try await withThrowingTaskGroup(of: Void.self) { group in
-        group.addTask { await client.run() }
-        defer { group.cancelAll() }
-        let store = TrackStore(client: client, logger: quietLogger)
+    try await withStore(postgres, database) { store in
         let clock = ContinuousClock()
         let start = clock.now
         try await store.migrate()
