@@ -45,7 +45,10 @@ let package = Package(
         // Shared building blocks, no package dependencies: the TSan-visible Mutex, retry backoff,
         // the time limit, the JSON string escaper and the few-character one, systemd's
         // notification protocol, and the agent's release of its startup pages (over CLoadedCode).
-        .target(name: "FleetcastCore", dependencies: ["CLoadedCode"]),
+        .target(name: "FleetcastCore", dependencies: ["JSONEscaping"]),
+        // JSON string literals and the escaping of text from the wire: no dependencies, shared by
+        // the contract (FleetProtocol) and everything that logs or prints what it received.
+        .target(name: "JSONEscaping"),
         // The command-line options fleetcast-agent and fleet-watch share (broker credentials).
         .target(
             name: "FleetcastCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
@@ -61,14 +64,14 @@ let package = Package(
         .target(
             name: "GNSSSources",
             dependencies: [
-                "GNSS", "NMEA", "FleetcastCore",
+                "GNSS", "NMEA", "FleetcastCore", "JSONEscaping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
         // The public contract: topic layout and payload JSON.
-        .target(name: "FleetProtocol", dependencies: ["GNSS", "FleetcastCore"]),
+        .target(name: "FleetProtocol", dependencies: ["GNSS", "JSONEscaping"]),
 
         // libmosquitto, the Eclipse Mosquitto C client, as a system library.
         .systemLibrary(
@@ -92,20 +95,35 @@ let package = Package(
         .systemLibrary(name: "CMalloc"),
         // The kernel's TCP counters of a socket (Linux TCP_INFO): what the broker link costs.
         .target(name: "CTCPTraffic"),
-        // An async MQTT 5 / 3.1.1 client over libmosquitto.
+        // MQTT's decisions, pure: the client's state machine and its actions, the delivery ledger,
+        // topic filters, QoS, will, broker URLs, the reconnect policy, errors and traffic figures.
+        // No C, no I/O, no clock: its tests drive it with plain values.
+        .target(name: "MQTTCore", dependencies: ["FleetcastCore", "JSONEscaping"]),
+        // An async MQTT 5 / 3.1.1 client over libmosquitto: the shell around MQTTCore.
         .target(
             name: "MQTT",
             dependencies: [
-                "CMosquitto", "CTCPTraffic", "FleetcastCore",
+                "MQTTCore", "CMosquitto", "CTCPTraffic", "FleetcastCore", "JSONEscaping",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        // The agent's decisions, pure: the outbox's and the publisher's states, the reporting
+        // policy, the fix-time policy, the token bucket, source health, the publisher's settings.
+        // No C, no I/O, no clock: time comes in as values, and its tests run without tasks.
+        .target(
+            name: "EdgeCore",
+            dependencies: [
+                "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore",
+                .product(name: "DequeModule", package: "swift-collections"),
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         // The agent's durable outbox: everything unacknowledged, in SQLite (or memory), with its
-        // limits, the order it drains in and what it drops first.
+        // limits, the order it drains in and what it drops first (decided in EdgeCore).
         .target(
             name: "EdgeOutbox",
             dependencies: [
-                "FleetcastCore", "GNSS", "FleetProtocol", "MQTT",
+                "EdgeCore", "FleetcastCore", "GNSS", "FleetProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -117,7 +135,7 @@ let package = Package(
         .target(
             name: "EdgePublisher",
             dependencies: [
-                "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "CTimex",
+                "EdgeCore", "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "CTimex",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
@@ -125,7 +143,7 @@ let package = Package(
         .target(
             name: "EdgeConfiguration",
             dependencies: [
-                "EdgePublisher", "FleetProtocol", "MQTT", "FleetcastCore", "CYAML",
+                "EdgeCore", "FleetProtocol", "MQTTCore", "FleetcastCore", "CYAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
             ]
@@ -136,16 +154,25 @@ let package = Package(
             name: "EdgeAgent",
             dependencies: [
                 "EdgeConfiguration", "EdgePublisher", "EdgeOutbox",
-                "GNSS", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore",
+                "GNSS", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore", "CLoadedCode",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            ]
+        ),
+        // The fleet side's decisions and formats, pure: fleet state, sequence tracking, the
+        // plausibility check, the browser queues, the bridges' translators, the export writers.
+        .target(
+            name: "FleetCore",
+            dependencies: [
+                "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore", "JSONEscaping",
+                .product(name: "OrderedCollections", package: "swift-collections"),
             ]
         ),
         // The subscriber library: MQTT messages back into an AsyncStream of fleet events.
         .target(
             name: "FleetWatch",
             dependencies: [
-                "GNSS", "FleetProtocol", "MQTT", "FleetcastCore",
+                "FleetCore", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "JSONEscaping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -155,7 +182,7 @@ let package = Package(
         .target(
             name: "FleetHistory",
             dependencies: [
-                "GNSS", "FleetProtocol", "FleetWatch", "FleetcastCore",
+                "FleetCore", "GNSS", "FleetProtocol", "FleetWatch", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -167,7 +194,7 @@ let package = Package(
         .target(
             name: "FleetBridges",
             dependencies: [
-                "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore",
+                "FleetCore", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -176,7 +203,7 @@ let package = Package(
         .target(
             name: "FleetMap",
             dependencies: [
-                "FleetWatch", "FleetProtocol", "FleetcastCore", "GNSS",
+                "FleetCore", "FleetWatch", "FleetProtocol", "FleetcastCore", "JSONEscaping", "GNSS",
                 .product(name: "Hummingbird", package: "hummingbird"),
                 .product(name: "HummingbirdCore", package: "hummingbird"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -203,7 +230,9 @@ let package = Package(
         .executableTarget(
             name: "fleet-watch",
             dependencies: [
-                "FleetWatch", "FleetHistory", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore", "CMalloc",
+                "FleetCore", "FleetWatch", "FleetHistory", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+                "JSONEscaping",
+                "CMalloc",
                 "FleetcastCommandLine",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "HummingbirdTLS", package: "hummingbird"),
@@ -218,7 +247,8 @@ let package = Package(
         .executableTarget(
             name: "fleetcast-bench",
             dependencies: [
-                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetWatch", "EdgeOutbox", "EdgePublisher", "FleetHistory",
+                "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetCore", "FleetWatch", "EdgeCore", "EdgeOutbox",
+                "EdgePublisher", "FleetHistory",
                 // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
                 "GNSSSources", "FleetcastTestSupport", "FleetcastCore",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
@@ -231,10 +261,10 @@ let package = Package(
 
         // Test support shared by the MQTT, agent and fleet-watch tests: a real mosquitto
         // broker on a free loopback port, CLI clients, free ports, bounded waits.
-        .target(name: "FleetcastTestSupport", dependencies: ["FleetcastCore"], path: "Sources/FleetcastTestSupport"),
+        .target(name: "FleetcastTestSupport", dependencies: ["FleetcastCore", "GNSS", "MQTTCore"], path: "Sources/FleetcastTestSupport"),
 
         .testTarget(name: "GNSSTests", dependencies: ["GNSS"]),
-        .testTarget(name: "FleetcastCoreTests", dependencies: ["FleetcastCore", "FleetcastTestSupport"]),
+        .testTarget(name: "FleetcastCoreTests", dependencies: ["FleetcastCore", "JSONEscaping", "FleetcastTestSupport"]),
         .testTarget(
             name: "NMEATests",
             dependencies: ["NMEA", "GNSS", "FleetProtocol", "FleetcastTestSupport"],
@@ -253,6 +283,18 @@ let package = Package(
             resources: [.copy("Fixtures")]
         ),
         .testTarget(name: "FleetProtocolTests", dependencies: ["FleetProtocol", "GNSS", "FleetcastTestSupport"]),
+        // The pure tiers' tests: plain values, no processes, no sockets, no sleeping.
+        .testTarget(name: "MQTTCoreTests", dependencies: ["MQTTCore", "FleetcastTestSupport"]),
+        .testTarget(
+            name: "EdgeCoreTests",
+            dependencies: [
+                "EdgeCore", "FleetProtocol", "GNSS", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .testTarget(
+            name: "FleetCoreTests",
+            dependencies: ["FleetCore", "FleetProtocol", "GNSS", "MQTTCore", "FleetcastTestSupport"]
+        ),
         .testTarget(
             name: "MQTTTests",
             dependencies: [
@@ -264,7 +306,7 @@ let package = Package(
         .testTarget(
             name: "EdgeAgentTests",
             dependencies: [
-                "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT",
+                "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "EdgeCore", "GNSS", "FleetProtocol", "MQTT",
                 "FleetcastTestSupport", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ]
@@ -272,17 +314,19 @@ let package = Package(
         .testTarget(
             name: "FleetWatchTests",
             dependencies: [
+                "FleetCore",
                 "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),
         .testTarget(
             name: "FleetBridgesTests",
-            dependencies: ["FleetBridges", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport"]
+            dependencies: ["FleetCore", "FleetBridges", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport"]
         ),
         .testTarget(
             name: "FleetHistoryTests",
             dependencies: [
+                "FleetCore",
                 "FleetHistory", "FleetWatch", "FleetProtocol", "GNSS", "FleetcastTestSupport",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "PostgresNIO", package: "postgres-nio"),
@@ -292,6 +336,7 @@ let package = Package(
         .testTarget(
             name: "FleetMapTests",
             dependencies: [
+                "FleetCore",
                 "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", "FleetHistory",
                 .product(name: "PostgresNIO", package: "postgres-nio"),
                 .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),

@@ -41,14 +41,14 @@ module() {
 harness() {
   local name=$1; shift
   quiet "$swiftc" "${flags[@]}" -module-name "Fuzz_${name//-/_}" -I "$build" \
-    fuzz/FuzzCheck.swift "$@" "$build/FleetcastCore.o" "$build/GNSS.o" "$build/FleetProtocol.o" -o "$build/fuzz-$name"
+    fuzz/FuzzCheck.swift "$@" "$build/JSONEscaping.o" "$build/GNSS.o" "$build/FleetProtocol.o" -o "$build/fuzz-$name"
 }
 
 echo "==> building fuzz harnesses into $build"
 started=$SECONDS
 mkdir -p "$build"
-# FleetProtocol's JSON string escaper; StartupPages (the agent's, over a C target) is not needed.
-module FleetcastCore $(ls Sources/FleetcastCore/*.swift | grep -v /StartupPages.swift) &
+# FleetProtocol's JSON string escaper, a module of its own.
+module JSONEscaping Sources/JSONEscaping/*.swift &
 module GNSS Sources/GNSS/*.swift
 wait $!
 module FleetProtocol Sources/FleetProtocol/*.swift &
@@ -60,7 +60,7 @@ for t in "${targets[@]}"; do
     gpsd) harness gpsd fuzz/GPSDFuzzer.swift Sources/GNSSSources/GPSDMessageDecoder.swift Sources/GNSSSources/JSONValue.swift ;;
     fleet-payload) harness fleet-payload fuzz/FleetPayloadFuzzer.swift ;;
     compact-batch) harness compact-batch fuzz/CompactBatchFuzzer.swift ;;
-    fleet-message) harness fleet-message fuzz/FleetMessageFuzzer.swift Sources/FleetWatch/FleetMessageDecoder.swift Sources/FleetWatch/FleetEvent.swift Sources/FleetWatch/FleetPlausibility.swift ;;
+    fleet-message) harness fleet-message fuzz/FleetMessageFuzzer.swift Sources/FleetCore/FleetMessageDecoder.swift Sources/FleetCore/FleetEvent.swift Sources/FleetCore/FleetPlausibility.swift ;;
   esac &
   # two compilers at a time
   [ "$(jobs -rp | wc -l)" -lt 2 ] || wait -n

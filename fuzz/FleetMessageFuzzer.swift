@@ -1,6 +1,6 @@
 // libFuzzer harness: fleet-watch's message decoding, topic + payload → FleetEvent. Input: the
-// topic, a newline, the payload. Compiled together with Sources/FleetWatch/FleetMessageDecoder.swift
-// and FleetEvent.swift (pure; the rest of FleetWatch needs libmosquitto).
+// topic, a newline, the payload. Compiled together with Sources/FleetCore/FleetMessageDecoder.swift
+// and FleetEvent.swift (pure, as all of FleetCore).
 import FleetProtocol
 import GNSS
 

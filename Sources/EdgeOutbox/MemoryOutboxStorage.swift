@@ -1,4 +1,5 @@
 import DequeModule
+import EdgeCore
 import FleetcastCore
 
 /// The outbox's fallback store when no database can be used (a read-only or full state

@@ -1,3 +1,4 @@
+import EdgeCore
 import FleetProtocol
 import FleetcastCore
 import Synchronization

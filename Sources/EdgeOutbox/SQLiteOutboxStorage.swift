@@ -1,3 +1,4 @@
+import EdgeCore
 import FleetcastCore
 import Logging
 import NIOCore

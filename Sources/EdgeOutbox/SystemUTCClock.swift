@@ -1,3 +1,4 @@
+import EdgeCore
 import GNSS
 
 /// The system's wall clock as a ``GNSS/UTCTimestamp`` (millisecond resolution), for the

@@ -1,3 +1,4 @@
+import EdgeCore
 import MQTT
 
 /// Something that delivers MQTT messages: the real MQTT client in the agent, a recorder in

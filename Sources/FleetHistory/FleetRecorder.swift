@@ -1,4 +1,5 @@
 import AsyncAlgorithms
+import FleetCore
 import FleetProtocol
 import FleetWatch
 import FleetcastCore

@@ -1,3 +1,4 @@
+import FleetCore
 import Foundation
 import PostgresNIO
 

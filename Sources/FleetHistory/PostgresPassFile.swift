@@ -1,3 +1,5 @@
+import FleetCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

@@ -1,3 +1,4 @@
+import FleetCore
 import FleetcastCore
 import Foundation
 import GNSS

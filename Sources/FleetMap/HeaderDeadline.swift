@@ -1,3 +1,5 @@
+import FleetCore
+
 /// When a connection must have sent a request's headers: within the header timeout of opening,
 /// and again of each response's end once no request is left in progress (a keep-alive connection
 /// waiting for its next request). While a request is being answered (an event stream for hours,

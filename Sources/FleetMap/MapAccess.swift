@@ -1,3 +1,4 @@
+import FleetCore
 import Hummingbird
 import HummingbirdBasicAuth
 

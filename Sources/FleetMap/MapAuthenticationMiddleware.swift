@@ -1,3 +1,4 @@
+import FleetCore
 import FleetcastCore
 import HTTPTypes
 import Hummingbird

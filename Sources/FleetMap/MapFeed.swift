@@ -1,3 +1,4 @@
+import FleetCore
 import FleetProtocol
 import FleetWatch
 import FleetcastCore

@@ -1,3 +1,5 @@
+import FleetCore
+
 /// The live map page: its HTML, script and style, served by ``FleetMapServer`` at `/`,
 /// `/map.js` and `/map.css`. Kept as string constants so the binary is the whole application
 /// (no resource bundle to install beside it); Leaflet itself comes from Debian's

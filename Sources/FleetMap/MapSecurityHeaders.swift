@@ -1,3 +1,5 @@
+import FleetCore
+
 /// The headers every response of the map carries (``SecurityHeadersHandler`` adds them), and the
 /// Content Security Policy the page runs under.
 ///

@@ -1,3 +1,4 @@
+import FleetCore
 import NIOCore
 
 #if canImport(Glibc)

@@ -1,4 +1,6 @@
+import FleetCore
 import FleetcastCore
+import JSONEscaping
 import Logging
 
 /// Says once per kind, at info (the level a user sees by default; a library logs no higher), that

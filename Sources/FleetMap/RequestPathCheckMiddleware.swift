@@ -1,3 +1,4 @@
+import FleetCore
 import Hummingbird
 
 /// Answers 400 to a request whose path holds a NUL, raw or as `%00`: no file, route or log line

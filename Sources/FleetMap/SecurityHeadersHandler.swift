@@ -1,3 +1,4 @@
+import FleetCore
 import HTTPTypes
 import HummingbirdCore
 import NIOCore

@@ -1,3 +1,4 @@
+import FleetCore
 import Logging
 import NIOCore
 

@@ -1,5 +1,5 @@
-import FleetcastCore
 import GNSS
+import JSONEscaping
 
 /// A small append-only JSON object writer over bytes, for the contract's flat payloads.
 ///

@@ -1,5 +1,7 @@
+import FleetCore
 import FleetProtocol
 import FleetcastCore
+import JSONEscaping
 import Logging
 
 /// Names malformed and implausible messages (``FleetEvent/malformed(topic:reason:)``) in the

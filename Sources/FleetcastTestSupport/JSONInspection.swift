@@ -1,4 +1,5 @@
 import Foundation
+import MQTTCore
 
 /// A JSON text as an object, parsed with Foundation's parser (not the project's writer under
 /// test).
@@ -7,6 +8,11 @@ public func jsonObject(_ text: String) throws -> [String: Any] {
         throw TestSupportError.notJSONObject(text)
     }
     return object
+}
+
+/// A received message's payload as the JSON object an application parses.
+public func jsonObject(_ message: MQTTMessage) throws -> [String: Any] {
+    try jsonObject(String(decoding: message.payload, as: UTF8.self))
 }
 
 /// The literal token of `key`'s value in a flat JSON text (`"vel":36,` → `36`), to tell an

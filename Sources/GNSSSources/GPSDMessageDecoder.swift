@@ -1,5 +1,5 @@
-import FleetcastCore
 import GNSS
+import JSONEscaping
 
 /// Turns gpsd JSON objects (one per line) into ``GNSS/GNSSEvent`` values. Pure: no I/O.
 ///

@@ -1,5 +1,6 @@
 import FleetcastCore
 import GNSS
+import JSONEscaping
 import Logging
 import NIOCore
 import NIOPosix

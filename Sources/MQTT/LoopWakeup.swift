@@ -1,3 +1,5 @@
+import MQTTCore
+
 #if canImport(Glibc)
 import Glibc
 #elseif canImport(Musl)

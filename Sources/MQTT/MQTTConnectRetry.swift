@@ -1,5 +1,6 @@
 import FleetcastCore
 import Logging
+import MQTTCore
 
 extension MQTTClient {
     /// Connects a new client to `configuration`'s broker, retrying while the broker cannot be

@@ -1,3 +1,5 @@
+import MQTTCore
+
 /// The messages of one subscription, as an `AsyncSequence`.
 ///
 /// Several subscriptions may live on one ``MQTTClient``; each receives only the messages

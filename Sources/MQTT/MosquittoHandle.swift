@@ -1,5 +1,6 @@
 import CMosquitto
 import Logging
+import MQTTCore
 
 #if canImport(Glibc)
 import Glibc

@@ -4,6 +4,7 @@ import FleetWatch
 import FleetcastCommandLine
 import FleetcastCore
 import Foundation
+import JSONEscaping
 import Logging
 import MQTT
 

@@ -4,6 +4,7 @@ import FleetProtocol
 import FleetcastCore
 import Foundation
 import GNSS
+import JSONEscaping
 import Logging
 
 /// `fleet-watch gaps --postgres …`: proves the recorded history complete, or names what it

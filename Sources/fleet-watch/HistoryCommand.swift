@@ -1,4 +1,5 @@
 import ArgumentParser
+import FleetCore
 import FleetHistory
 import FleetProtocol
 import Foundation

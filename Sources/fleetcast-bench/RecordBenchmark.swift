@@ -1,3 +1,5 @@
+import EdgeCore
+import FleetCore
 import FleetHistory
 import FleetProtocol
 import FleetcastTestSupport

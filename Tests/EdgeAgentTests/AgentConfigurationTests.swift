@@ -6,6 +6,8 @@ import FleetcastTestSupport
 import MQTT
 import Testing
 
+@testable import EdgeCore
+
 @Suite("Agent configuration")
 struct AgentConfigurationTests {
     private func load(

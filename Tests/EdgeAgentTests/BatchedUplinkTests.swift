@@ -5,6 +5,7 @@ import GNSS
 import Logging
 import Testing
 
+@testable import EdgeCore
 @testable import EdgeOutbox
 @testable import EdgePublisher
 

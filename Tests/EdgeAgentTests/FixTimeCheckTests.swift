@@ -7,6 +7,7 @@ import Logging
 import Testing
 
 @testable import EdgeConfiguration
+@testable import EdgeCore
 @testable import EdgeOutbox
 @testable import EdgePublisher
 

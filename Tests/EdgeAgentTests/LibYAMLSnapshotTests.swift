@@ -6,6 +6,8 @@ import FleetcastTestSupport
 import Foundation
 import Testing
 
+@testable import EdgeCore
+
 @Suite("LibYAML snapshot")
 struct LibYAMLSnapshotTests {
     private func snapshot(_ yaml: String, parsingOptions: LibYAMLSnapshot.ParsingOptions = .default) throws -> LibYAMLSnapshot {

@@ -6,6 +6,7 @@ import InMemoryLogging
 import Logging
 import Testing
 
+@testable import EdgeCore
 @testable import EdgeOutbox
 @testable import EdgePublisher
 

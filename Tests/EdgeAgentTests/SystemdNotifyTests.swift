@@ -6,6 +6,7 @@ import Logging
 import Testing
 
 @testable import EdgeAgent
+@testable import EdgeCore
 @testable import EdgeOutbox
 @testable import EdgePublisher
 

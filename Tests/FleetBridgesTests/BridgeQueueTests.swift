@@ -4,6 +4,7 @@ import MQTT
 import Testing
 
 @testable import FleetBridges
+@testable import FleetCore
 
 /// ``BridgeQueue``, the lock around ``BridgeQueueState``, with real tasks: the publisher waits
 /// for the reader, takes the rest after the end, and a cancelled publisher is not left waiting.

@@ -5,6 +5,8 @@ import Foundation
 import GNSS
 import Testing
 
+@testable import FleetCore
+
 /// Nothing lost end to end: the recorder's history against what the vehicles really
 /// published, through a vehicle's lost store, a redelivery of everything, the recorder's own
 /// `kill -9` and a PostgreSQL outage. Real mosquitto, agents, PostgreSQL and `fleet-watch`.

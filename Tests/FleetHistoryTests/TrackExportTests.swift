@@ -5,6 +5,8 @@ import Foundation
 import GNSS
 import Testing
 
+@testable import FleetCore
+
 /// `fleet-watch history`'s formats, read back by what users open them with: GPX validated
 /// against the GPX 1.1 schema by `xmllint` (libxml2), GeoJSON parsed by Foundation's JSON
 /// parser and checked against RFC 7946's structure, CSV split as a spreadsheet does.

@@ -5,6 +5,8 @@ import Foundation
 import GNSS
 import Testing
 
+@testable import FleetCore
+
 /// Days of the history: the calendar of partition names and retention, checked against
 /// Foundation's Gregorian calendar.
 @Suite struct HistoryDayTests {

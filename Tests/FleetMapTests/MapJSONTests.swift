@@ -7,6 +7,7 @@ import InMemoryLogging
 import Logging
 import Testing
 
+@testable import FleetCore
 @testable import FleetMap
 
 /// The JSON the map page receives, parsed back with Foundation's parser (not the writer under

@@ -1,5 +1,6 @@
 import FleetcastCore
 import Foundation
+import JSONEscaping
 import Testing
 
 @Suite struct JSONStringTests {

@@ -1,3 +1,4 @@
+import FleetcastTestSupport
 import Foundation
 import GNSS
 import NMEA

@@ -32,13 +32,3 @@ func frame(_ chunks: [String]) -> (lines: [String], framingErrors: Int) {
     framer.finish { lines.append(String(decoding: $0, as: UTF8.self)) }
     return (lines, framer.framingErrors)
 }
-
-/// A recording with its `*hh` checksums removed: a receiver that sends none.
-func withoutChecksums(_ bytes: [UInt8]) -> [UInt8] {
-    let text = String(decoding: bytes, as: UTF8.self)
-    let lines = text.split(separator: "\n", omittingEmptySubsequences: false).map { line -> Substring in
-        guard line.hasPrefix("$"), let star = line.lastIndex(of: "*") else { return line }
-        return line[..<star]
-    }
-    return Array(lines.joined(separator: "\n").utf8)
-}

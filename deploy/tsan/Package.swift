@@ -26,7 +26,8 @@ let package = Package(
     ],
     targets: [
         .target(name: "GNSS"),
-        .target(name: "FleetcastCore", dependencies: ["CLoadedCode"]),
+        .target(name: "JSONEscaping"),
+        .target(name: "FleetcastCore", dependencies: ["JSONEscaping"]),
         .target(
             name: "FleetcastCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
         ),
@@ -38,26 +39,38 @@ let package = Package(
         .target(
             name: "GNSSSources",
             dependencies: [
-                "GNSS", "NMEA", "FleetcastCore",
+                "GNSS", "NMEA", "FleetcastCore", "JSONEscaping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "NIOPosix", package: "swift-nio"),
             ]
         ),
-        .target(name: "FleetProtocol", dependencies: ["GNSS", "FleetcastCore"]),
+        .target(name: "FleetProtocol", dependencies: ["GNSS", "JSONEscaping"]),
         .systemLibrary(name: "CMosquitto", pkgConfig: "libmosquitto", providers: [.apt(["libmosquitto-dev"])]),
         .systemLibrary(name: "CYAML", pkgConfig: "yaml-0.1", providers: [.apt(["libyaml-dev"])]),
         .systemLibrary(name: "CTimex"),
         .target(name: "CLoadedCode"),
         .target(name: "CTCPTraffic"),
+        .target(name: "MQTTCore", dependencies: ["FleetcastCore", "JSONEscaping"]),
         .target(
             name: "MQTT",
-            dependencies: ["CMosquitto", "CTCPTraffic", "FleetcastCore", .product(name: "Logging", package: "swift-log")]
+            dependencies: [
+                "MQTTCore", "CMosquitto", "CTCPTraffic", "FleetcastCore", "JSONEscaping",
+                .product(name: "Logging", package: "swift-log"),
+            ]
+        ),
+        .target(
+            name: "EdgeCore",
+            dependencies: [
+                "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore",
+                .product(name: "DequeModule", package: "swift-collections"),
+                .product(name: "Logging", package: "swift-log"),
+            ]
         ),
         .target(
             name: "EdgeOutbox",
             dependencies: [
-                "FleetcastCore", "GNSS", "FleetProtocol", "MQTT",
+                "EdgeCore", "FleetcastCore", "GNSS", "FleetProtocol",
                 .product(name: "NIOCore", package: "swift-nio"),
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "DequeModule", package: "swift-collections"),
@@ -67,14 +80,14 @@ let package = Package(
         .target(
             name: "EdgePublisher",
             dependencies: [
-                "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "CTimex",
+                "EdgeCore", "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "CTimex",
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
         .target(
             name: "EdgeConfiguration",
             dependencies: [
-                "EdgePublisher", "FleetProtocol", "MQTT", "FleetcastCore", "CYAML",
+                "EdgeCore", "FleetProtocol", "MQTTCore", "FleetcastCore", "CYAML",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "Configuration", package: "swift-configuration"),
             ]
@@ -83,7 +96,7 @@ let package = Package(
             name: "EdgeAgent",
             dependencies: [
                 "EdgeConfiguration", "EdgePublisher", "EdgeOutbox",
-                "GNSS", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore",
+                "GNSS", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore", "CLoadedCode",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
@@ -99,7 +112,7 @@ let package = Package(
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
             ]
         ),
-        .target(name: "FleetcastTestSupport", dependencies: ["FleetcastCore"]),
+        .target(name: "FleetcastTestSupport", dependencies: ["FleetcastCore", "GNSS", "MQTTCore"]),
         .testTarget(
             name: "TelemetryHubTests",
             dependencies: ["TelemetryHub", "FleetcastTestSupport", .product(name: "DequeModule", package: "swift-collections")]
@@ -115,7 +128,7 @@ let package = Package(
         .testTarget(
             name: "EdgeAgentTests",
             dependencies: [
-                "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT",
+                "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "EdgeCore", "GNSS", "FleetProtocol", "MQTT",
                 "FleetcastTestSupport", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ]
