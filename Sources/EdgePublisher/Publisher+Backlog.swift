@@ -1,3 +1,4 @@
+import EdgeCore
 import EdgeOutbox
 import FleetProtocol
 import FleetcastCore
@@ -17,7 +18,7 @@ extension Publisher {
         // Events per batch at most: a second's worth of the drain rate (the bucket's burst);
         // a compact batch holds up to the contract's 2,048 (a minute at 10 Hz is one message),
         // and the bucket lets one through at once while keeping the drain's average rate.
-        let fullBatch = compactBatches ? FleetPayload.maximumBacklogEvents : max(1, settings.drainRate)
+        let fullBatch = batcher.compact ? FleetPayload.maximumBacklogEvents : max(1, settings.drainRate)
         var bucket = TokenBucket(
             rate: Double(settings.drainRate), burst: Double(max(settings.drainRate, fullBatch)), now: .now)
         let (topic, retain) = drainTopic
@@ -39,7 +40,7 @@ extension Publisher {
             let limit = min(fullBatch, FleetPayload.maximumBacklogEvents)
             // The stored JSON of a compact batch's events is far larger than the batch: its
             // writer applies the byte budget.
-            let maximumBytes = compactBatches ? Int.max : byteBudget
+            let maximumBytes = batcher.compact ? Int.max : byteBudget
             var records: [OutboxRecord]
             do {
                 records = try await readBacklog(request, limit: limit, maximumBytes: maximumBytes)
@@ -57,7 +58,7 @@ extension Publisher {
                 await outbox.wait(for: .batchReady(flushAfter: wait.flushGeneration, stored: limit), upTo: wait.left)
                 continue
             }
-            guard let (batch, payload) = makeBatch(records, maximumBytes: byteBudget) else {
+            guard let (batch, payload) = batcher.batch(records, maximumBytes: byteBudget) else {
                 // A record too large for any batch (not one of ours): skip it, counted as sent.
                 let skipped = records[0].seq
                 outbox.transition { state in
@@ -118,86 +119,20 @@ extension Publisher {
         }
     }
 
-    /// Batches are written in the compact encoding.
-    var compactBatches: Bool { settings.uplinkBatch != nil && settings.uplinkEncoding == .compact }
-
-    /// In batched mode, how much longer a batch that is not full waits for company (until its
-    /// oldest record is ``Settings/uplinkBatch`` old), and the flush generation that ends the
-    /// wait sooner (as does a full batch in the store); `nil`: send it now (not batched, full,
-    /// old enough, flushed, or the store cannot be written: nothing is held in memory).
-    ///
-    /// The age is taken on the monotonic clock from when the drain first saw the oldest record
-    /// (`firstSeen`, kept by the drain), which is within a sync interval of its intake; the
-    /// wall clock only shortens the wait, for records stored before this run. A wall clock
-    /// set back (a board without a battery-backed clock, corrected by NTP after boot) never
-    /// holds a batch longer than the window.
+    /// In batched mode, how much longer a batch that is not full waits for company
+    /// (``EdgeCore/BacklogBatcher/hold(_:limit:maximumBytes:window:outbox:firstSeen:now:wallMilliseconds:)``).
     func batchWait(
         _ records: [OutboxRecord], limit: Int, maximumBytes: Int, firstSeen: inout (seq: UInt64, at: ContinuousClock.Instant)?
     ) -> (left: Duration, flushGeneration: UInt64)? {
-        guard let window = settings.uplinkBatch, let oldest = records.first else { return nil }
-        let (flushBelow, flushGeneration, failing, inStore) = outbox.read {
-            ($0.flushBelow, $0.flushGeneration, $0.storageProblem != nil, $0.storedPending)
+        guard settings.uplinkBatch != nil else { return nil }
+        let view = outbox.read {
+            BacklogBatcher.HoldView(
+                flushBelow: $0.flushBelow, flushGeneration: $0.flushGeneration, storeFailing: $0.storageProblem != nil,
+                inStore: $0.storedPending)
         }
-        let bytes = records.reduce(0) { $0 + $1.payload.count }
-        let largest = records.map(\.payload.count).max() ?? 0
-        // (What the store holds counts too: the wait below ends when it reaches a batch.)
-        let full = records.count >= limit || inStore >= limit || bytes + largest > maximumBytes
-        guard !full, !failing, oldest.seq >= flushBelow else { return nil }
-        let clock = ContinuousClock.now
-        if firstSeen?.seq != oldest.seq { firstSeen = (oldest.seq, clock) }
-        let seen = firstSeen?.at ?? clock
-        // A damaged store's time must not trap the subtraction.
-        let (age, overflow) = now().millisecondsSince1970.subtractingReportingOverflow(oldest.storedAtMilliseconds)
-        let stored = overflow ? window : Duration.milliseconds(age)
-        let left = min(window - seen.duration(to: clock), window - stored)
-        return left > .zero ? (left, flushGeneration) : nil
-    }
-
-    /// The records as one backlog (or batch) payload, as many as fit, and their `seq`s; `nil`
-    /// when not even the first fits. Batched with the compact encoding, a batch holds one
-    /// numbering run (a new run begins a new batch).
-    func makeBatch(
-        _ records: [OutboxRecord], maximumBytes: Int = FleetPayload.maximumBacklogBytes - 256
-    ) -> (seqs: [UInt64], payload: [UInt8])? {
-        if compactBatches, let compact = makeCompactBatch(records, maximumBytes: maximumBytes) { return compact }
-        var writer = FleetPayload.BacklogWriter(vehicle: settings.vehicle, maximumBytes: maximumBytes)
-        var batch: [UInt64] = []
-        for record in records {
-            guard writer.append(kind: record.kind == .fix ? .fix : .heading, payload: record.payload) else { break }
-            batch.append(record.seq)
-        }
-        return batch.isEmpty ? nil : (batch, writer.finish())
-    }
-
-    /// The records as one compact batch (``FleetPayload/CompactBatchWriter``); `nil` when the
-    /// first cannot be read back (not one of ours: it goes in a JSON batch of its own).
-    private func makeCompactBatch(_ records: [OutboxRecord], maximumBytes: Int) -> (seqs: [UInt64], payload: [UInt8])? {
-        var writer: FleetPayload.CompactBatchWriter?
-        var batch: [UInt64] = []
-        for record in records {
-            let vehicle = settings.vehicle
-            let event: FleetPayload.BacklogEvent
-            do {
-                event =
-                    record.kind == .fix
-                    ? .fix(try FleetPayload.decodeFix(record.payload, vehicle: vehicle))
-                    : .heading(try FleetPayload.decodeHeading(record.payload, vehicle: vehicle))
-            } catch {
-                break
-            }
-            let run = event.number?.run ?? 0
-            if writer == nil { writer = FleetPayload.CompactBatchWriter(vehicle: vehicle, run: run, maximumBytes: maximumBytes) }
-            guard writer?.run == run else { break }
-            let appended: Bool
-            switch event {
-            case .fix(let decoded): appended = writer?.append(decoded.fix, seq: record.seq) ?? false
-            case .heading(let decoded): appended = writer?.append(decoded.heading, seq: record.seq) ?? false
-            }
-            guard appended else { break }
-            batch.append(record.seq)
-        }
-        guard let writer, !batch.isEmpty else { return nil }
-        return (batch, writer.finish())
+        return BacklogBatcher.hold(
+            records, limit: limit, maximumBytes: maximumBytes, window: settings.uplinkBatch, outbox: view,
+            firstSeen: &firstSeen, now: .now, wallMilliseconds: now().millisecondsSince1970)
     }
 
     /// A clean stop over a working link sends what the drain had not sent yet (batched: what
@@ -212,8 +147,8 @@ extension Publisher {
             guard let request = outbox.transition({ ($0.backlogRequest(), Outbox.State.Resumptions()) }),
                 let records = try? await readBacklog(
                     request, limit: FleetPayload.maximumBacklogEvents,
-                    maximumBytes: compactBatches ? Int.max : FleetPayload.maximumBacklogBytes - 256),
-                let (batch, payload) = makeBatch(records)
+                    maximumBytes: batcher.compact ? Int.max : FleetPayload.maximumBacklogBytes - 256),
+                let (batch, payload) = batcher.batch(records)
             else { return }
             outbox.transition { [batch] state -> Outbox.State.Resumptions in
                 state.backlogSending(batch)

@@ -1,3 +1,4 @@
+import EdgeCore
 import EdgeOutbox
 import FleetProtocol
 import FleetcastCore
@@ -56,7 +57,10 @@ public final class Publisher: Sendable {
     let logger: Logger
     let now: UTCTimestampSource
     private let clockSynchronized: @Sendable () -> Bool
-    private let onlineSince: UTCTimestamp
+    /// Writes the statuses (`online` since this run's start, `offline`, the last will).
+    private let report: StatusReport
+    /// Writes the backlog's and the batches' messages.
+    let batcher: BacklogBatcher
     let state: SanitizerVisibleMutex<State>
     /// Serializes the intake's three producers (an event, the tick that lets a held fix go, the
     /// finish): a decision and the numbering of what it lets go happen together, so numbers
@@ -90,7 +94,9 @@ public final class Publisher: Sendable {
         self.logger = logger
         self.now = now
         self.clockSynchronized = clockSynchronized
-        self.onlineSince = now()
+        self.report = StatusReport(settings: settings, onlineSince: now())
+        self.batcher = BacklogBatcher(
+            vehicle: settings.vehicle, compact: settings.uplinkBatch != nil && settings.uplinkEncoding == .compact)
         self.degradedAtOpen = store.degradedReason
         self.run = store.run
         let maxAge = settings.maxAge.components
@@ -139,13 +145,7 @@ public final class Publisher: Sendable {
 
     /// The retained `offline` status to register as the MQTT last will (no reason: the
     /// connection was lost).
-    public var lastWill: OutboundMessage {
-        let status = VehicleStatus(vehicle: settings.vehicle, state: .offline, source: settings.sourceURI)
-        return OutboundMessage(
-            kind: .status, topic: settings.topics.status(settings.vehicle),
-            payload: FleetPayload.encode(status), qos: Self.statusQoS, retain: true
-        )
-    }
+    public var lastWill: OutboundMessage { report.lastWill }
 
     // MARK: Intake
 
@@ -499,33 +499,18 @@ public final class Publisher: Sendable {
     private func statusMessage(
         gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64
     ) -> OutboundMessage {
-        let traffic = sender.traffic  // one reading: sent and received of the same moment
-        let status = VehicleStatus(
-            vehicle: settings.vehicle, state: .online, since: onlineSince, agentVersion: settings.agentVersion,
-            source: settings.sourceURI, gnss: gnss, droppedFixes: drops.total, drops: drops,
-            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped),
-            implausibleFixes: settings.maximumFixClockOffset == nil ? nil : implausible,
-            bytesSent: traffic?.sent, bytesReceived: traffic?.received
-        )
-        return OutboundMessage(
-            kind: .status, topic: settings.topics.status(settings.vehicle),
-            payload: FleetPayload.encode(status), qos: Self.statusQoS, retain: true
-        )
+        report.online(
+            .init(gnss: gnss, backlog: backlog, drops: drops, storage: storage, implausible: implausible, traffic: sender.traffic))
     }
 
     private func sendOffline() async {
         let (backlog, drops, problem) = outbox.read { ($0.backlogCount, $0.drops, $0.storageProblem) }
-        let storage = problem ?? degradedAtOpen
-        let traffic = sender.traffic
-        let status = VehicleStatus(
-            vehicle: settings.vehicle, state: .offline, since: now(), agentVersion: settings.agentVersion,
-            source: settings.sourceURI, gnss: gnssState, droppedFixes: drops.total, reason: "shutdown", drops: drops,
-            backlog: UInt64(backlog), storage: storage == nil ? .ok : .degraded, storageReason: storage.map(Self.clipped),
-            implausibleFixes: settings.maximumFixClockOffset == nil ? nil : counters.fixesImplausible,
-            bytesSent: traffic?.sent, bytesReceived: traffic?.received
-        )
-        let topic = settings.topics.status(settings.vehicle)
-        let payload = FleetPayload.encode(status)
+        let status = report.offline(
+            at: now(),
+            .init(
+                gnss: gnssState, backlog: backlog, drops: drops, storage: problem ?? degradedAtOpen,
+                implausible: counters.fixesImplausible, traffic: sender.traffic))
+        let (topic, payload) = (status.topic, status.payload)
         let sender = self.sender
         let sent =
             await withTimeLimit(settings.drainTimeout) {
@@ -629,19 +614,6 @@ public final class Publisher: Sendable {
         } cancel: { id in
             state.withLock { $0.cancelRetryWait(id: id) }
         }
-    }
-}
-
-extension Publisher {
-    /// A storage reason cut to what subscribers accept (512 bytes), at a character boundary.
-    static func clipped(_ reason: String) -> String {
-        guard reason.utf8.count > 500 else { return reason }
-        var out = ""
-        for character in reason {
-            if out.utf8.count + character.utf8.count > 497 { break }
-            out.append(character)
-        }
-        return out + "…"
     }
 }
 
