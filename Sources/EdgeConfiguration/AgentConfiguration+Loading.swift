@@ -1,9 +1,9 @@
 import Configuration
-import EdgePublisher
+import EdgeCore
 import FleetProtocol
 import FleetcastCore
 import Logging
-import MQTT
+import MQTTCore
 import Synchronization
 
 #if canImport(Glibc)
@@ -23,18 +23,8 @@ extension AgentConfiguration {
     public static let brokerURLForm =
         "mqtt://[user@]host[:port] or mqtts://[user@]host[:port] (no password, no path); several nodes of one broker as a list or separated by commas"
 
-    /// Every key the agent understands, in the order of the sample file.
-    public static let knownKeys: [String] = [
-        "vehicle", "source",
-        "broker.url", "broker.username", "broker.password", "broker.passwordFile",
-        "broker.caFile", "broker.certFile", "broker.keyFile",
-        "broker.protocol", "broker.keepAlive", "broker.maxInflight",
-        "topics.prefix", "qos.fix", "qos.heading", "messageExpiry",
-        "report.everyFix", "report.minInterval", "report.maxInterval", "report.minDistance",
-        "report.minHeadingChange", "report.stationarySpeed", "report.stoppedInterval",
-        "outbox.syncInterval", "outbox.maxBytes", "outbox.maxAge", "outbox.drainRate", "uplink.batch", "uplink.encoding",
-        "payload.fields", "fixTime.maxOffset", "fixTime.systemClock", "stateDir", "log.level",
-    ]
+    /// Every key the agent understands, in the order of the sample file (``AgentConfigurationKeys``).
+    public static var knownKeys: [String] { AgentConfigurationKeys.names }
 
     /// Loads and validates the configuration from three layers, each overriding the one before:
     /// the YAML file, the environment, the flags.
@@ -62,12 +52,12 @@ extension AgentConfiguration {
         var flagValues: [AbsoluteConfigKey: ConfigValue] = [:]
         for (key, value) in flags.sorted(by: { $0.key < $1.key }) {
             let origin = ConfigurationOrigin.flag(flagName(key))
-            if key == "broker.password" {
+            if key == AgentConfigurationKeys.brokerPassword.name {
                 problems.append(
                     .init(
                         key: key, origin: origin,
                         message:
-                            "broker.password in \(origin): a password is never accepted on the command line; use broker.passwordFile or the environment variable FLEETCAST_BROKER_PASSWORD"
+                            "\(key) in \(origin): a password is never accepted on the command line; use \(AgentConfigurationKeys.brokerPasswordFile) or the environment variable \(environmentName(key))"
                     ))
             } else if !knownKeys.contains(key) {
                 problems.append(.init(key: key, origin: origin, message: "unknown key \(key) in \(origin)\(suggestion(for: key))"))
@@ -77,7 +67,8 @@ extension AgentConfiguration {
         }
         let flagProvider = InMemoryProvider(name: "flags", values: flagValues)
 
-        let passwordVariable = environmentName("broker.password")
+        let passwordKey = AgentConfigurationKeys.brokerPassword.name
+        let passwordVariable = environmentName(passwordKey)
         let environmentProvider = EnvironmentVariablesProvider(
             environmentVariables: environment.filter { $0.key.uppercased().hasPrefix(environmentPrefix + "_") },
             secretsSpecifier: .specific([passwordVariable])
@@ -94,7 +85,7 @@ extension AgentConfiguration {
                     parsingOptions: .init(
                         secretsSpecifier: .dynamic { key, _ in
                             collector.add(key)
-                            return key == "broker.password"
+                            return key == passwordKey
                         })
                 )
             } catch {
@@ -106,12 +97,12 @@ extension AgentConfiguration {
                 problems.append(
                     .init(key: key, origin: .file(filePath), message: "unknown key \(key) in \(filePath)\(suggestion(for: key))"))
             }
-            if collector.keys.contains("broker.password") {
+            if collector.keys.contains(passwordKey) {
                 problems.append(
                     .init(
-                        key: "broker.password", origin: .file(filePath),
+                        key: passwordKey, origin: .file(filePath),
                         message:
-                            "broker.password in \(filePath): a password is not accepted in the configuration file; use broker.passwordFile or the environment variable \(passwordVariable)"
+                            "\(passwordKey) in \(filePath): a password is not accepted in the configuration file; use \(AgentConfigurationKeys.brokerPasswordFile) or the environment variable \(passwordVariable)"
                     ))
             }
         }
@@ -187,6 +178,7 @@ private final class KeyCollector: Sendable {
 /// The three layers behind one `ConfigReader`, plus what is needed to say where a value came
 /// from. `build()` reads and validates every key, collecting problems.
 struct ConfigurationSources {
+    typealias Keys = AgentConfigurationKeys
     let reader: ConfigReader
     let layers: [(provider: any ConfigProvider, origin: (String) -> ConfigurationOrigin)]
     var problems: [ConfigurationError.Problem] = []
@@ -245,21 +237,15 @@ struct ConfigurationSources {
         return value
     }
 
+    /// `key`'s value from the highest layer that gives it, its default when none does (or when
+    /// the text has not its form: then a problem is recorded too).
+    mutating func read<Value>(_ key: AgentConfigurationKey<Value>) -> Value {
+        value(key.name, expected: key.expected, key.parse) ?? key.defaultValue
+    }
+
     /// A number as a person writes it: `30`, `2.5`.
     static func show(_ value: Double) -> String {
         value == value.rounded() && abs(value) < 1e15 ? String(Int64(value)) : "\(value)"
-    }
-
-    mutating func integer(_ key: String, in range: ClosedRange<Int>, unit: String = "") -> Int? {
-        value(key, expected: "a whole number\(unit) from \(range.lowerBound) to \(range.upperBound)") { text in
-            Int(text).flatMap { range.contains($0) ? $0 : nil }
-        }
-    }
-
-    mutating func number(_ key: String, expected: String, _ accept: (Double) -> Bool) -> Double? {
-        value(key, expected: expected) { text in
-            Double(text).flatMap { $0.isFinite && accept($0) ? $0 : nil }
-        }
     }
 
     /// `65536`, `64KiB`, `64MiB`, `1GiB` (also `KB`/`MB`/`GB` as binary units) → bytes.
@@ -299,41 +285,21 @@ struct ConfigurationSources {
 
     mutating func build() -> AgentConfiguration? {
         let vehicle = vehicleID()
-        let source =
-            value(
-                "source",
-                expected:
-                    "a source URI such as gpsd://localhost:2947, serial:///dev/ttyUSB0, replay:/path/to/file.nmea or sim: (no password)"
-            ) { text -> String? in Self.sourceURI(text) } ?? "sim:"
+        let source = read(Keys.source)
 
         let broker = brokerSettings()
-        let topics =
-            value(
-                "topics.prefix",
-                expected:
-                    "one or more non-empty topic levels separated by '/', without '+', '#', a leading '$', or the '.', ' ', '*' and '>' some brokers (NATS) treat specially (e.g. fleet or acme/fleet)"
-            ) { try? FleetTopics(prefix: $0) } ?? .default
-        let fixQoS = value("qos.fix", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
-        let headingQoS = value("qos.heading", expected: "0, 1 or 2") { Int($0).flatMap(MQTTQoS.init(rawValue:)) } ?? .atLeastOnce
-        let expiry = integer("messageExpiry", in: 1...4_294_967_295, unit: " of seconds")
+        let topics = read(Keys.topicsPrefix)
+        let fixQoS = read(Keys.qosFix)
+        let headingQoS = read(Keys.qosHeading)
+        let expiry = read(Keys.messageExpiry)
         let policy = reportingPolicy()
         let outbox = outboxSettings()
-        let uplinkBatch =
-            value("uplink.batch", expected: "a duration from 1s to 1h, in seconds or with s, m, h (e.g. 60), or off") {
-                (text: String) -> Int?? in
-                if text == "off" || text == "0" { return .some(nil) }
-                guard let seconds = Self.parseSeconds(text), (1...3600).contains(seconds) else { return nil }
-                return .some(seconds)
-            } ?? nil
-        let uplinkEncoding = value("uplink.encoding", expected: "compact or json") { BatchEncoding(rawValue: $0.lowercased()) } ?? .compact
-        let payloadFields =
-            value("payload.fields", expected: "standard or full") { FleetPayload.FieldSet(rawValue: $0.lowercased()) } ?? .standard
+        let uplinkBatch = read(Keys.uplinkBatch)
+        let uplinkEncoding = read(Keys.uplinkEncoding)
+        let payloadFields = read(Keys.payloadFields)
         let fixTime = fixTimeSettings()
-        let stateDirectory = value("stateDir", expected: "a directory path") { $0.contains("\0") ? nil : $0 } ?? "/var/lib/fleetcast"
-        let logLevel =
-            value("log.level", expected: "trace, debug, info, notice, warning, error or critical") {
-                Logger.Level(rawValue: $0.lowercased())
-            } ?? .info
+        let stateDirectory = read(Keys.stateDir)
+        let logLevel = read(Keys.logLevel)
 
         guard problems.isEmpty, let vehicle, let broker else { return nil }
         var configuration = AgentConfiguration(
@@ -350,22 +316,23 @@ struct ConfigurationSources {
     /// `vehicle`, required.
     private mutating func vehicleID() -> VehicleID? {
         var vehicle: VehicleID?
-        if let (text, origin) = text("vehicle") {
+        let key = Keys.vehicle.name
+        if let (text, origin) = text(key) {
             do {
                 vehicle = try VehicleID(validating: text)
                 if let problem = vehicle?.portabilityProblem {
-                    problems.append(.init(key: "vehicle", origin: origin, message: "vehicle in \(origin): \(problem)"))
+                    problems.append(.init(key: key, origin: origin, message: "\(key) in \(origin): \(problem)"))
                     vehicle = nil
                 }
             } catch {
-                problems.append(.invalid("vehicle", origin, expected: "1 to 64 characters of A-Z, a-z, 0-9, '_' or '-'", got: text))
+                problems.append(.invalid(key, origin, expected: Keys.vehicle.expected, got: text))
             }
         } else {
             problems.append(
                 .init(
-                    key: "vehicle", origin: .defaultValue,
+                    key: key, origin: .defaultValue,
                     message:
-                        "vehicle is required: set it in the configuration file, the environment variable \(AgentConfiguration.environmentName("vehicle")) or the flag \(AgentConfiguration.flagName("vehicle"))"
+                        "\(key) is required: set it in the configuration file, the environment variable \(AgentConfiguration.environmentName(key)) or the flag \(AgentConfiguration.flagName(key))"
                 ))
         }
         return vehicle
@@ -375,17 +342,18 @@ struct ConfigurationSources {
     private mutating func brokerSettings() -> AgentConfiguration.Broker? {
         let urls = brokerURLs()
         let url = urls?.first
-        let username = text("broker.username")?.0 ?? url?.username
+        let username = text(Keys.brokerUsername.name)?.0 ?? url?.username
         var password: Secret?
         var passwordFile: String?
-        let passwordFromEnvironment = text("broker.password", secret: true)
-        if let (path, origin) = text("broker.passwordFile") {
+        let (passwordKey, fileKey) = (Keys.brokerPassword.name, Keys.brokerPasswordFile.name)
+        let passwordFromEnvironment = text(passwordKey, secret: true)
+        if let (path, origin) = text(fileKey) {
             if passwordFromEnvironment != nil {
                 problems.append(
                     .init(
-                        key: "broker.passwordFile", origin: origin,
+                        key: fileKey, origin: origin,
                         message:
-                            "broker.passwordFile in \(origin): give either broker.passwordFile or \(AgentConfiguration.environmentName("broker.password")), not both"
+                            "\(fileKey) in \(origin): give either \(fileKey) or \(AgentConfiguration.environmentName(passwordKey)), not both"
                     ))
             }
             do {
@@ -395,30 +363,31 @@ struct ConfigurationSources {
                 if secret.isEmpty {
                     problems.append(
                         .invalid(
-                            "broker.passwordFile", origin, expected: "a file whose first line is the password (it is empty)", got: path))
+                            fileKey, origin, expected: "a file whose first line is the password (it is empty)", got: path))
                 }
                 password = Secret(secret)
                 passwordFile = path
             } catch {
                 problems.append(
-                    .invalid("broker.passwordFile", origin, expected: "a readable file holding the password (\(error))", got: path))
+                    .invalid(fileKey, origin, expected: "\(Keys.brokerPasswordFile.expected) (\(error))", got: path))
             }
         } else if let (secret, _) = passwordFromEnvironment {
             password = Secret(secret)
         }
-        let caFile = readableFile("broker.caFile")
-        let certFile = readableFile("broker.certFile")
-        let keyFile = readableFile("broker.keyFile")
-        if (certFile == nil) != (keyFile == nil), let key = certFile == nil ? "broker.keyFile" : "broker.certFile" as String?,
+        let tlsKeys = [Keys.brokerCAFile.name, Keys.brokerCertFile.name, Keys.brokerKeyFile.name]
+        let caFile = readableFile(tlsKeys[0])
+        let certFile = readableFile(tlsKeys[1])
+        let keyFile = readableFile(tlsKeys[2])
+        if (certFile == nil) != (keyFile == nil), let key = certFile == nil ? tlsKeys[2] : tlsKeys[1] as String?,
             let origin = origins[key]
         {
             problems.append(
                 .init(
                     key: key, origin: origin,
-                    message: "\(key) in \(origin): broker.certFile and broker.keyFile go together; give both or neither"))
+                    message: "\(key) in \(origin): \(tlsKeys[1]) and \(tlsKeys[2]) go together; give both or neither"))
         }
         if let url, !url.usesTLS {
-            for key in ["broker.caFile", "broker.certFile", "broker.keyFile"] {
+            for key in tlsKeys {
                 if let origin = origins[key] {
                     problems.append(
                         .init(
@@ -427,12 +396,9 @@ struct ConfigurationSources {
                 }
             }
         }
-        let protocolVersion =
-            value("broker.protocol", expected: "auto, 5 or 3.1.1") { text in
-                AgentConfiguration.ProtocolVersion(rawValue: text == "5.0" ? "5" : text.lowercased())
-            } ?? .auto
-        let keepAlive = integer("broker.keepAlive", in: 5...65535, unit: " of seconds") ?? AgentConfiguration.Broker.defaultKeepAliveSeconds
-        let maxInflight = integer("broker.maxInflight", in: 1...65535) ?? 20
+        let protocolVersion = read(Keys.brokerProtocol)
+        let keepAlive = read(Keys.brokerKeepAlive)
+        let maxInflight = read(Keys.brokerMaxInflight)
         guard let url else { return nil }
         var broker = AgentConfiguration.Broker(
             url: url, username: username, password: password, caFile: caFile, certFile: certFile, keyFile: keyFile,
@@ -446,7 +412,7 @@ struct ConfigurationSources {
     /// `broker.url`: one address or several (a YAML list; commas in any layer), all with TLS
     /// or none; `[mqtt://localhost:1883]` when not given; `nil` when one is unusable.
     private mutating func brokerURLs() -> [BrokerURL]? {
-        let key = "broker.url"
+        let key = Keys.brokerURL.name
         let absolute = AbsoluteConfigKey(key.split(separator: ".").map(String.init))
         var given: ([String], ConfigurationOrigin)?
         for layer in layers {
@@ -488,36 +454,22 @@ struct ConfigurationSources {
 
     /// `report.*`.
     private mutating func reportingPolicy() -> ReportingPolicy {
-        let defaults = ReportingPolicy.trackerDefaults
-        let everyFix =
-            value("report.everyFix", expected: "true or false") { text -> Bool? in
-                switch text.lowercased() {
-                case "true", "yes", "on", "1": true
-                case "false", "no", "off", "0": false
-                default: nil
-                }
-            } ?? false
-        var minInterval = rule("report.minInterval", "a number of seconds, 0 or more", defaults.minInterval) { $0 >= 0 }
-        let maxInterval = rule("report.maxInterval", "a number of seconds, more than 0", defaults.maxInterval) { $0 > 0 }
+        let everyFix = read(Keys.reportEveryFix)
+        var minInterval = read(Keys.reportMinInterval)
+        let maxInterval = read(Keys.reportMaxInterval)
+        let (maxKey, minKey) = (Keys.reportMaxInterval.name, Keys.reportMinInterval.name)
         if let floor = minInterval, let maxInterval, maxInterval < floor {
-            if let origin = origins["report.maxInterval"], origins["report.minInterval"] != nil {
+            if let origin = origins[maxKey], origins[minKey] != nil {
                 problems.append(
-                    .invalid(
-                        "report.maxInterval", origin, expected: "at least report.minInterval (\(Self.show(floor)) s)",
-                        got: Self.show(maxInterval)))
+                    .invalid(maxKey, origin, expected: "at least \(minKey) (\(Self.show(floor)) s)", got: Self.show(maxInterval)))
             } else {
                 minInterval = maxInterval  // a heartbeat set below the default floor lowers it
             }
         }
-        let minDistance = rule("report.minDistance", "a number of metres, more than 0", defaults.minDistance) { $0 > 0 }
-        let minHeadingChange = rule(
-            "report.minHeadingChange", "a number of degrees, more than 0 and at most 180", defaults.minHeadingChange
-        ) { $0 > 0 && $0 <= 180 }
-        let stoppedInterval = rule("report.stoppedInterval", "a number of seconds, more than 0", defaults.stoppedInterval) {
-            $0 > 0
-        }
-        let stationarySpeed =
-            number("report.stationarySpeed", expected: "a speed in m/s, 0 or more (0 turns the track hold off)") { $0 >= 0 } ?? 0.5
+        let minDistance = read(Keys.reportMinDistance)
+        let minHeadingChange = read(Keys.reportMinHeadingChange)
+        let stoppedInterval = read(Keys.reportStoppedInterval)
+        let stationarySpeed = read(Keys.reportStationarySpeed)
         let hold = stationarySpeed > 0 ? stationarySpeed : nil
         if everyFix { return ReportingPolicy(stationarySpeed: hold) }
         return ReportingPolicy(
@@ -526,41 +478,19 @@ struct ConfigurationSources {
         )
     }
 
-    /// A reporting rule: its number, `off` for none, or `fallback` when not given.
-    private mutating func rule(_ key: String, _ expected: String, _ fallback: Double?, _ accept: (Double) -> Bool) -> Double? {
-        let given = value(key, expected: "\(expected), or off") { text -> Double?? in
-            if text.lowercased() == "off" { return .some(nil) }
-            return Double(text).flatMap { $0.isFinite && accept($0) ? .some($0) : nil }
-        }
-        return given ?? fallback
-    }
-
     /// `outbox.*`.
     private mutating func outboxSettings() -> AgentConfiguration.OutboxSettings {
-        let syncInterval = number("outbox.syncInterval", expected: "a number of seconds from 0.05 to 60") { $0 >= 0.05 && $0 <= 60 } ?? 1
-        let maxBytes =
-            value("outbox.maxBytes", expected: "a size from 1MiB to 1TiB, in bytes or with KiB, MiB, GiB (e.g. 64MiB)") {
-                Self.parseSize($0).flatMap { (1 << 20...1 << 40).contains($0) ? $0 : nil }
-            } ?? 64 << 20
-        let maxAge =
-            value("outbox.maxAge", expected: "a duration from 1m to 365d, in seconds or with s, m, h, d (e.g. 7d)") {
-                Self.parseSeconds($0).flatMap { (60...365 * 86_400).contains($0) ? $0 : nil }
-            } ?? 7 * 86_400
-        let drainRate = integer("outbox.drainRate", in: 1...100_000, unit: " of events per second") ?? 200
+        let syncInterval = read(Keys.outboxSyncInterval)
+        let maxBytes = read(Keys.outboxMaxBytes)
+        let maxAge = read(Keys.outboxMaxAge)
+        let drainRate = read(Keys.outboxDrainRate)
         return .init(syncIntervalSeconds: syncInterval, maxBytes: maxBytes, maxAgeSeconds: maxAge, drainRate: drainRate)
     }
 
     /// `fixTime.*`.
     private mutating func fixTimeSettings() -> AgentConfiguration.FixTimeSettings {
-        let fixTimeMaxOffset =
-            value("fixTime.maxOffset", expected: "a duration from 1m to 365d, in seconds or with s, m, h, d (e.g. 15m), or off") {
-                (text: String) -> Int?? in
-                if text == "off" { return .some(nil) }
-                guard let seconds = Self.parseSeconds(text), (60...365 * 86_400).contains(seconds) else { return nil }
-                return .some(seconds)
-            } ?? AgentConfiguration.defaultFixTimeMaxOffsetSeconds
-        let systemClock =
-            value("fixTime.systemClock", expected: "auto or synchronized") { AgentConfiguration.SystemClock(rawValue: $0) } ?? .auto
+        let fixTimeMaxOffset = read(Keys.fixTimeMaxOffset)
+        let systemClock = read(Keys.fixTimeSystemClock)
         var fixTime = AgentConfiguration.FixTimeSettings()
         fixTime.maxOffsetSeconds = fixTimeMaxOffset
         fixTime.systemClock = systemClock

@@ -1,7 +1,7 @@
-import EdgePublisher
+import EdgeCore
 import FleetProtocol
 import Logging
-import MQTT
+import MQTTCore
 
 /// Everything the edge agent needs to run, validated: which vehicle, which GNSS source, which
 /// broker and how to talk to it, which topics, QoS, reporting policy, outbox size and state
@@ -128,7 +128,7 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     public var fixTime = FixTimeSettings()
     /// Cellular batching, seconds (`uplink.batch`, default off: `nil`): fixes and headings are
     /// gathered for up to this long and sent as one retained message on `…/batch` instead of
-    /// one message each (``Publisher/Settings/uplinkBatch``).
+    /// one message each (``PublisherSettings/uplinkBatch``).
     public var uplinkBatchSeconds: Int?
     /// How batches are written (`uplink.encoding`, default compact).
     public var uplinkEncoding: BatchEncoding = .compact
@@ -147,10 +147,10 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
     /// - Parameter lossless: a finite source (a replay) that must lose nothing.
     /// A finite source uploads every fix unless a `report.*` rule is configured: the default
     /// policy is for live vehicles. It ignores `uplink.batch` (it is a batch upload already).
-    public func publisherSettings(agentVersion: String?, lossless: Bool = false) -> Publisher.Settings {
-        let configured = origins.keys.contains { $0.hasPrefix("report.") && $0 != "report.stationarySpeed" }
+    public func publisherSettings(agentVersion: String?, lossless: Bool = false) -> PublisherSettings {
+        let configured = origins.keys.contains { $0.hasPrefix("report.") && $0 != AgentConfigurationKeys.reportStationarySpeed.name }
         let policy = lossless && !configured ? ReportingPolicy(stationarySpeed: policy.stationarySpeed) : policy
-        var settings = Publisher.Settings(vehicle: vehicle)
+        var settings = PublisherSettings(vehicle: vehicle)
         settings.topics = topics
         settings.fixQoS = fixQoS
         settings.headingQoS = headingQoS
@@ -173,44 +173,45 @@ public struct AgentConfiguration: Sendable, CustomStringConvertible {
 
     /// One `key = value  (origin)` line per setting; the password shows as `<redacted>`.
     public var description: String {
-        func line(_ key: String, _ value: String?) -> String {
-            "\(key) = \(value ?? "-")  (\(origins[key]?.description ?? "default"))"
+        typealias Keys = AgentConfigurationKeys
+        func line<Value>(_ key: AgentConfigurationKey<Value>, _ value: String?) -> String {
+            "\(key.name) = \(value ?? "-")  (\(origins[key.name]?.description ?? "default"))"
         }
         func number(_ value: Double?) -> String? { value.map { "\($0)" } }
         return [
-            line("vehicle", vehicle.rawValue),
-            line("source", source),
-            line("broker.url", broker.urls.map(\.description).joined(separator: ",")),
-            line("broker.username", broker.username),
-            line(origins["broker.password"] != nil ? "broker.password" : "broker.passwordFile", broker.password?.description),
-            line("broker.caFile", broker.caFile),
-            line("broker.certFile", broker.certFile),
-            line("broker.keyFile", broker.keyFile),
-            line("broker.protocol", broker.protocolVersion.rawValue),
-            line("broker.keepAlive", "\(broker.keepAliveSeconds)"),
-            line("broker.maxInflight", "\(broker.maxInflight)"),
-            line("topics.prefix", topics.prefix),
-            line("qos.fix", "\(fixQoS.rawValue)"),
-            line("qos.heading", "\(headingQoS.rawValue)"),
-            line("messageExpiry", messageExpirySeconds.map { "\($0)" }),
-            line("report.everyFix", policy.limitsRate ? "false" : "true"),
-            line("report.minInterval", number(policy.minInterval)),
-            line("report.maxInterval", number(policy.maxInterval)),
-            line("report.minDistance", number(policy.minDistance)),
-            line("report.minHeadingChange", number(policy.minHeadingChange)),
-            line("report.stationarySpeed", number(policy.stationarySpeed)),
-            line("report.stoppedInterval", number(policy.stoppedInterval)),
-            line("outbox.syncInterval", number(outbox.syncIntervalSeconds)),
-            line("outbox.maxBytes", "\(outbox.maxBytes)"),
-            line("outbox.maxAge", "\(outbox.maxAgeSeconds)"),
-            line("outbox.drainRate", "\(outbox.drainRate)"),
-            line("uplink.batch", uplinkBatchSeconds.map { "\($0)" } ?? "off"),
-            line("uplink.encoding", uplinkEncoding.rawValue),
-            line("payload.fields", payloadFields.rawValue),
-            line("fixTime.maxOffset", fixTime.maxOffsetSeconds.map { "\($0)" } ?? "off"),
-            line("fixTime.systemClock", fixTime.systemClock.rawValue),
-            line("stateDir", stateDirectory),
-            line("log.level", logLevel.rawValue),
+            line(Keys.vehicle, vehicle.rawValue),
+            line(Keys.source, source),
+            line(Keys.brokerURL, broker.urls.map(\.description).joined(separator: ",")),
+            line(Keys.brokerUsername, broker.username),
+            line(origins[Keys.brokerPassword.name] != nil ? Keys.brokerPassword : Keys.brokerPasswordFile, broker.password?.description),
+            line(Keys.brokerCAFile, broker.caFile),
+            line(Keys.brokerCertFile, broker.certFile),
+            line(Keys.brokerKeyFile, broker.keyFile),
+            line(Keys.brokerProtocol, broker.protocolVersion.rawValue),
+            line(Keys.brokerKeepAlive, "\(broker.keepAliveSeconds)"),
+            line(Keys.brokerMaxInflight, "\(broker.maxInflight)"),
+            line(Keys.topicsPrefix, topics.prefix),
+            line(Keys.qosFix, "\(fixQoS.rawValue)"),
+            line(Keys.qosHeading, "\(headingQoS.rawValue)"),
+            line(Keys.messageExpiry, messageExpirySeconds.map { "\($0)" }),
+            line(Keys.reportEveryFix, policy.limitsRate ? "false" : "true"),
+            line(Keys.reportMinInterval, number(policy.minInterval)),
+            line(Keys.reportMaxInterval, number(policy.maxInterval)),
+            line(Keys.reportMinDistance, number(policy.minDistance)),
+            line(Keys.reportMinHeadingChange, number(policy.minHeadingChange)),
+            line(Keys.reportStationarySpeed, number(policy.stationarySpeed)),
+            line(Keys.reportStoppedInterval, number(policy.stoppedInterval)),
+            line(Keys.outboxSyncInterval, number(outbox.syncIntervalSeconds)),
+            line(Keys.outboxMaxBytes, "\(outbox.maxBytes)"),
+            line(Keys.outboxMaxAge, "\(outbox.maxAgeSeconds)"),
+            line(Keys.outboxDrainRate, "\(outbox.drainRate)"),
+            line(Keys.uplinkBatch, uplinkBatchSeconds.map { "\($0)" } ?? "off"),
+            line(Keys.uplinkEncoding, uplinkEncoding.rawValue),
+            line(Keys.payloadFields, payloadFields.rawValue),
+            line(Keys.fixTimeMaxOffset, fixTime.maxOffsetSeconds.map { "\($0)" } ?? "off"),
+            line(Keys.fixTimeSystemClock, fixTime.systemClock.rawValue),
+            line(Keys.stateDir, stateDirectory),
+            line(Keys.logLevel, logLevel.rawValue),
         ].joined(separator: "\n")
     }
 }

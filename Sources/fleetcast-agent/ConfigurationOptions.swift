@@ -46,17 +46,17 @@ struct ConfigurationOptions: ParsableArguments {
     /// overriding the one before.
     func load() async throws(ConfigurationError) -> AgentConfiguration {
         var flags: [String: String] = [:]
-        flags["source"] = source
-        flags["vehicle"] = vehicle
-        flags["broker.url"] = broker.isEmpty ? nil : broker.joined(separator: ",")
-        flags["broker.protocol"] = protocolVersion
-        flags["broker.passwordFile"] = credentials.passwordFile
-        flags["broker.caFile"] = credentials.caFile
-        flags["broker.certFile"] = credentials.certFile
-        flags["broker.keyFile"] = credentials.keyFile
-        flags["stateDir"] = stateDir
-        flags["uplink.batch"] = uplinkBatch
-        flags["log.level"] = logLevel
+        flags[AgentConfigurationKeys.source.name] = source
+        flags[AgentConfigurationKeys.vehicle.name] = vehicle
+        flags[AgentConfigurationKeys.brokerURL.name] = broker.isEmpty ? nil : broker.joined(separator: ",")
+        flags[AgentConfigurationKeys.brokerProtocol.name] = protocolVersion
+        flags[AgentConfigurationKeys.brokerPasswordFile.name] = credentials.passwordFile
+        flags[AgentConfigurationKeys.brokerCAFile.name] = credentials.caFile
+        flags[AgentConfigurationKeys.brokerCertFile.name] = credentials.certFile
+        flags[AgentConfigurationKeys.brokerKeyFile.name] = credentials.keyFile
+        flags[AgentConfigurationKeys.stateDir.name] = stateDir
+        flags[AgentConfigurationKeys.uplinkBatch.name] = uplinkBatch
+        flags[AgentConfigurationKeys.logLevel.name] = logLevel
         return try await AgentConfiguration.load(filePath: config, environment: ProcessInfo.processInfo.environment, flags: flags)
     }
 }
