@@ -1,6 +1,8 @@
 import CMosquitto
 import FleetcastCore
+import JSONEscaping
 import Logging
+import MQTTCore
 
 #if canImport(Glibc)
 import Glibc
@@ -62,20 +64,27 @@ where
 /// callbacks need (a C callback sees no task-local logger). Passed retained with
 /// `Unmanaged.passRetained`; ``MosquittoHandle`` releases it after `mosquitto_destroy`.
 final class MQTTCallbackContext: Sendable {
-    let state: SanitizerVisibleMutex<MQTTClientLiveState>
+    /// Everything the client's threads and tasks share, under one lock: one decision sees one
+    /// consistent state (the loop's "is everything handled, and must it stop?" is one reading).
+    struct Shared {
+        /// The connection, its publishes, subscriptions and shutdown (``MQTTClientState``).
+        var client: MQTTClientLiveState
+        /// What the consumer has handled, in a client that acknowledges after handling (unused
+        /// in one that acknowledges on receipt).
+        var deliveries = MQTTDeliveryLedger()
+        /// Whether a message no stream asked for was named in the log.
+        var unwantedLogged = false
+        /// Messages dropped for their size (``onOversizeMessage(bytes:)``).
+        var oversizeDropped = 0
+        /// The bytes the broker connections have cost (``MQTTClient/traffic``).
+        var traffic = MQTTTrafficMeter()
+    }
+
+    let shared: SanitizerVisibleMutex<Shared>
     let logger: Logger
     let configuration: MQTTConfiguration
     /// Whether the client acknowledges after handling (``MQTTAcknowledgement/afterHandling``).
     let acknowledgesAfterHandling: Bool
-    /// What the consumer has handled, in a client that acknowledges after handling (unused
-    /// in one that acknowledges on receipt).
-    let deliveries = SanitizerVisibleMutex(MQTTDeliveryLedger())
-    /// Whether a message no stream asked for was named in the log.
-    let unwantedLogged = SanitizerVisibleMutex(false)
-    /// Messages dropped for their size (``onOversizeMessage(bytes:)``).
-    let oversizeDropped = SanitizerVisibleMutex(0)
-    /// The bytes the broker connections have cost (``MQTTClient/traffic``).
-    let traffic = SanitizerVisibleMutex(MQTTTrafficMeter())
     /// Wakes the network loop of a client that acknowledges after handling when the consumer
     /// acknowledges (its loop polls the socket and this pipe).
     let wakeup: LoopWakeup?
@@ -83,13 +92,14 @@ final class MQTTCallbackContext: Sendable {
     init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
         self.configuration = configuration
         self.logger = logger
-        self.state = SanitizerVisibleMutex(
-            MQTTClientLiveState(
-                protocolVersion: configuration.protocolVersion,
-                sentCredentials: configuration.effectiveUsername != nil,
-                brokerCount: configuration.brokers.count,
-                firstBroker: configuration.firstBrokerIndex
-            ))
+        self.shared = SanitizerVisibleMutex(
+            Shared(
+                client: MQTTClientLiveState(
+                    protocolVersion: configuration.protocolVersion,
+                    sentCredentials: configuration.effectiveUsername != nil,
+                    brokerCount: configuration.brokers.count,
+                    firstBroker: configuration.firstBrokerIndex
+                )))
         acknowledgesAfterHandling = configuration.acknowledgement == .afterHandling
         wakeup = acknowledgesAfterHandling ? try LoopWakeup() : nil
     }
@@ -103,9 +113,9 @@ final class MQTTCallbackContext: Sendable {
     // MARK: callbacks (libmosquitto's thread; never block)
 
     func onConnect(_ mosq: OpaquePointer?, reasonCode: Int32) {
-        let (restore, actions, fellBack, v5, broker) = state.withLock {
-            let answer = $0.connack(reasonCode: reasonCode)
-            return (answer.restore, answer.actions, answer.fellBack, $0.protocolVersion == .v5, $0.brokerIndex)
+        let (restore, actions, fellBack, v5, broker) = shared.withLock {
+            let answer = $0.client.connack(reasonCode: reasonCode)
+            return (answer.restore, answer.actions, answer.fellBack, $0.client.protocolVersion == .v5, $0.client.brokerIndex)
         }
         if fellBack {
             // Once per client: it speaks 3.1.1 from now on.
@@ -146,7 +156,7 @@ final class MQTTCallbackContext: Sendable {
                         "mqtt.filters": "\(failed.map(\.filter))", "mqtt.error": "\(failed[0].error)",
                     ])
             }
-            state.withLock { $0.restoreSent(sent, failed: failed) }.run()
+            shared.withLock { $0.client.restoreSent(sent, failed: failed) }.run()
         } else {
             logger.info("MQTT connection refused by broker", metadata: ["mqtt.reason": "\(reasonCode)"])
             actions.run()
@@ -158,11 +168,11 @@ final class MQTTCallbackContext: Sendable {
     }
 
     func onPublish(mid: Int32, reasonCode: Int32) {
-        state.withLock { $0.publishAcknowledged(mid: mid, reasonCode: reasonCode) }.run()
+        shared.withLock { $0.client.publishAcknowledged(mid: mid, reasonCode: reasonCode) }.run()
     }
 
     func onSubscribe(mid: Int32, codes: [Int32]) {
-        let actions = state.withLock { $0.subscribeAcknowledged(mid: mid, codes: codes) }
+        let actions = shared.withLock { $0.client.subscribeAcknowledged(mid: mid, codes: codes) }
         // A refusal nobody awaits (a restore after a reconnect): its streams end with the
         // error, and the log says why. An awaited one is the caller's to report.
         if actions.fail.isEmpty, let error = actions.finishStreams.lazy.compactMap(\.1).first {
@@ -172,12 +182,12 @@ final class MQTTCallbackContext: Sendable {
     }
 
     func onUnsubscribe(mid: Int32) {
-        state.withLock { $0.unsubscribeAcknowledged(mid: mid) }.run()
+        shared.withLock { $0.client.unsubscribeAcknowledged(mid: mid) }.run()
     }
 
     func onMessage(_ message: MQTTMessage, identifiers: [UInt32]) {
-        let (targets, streamsOpen) = state.withLock {
-            ($0.received(topic: message.topic, identifiers: identifiers), $0.hasOpenSubscription)
+        let (targets, streamsOpen) = shared.withLock {
+            ($0.client.received(topic: message.topic, identifiers: identifiers), $0.client.hasOpenSubscription)
         }
         if targets.isEmpty {
             logger.trace("MQTT message matched no subscription", metadata: ["mqtt.topic": "\(JSONString.escaped(message.topic))"])
@@ -190,12 +200,14 @@ final class MQTTCallbackContext: Sendable {
         let what: MQTTDeliveryLedger.Delivery = !targets.isEmpty ? .handedOver : streamsOpen ? .unwanted : .orphaned
         var message = message
         let bytes = message.payload.count
-        message.deliveryTag = deliveries.withLock { $0.deliver(what, bytes: bytes, at: .now) }
-        if what == .unwanted,
-            unwantedLogged.withLock({ logged in
-                defer { logged = true }; return !logged
-            })
-        {
+        let now = ContinuousClock.now
+        let (tag, firstUnwanted) = shared.withLock { shared in
+            let tag = shared.deliveries.deliver(what, bytes: bytes, at: now)
+            defer { if what == .unwanted { shared.unwantedLogged = true } }
+            return (tag, what == .unwanted && !shared.unwantedLogged)
+        }
+        message.deliveryTag = tag
+        if firstUnwanted {
             logger.info(
                 "MQTT message on a topic no stream asked for (a subscription the persistent session kept): let go",
                 metadata: ["mqtt.topic": "\(JSONString.escaped(message.topic))"])
@@ -205,15 +217,15 @@ final class MQTTCallbackContext: Sendable {
             if case .enqueued = target.yield(message) { taken = true }
         }
         // A stream that ended or dropped it: it must not be acknowledged with a later one.
-        if !taken { deliveries.withLock { $0.refused() } }
+        if !taken { shared.withLock { $0.deliveries.refused() } }
     }
 
     /// A message over ``MQTTConfiguration/maximumPacketSize`` arrived (a broker that could
     /// not be told the limit, MQTT 3.1.1): dropped unread; named once, then counted at debug.
     func onOversizeMessage(bytes: Int) {
-        let count = oversizeDropped.withLock { count -> Int in
-            count += 1
-            return count
+        let count = shared.withLock { shared -> Int in
+            shared.oversizeDropped += 1
+            return shared.oversizeDropped
         }
         logger.log(
             level: count == 1 ? .warning : .debug, "A message larger than the maximum packet size was dropped unread",
@@ -226,7 +238,7 @@ final class MQTTCallbackContext: Sendable {
         // libmosquitto's lines quote topics from the wire.
         let line = JSONString.escaped(line)
         if level & Int32(MOSQ_LOG_ERR) != 0 || level & Int32(MOSQ_LOG_WARNING) != 0 {
-            state.withLock { $0.recordError(line) }
+            shared.withLock { $0.client.recordError(line) }
             logger.debug("libmosquitto error", metadata: ["mqtt.log": "\(line)"])
         } else {
             logger.trace("libmosquitto", metadata: ["mqtt.log": "\(line)"])
@@ -238,7 +250,7 @@ final class MQTTCallbackContext: Sendable {
     /// Explains a failed connect, reconnect or loop step from the libmosquitto code, `errno`
     /// and libmosquitto's recent error log lines (which name TLS verification failures).
     func connectError(code: Int32, errnoValue: Int32) -> MQTTError {
-        let (log, index) = state.withLock { ($0.errorLog, $0.brokerIndex) }
+        let (log, index) = shared.withLock { ($0.client.errorLog, $0.client.brokerIndex) }
         let broker = brokerAddress(index)
         let joined = log.joined(separator: "; ")
         if code == MOSQ_ERR_TLS.rawValue || code == MOSQ_ERR_TLS_HANDSHAKE.rawValue || (broker.usesTLS && errnoValue == EPROTO)
@@ -274,7 +286,7 @@ final class MQTTCallbackContext: Sendable {
     }
 
     /// The protocol spoken now (`.v5` or `.v311`; `.auto` has settled on one of them).
-    var protocolVersion: MQTTProtocolVersion { state.withLock { $0.protocolVersion } }
+    var protocolVersion: MQTTProtocolVersion { shared.withLock { $0.client.protocolVersion } }
 
     /// Sends one SUBSCRIBE for `filters`; tagged with subscription `identifier` when one is
     /// given (MQTT 5 only: pass `nil` under 3.1.1).

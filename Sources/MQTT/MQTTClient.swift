@@ -1,6 +1,7 @@
 import CMosquitto
 import FleetcastCore
 import Logging
+import MQTTCore
 
 /// An async MQTT 5 (or 3.1.1) client over libmosquitto.
 ///
@@ -31,7 +32,7 @@ public final class MQTTClient: Sendable {
     }
 
     deinit {
-        let (running, actions) = context.state.withLock { $0.requestStop() }
+        let (running, actions) = context.shared.withLock { $0.client.requestStop() }
         actions.run()
         // Wake the loop thread; it ends, drops its reference and the handle is destroyed.
         if running {
@@ -45,7 +46,7 @@ public final class MQTTClient: Sendable {
 
     /// What the broker connections have cost on the network so far (bytes on the wire, TLS and
     /// TCP/IP headers included), as of the network loop's last reading, at most a second old.
-    public var traffic: MQTTTraffic { context.traffic.withLock { $0.total } }
+    public var traffic: MQTTTraffic { context.shared.withLock { $0.traffic.total } }
 
     /// The protocol the client speaks now: `.v5` or `.v311` (a client configured `.auto`
     /// speaks 5 until a broker refuses it, then 3.1.1).
@@ -53,7 +54,7 @@ public final class MQTTClient: Sendable {
 
     /// The current connection state.
     public var connectionState: MQTTConnectionState {
-        context.state.withLock { $0.connectionState }
+        context.shared.withLock { $0.client.connectionState }
     }
 
     /// Connects and returns once the broker has accepted the connection (CONNACK success).
@@ -69,8 +70,8 @@ public final class MQTTClient: Sendable {
         let context = self.context
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                let (action, actions) = context.state.withLock {
-                    $0.startConnect(.continuation(continuation), cancelled: Task.isCancelled)
+                let (action, actions) = context.shared.withLock {
+                    $0.client.startConnect(.continuation(continuation), cancelled: Task.isCancelled)
                 }
                 actions.run()
                 switch action {
@@ -84,7 +85,7 @@ public final class MQTTClient: Sendable {
                 }
             }
         } onCancel: {
-            context.state.withLock { $0.cancelConnect() }.run()
+            context.shared.withLock { $0.client.cancelConnect() }.run()
         }
     }
 
@@ -123,16 +124,16 @@ public final class MQTTClient: Sendable {
         let (mid, epoch, token) = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (continuation: CheckedContinuation<Void, any Error>) in
-                context.state.withLock {
+                context.shared.withLock {
                     // Read under the lock: a cancellation handler that already ran found no
                     // registered wait, so this registration must see the cancellation.
-                    $0.publishSent(
+                    $0.client.publishSent(
                         mid: mid, topic: topic, qos: qos, epoch: epoch, token: token, cancelled: Task.isCancelled,
                         ack: .continuation(continuation))
                 }.run()
             }
         } onCancel: {
-            context.state.withLock { $0.cancelPublish(mid: mid, token: token) }.run()
+            context.shared.withLock { $0.client.cancelPublish(mid: mid, token: token) }.run()
         }
     }
 
@@ -148,8 +149,9 @@ public final class MQTTClient: Sendable {
         properties: MQTTPublishProperties = .none, completion: @escaping @Sendable (Result<Void, any Error>) -> Void
     ) throws {
         let (mid, epoch, token) = try handOver(topic: topic, payload: payload, qos: qos, retain: retain, properties: properties)
-        context.state.withLock {
-            $0.publishSent(mid: mid, topic: topic, qos: qos, epoch: epoch, token: token, cancelled: false, ack: .callback(completion))
+        context.shared.withLock {
+            $0.client.publishSent(
+                mid: mid, topic: topic, qos: qos, epoch: epoch, token: token, cancelled: false, ack: .callback(completion))
         }.run()
     }
 
@@ -159,7 +161,7 @@ public final class MQTTClient: Sendable {
         topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool, properties: MQTTPublishProperties
     ) throws -> (mid: Int32, epoch: UInt64, token: UInt64) {
         try MQTTTopicFilter.validate(topic: topic)
-        let (epoch, token) = try context.state.withLock { $0.beginPublish() }.get()
+        let (epoch, token) = try context.shared.withLock { $0.client.beginPublish() }.get()
         var mid: Int32 = 0
         let rc = try withPublishProperties(properties) { props in
             payload.withUnsafeBytes { bytes in
@@ -235,7 +237,7 @@ public final class MQTTClient: Sendable {
         for filter in filters { try MQTTTopicFilter.validate(filter: filter) }
         let context = self.context
         let (stream, continuation) = AsyncThrowingStream.makeStream(of: MQTTMessage.self, bufferingPolicy: bufferingPolicy)
-        let id = context.state.withLock { $0.makeID() }
+        let id = context.shared.withLock { $0.client.makeID() }
         continuation.onTermination = { [weak handle] _ in
             handle?.unsubscribe(subscriptionID: id)
         }
@@ -244,10 +246,10 @@ public final class MQTTClient: Sendable {
         // Acknowledging after handling: nothing read from now until the SUBSCRIBEs are written
         // (begun before the stream is there to take messages; see MQTTDeliveryLedger).
         let gated = context.acknowledgesAfterHandling
-        if gated { context.deliveries.withLock { $0.beginSubscribe() } }
+        if gated { context.shared.withLock { $0.deliveries.beginSubscribe() } }
         var queueing = gated
-        defer { if queueing { context.deliveries.withLock { $0.endSubscribe() } } }
-        switch context.state.withLock({ $0.addSubscription(id: id, filters: filters, qos: qos, sink: continuation) }) {
+        defer { if queueing { context.shared.withLock { $0.deliveries.endSubscribe() } } }
+        switch context.shared.withLock({ $0.client.addSubscription(id: id, filters: filters, qos: qos, sink: continuation) }) {
         case .failure(let refusal):
             continuation.finish()
             throw refusal
@@ -269,7 +271,7 @@ public final class MQTTClient: Sendable {
                 continue
             }
             // Nobody awaits what went out; a refusal of it still ends the stream.
-            context.state.withLock { $0.subscribeSent(id: id, sent, epoch: epoch, ack: nil) }.run()
+            context.shared.withLock { $0.client.subscribeSent(id: id, sent, epoch: epoch, ack: nil) }.run()
             if rc == MOSQ_ERR_NO_CONN.rawValue {
                 context.logger.debug("MQTT subscription deferred until reconnected", metadata: ["mqtt.filters": "\(filters)"])
                 return subscription
@@ -278,18 +280,18 @@ public final class MQTTClient: Sendable {
             throw Self.operationError(rc, operation: "subscribe to \(filters)")
         }
         if queueing {
-            context.deliveries.withLock { $0.endSubscribe() }
+            context.shared.withLock { $0.deliveries.endSubscribe() }
             queueing = false
         }
         let sentBatches = sent
         try await withTaskCancellationHandler {
             try await withCheckedThrowingContinuation { (ack: CheckedContinuation<Void, any Error>) in
-                context.state.withLock {
-                    $0.subscribeSent(id: id, sentBatches, epoch: epoch, cancelled: Task.isCancelled, ack: .continuation(ack))
+                context.shared.withLock {
+                    $0.client.subscribeSent(id: id, sentBatches, epoch: epoch, cancelled: Task.isCancelled, ack: .continuation(ack))
                 }.run()
             }
         } onCancel: {
-            context.state.withLock { $0.cancelSubscribe(id: id) }.run()
+            context.shared.withLock { $0.client.cancelSubscribe(id: id) }.run()
         }
         context.logger.debug("MQTT subscribed", metadata: ["mqtt.filters": "\(filters)"])
         return subscription
@@ -299,16 +301,16 @@ public final class MQTTClient: Sendable {
     public func connectionStates() -> AsyncStream<MQTTConnectionState> {
         let (stream, continuation) = AsyncStream.makeStream(of: MQTTConnectionState.self, bufferingPolicy: .unbounded)
         let context = self.context
-        let (id, current) = context.state.withLock { ($0.makeID(), $0.connectionState) }
+        let (id, current) = context.shared.withLock { ($0.client.makeID(), $0.client.connectionState) }
         continuation.onTermination = { [weak context] _ in
-            context?.state.withLock { $0.observerRemoved(id) }
+            context?.shared.withLock { $0.client.observerRemoved(id) }
         }
         // Each state is yielded outside the lock, and the observer is stored only once the
         // state it was last given is still the current one: no later state can overtake it.
         var seen = current
         continuation.yield(seen)
         registering: while true {
-            switch context.state.withLock({ $0.addObserver(id, continuation, seen: seen) }) {
+            switch context.shared.withLock({ $0.client.addObserver(id, continuation, seen: seen) }) {
             case .stored:
                 break registering
             case .changed(let state):
@@ -351,27 +353,27 @@ public final class MQTTClient: Sendable {
     /// host then ends by itself, later.
     public func shutdown(flushTimeout: Duration = .seconds(5), handingOver: Bool = false) async {
         let context = self.context
-        let (mustDrain, loopRunning, actions) = context.state.withLock { $0.beginShutdown() }
+        let (mustDrain, loopRunning, actions) = context.shared.withLock { $0.client.beginShutdown() }
         actions.run()
         guard loopRunning else { return }
         if handingOver { handle.unsubscribeForHandOver() }
         if mustDrain {
             _ = await withTimeLimit(flushTimeout) {
                 await suspend { waiter in
-                    let actions = context.state.withLock { $0.awaitDrain(id: waiter.id, cancelled: Task.isCancelled, waiter) }
+                    let actions = context.shared.withLock { $0.client.awaitDrain(id: waiter.id, cancelled: Task.isCancelled, waiter) }
                     actions.run()
                     return true  // kept, or resumed by the actions
                 } cancel: { id in
-                    context.state.withLock { $0.stopWaiting(id: id) }
+                    context.shared.withLock { $0.client.stopWaiting(id: id) }
                 }
             }
         }
         await Self.wait(context, bound: Self.closeGrace) { $0.awaitUnsubacks(id: $1, $2) }
         if handingOver { await Self.waitForQuiet(context) }
-        if context.state.withLock({ $0.stopAfterDrain() }) {
+        if context.shared.withLock({ $0.client.stopAfterDrain() }) {
             // The last reading of the link's counters, while its socket is still open.
             let reading = MQTTTrafficMeter.read(socket: mosquitto_socket(handle.pointer))
-            context.traffic.withLock { $0.update(reading) }
+            context.shared.withLock { $0.traffic.update(reading) }
             MQTTConnectionLoop.uncorkForStop(handle)
             _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
         }
@@ -400,11 +402,11 @@ public final class MQTTClient: Sendable {
     private static func waitForQuiet(_ context: MQTTCallbackContext) async {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: handOverLimit)
-        var seen = context.state.withLock { $0.messagesReceived }
+        var seen = context.shared.withLock { $0.client.messagesReceived }
         while clock.now < deadline {
             do { try await Task.sleep(for: handOverQuiet) } catch { return }
-            let now = context.state.withLock { $0.messagesReceived }
-            if now == seen && context.deliveries.withLock({ $0.isSettled }) { return }
+            let now = context.shared.withLock { $0.client.messagesReceived }
+            if now == seen && context.shared.withLock({ $0.deliveries.isSettled }) { return }
             seen = now
         }
     }
@@ -420,11 +422,11 @@ public final class MQTTClient: Sendable {
             // Not a child task: a cancelled caller's children would wake at once.
             Task {
                 try? await Task.sleep(for: delay)
-                context.state.withLock { $0.stopWaiting(id: id) }?.resume()
+                context.shared.withLock { $0.client.stopWaiting(id: id) }?.resume()
             }
         }
         await suspend { waiter in
-            guard context.state.withLock({ register(&$0, waiter.id, waiter) }) else { return false }
+            guard context.shared.withLock({ register(&$0.client, waiter.id, waiter) }) else { return false }
             if let bound {
                 expire(waiter.id, after: Task.isCancelled ? min(bound, closeGrace) : bound)
             } else if Task.isCancelled {
@@ -451,14 +453,14 @@ public final class MQTTClient: Sendable {
 extension MosquittoHandle {
     /// A subscription stream ended: forget it and UNSUBSCRIBE the filters nobody else uses.
     func unsubscribe(subscriptionID: UInt64) {
-        let (filters, epoch) = context.state.withLock { $0.removeSubscription(id: subscriptionID) }
+        let (filters, epoch) = context.shared.withLock { $0.client.removeSubscription(id: subscriptionID) }
         sendUnsubscribe(filters, epoch: epoch)
     }
 
     /// A shutdown handing over: UNSUBSCRIBE every filter of the streams still open, which
     /// keep receiving until the connection closes.
     func unsubscribeForHandOver() {
-        let (filters, epoch) = context.state.withLock { $0.filtersToHandOver() }
+        let (filters, epoch) = context.shared.withLock { $0.client.filtersToHandOver() }
         sendUnsubscribe(filters, epoch: epoch)
     }
 
@@ -469,7 +471,7 @@ extension MosquittoHandle {
             mosquitto_unsubscribe_multiple(pointer, &mid, Int32(filters.count), pointers, nil)
         }
         if rc == MOSQ_ERR_SUCCESS.rawValue {
-            context.state.withLock { $0.unsubscribeSent(mid: mid, epoch: epoch) }.run()
+            context.shared.withLock { $0.client.unsubscribeSent(mid: mid, epoch: epoch) }.run()
         }
         context.logger.debug("MQTT unsubscribed", metadata: ["mqtt.filters": "\(filters)", "mqtt.rc": "\(rc)"])
     }
@@ -484,6 +486,6 @@ extension MQTTClient {
     public func acknowledge(through tag: UInt64) {
         let context = self.context
         guard context.acknowledgesAfterHandling else { return }
-        if context.deliveries.withLock({ $0.acknowledge(through: tag) }) { context.wakeup?.wake() }
+        if context.shared.withLock({ $0.deliveries.acknowledge(through: tag) }) { context.wakeup?.wake() }
     }
 }

@@ -1,5 +1,6 @@
 import CMosquitto
 import Logging
+import MQTTCore
 
 #if canImport(Glibc)
 import Glibc
@@ -36,11 +37,11 @@ enum MQTTConnectionLoop {
             let error = context.connectError(code: rc, errnoValue: savedErrno)
             // The caller of connect() gets the error and decides how loudly to report it.
             context.logger.debug("MQTT connect failed", metadata: ["mqtt.error": "\(error)"])
-            let (again, _, actions) = context.state.withLock { $0.connectionLost(error) }
+            let (again, _, actions) = context.shared.withLock { $0.client.connectionLost(error) }
             actions.run()
             // With several brokers, the first connect goes on to the next before it fails.
             guard again, reconnectWithBackoff(handle, keepAlive: keepAlive) else {
-                context.state.withLock { $0.loopEnded() }.run()
+                context.shared.withLock { $0.client.loopEnded() }.run()
                 return
             }
         }
@@ -57,7 +58,7 @@ enum MQTTConnectionLoop {
                     // Stopping with messages not handled: no acknowledgement, no DISCONNECT.
                     // The broker keeps them in the session and sends them again next time.
                     context.logger.debug("MQTT loop stopped before the consumer acknowledged everything")
-                    context.state.withLock { $0.connectionLost(.shutdown) }.actions.run()
+                    context.shared.withLock { $0.client.connectionLost(.shutdown) }.actions.run()
                     break
                 }
                 rc = turn
@@ -69,10 +70,10 @@ enum MQTTConnectionLoop {
                 // The kernel's counters, once a second (a system call).
                 if ContinuousClock.now >= trafficDue {
                     let reading = MQTTTrafficMeter.read(socket: mosquitto_socket(mosq))
-                    context.traffic.withLock { $0.update(reading) }
+                    context.shared.withLock { $0.traffic.update(reading) }
                     trafficDue = ContinuousClock.now.advanced(by: trafficSampleInterval)
                 }
-                let (mustStop, awaitsConnack) = context.state.withLock { ($0.mustStop, $0.awaitsConnack) }
+                let (mustStop, awaitsConnack) = context.shared.withLock { ($0.client.mustStop, $0.client.awaitsConnack) }
                 if libraryLogOn && !awaitsConnack && !keepsLibraryLog {
                     // Connected: the per-packet lines would only cost (see setLibraryLog).
                     handle.setLibraryLog(false)
@@ -93,9 +94,9 @@ enum MQTTConnectionLoop {
                 continue
             }
             let error = context.connectError(code: rc, errnoValue: savedErrno)
-            context.traffic.withLock { $0.connectionEnded() }
+            context.shared.withLock { $0.traffic.connectionEnded() }
             if rc == MOSQ_ERR_MALFORMED_PACKET.rawValue || rc == MOSQ_ERR_PROTOCOL.rawValue,
-                context.state.withLock({ $0.awaitsConnack && $0.refusedVersion5() })
+                context.shared.withLock({ $0.client.awaitsConnack && $0.client.refusedVersion5() })
             {
                 // libmosquitto ≥ 2.0.12 reads a 3.1.1-only broker's CONNACK (code 1, no
                 // properties) as a malformed MQTT 5 packet, without calling on_connect.
@@ -103,7 +104,7 @@ enum MQTTConnectionLoop {
                     "MQTT broker does not speak MQTT 5; connecting with MQTT 3.1.1 (set the protocol to 3.1.1 to skip this step)",
                     metadata: ["mqtt.error": "\(error)"])
             }
-            let (reconnect, isNews, actions) = context.state.withLock { $0.connectionLost(error) }
+            let (reconnect, isNews, actions) = context.shared.withLock { $0.client.connectionLost(error) }
             actions.run()
             guard reconnect else { break }
             // The close that follows a refused CONNACK is the refusal, logged already.
@@ -114,7 +115,7 @@ enum MQTTConnectionLoop {
             libraryLogOn = true
             attemptStarted = .now
         }
-        context.state.withLock { $0.loopEnded() }.run()
+        context.shared.withLock { $0.client.loopEnded() }.run()
         context.logger.debug("MQTT loop ended")
     }
 
@@ -136,12 +137,12 @@ enum MQTTConnectionLoop {
     /// turn already corked before the stop queues its DISCONNECT. Keeps `errno` as `body` left it.
     private static func corked(_ handle: MosquittoHandle, _ body: () -> Int32) -> Int32 {
         let mosq = handle.pointer
-        guard handle.context.state.withLock({ $0.takeTurnCork() }) else { return body() }
+        guard handle.context.shared.withLock({ $0.client.takeTurnCork() }) else { return body() }
         let socket = mosquitto_socket(mosq)
         setCork(socket, true)
         // Checked after corking: a stop that came before this reading is seen here, and one
         // that comes after it uncorks the socket itself (see uncorkForStop).
-        if handle.context.state.withLock({ $0.mustStop }) { setCork(socket, false) }
+        if handle.context.shared.withLock({ $0.client.mustStop }) { setCork(socket, false) }
         let rc = body()
         let savedErrno = errno
         // In one call the socket can only close (libmosquitto reconnects only when asked, outside
@@ -178,9 +179,9 @@ enum MQTTConnectionLoop {
         let context = handle.context
         let mosq = handle.pointer
         let configuration = context.configuration
-        let (index, version) = context.state.withLock {
-            $0.connectAttemptStarts()
-            return ($0.brokerIndex, $0.protocolVersion)
+        let (index, version) = context.shared.withLock {
+            $0.client.connectAttemptStarts()
+            return ($0.client.brokerIndex, $0.client.protocolVersion)
         }
         let broker = context.brokerAddress(index)
         let protocolOption = version == .v5 ? MQTT_PROTOCOL_V5 : MQTT_PROTOCOL_V311
@@ -220,8 +221,8 @@ enum MQTTConnectionLoop {
     private static func turnAfterHandling(_ handle: MosquittoHandle, stopDeadline: inout ContinuousClock.Instant?) -> Int32? {
         let context = handle.context
         let mosq = handle.pointer
-        let settled = context.deliveries.withLock { $0.isSettled }
-        if !settled, context.state.withLock({ $0.mustStop }) {
+        let (settled, mustStop) = context.shared.withLock { ($0.deliveries.isSettled, $0.client.mustStop) }
+        if !settled, mustStop {
             let clock = ContinuousClock()
             let deadline = stopDeadline ?? clock.now.advanced(by: handlingGraceAtStop)
             if clock.now >= deadline { return nil }
@@ -231,7 +232,7 @@ enum MQTTConnectionLoop {
             let rc = corked(handle) { mosquitto_loop_write(mosq, 1) }
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
         }
-        if !mosquitto_want_write(mosq) { context.deliveries.withLock { $0.queueEmptied() } }
+        if !mosquitto_want_write(mosq) { context.shared.withLock { $0.deliveries.queueEmptied() } }
         let socket = mosquitto_socket(mosq)
         guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
         let reading = mayRead(context)
@@ -248,7 +249,7 @@ enum MQTTConnectionLoop {
             } while packets < maximumBurst && mosquitto_socket(mosq) >= 0 && mayRead(context)
                 && waitForInput(mosquitto_socket(mosq), wakeup: nil, reading: true, writing: false, timeout: 0)
         }
-        if context.deliveries.withLock({ $0.takeOrphaned() }) {
+        if context.shared.withLock({ $0.deliveries.takeOrphaned() }) {
             // A message nobody took (TLS had it buffered with the CONNACK; a stream ended):
             // its acknowledgement is queued. Drop the connection unwritten; the broker sends
             // the message again after the reconnect.
@@ -269,10 +270,12 @@ enum MQTTConnectionLoop {
     /// SUBSCRIBE waits to be written, and the consumer is not behind for longer than
     /// ``readPatience`` (unless a SUBACK is awaited behind what the broker sends).
     private static func mayRead(_ context: MQTTCallbackContext) -> Bool {
-        let (open, awaitingReply) = context.state.withLock { ($0.readsForHandling, $0.awaitsSubscribeReply) }
-        guard open else { return false }
         let budget = context.configuration.receiveBudgetBytes
-        return context.deliveries.withLock { $0.mayRead(at: .now, patience: readPatience, awaitingReply: awaitingReply, budget: budget) }
+        let now = ContinuousClock.now
+        return context.shared.withLock {
+            $0.client.readsForHandling
+                && $0.deliveries.mayRead(at: now, patience: readPatience, awaitingReply: $0.client.awaitsSubscribeReply, budget: budget)
+        }
     }
 
     /// Polls `socket` (for reading when `reading`, writing when `writing`) and the wake-up
@@ -298,8 +301,8 @@ enum MQTTConnectionLoop {
         guard context.acknowledgesAfterHandling, let wakeup = context.wakeup else { return true }
         let clock = ContinuousClock()
         var stopDeadline: ContinuousClock.Instant?
-        while !context.deliveries.withLock({ $0.isSettled }) {
-            if context.state.withLock({ $0.mustStop }) {
+        while case (false, let mustStop) = context.shared.withLock({ ($0.deliveries.isSettled, $0.client.mustStop) }) {
+            if mustStop {
                 let deadline = stopDeadline ?? clock.now.advanced(by: handlingGraceAtStop)
                 if clock.now >= deadline { return false }
                 stopDeadline = deadline
@@ -316,9 +319,9 @@ enum MQTTConnectionLoop {
         let context = handle.context
         let policy = context.configuration.reconnect
         while true {
-            let (attempt, delay, actions, index) = context.state.withLock {
-                let next = $0.willReconnect(delay: { policy.delay(attempt: $0) })
-                return (next.attempt, next.delay, next.actions, $0.brokerIndex)
+            let (attempt, delay, actions, index) = context.shared.withLock {
+                let next = $0.client.willReconnect(delay: { policy.delay(attempt: $0) })
+                return (next.attempt, next.delay, next.actions, $0.client.brokerIndex)
             }
             actions.run()
             context.logger.debug(
@@ -332,7 +335,7 @@ enum MQTTConnectionLoop {
             if rc == MOSQ_ERR_SUCCESS.rawValue { return true }
             let error = context.connectError(code: rc, errnoValue: savedErrno)
             context.logger.debug("MQTT reconnect failed", metadata: ["mqtt.error": "\(error)"])
-            let (again, _, lostActions) = context.state.withLock { $0.connectionLost(error) }
+            let (again, _, lostActions) = context.shared.withLock { $0.client.connectionLost(error) }
             lostActions.run()
             if !again { return false }
         }
@@ -343,13 +346,13 @@ enum MQTTConnectionLoop {
         let clock = ContinuousClock()
         let deadline = clock.now.advanced(by: delay)
         while clock.now < deadline {
-            if context.state.withLock({ $0.mustStop }) { return false }
+            if context.shared.withLock({ $0.client.mustStop }) { return false }
             let slice = min(stopCheckInterval, clock.now.duration(to: deadline))
             let (seconds, attoseconds) = slice.components
             var request = timespec(tv_sec: Int(seconds), tv_nsec: Int(attoseconds / 1_000_000_000))
             _ = nanosleep(&request, nil)
         }
-        return !context.state.withLock { $0.mustStop }
+        return !context.shared.withLock { $0.client.mustStop }
     }
 }
 
