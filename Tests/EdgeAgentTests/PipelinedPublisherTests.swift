@@ -123,9 +123,7 @@ struct PipelinedPublisherTests {
         try await withTimeout { await sender.waitUntil { $0.started.count == 2 } }
         sender.complete(0, ok: false)
         sender.complete(1)
-        try await withTimeout {
-            while publisher.counters.sendFailures < 1 { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await waitUntil("the failure to be counted", timeout: .seconds(30)) { publisher.counters.sendFailures >= 1 }
         #expect(sender.snapshot.started.count == 2, "nothing resent during the back-off")
         publisher.retryNow()  // the link connected: only this can end a one-hour back-off in time
         try await withTimeout { await sender.waitUntil { $0.started.count == 3 } }
