@@ -47,6 +47,29 @@ struct AgentOutageTests {
         return !earlier.contains(since)
     }
 
+    /// Returns once the agent's offline status, the last thing a clean stop sends, has reached
+    /// the subscriber: what the agent sent before it has arrived too.
+    static func waitForOffline(_ subscriber: MosquittoCLI.Subscriber) async throws {
+        try await waitUntil("the offline status", timeout: .seconds(20), interval: .milliseconds(50)) {
+            statuses(subscriber.messagesSoFar).last?["state"] as? String == "offline"
+        }
+    }
+
+    /// How many records the outbox of `vehicle`'s agent in `state` holds now, read beside the running agent
+    /// (SQLite in WAL mode lets a reader in); 0 while it cannot be read.
+    static func storedCount(_ state: String, vehicle: String = "v1") -> Int {
+        let sqlite = Process()
+        sqlite.executableURL = URL(fileURLWithPath: "/usr/bin/sqlite3")
+        sqlite.arguments = [OutboxStore.path(directory: state, vehicle: VehicleID(vehicle)!), "SELECT count(*) FROM event"]
+        let output = Pipe()
+        sqlite.standardOutput = output
+        sqlite.standardError = FileHandle.nullDevice
+        guard (try? sqlite.run()) != nil else { return 0 }
+        let data = output.fileHandleForReading.readDataToEndOfFile()
+        sqlite.waitUntilExit()
+        return Int(String(decoding: data, as: UTF8.self).trimmingCharacters(in: .whitespacesAndNewlines)) ?? 0
+    }
+
     /// The agent's environment: every fix, and in batched mode (`uplink.batch`) a 1 s window.
     static func environment(batched: Bool) -> [String: String] {
         batched ? agentEveryFixEnvironment.merging(["FLEETCAST_UPLINK_BATCH": "1"]) { $1 } : agentEveryFixEnvironment
@@ -77,16 +100,22 @@ struct AgentOutageTests {
         var agent = try startAgent()
         try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 20 }
 
-        // The vehicle drives into a dead zone.
+        // The vehicle drives into a dead zone: 8 s at 10 Hz, one record an instant, stored.
         await proxy.kill()
-        try await Task.sleep(for: .seconds(8))
+        try await waitUntil("80 records stored in the outage", timeout: .seconds(60), interval: .milliseconds(200)) {
+            Self.storedCount(state) >= 80
+        }
         // Power cut while it is out of coverage: what was committed must survive.
+        let storedAtCrash = Self.storedCount(state)
         agent.send(SIGKILL)
         _ = await agent.waitForExit()
         let firstRunLog = agent.standardError
         let firstRunSince = Set(Self.statuses(everything.messagesSoFar).compactMap { $0["since"] as? String })
         agent = try startAgent()
-        try await Task.sleep(for: .seconds(6))
+        // 6 s more of the outage, stored by the restarted agent.
+        try await waitUntil("60 records more stored after the restart", timeout: .seconds(60), interval: .milliseconds(200)) {
+            Self.storedCount(state) >= storedAtCrash + 60
+        }
         // Coverage again.
         proxy = try await TCPProxy(port: port, to: broker.port)
         let restoredAt = ContinuousClock.now
@@ -110,10 +139,10 @@ struct AgentOutageTests {
             return (1..<firstLive).filter { !delivered.contains($0) }.count <= unclean
         }
         let drainTime = ContinuousClock.now - restoredAt
-        try await Task.sleep(for: .seconds(1))
-        let lines = everything.messagesSoFar
         agent.send(SIGTERM)
         #expect(await agent.waitForExit() == 0)
+        try await Self.waitForOffline(everything)
+        let lines = everything.messagesSoFar
 
         // What had not arrived by the stop waits in the store for the next run.
         let kept = try await OutboxStore.open(
@@ -178,7 +207,10 @@ struct AgentOutageTests {
         try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 50 }
         await proxy.kill()
         let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
-        try await Task.sleep(for: .seconds(60))  // 600 s of receiver time at 10 Hz: 6,000 fixes, each with its heading
+        // 600 s of receiver time at 10 Hz: 6,000 fixes, each with its heading, stored for later.
+        try await waitUntil("6,000 records stored in the outage", timeout: .seconds(180), interval: .milliseconds(500)) {
+            Self.storedCount(state) >= 6_000
+        }
         proxy = try await TCPProxy(port: port, to: broker.port)
         let restoredAt = ContinuousClock.now
         try await waitUntil("the link to be used again", timeout: .seconds(20)) {
@@ -198,7 +230,7 @@ struct AgentOutageTests {
         let drained = ContinuousClock.now - restoredAt
         agent.send(SIGTERM)
         #expect(await agent.waitForExit() == 0)
-        try await Task.sleep(for: .milliseconds(500))
+        try await Self.waitForOffline(everything)
         let lines = everything.messagesSoFar
         let delivered = Set(Self.seqs(lines))
         #expect(firstLiveAfter - cutAt > 6_000, "the outage produced \(firstLiveAfter - cutAt) records")
@@ -252,19 +284,27 @@ struct AgentOutageTests {
         try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 20 }
         await proxy.kill()
         let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
-        try await Task.sleep(for: .seconds(20))
+        // 20 s at 10 Hz: 200 instants, one record each, stored for later.
+        try await waitUntil("200 records stored in the outage", timeout: .seconds(90), interval: .milliseconds(200)) {
+            Self.storedCount(state) >= 200
+        }
         proxy = try await TCPProxy(port: port, to: broker.port)
-        // Drained when every record of the outage has arrived, then 10 s more of live driving.
+        // Drained when every record of the outage has arrived, then 10 s more of live driving
+        // (100 live records at 10 Hz).
+        var firstLiveAfter = 0
         try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
             let lines = everything.messagesSoFar
             guard let firstLive = Self.seqs(lines, topicSuffix: "/fix").first(where: { $0 > cutAt + 150 }) else { return false }
+            firstLiveAfter = firstLive
             let delivered = Set(Self.seqs(lines))
             return (1..<firstLive).allSatisfy { delivered.contains($0) }
         }
-        try await Task.sleep(for: .seconds(10))
+        try await waitUntil("10 s more of live driving", timeout: .seconds(60), interval: .milliseconds(100)) {
+            (Self.seqs(everything.messagesSoFar, topicSuffix: "/fix").max() ?? 0) >= firstLiveAfter + 100
+        }
         agent.send(SIGTERM)
         #expect(await agent.waitForExit() == 0)
-        try await Task.sleep(for: .milliseconds(500))
+        try await Self.waitForOffline(everything)
         let lines = everything.messagesSoFar
         let backlogMessages = lines.filter { $0.hasPrefix("fleet/v1/backlog ") }
         let backlogEvents = Self.seqs(lines, topicSuffix: "/backlog").count

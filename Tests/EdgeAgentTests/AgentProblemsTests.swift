@@ -31,10 +31,13 @@ struct AgentProblemsTests {
             builtProduct("fleetcast-agent"),
             [
                 "run", "--source", "serial:\(device)?baud=9600", "--vehicle", "v1",
-                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state", "--log-level", "debug",
             ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
-        // The source retries with backoff (1 s, 2 s, …): wait for a few of its attempts.
-        try await Task.sleep(for: .seconds(4))
+        // The source retries with backoff (1 s, 2 s, …): wait for a few of its attempts (each
+        // one said at debug).
+        try await waitUntil("three attempts to open the device", timeout: .seconds(30), interval: .milliseconds(100)) {
+            agent.standardError.components(separatedBy: "Cannot open serial device").count - 1 >= 3
+        }
         let log = agent.standardError
         let startup = try #require(
             Self.lines(log, level: "info").first { $0.contains("fleetcast-agent starting") }, "a start-up line: \(log)")
@@ -47,7 +50,9 @@ struct AgentProblemsTests {
         let warnings = Self.lines(log, level: "warning")
         #expect(warnings.count == 1, "one warning, not one per retry: \(warnings)")
         #expect(warnings.first?.contains("open \(device): No such file or directory") == true)
-        #expect(!log.contains("send failed"), "no 'not connected' noise at start-up")
+        #expect(
+            !log.split(separator: "\n").contains { $0.contains("send failed") && !$0.contains(" debug ") },
+            "no 'not connected' noise at start-up (above debug)")
 
         // Plugged in: a pseudo-terminal appears at the path, and the receiver talks.
         let feed = "\(work)/feed"
@@ -83,10 +88,13 @@ struct AgentProblemsTests {
             builtProduct("fleetcast-agent"),
             [
                 "run", "--source", "gpsd://127.0.0.1:\(port)", "--vehicle", "v1",
-                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state",
+                "--broker", "mqtt://127.0.0.1:\(broker.port)", "--state-dir", "\(work)/state", "--log-level", "debug",
             ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
+        func attempts() -> Int { agent.standardError.components(separatedBy: "Cannot connect to gpsd").count - 1 }
         try await waitUntil("the warning", timeout: .seconds(10)) { !Self.lines(agent.standardError, level: "warning").isEmpty }
-        try await Task.sleep(for: .seconds(3))  // more retries
+        let atWarning = attempts()
+        // More retries (each one said at debug).
+        try await waitUntil("two more attempts", timeout: .seconds(30), interval: .milliseconds(100)) { attempts() >= atWarning + 2 }
         let warnings = Self.lines(agent.standardError, level: "warning")
         #expect(warnings.count == 1, "\(warnings)")
         #expect(warnings.first?.contains("127.0.0.1:\(port)") == true && warnings.first?.contains("refused") == true, "\(warnings)")

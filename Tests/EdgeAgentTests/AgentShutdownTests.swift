@@ -41,12 +41,15 @@ struct AgentShutdownTests {
         let clock = ContinuousClock()
         let start = clock.now
         Foundation.kill(agent.pid, SIGTERM)
-        let killer = Task { [pid = agent.pid] in
-            try await Task.sleep(for: exitLimit)
-            Foundation.kill(pid, SIGKILL)
+        let status: Int32
+        do {
+            status = try await agent.waitForExit(timeout: exitLimit)
+        } catch is CancellationError {
+            status = -1  // as the plain wait returns when cancelled
+        } catch {
+            Foundation.kill(agent.pid, SIGKILL)
+            status = await agent.waitForExit()
         }
-        let status = await agent.waitForExit()
-        killer.cancel()
         return (status, clock.now - start)
     }
 

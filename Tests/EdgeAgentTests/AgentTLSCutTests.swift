@@ -11,16 +11,17 @@ import Glibc
 /// publishes when the real broker answers on that port.
 @Suite("TLS handshakes cut short")
 struct AgentTLSCutTests {
-    @Test("15 s of TLS handshakes cut short, then the real broker on that port: the agent is still running and a fix arrives")
+    @Test("five TLS handshakes cut short in a row, then the real broker on that port: the agent is still running and a fix arrives")
     func handshakesCutShortAreRetried() async throws {
         let broker = try await TestBroker.start(.init(tls: true))
         defer { Task { await broker.shutdown() } }
         let ca = try #require(broker.certificates?.caFile)
         let work = try makeTemporaryDirectory(prefix: "agent-tls-cut")
         let port = try FreePort.next()
-        // Takes every connection and closes it at once, mid-handshake.
+        // Takes every connection and closes it at once, mid-handshake; logs each one it takes.
         let cutter = try TestProcess(
-            "/usr/bin/socat", ["TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork", "EXEC:/bin/true"], directory: work, name: "cutter")
+            "/usr/bin/socat", ["-d", "-d", "TCP-LISTEN:\(port),bind=127.0.0.1,reuseaddr,fork", "EXEC:/bin/true"], directory: work,
+            name: "cutter")
         try await waitUntil("the cutter to listen") { FreePort.isAccepting(port) }
         let agent = try TestProcess(
             builtProduct("fleetcast-agent"),
@@ -28,7 +29,12 @@ struct AgentTLSCutTests {
                 "run", "--source", "sim:?rate=10", "--vehicle", "v-tls", "--broker", "mqtts://localhost:\(port)", "--ca-file", ca,
                 "--state-dir", "\(work)/state",
             ], directory: work, name: "agent", environment: agentEveryFixEnvironment)
-        try await Task.sleep(for: .seconds(15))
+        // Five handshakes cut (the first connection taken was the probe above), with the
+        // reconnect delay growing between them, and the agent has said so.
+        try await waitUntil("five handshakes cut", timeout: .seconds(60), interval: .milliseconds(100)) {
+            cutter.standardError.components(separatedBy: "accepting connection from").count - 1 >= 6
+                && agent.standardError.contains("MQTT broker unreachable")
+        }
         #expect(agent.isRunning, "a cut handshake is retried, not fatal: \(agent.standardError)")
         cutter.send(SIGKILL, toGroup: true)
         _ = try await cutter.waitForExit(timeout: .seconds(10))

@@ -28,16 +28,20 @@ struct BatchedUplinkTests {
     }
 
     /// The `seq`s of each batch message, in the order they were sent.
-    private func batches(_ sender: RecordingSender) -> [[Int]] {
-        sender.sent.filter { $0.topic == "fleet/van-7/batch" }.map { message in
+    private func batches(_ sender: RecordingSender) -> [[Int]] { batches(sender.sent) }
+
+    private func batches(_ sent: [RecordingSender.Sent]) -> [[Int]] {
+        sent.filter { $0.topic == "fleet/van-7/batch" }.map { message in
             (try? FleetPayload.decodeBatch(message.payload, vehicle: vehicle))?.events.compactMap { $0.seq.map(Int.init) } ?? []
         }
     }
 
+    private static func gnss(of message: HoldingSender.Started) -> String? {
+        ((try? JSONSerialization.jsonObject(with: Data(message.payload))) as? [String: Any])?["gnss"] as? String
+    }
+
     private func waitForBatches(_ count: Int, _ sender: RecordingSender) async throws {
-        try await withTimeout {
-            while batches(sender).count < count { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await withTimeout { await sender.waitUntil { batches($0.sent).count >= count } }
     }
 
     @Test(
@@ -113,8 +117,10 @@ struct BatchedUplinkTests {
         publisher.publish(.fix(Fixes.fix(at: 0, speed: 5)))  // the first fix: a batch at once
         try await withTimeout { await sender.waitUntil { $0.started.contains { $0.topic.hasSuffix("/batch") } } }
         for second in 1...3 { publisher.publish(.fix(Fixes.fix(at: Double(second), east: Double(second) * 5, speed: 5))) }
-        // Statuses are acknowledged; only the batch waits.
-        try await Task.sleep(for: .milliseconds(100))
+        // Statuses are acknowledged (the last one says the receiver is fixing); only the batch waits.
+        try await withTimeout {
+            await sender.waitUntil { $0.started.contains { $0.isStatus && Self.gnss(of: $0) == "fixing" } }
+        }
         let snapshot = sender.snapshot
         for index in snapshot.outstanding where !snapshot.started[index].topic.hasSuffix("/batch") { sender.complete(index) }
 

@@ -219,7 +219,10 @@ struct BrokerACLTests {
                     && Self.lines(received, on: "fleet/van-1/fix").count >= 5 && Self.lines(received, on: "fleet/van-1/heading").count >= 1
             }
             await proxy.kill()
-            try await Task.sleep(for: .seconds(3))  // the outage: ~30 fixes stored for later
+            // The outage: ~30 fixes stored for later.
+            try await FleetcastTestSupport.waitUntil("30 fixes stored in the outage", timeout: .seconds(30), interval: .milliseconds(200)) {
+                AgentOutageTests.storedCount(shipped.files.path, vehicle: "van-1") >= 30
+            }
             let restored = try await TCPProxy(port: port, to: shipped.broker.port)
             try await Self.waitUntil("van-1's backlog at the watcher", timeout: .seconds(40), agent: agent) {
                 !Self.lines(watcher.messagesSoFar, on: "fleet/van-1/backlog").isEmpty

@@ -99,14 +99,18 @@ struct FixTimeCheckTests {
             clockSynchronized: { synchronized.withLock { $0 } })
     }
 
-    static func statuses(_ sender: RecordingSender) -> [[String: Any]] {
-        sender.sent.filter { $0.topic == "fleet/van-7/status" }.compactMap {
+    static func statuses(_ sender: RecordingSender) -> [[String: Any]] { statuses(sender.sent) }
+
+    static func statuses(_ sent: [RecordingSender.Sent]) -> [[String: Any]] {
+        sent.filter { $0.topic == "fleet/van-7/status" }.compactMap {
             (try? JSONSerialization.jsonObject(with: Data($0.payload))) as? [String: Any]
         }
     }
 
-    static func fixTimes(_ sender: RecordingSender) -> [String] {
-        sender.sent.filter { $0.topic == "fleet/van-7/fix" }.compactMap {
+    static func fixTimes(_ sender: RecordingSender) -> [String] { fixTimes(sender.sent) }
+
+    static func fixTimes(_ sent: [RecordingSender.Sent]) -> [String] {
+        sent.filter { $0.topic == "fleet/van-7/fix" }.compactMap {
             ((try? JSONSerialization.jsonObject(with: Data($0.payload))) as? [String: Any])?["time"] as? String
         }
     }
@@ -126,11 +130,11 @@ struct FixTimeCheckTests {
         try await withTimeout { await sender.waitForSent(1) }  // online
 
         publisher.publish(.fix(Fixes.fix(at: 1)))
-        try await withTimeout { while Self.fixTimes(sender).isEmpty { try await Task.sleep(for: .milliseconds(5)) } }
+        try await withTimeout { await sender.waitUntil { !Self.fixTimes($0.sent).isEmpty } }
         let spoofed = Fixes.fix(at: 86_400, east: 10)
         for _ in 0..<50 { publisher.publish(.fix(spoofed)) }
         publisher.publish(.fix(Fixes.fix(at: 2, east: 25)))
-        try await withTimeout { while Self.fixTimes(sender).count < 2 { try await Task.sleep(for: .milliseconds(5)) } }
+        try await withTimeout { await sender.waitUntil { Self.fixTimes($0.sent).count >= 2 } }
         #expect(Self.fixTimes(sender) == ["2024-05-14T08:00:01.000Z", "2024-05-14T08:00:02.000Z"])
         #expect(publisher.counters.fixesImplausible == 50)
         let warnings = capture.entries.filter { $0.level == .warning }
@@ -139,15 +143,11 @@ struct FixTimeCheckTests {
         #expect(warnings.first?.metadata["gnss.fixTime"]?.description == "2024-05-15T08:00:00.000Z")
         #expect(capture.entries.contains { $0.level == .notice && $0.metadata["gnss.refusedFixes"]?.description == "50" })
         // The retained status says how many, as it says what was dropped.
-        try await withTimeout {
-            while !Self.statuses(sender).contains(where: { $0["implausible"] as? Int == 50 }) {
-                try await Task.sleep(for: .milliseconds(5))
-            }
-        }
+        try await withTimeout { await sender.waitUntil { Self.statuses($0.sent).contains { $0["implausible"] as? Int == 50 } } }
 
         synchronized.withLock { $0 = false }  // the receiver is the better clock now
         publisher.publish(.fix(spoofed))
-        try await withTimeout { while Self.fixTimes(sender).count < 3 { try await Task.sleep(for: .milliseconds(5)) } }
+        try await withTimeout { await sender.waitUntil { Self.fixTimes($0.sent).count >= 3 } }
         #expect(Self.fixTimes(sender).last == "2024-05-15T08:00:00.000Z")
         #expect(publisher.counters.fixesImplausible == 50)
         publisher.finish()
@@ -165,7 +165,7 @@ struct FixTimeCheckTests {
         let running = Task { await publisher.run() }
         try await withTimeout { await sender.waitForSent(1) }  // online
         publisher.publish(.fix(Fixes.fix(at: 86_400)))
-        try await withTimeout { while Self.fixTimes(sender).isEmpty { try await Task.sleep(for: .milliseconds(5)) } }
+        try await withTimeout { await sender.waitUntil { !Self.fixTimes($0.sent).isEmpty } }
         #expect(publisher.counters.fixesImplausible == 0)
         publisher.finish()
         try await withTimeout { await running.value }

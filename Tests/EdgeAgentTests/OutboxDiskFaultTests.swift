@@ -101,14 +101,22 @@ struct OutboxDiskFaultTests {
         let total = 2_000  // ~450 KB of payloads: the 160 KiB disk fills up on the way
         for index in 0..<total {
             publisher.publish(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index))))
-            if index % 100 == 99 { try await Task.sleep(for: .milliseconds(20)) }
+            if index % 100 == 99 { try await Self.syncRound(publisher) }
         }
-        try await withTimeout { while publisher.storageProblem == nil { try await Task.sleep(for: .milliseconds(10)) } }
+        try await waitUntil("the storage problem", timeout: .seconds(30)) { publisher.storageProblem != nil }
         #expect(publisher.storageProblem?.contains(state) == true, "names the store's path: \(publisher.storageProblem ?? "")")
         sender.setFailing(false)
         publisher.retryNow()
+        // Decoded as they arrive: each send looks at the messages new since the last one.
+        let seen = Locked((messages: 0, seqs: Set<UInt64>()))
         try await withTimeout(60) {
-            while Set(Self.delivered(sender.sent, vehicle)).count < total { try await Task.sleep(for: .milliseconds(20)) }
+            await sender.waitUntil { snapshot in
+                seen.withLock { seen in
+                    seen.seqs.formUnion(Self.delivered(Array(snapshot.sent[seen.messages...]), vehicle))
+                    seen.messages = snapshot.sent.count
+                    return seen.seqs.count >= total
+                }
+            }
         }
         #expect(Set(Self.delivered(sender.sent, vehicle)) == Set(1...UInt64(total)), "nothing lost")
         let statuses = sender.sent.filter { $0.topic.hasSuffix("/status") }.map(\.text)
@@ -163,6 +171,13 @@ struct OutboxDiskFaultTests {
         let errors = capture.entries.filter { $0.level == .error }
         #expect(errors.count == 1)
         #expect(errors.first?.metadata["outbox.kept"]?.description == "40", "says what waits in the store")
+    }
+
+    /// Returns once the publisher's sync loop has started a round after this moment: the round
+    /// before it, which took what was published by then (its commit written or failed), is over.
+    static func syncRound(_ publisher: Publisher) async throws {
+        let now = ContinuousClock.now
+        try await waitUntil("the sync loop to start a round", timeout: .seconds(30)) { publisher.lastActivity > now }
     }
 
     static func delivered(_ sent: [RecordingSender.Sent], _ vehicle: VehicleID) -> [UInt64] {

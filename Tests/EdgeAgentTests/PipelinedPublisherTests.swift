@@ -123,12 +123,16 @@ struct PipelinedPublisherTests {
         try await withTimeout { await sender.waitUntil { $0.started.count == 2 } }
         sender.complete(0, ok: false)
         sender.complete(1)
-        try await withTimeout {
-            while publisher.counters.sendFailures < 1 { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await waitUntil("the failure to be counted", timeout: .seconds(30)) { publisher.counters.sendFailures >= 1 }
         #expect(sender.snapshot.started.count == 2, "nothing resent during the back-off")
-        publisher.retryNow()  // the link connected: only this can end a one-hour back-off in time
-        try await withTimeout { await sender.waitUntil { $0.started.count == 3 } }
+        // The link connected: only retryNow can end a one-hour back-off in time. Said on each
+        // look: one said after the failure was counted but before the live loop began its
+        // back-off would not end it (the back-off starts in the generation it sees).
+        try await waitUntil("the failed status resent", timeout: .seconds(30), interval: .milliseconds(50)) {
+            publisher.retryNow()
+            return sender.snapshot.started.count >= 3
+        }
+        #expect(sender.snapshot.started.count == 3, "resent once")
         #expect(sender.snapshot.started[2].isStatus, "the failed online status is resent")
         sender.completeAll()
         publisher.finish()

@@ -32,6 +32,10 @@ struct PublisherTests {
         (try? JSONSerialization.jsonObject(with: Data(sent.payload))) as? [String: Any] ?? [:]
     }
 
+    private func isStatus(_ sent: RecordingSender.Sent, gnss: String) -> Bool {
+        sent.topic.hasSuffix("/status") && json(sent)["gnss"] as? String == gnss
+    }
+
     /// The seq of every fix and heading delivered, live or in a backlog batch, in arrival order.
     private func deliveredSeqs(_ sent: [RecordingSender.Sent]) -> [Int] {
         sent.flatMap { message -> [Int] in
@@ -59,11 +63,10 @@ struct PublisherTests {
             publisher.publish(.fix(Fixes.fix(at: Double(second), east: Double(second) * 12.5)))
         }
         publisher.publish(.heading(Heading(time: Fixes.time(4), trueHeading: 91.2, source: .hdt)))
-        try await withTimeout {
-            while Set(deliveredSeqs(sender.sent)) != Set(1...6) { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await withTimeout { await sender.waitUntil { Set(deliveredSeqs($0.sent)) == Set(1...6) } }
         publisher.publish(.fix(Fixes.fix(at: 5, mode: .noFix)))  // no position: not published
-        try await withTimeout { while publisher.gnssState != .noFix { try await Task.sleep(for: .milliseconds(5)) } }
+        #expect(publisher.gnssState == .noFix)
+        try await withTimeout { await sender.waitUntil { $0.sent.contains { isStatus($0, gnss: "no-fix") } } }
         publisher.publish(.state(.reconnecting(reason: "gpsd: connection refused", delay: .seconds(1))))
         publisher.finish()
         try await withTimeout { await running.value }
@@ -126,17 +129,18 @@ struct PublisherTests {
         }
         #expect(publisher.counters.fixesReceived == 200, "the intake never waits for the broker")
         try await withTimeout { await sender.waitForAttempts(3) }
-        try await withTimeout { while publisher.backlogCount < 248 { try await Task.sleep(for: .milliseconds(5)) } }
+        try await waitUntil("the backlog of 248", timeout: .seconds(30)) { publisher.backlogCount >= 248 }
         #expect(sender.sent.isEmpty)
         // The outage outlasts a status interval (100 ms), so a status counting the backlog is
-        // queued while the broker is absent (the first one went out at start, backlog 0).
-        try await Task.sleep(for: .milliseconds(250))
+        // queued, and tried, while the broker is absent (the first one went out at start, backlog 0).
+        try await withTimeout {
+            await sender.waitUntil { $0.attempted.contains { $0.topic.hasSuffix("/status") && (json($0)["backlog"] as? Int ?? 0) > 0 } }
+        }
+        #expect(sender.sent.isEmpty)
 
         sender.setFailing(false)
         publisher.retryNow()
-        try await withTimeout {
-            while Set(deliveredSeqs(sender.sent)) != Set(1...250) { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await withTimeout { await sender.waitUntil { Set(deliveredSeqs($0.sent)) == Set(1...250) } }
         publisher.finish()
         try await withTimeout { await running.value }
 
@@ -239,7 +243,7 @@ struct PublisherTests {
         defer { continuation.finish() }
         continuation.yield(.fix(Fixes.fix(at: 0)))  // and then nothing for a long while
         let running = Task { try await publisher.run(events: events) }
-        try await withTimeout { while deliveredSeqs(sender.sent) != [1] { try await Task.sleep(for: .milliseconds(5)) } }
+        try await withTimeout { await sender.waitUntil { deliveredSeqs($0.sent) == [1] } }
         publisher.finish()
         try await withTimeout { try await running.value }
         #expect(sender.sent.last.map { json($0)["state"] as? String } == "offline")
@@ -277,7 +281,7 @@ struct PublisherTests {
         let publisher = try await makePublisher(sender: sender, dir: dir, logger: logger)
         let running = Task { await publisher.run() }
         for index in 0..<300 { publisher.publish(.fix(Fixes.fix(at: Double(index) / 10, east: Double(index)))) }
-        try await withTimeout { while publisher.backlogCount < 299 { try await Task.sleep(for: .milliseconds(5)) } }
+        try await waitUntil("the backlog of 299", timeout: .seconds(30)) { publisher.backlogCount >= 299 }
         return (publisher, running)
     }
 
@@ -292,9 +296,7 @@ struct PublisherTests {
         sender.setRefusal { topic, bytes in topic.hasSuffix("/backlog") && bytes > 3000 ? 0x95 : nil }
         sender.setFailing(false)
         publisher.retryNow()
-        try await withTimeout {
-            while Set(deliveredSeqs(sender.sent)) != Set(1...300) { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await withTimeout { await sender.waitUntil { Set(deliveredSeqs($0.sent)) == Set(1...300) } }
         #expect(publisher.counters.drops.rejected == 0)
         #expect(sender.sent.filter { $0.topic.hasSuffix("/backlog") }.allSatisfy { $0.payload.count <= 3000 })
         publisher.finish()
@@ -313,9 +315,7 @@ struct PublisherTests {
         sender.setRefusal { topic, _ in topic.hasSuffix("/backlog") ? 0x87 : nil }
         sender.setFailing(false)
         publisher.retryNow()
-        try await withTimeout {
-            while !capture.entries.contains(where: { $0.level == .error }) { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await waitUntil("the error", timeout: .seconds(30)) { capture.entries.contains { $0.level == .error } }
         let attempts = sender.attempts
         try await Task.sleep(for: .milliseconds(300))
         #expect(sender.attempts - attempts < 10, "the drain waits instead of hammering the broker")
@@ -328,9 +328,7 @@ struct PublisherTests {
         // The ACL is fixed; the next connection drains it.
         sender.setRefusal(nil)
         publisher.retryNow()
-        try await withTimeout {
-            while Set(deliveredSeqs(sender.sent)) != Set(1...300) { try await Task.sleep(for: .milliseconds(5)) }
-        }
+        try await withTimeout { await sender.waitUntil { Set(deliveredSeqs($0.sent)) == Set(1...300) } }
         publisher.finish()
         try await withTimeout { await running.value }
     }

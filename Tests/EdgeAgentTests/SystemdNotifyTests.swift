@@ -73,8 +73,7 @@ struct PipelineProbeTests {
     final class HangingStorage: OutboxStorage {
         let location = "hanging"
         func commit(_ batch: OutboxCommit) async throws -> OutboxCommitResult {
-            try await Task.sleep(for: .seconds(86_400))
-            throw CancellationError()
+            try await suspendUntilCancelled()
         }
         func backlog(after: UInt64, limit: Int, maximumBytes: Int, excluding: Set<UInt64>) async throws -> [OutboxRecord] { [] }
     }
@@ -97,13 +96,12 @@ struct PipelineProbeTests {
         hanging.publish(.fix(Fixes.fix(at: 0)))  // something to commit (no broker: it stays unacknowledged)
         healthy.publish(.fix(Fixes.fix(at: 0)))
         var probe = PipelineProbe()
-        let start = ContinuousClock.now
         var problem: String?
-        while problem == nil, start.duration(to: .now) < .seconds(30) {
+        try await waitUntil("the stall to be seen", timeout: .seconds(30), interval: .milliseconds(100)) {
             problem = probe.check(
                 now: .now, publisherActivity: hanging.lastActivity, syncInterval: .milliseconds(20), intake: nil,
                 sourceRunning: true)
-            try await Task.sleep(for: .milliseconds(100))
+            return problem != nil
         }
         #expect(problem?.contains("sync loop has not run") == true, "the stall is seen: \(problem ?? "nothing")")
         // Meanwhile the healthy one goes on answering. (Checked as "it answers", not "it was

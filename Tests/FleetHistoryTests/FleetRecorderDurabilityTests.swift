@@ -209,7 +209,10 @@ import Testing
                 // kill -9 mid-stream at 10 Hz; 4 s away; back under the same client id.
                 recorder.send(SIGKILL)
                 _ = try await recorder.waitForExit(timeout: .seconds(10))
-                try await Task.sleep(for: .seconds(4))
+                let whileAway = witness.messagesSoFar.count
+                try await waitUntil("80 messages (4 s of the fleet) published while the recorder is away", timeout: .seconds(30)) {
+                    witness.messagesSoFar.count >= whileAway + 80
+                }
                 recorder = try FleetRecorderTests.startRecorder(
                     "recorder-k", broker: broker, postgres: postgres, database: database, directory: directory)
                 try await Self.waitForLog(recorder, "Subscribed to the fleet")
@@ -217,7 +220,11 @@ import Testing
                 // PostgreSQL stopped for 8 s while the fleet drives.
                 let beforeOutage = try await storedCount()
                 await postgres.stop()
-                try await Task.sleep(for: .seconds(8))
+                try await Self.waitForLog(recorder, "PostgreSQL cannot be written to; retrying, and events wait in memory")
+                let duringOutage = witness.messagesSoFar.count
+                try await waitUntil("160 messages (8 s of the fleet) published while PostgreSQL is down", timeout: .seconds(60)) {
+                    witness.messagesSoFar.count >= duringOutage + 160
+                }
                 try await postgres.start()
                 try await Self.waitForLog(recorder, "PostgreSQL is back", timeout: .seconds(60))
                 try await waitUntil("rows after the outage", timeout: .seconds(30), interval: .milliseconds(200)) {

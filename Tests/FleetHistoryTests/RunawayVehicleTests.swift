@@ -76,7 +76,10 @@ import Testing
                         "--state-dir", directory.file("state-steady"),
                     ], directory: directory.path, name: "agent-steady",
                     environment: ["FLEETCAST_REPORT_EVERY_FIX": "1"])
-                try await Task.sleep(for: .seconds(60))
+                // A minute at 1 Hz, one message a second, published beside the flood.
+                try await waitUntil("60 messages of the steady vehicle published", timeout: .seconds(180), interval: .seconds(1)) {
+                    try await FleetRecorderTests.lastPublishedSeq("steady", broker: broker) >= 60
+                }
                 steady.send(SIGTERM)
                 #expect(try await steady.waitForExit(timeout: .seconds(20)) == 0, "\(steady.standardError)")
                 let stopped = ContinuousClock.now

@@ -261,8 +261,12 @@ import Glibc
                     directory: directory, name: "attacker-\(n)-\(UUID().uuidString.prefix(8))")
             }
             defer { for attacker in attackers { attacker.send(SIGKILL) } }
-            // Past the first parallel wave (checked before the first failure was counted).
-            try await Task.sleep(for: .milliseconds(1_500))
+            // Past the first parallel wave (checked before the first failure was counted): each
+            // attacker's first request answered, and the server refusing to check any more.
+            try await waitUntil("the first wave answered and the throttle on", timeout: .seconds(30), interval: .milliseconds(50)) {
+                attackers.allSatisfy { !Self.statuses($0).isEmpty }
+                    && server.standardError.contains("Refused to check the credentials of a client that failed too often")
+            }
             var underAttack: [Double] = []
             for _ in 0..<5 {
                 let fetch = try await Self.curl(legitimate, from: "127.0.4.1", directory: directory)

@@ -54,15 +54,38 @@ import Glibc
         /// `recv` sees its end (or a reset), false if it is still open after `timeout`.
         func readUntilClosed(timeout: Duration) async throws -> Bool {
             _ = fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK)
-            let deadline = ContinuousClock.now + timeout
             var buffer = [UInt8](repeating: 0, count: 65536)
-            while ContinuousClock.now < deadline {
-                let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
-                if n == 0 || (n < 0 && errno == ECONNRESET) { return true }
-                if n < 0 { try await Task.sleep(for: .milliseconds(20)) }
+            do {
+                // Each look reads all that has arrived, then says whether the end came with it.
+                try await waitUntil("the server to close the connection", timeout: timeout, interval: .milliseconds(20)) {
+                    while true {
+                        let n = buffer.withUnsafeMutableBytes { recv(fd, $0.baseAddress, $0.count, 0) }
+                        if n == 0 || (n < 0 && errno == ECONNRESET) { return true }
+                        if n < 0 { return false }
+                    }
+                }
+                return true
+            } catch TestSupportError.timedOut {
+                return false
             }
-            return false
         }
+    }
+
+    /// Whether the socket listening on `port` has no connection waiting to be accepted: the
+    /// `rx_queue` of its LISTEN line in `/proc/net/tcp` (IPv4) or `tcp6` is its accept queue.
+    static func acceptQueueIsEmpty(port: Int) -> Bool {
+        let hexPort = ":" + String(port, radix: 16, uppercase: true).leftPadded(to: 4)
+        for table in ["/proc/net/tcp", "/proc/net/tcp6"] {
+            guard let text = try? String(contentsOfFile: table, encoding: .utf8) else { continue }
+            for line in text.split(separator: "\n").dropFirst() {
+                // sl local_address rem_address st tx_queue:rx_queue …; st 0A is LISTEN.
+                let fields = line.split(separator: " ")
+                guard fields.count > 4, fields[1].hasSuffix(hexPort), fields[3] == "0A" else { continue }
+                let queues = fields[4].split(separator: ":")
+                return queues.count == 2 && Int(queues[1], radix: 16) == 0
+            }
+        }
+        return false
     }
 
     /// `FleetMapServer` in this process with `options` (port 0, no tiles), subscribed to
@@ -186,7 +209,9 @@ import Glibc
             // Two connections that never send a request take the server's two places.
             let idle = try (0..<2).map { _ in try StalledClient(port: port, path: nil) }
             defer { for client in idle { client.close() } }
-            try await Task.sleep(for: .milliseconds(300))
+            // Both connected (each `connect` returned): once none waits in the accept queue, the
+            // server has taken both.
+            try await waitUntil("the server to accept both connections", timeout: .seconds(10)) { Self.acceptQueueIsEmpty(port: port) }
             let url = "http://127.0.0.1:\(port)/api/vehicles"
             let (waited, _) = try await FleetMapServeTests.curl(["--max-time", "1", url], directory: broker.directory)
             #expect(waited == 28, "a third connection waits while two are open (curl timed out)")
@@ -195,5 +220,12 @@ import Glibc
             let (status, body) = try await FleetMapServeTests.curl(["--max-time", "10", url], directory: broker.directory)
             #expect(status == 0 && body.contains(#""vehicles""#), "\(body)")
         }
+    }
+}
+
+extension String {
+    /// The string with zeros in front, to `width` characters.
+    fileprivate func leftPadded(to width: Int) -> String {
+        String(repeating: "0", count: max(0, width - count)) + self
     }
 }

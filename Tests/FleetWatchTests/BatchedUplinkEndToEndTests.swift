@@ -31,7 +31,13 @@ struct BatchedUplinkEndToEndTests {
                 "--state-dir", work,
             ], directory: work, name: "agent",
             environment: agentEveryFixEnvironment.merging(["FLEETCAST_UPLINK_BATCH": "2"]) { $1 })
-        try await Task.sleep(for: .seconds(7))
+        // 5 s at 10 Hz, one event an instant, shown by fleet-watch: two windows' batches and more.
+        try await waitUntil("fleet-watch to show 50 events", timeout: .seconds(60), interval: .milliseconds(100)) {
+            watch.standardOutput.split(separator: "\n").count { line in
+                let object = (try? JSONSerialization.jsonObject(with: Data(line.utf8))) as? [String: Any]
+                return ["fix", "heading"].contains(object?["kind"] as? String)
+            } >= 50
+        }
         agent.send(SIGTERM)
         #expect(await agent.waitForExit() == 0, "\(agent.standardError)")
         // The offline status follows the last batch, which a clean stop sends.
@@ -43,7 +49,7 @@ struct BatchedUplinkEndToEndTests {
         }
         let events = lines.filter { ["fix", "heading"].contains($0["kind"] as? String) }
         let seqs = events.compactMap { ($0["seq"] as? NSNumber)?.intValue }
-        #expect(seqs.count >= 50, "7 s at 10 Hz, one event an instant: \(seqs.count) events")
+        #expect(seqs.count >= 50, "5 s at 10 Hz and more, one event an instant: \(seqs.count) events")
         // After the first instant, which teaches the agent that the simulator pairs them, each
         // fix carries its instant's heading.
         let fixes = events.filter { $0["kind"] as? String == "fix" }

@@ -192,11 +192,8 @@ import Testing
     }
 }
 
-/// Polls an async condition every 100 ms until it holds (bounded).
+/// FleetcastTestSupport's ``waitUntil(_:timeout:interval:_:)`` for a condition that asks the
+/// broker (a subscription per check): every 100 ms, bounded by 15 s unless told.
 func waitUntilAsync(_ what: String, timeout: Duration = .seconds(15), _ condition: () async throws -> Bool) async throws {
-    let deadline = ContinuousClock.now + timeout
-    while try await !condition() {
-        guard ContinuousClock.now < deadline else { throw TestSupportError.timedOut(what, timeout) }
-        try await Task.sleep(for: .milliseconds(100))
-    }
+    try await waitUntil(what, timeout: timeout, interval: .milliseconds(100), condition)
 }

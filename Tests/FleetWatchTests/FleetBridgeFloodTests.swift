@@ -176,8 +176,10 @@ import Testing
 
     @Test func aSenderChangingItsAgentOnEveryStatusGetsAtMostACoupleOfDiscoveryConfigs() async throws {
         try await withBroker { broker in
+            // The discovery configs, and the attributes the bridge publishes after them.
             let configs = try await MosquittoCLI.subscribe(
-                broker: broker, filter: "ha/device_tracker/+/config", count: 1000, timeoutSeconds: 60)
+                broker: broker, filter: "ha/device_tracker/+/config", count: 1000, timeoutSeconds: 60,
+                extra: ["-t", "fleetcast/homeassistant/+/attributes"])
             let bridge = try await cli.startBridge(
                 ["--to", "homeassistant", "--discovery-prefix", "ha"], broker: broker, name: "bridge-ha-flood")
             defer { bridge.send(SIGKILL) }
@@ -195,7 +197,10 @@ import Testing
             try await waitUntilAsync("the fix after the statuses bridged") {
                 try await cli.retainedPayload(broker, "fleetcast/homeassistant/van-7/attributes") != nil
             }
-            try await Task.sleep(for: .milliseconds(500))
+            // Every config the bridge published before those attributes has reached the subscriber too.
+            try await waitUntil("the attributes at the configs' subscriber", timeout: .seconds(15)) {
+                configs.messagesSoFar.contains { $0.hasPrefix("fleetcast/homeassistant/van-7/attributes ") }
+            }
             await configs.stop()
 
             let received = cli.payloads(configs, on: "ha/device_tracker/van-7/config")

@@ -52,26 +52,28 @@ final class PseudoTerminalPair {
         let fd = open(feed, O_WRONLY | O_NOCTTY | O_CLOEXEC | O_NONBLOCK)
         try #require(fd >= 0, "open \(feed): \(String(cString: strerror(errno)))")
         defer { close(fd) }
-        let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: timeout)
         var offset = 0
-        while offset < bytes.count {
-            let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
-            if n > 0 {
-                offset += n
-                continue
+        do {
+            // Each look writes what fits; the line is full until the source (or socat) reads,
+            // which this side cannot await without blocking a thread.
+            try await waitUntil("\(feed) to take the bytes", timeout: timeout, interval: .milliseconds(10)) {
+                while offset < bytes.count {
+                    let n = bytes[offset...].withUnsafeBytes { write(fd, $0.baseAddress, $0.count) }
+                    if n > 0 {
+                        offset += n
+                        continue
+                    }
+                    let code = errno
+                    if n < 0, code == EINTR { continue }
+                    guard n < 0, code == EAGAIN || code == EWOULDBLOCK else {
+                        throw FeedError(feed: feed, reason: String(cString: strerror(code)))
+                    }
+                    return false
+                }
+                return true
             }
-            let code = errno
-            if n < 0, code == EINTR { continue }
-            guard n < 0, code == EAGAIN || code == EWOULDBLOCK else {
-                throw FeedError(feed: feed, reason: String(cString: strerror(code)))
-            }
-            guard clock.now < deadline else {
-                throw FeedError(feed: feed, reason: "\(bytes.count - offset) of \(bytes.count) bytes not taken in \(timeout)")
-            }
-            // The line is full; room appears when the source (or socat) reads, which this
-            // side cannot await without blocking a thread: retry shortly (bounded above).
-            try await Task.sleep(for: .milliseconds(10))
+        } catch TestSupportError.timedOut {
+            throw FeedError(feed: feed, reason: "\(bytes.count - offset) of \(bytes.count) bytes not taken in \(timeout)")
         }
     }
 

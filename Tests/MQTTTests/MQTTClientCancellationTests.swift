@@ -69,14 +69,18 @@ import Musl
         let clock = ContinuousClock()
         let start = clock.now
         publishing.cancel()
-        let fallback = Task {
-            try await Task.sleep(for: .seconds(15))
-            await client.shutdown(flushTimeout: .zero)
-        }
-        let result = await publishing.result
-        let elapsed = clock.now - start
-        fallback.cancel()
-        return (result, elapsed)
+        let result = await Self.result(of: publishing, shuttingDownAfter: .seconds(15), client)
+        return (result, clock.now - start)
+    }
+
+    /// The result of `task`, once cancelled. If it has not ended after `limit` (its
+    /// cancellation ignored), `client` is shut down, which ends the wait.
+    static func result<T: Sendable>(
+        of task: Task<T, any Error>, shuttingDownAfter limit: Duration, _ client: MQTTClient
+    ) async -> Result<T, any Error> {
+        if let result = try? await withTimeout(limit, "the cancelled call to end", { await task.result }) { return result }
+        await client.shutdown(flushTimeout: .zero)
+        return await task.result
     }
 
     @Test func publishAwaitingAnAckFromAKilledBrokerIsCancelledPromptlyAndTheClientShutsDownPromptly() async throws {
@@ -163,12 +167,7 @@ import Musl
         let clock = ContinuousClock()
         let start = clock.now
         connecting.cancel()
-        let fallback = Task {
-            try await Task.sleep(for: .seconds(15))
-            await client.shutdown(flushTimeout: .zero)  // ends the wait if cancellation were ignored
-        }
-        let result = await connecting.result
-        fallback.cancel()
+        let result = await Self.result(of: connecting, shuttingDownAfter: .seconds(15), client)
         #expect(throws: CancellationError.self) { try result.get() }
         #expect(clock.now - start < .seconds(12), "the cancelled connect ended after \(clock.now - start)")
         try await waitUntil("the loop thread to end", timeout: .seconds(5)) { client.connectionState == .closed }

@@ -16,18 +16,32 @@ final class RecordingSender: MessageSending {
 
     struct Unreachable: Error {}
 
-    private struct State {
+    /// What the broker has seen so far.
+    struct Snapshot: Sendable {
+        /// Every message the publisher tried to send, delivered or not, in order.
+        var attempted: [Sent] = []
+        /// The messages delivered, in order.
         var sent: [Sent] = []
-        var attempts = 0
+        var attempts: Int { attempted.count }
+    }
+
+    private struct State {
+        var snapshot = Snapshot()
         var failing = false
         /// A broker's answer for (topic, payload bytes): an MQTT 5 reason code to refuse with.
         var refusal: (@Sendable (String, Int) -> Int?)?
-        var watchers: [Watcher] = []
-        var attemptWatchers: [Watcher] = []
+        var watchers: [(id: Int, predicate: @Sendable (Snapshot) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
         var nextWatcher = 0
-    }
 
-    private typealias Watcher = (id: Int, count: Int, continuation: CheckedContinuation<Void, Never>)
+        /// Takes the watchers whose condition holds now, to resume once the lock is released.
+        mutating func readyWatchers() -> [CheckedContinuation<Void, Never>] {
+            guard !watchers.isEmpty else { return [] }
+            let snapshot = self.snapshot
+            let ready = watchers.filter { $0.predicate(snapshot) }
+            watchers.removeAll { $0.predicate(snapshot) }
+            return ready.map(\.continuation)
+        }
+    }
 
     private let state = SanitizerVisibleMutex(State())
 
@@ -35,8 +49,9 @@ final class RecordingSender: MessageSending {
         state.withLock { $0.failing = failing }
     }
 
-    var sent: [Sent] { state.withLock { $0.sent } }
-    var attempts: Int { state.withLock { $0.attempts } }
+    var snapshot: Snapshot { state.withLock { $0.snapshot } }
+    var sent: [Sent] { state.withLock { $0.snapshot.sent } }
+    var attempts: Int { state.withLock { $0.snapshot.attempts } }
 
     /// Makes the broker refuse what `rule` returns a reason code for (its ACL, its packet size).
     func setRefusal(_ rule: (@Sendable (_ topic: String, _ bytes: Int) -> Int?)?) { state.withLock { $0.refusal = rule } }
@@ -46,14 +61,13 @@ final class RecordingSender: MessageSending {
 
     func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         try Task.checkCancellation()
+        let message = Sent(topic: topic, payload: payload, qos: qos, retain: retain)
         let (ready, failed, refused) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool, Int?) in
-            state.attempts += 1
-            var ready = Self.take(&state.attemptWatchers, upTo: state.attempts)
-            if state.failing { return (ready, true, nil) }
-            if let code = state.refusal?(topic, payload.count) { return (ready, false, code) }
-            state.sent.append(Sent(topic: topic, payload: payload, qos: qos, retain: retain))
-            ready += Self.take(&state.watchers, upTo: state.sent.count)
-            return (ready, false, nil)
+            state.snapshot.attempted.append(message)
+            if state.failing { return (state.readyWatchers(), true, nil) }
+            if let code = state.refusal?(topic, payload.count) { return (state.readyWatchers(), false, code) }
+            state.snapshot.sent.append(message)
+            return (state.readyWatchers(), false, nil)
         }
         for continuation in ready { continuation.resume() }
         if failed { throw Unreachable() }
@@ -62,15 +76,17 @@ final class RecordingSender: MessageSending {
 
     /// Returns once at least `count` messages were sent, or when cancelled (by the caller's timeout).
     func waitForSent(_ count: Int) async {
-        await wait(attempts: false, count)
+        await waitUntil { $0.sent.count >= count }
     }
 
     /// Returns once at least `count` send attempts were made, or when cancelled.
     func waitForAttempts(_ count: Int) async {
-        await wait(attempts: true, count)
+        await waitUntil { $0.attempts >= count }
     }
 
-    private func wait(attempts: Bool, _ count: Int) async {
+    /// Returns once `predicate` holds for what the broker has seen, checked now and after each
+    /// send attempt, or when cancelled (by the caller's timeout).
+    func waitUntil(_ predicate: @escaping @Sendable (Snapshot) -> Bool) async {
         let id = state.withLock { state -> Int in
             state.nextWatcher += 1
             return state.nextWatcher
@@ -78,32 +94,19 @@ final class RecordingSender: MessageSending {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
                 let now = state.withLock { state -> Bool in
-                    let reached = attempts ? state.attempts >= count : state.sent.count >= count
-                    if reached || Task.isCancelled { return true }
-                    if attempts {
-                        state.attemptWatchers.append((id, count, continuation))
-                    } else {
-                        state.watchers.append((id, count, continuation))
-                    }
+                    if predicate(state.snapshot) || Task.isCancelled { return true }
+                    state.watchers.append((id, predicate, continuation))
                     return false
                 }
                 if now { continuation.resume() }
             }
         } onCancel: {
             let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                let found = (state.watchers + state.attemptWatchers).filter { $0.id == id }.map(\.continuation)
-                state.watchers.removeAll { $0.id == id }
-                state.attemptWatchers.removeAll { $0.id == id }
-                return found
+                defer { state.watchers.removeAll { $0.id == id } }
+                return state.watchers.filter { $0.id == id }.map(\.continuation)
             }
             for continuation in waiting { continuation.resume() }
         }
-    }
-
-    private static func take(_ list: inout [Watcher], upTo value: Int) -> [CheckedContinuation<Void, Never>] {
-        let ready = list.filter { $0.count <= value }.map(\.continuation)
-        list.removeAll { $0.count <= value }
-        return ready
     }
 }
 

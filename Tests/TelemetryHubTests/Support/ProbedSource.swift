@@ -1,3 +1,4 @@
+import FleetcastTestSupport
 import Synchronization
 
 /// What an instrumented source has seen: iterations started and stopped, and how many ran at once.
@@ -48,7 +49,7 @@ struct ProbedSource: AsyncSequence, Sendable {
             }
             do {
                 if source.silent {
-                    try await Task.sleep(for: .seconds(3600))
+                    try await suspendUntilCancelled()
                 }
                 if produced > 0 && source.interval > .zero {
                     try await Task.sleep(for: source.interval)

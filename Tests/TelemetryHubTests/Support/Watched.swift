@@ -1,3 +1,4 @@
+import FleetcastTestSupport
 import Synchronization
 
 /// A value under a lock that tasks can await a condition on (event-driven, no polling), with a
@@ -58,38 +59,31 @@ final class Watched<Value: Sendable>: Sendable {
             defer { state.nextID += 1 }
             return state.nextID
         }
-        return await withTaskGroup(of: Bool.self) { group in
-            group.addTask {
-                await withTaskCancellationHandler {
-                    await withCheckedContinuation { continuation in
-                        let resumeNow: Bool? = self.withState { state in
-                            if state.abandoned.remove(id) != nil { return false }
-                            if condition(state.value) { return true }
-                            state.waiters.append(Waiter(id: id, condition: condition, continuation: continuation))
-                            return nil
-                        }
-                        if let resumeNow {
-                            continuation.resume(returning: resumeNow)
-                        }
+        // The one timeout of the tests: on expiry it cancels the wait, which then ends with false.
+        let met = try? await withTimeout(timeout, "a watched condition") {
+            await withTaskCancellationHandler {
+                await withCheckedContinuation { continuation in
+                    let resumeNow: Bool? = self.withState { state in
+                        if state.abandoned.remove(id) != nil { return false }
+                        if condition(state.value) { return true }
+                        state.waiters.append(Waiter(id: id, condition: condition, continuation: continuation))
+                        return nil
                     }
-                } onCancel: {
-                    let waiter = self.withState { state -> Waiter? in
-                        guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
-                            state.abandoned.insert(id)
-                            return nil
-                        }
-                        return state.waiters.remove(at: index)
+                    if let resumeNow {
+                        continuation.resume(returning: resumeNow)
                     }
-                    waiter?.continuation.resume(returning: false)
                 }
+            } onCancel: {
+                let waiter = self.withState { state -> Waiter? in
+                    guard let index = state.waiters.firstIndex(where: { $0.id == id }) else {
+                        state.abandoned.insert(id)
+                        return nil
+                    }
+                    return state.waiters.remove(at: index)
+                }
+                waiter?.continuation.resume(returning: false)
             }
-            group.addTask {
-                try? await Task.sleep(for: timeout)
-                return false
-            }
-            let first = await group.next() ?? false
-            group.cancelAll()
-            return first
         }
+        return met ?? false
     }
 }
