@@ -138,6 +138,9 @@ package struct PublisherState<Waiter> {
     private var failureLevel = Logger.Level.info
     /// A live send failed since the live loop last backed off.
     private(set) var liveFailurePending = false
+    /// The retry generation of the first of those failures: a ``retryNow()`` after it (the
+    /// link came back before the live loop got to its back-off) ends that back-off at once.
+    private var liveFailureGeneration: UInt64 = 0
     /// Sends that succeeded (a back-off starts over after one).
     private var successes: UInt64 = 0
     private var backoffs: [Loop: (backoff: Backoff, successes: UInt64)]
@@ -313,13 +316,17 @@ package struct PublisherState<Waiter> {
 
     /// A live send failed: the live loop backs off before its next item.
     package mutating func liveSendFailed() {
+        if !liveFailurePending { liveFailureGeneration = retryGeneration }
         liveFailurePending = true
     }
 
     /// Asked by the live loop before each item: `nil` to send it, else the back-off to wait
     /// (a send failed since the last one).
     package mutating func liveRetryWait() -> RetryWait? {
-        liveFailurePending ? retryWait(.live) : nil
+        guard liveFailurePending else { return nil }
+        var wait = retryWait(.live)
+        wait.since = liveFailureGeneration
+        return wait
     }
 
     /// The live loop waited out its back-off.

@@ -161,6 +161,16 @@ struct PublisherStateTests {
         #expect(state.liveRetryWait() == nil)
     }
 
+    @Test("a retryNow between a live failure and the live loop's back-off ends that back-off at once")
+    func retryNowBeforeTheBackOffBegins() {
+        var state = makeState()
+        state.liveSendFailed()
+        _ = state.retryNow()  // the link is back before the live loop decides to back off
+        let wait = state.liveRetryWait()
+        #expect(wait?.since == 0, "the generation of the failure, not of the decision")
+        #expect(state.awaitRetry(id: 1, since: wait?.since ?? 1, cancelled: false, "live") == "live", "not waited out")
+    }
+
     @Test("a refused backlog waits five minutes or until a new connection")
     func refusedBacklogWait() {
         var state = makeState()
