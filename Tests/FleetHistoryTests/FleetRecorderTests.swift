@@ -189,6 +189,22 @@ import Testing
         }
     }
 
+    /// Waits until the share group has stored the whole burst and every vehicle's messages up
+    /// to the last one it published, without a gap: 180 s at most (one recorder may still work
+    /// through its share of a 20,000-message burst on a machine loaded by the other suites).
+    static func waitUntilGroupStored(
+        _ postgres: TestPostgres, _ database: String, burst: Int, vehicles: [String], lastSeqs: [String: Int]
+    ) async throws {
+        try await waitUntil("the group to store everything sent", timeout: .seconds(180), interval: .milliseconds(250)) {
+            let rows = try await Self.rows(postgres, database)
+            guard rows["burst"]?.count == burst else { return false }
+            return vehicles.allSatisfy { vehicle in
+                guard let r = rows[vehicle] else { return false }
+                return r.last == lastSeqs[vehicle] && r.count == r.last - r.first + 1
+            }
+        }
+    }
+
     @Test func aShareGroupLosesAndDoublesNothingWhenOneRecorderRestarts() async throws {
         let directory = try TemporaryDirectory(prefix: "fleetcast-record-share")
         defer { directory.remove() }
@@ -250,14 +266,18 @@ import Testing
                 // in the database either: wait until the group has taken everything.
                 var lastSeqs: [String: Int] = [:]
                 for vehicle in vehicles { lastSeqs[vehicle] = try await Self.lastPublishedSeq(vehicle, broker: broker) }
-                try await waitUntil("the group to store everything sent", timeout: .seconds(90), interval: .milliseconds(250)) {
-                    let rows = try await Self.rows(postgres, database)
-                    guard rows["burst"]?.count == burst else { return false }
-                    return vehicles.allSatisfy { vehicle in
-                        guard let r = rows[vehicle] else { return false }
-                        return r.last == lastSeqs[vehicle] && r.count == r.last - r.first + 1
-                    }
+                // (On a timeout the checks below still run, to say what is missing.)
+                let settled: Bool
+                do {
+                    try await Self.waitUntilGroupStored(postgres, database, burst: burst, vehicles: vehicles, lastSeqs: lastSeqs)
+                    settled = true
+                } catch {
+                    settled = false
                 }
+                #expect(
+                    settled,
+                    "the group stored everything within 180 s; the recorders said: \(first.standardError.suffix(1500)) \(second.standardError.suffix(1500))"
+                )
                 for recorder in [first, second] { recorder.send(SIGTERM) }
                 for recorder in [first, second] {
                     #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
