@@ -29,10 +29,11 @@ package enum OutboxCondition: Hashable, Sendable {
 }
 
 /// The outbox's state machine: numbering, what is waiting to be written to the store, what goes
-/// out live, what the backlog drain may read, and the tasks waiting on each. A plain value:
-/// each event is a `mutating func` that decides under the outbox's lock and returns what to do
-/// (continuations to resume, as ``Resumptions``), which ``Outbox`` performs after releasing
-/// the lock. Generic over its continuation types so tests drive it with plain values.
+/// out live, what the backlog drain may read, and what each waiting task waits for
+/// (``holds(_:waking:)``). A plain value, part of the ``EdgeState``: each event is a `mutating
+/// func` that decides under the edge's lock and returns the live sender to resume
+/// (``Resumptions``), which the publisher does after releasing the lock. Generic over that
+/// continuation so tests drive it with plain values.
 ///
 /// **Lifecycle of a record** (a fix or heading with its `seq`):
 /// 1. ``accept(_:)`` puts it in `unwritten` (to be written by the next commit) and, as the newest
@@ -50,7 +51,7 @@ package enum OutboxCondition: Hashable, Sendable {
 /// 4. The backlog drain asks ``backlogRequest()`` what to read from the store (after a cursor,
 ///    excluding what is live or acknowledged), marks the batch with ``backlogSending(_:)`` and
 ///    reports ``backlogAcknowledged()`` or ``backlogFailed()``.
-package struct OutboxState<LiveWaiter, Signal> {
+package struct OutboxState<LiveWaiter> {
     /// Fixed settings.
     package struct Settings {
         /// Most live sends awaiting acknowledgement at once (≥ 1).
@@ -90,15 +91,14 @@ package struct OutboxState<LiveWaiter, Signal> {
     package typealias LiveItem = OutboxLiveItem
     package typealias Condition = OutboxCondition
 
-    /// Continuations to resume once the lock is released.
+    /// The live sender to resume once the lock is released, with its item. (Tasks waiting for
+    /// a ``Condition`` are the ``EdgeState``'s: it asks ``holds(_:waking:)`` after each event.)
     package struct Resumptions {
         package var live: [(LiveWaiter, LiveItem?)] = []
-        package var signals: [Signal] = []
-        package var isEmpty: Bool { live.isEmpty && signals.isEmpty }
+        package var isEmpty: Bool { live.isEmpty }
 
-        package init(live: [(LiveWaiter, LiveItem?)] = [], signals: [Signal] = []) {
+        package init(live: [(LiveWaiter, LiveItem?)] = []) {
             self.live = live
-            self.signals = signals
         }
     }
 
@@ -152,6 +152,8 @@ package struct OutboxState<LiveWaiter, Signal> {
     private var pendingStatus: OutboundMessage?
     private var statusInflight: OutboundMessage?
     private var liveWaiter: LiveWaiter?
+    /// A live back-off is in progress: nothing goes live until it ends.
+    package private(set) var liveHeld = false
     /// Per kind, the newest record the broker acknowledged live: an older one that failed must
     /// not replace it as the retained message, so it is sent as backlog instead.
     private var newestLiveAcknowledged: [OutboundMessage.Kind: UInt64] = [:]
@@ -180,7 +182,6 @@ package struct OutboxState<LiveWaiter, Signal> {
     /// Records lost, by cause, since start.
     package private(set) var drops = VehicleStatus.Drops()
     package private(set) var closed = false
-    private var signalWaiters: [UInt64: (condition: Condition, signal: Signal)] = [:]
 
     /// A state starting from what the store held.
     package init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool) {
@@ -201,9 +202,7 @@ package struct OutboxState<LiveWaiter, Signal> {
         let seq = nextSeq
         nextSeq += 1
         acceptedSinceCommit += 1
-        var resumptions = Resumptions()
-        if holds(.commitDue) { signal(.commitDue, into: &resumptions) }
-        return (seq, resumptions)
+        return (seq, Resumptions())
     }
 
     /// Takes a record numbered by ``takeSeq()``. Returns `false` when closed (it is not kept).
@@ -232,13 +231,11 @@ package struct OutboxState<LiveWaiter, Signal> {
     /// full or old enough (batched mode: the vehicle started or stopped moving). The next
     /// commit writes it; then ``flushBelow`` covers it and ``Condition/batchReady(flushAfter:stored:)``
     /// holds.
-    /// Wakes the sync loop (``Condition/commitDue``) so that the commit is not a sync interval
-    /// away.
+    /// ``Condition/commitDue`` holds until a commit takes it: the sync loop is woken so that
+    /// the commit is not a sync interval away.
     package mutating func requestFlush() -> Resumptions {
         flushRequested = true
-        var resumptions = Resumptions()
-        signal(.commitDue, into: &resumptions)
-        return resumptions
+        return Resumptions()
     }
 
     /// Replaces the status to send (a newer one supersedes one not yet sent).
@@ -253,6 +250,7 @@ package struct OutboxState<LiveWaiter, Signal> {
     /// record (within the window and the reservation). `.some(nil)`: closed and nothing left;
     /// `nil`: wait with ``setLiveWaiter(_:)``.
     package mutating func nextLive() -> LiveItem?? {
+        if liveHeld { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
         let inflight = liveInflight.count + (statusInflight == nil ? 0 : 1)
         if inflight >= settings.liveWindow { liveRefilling = true }
         if liveRefilling, inflight > settings.liveWindow / 2 {
@@ -271,6 +269,12 @@ package struct OutboxState<LiveWaiter, Signal> {
         }
         if closed, liveQueue.isEmpty, pendingStatus == nil { return .some(nil) }
         return nil
+    }
+
+    /// Holds live sending back (a live send failed: the publisher backs off) or lets it go on.
+    package mutating func holdLive(_ held: Bool) -> Resumptions {
+        liveHeld = held
+        return serve()
     }
 
     /// Registers the waiting live sender (one at a time).
@@ -493,19 +497,6 @@ package struct OutboxState<LiveWaiter, Signal> {
         return serve()
     }
 
-    /// Registers a task waiting for `condition` under `id`; `false` if the condition already
-    /// holds (do not wait: resume it at once).
-    package mutating func addSignalWaiter(_ id: UInt64, _ condition: Condition, _ signal: Signal) -> Bool {
-        guard !holds(condition) else { return false }
-        signalWaiters[id] = (condition, signal)
-        return true
-    }
-
-    /// Removes a signal waiter (cancelled); returns it to be resumed, if still waiting.
-    package mutating func removeSignalWaiter(_ id: UInt64) -> Signal? {
-        signalWaiters.removeValue(forKey: id)?.signal
-    }
-
     // MARK: Internals
 
     private var protectedSeqs: Set<UInt64> {
@@ -522,17 +513,10 @@ package struct OutboxState<LiveWaiter, Signal> {
         case .liveRoom: closed || liveCount < (waking ? settings.liveWindow + 1 : settings.liveWindow * 2)
         case .liveIdle: liveInflight.isEmpty && statusInflight == nil
         case .backlogIdle: backlogInflight == nil
-        case .commitDue: closed || nextSeq + settings.minimumReserve / 2 >= reservedSeq
+        case .commitDue: closed || flushRequested || nextSeq + settings.minimumReserve / 2 >= reservedSeq
         case .backlog(let seen): closed || generation > seen
         case .batchReady(let seen, let stored):
             closed || flushGeneration > seen || storedPending >= stored || storageProblem != nil
-        }
-    }
-
-    private mutating func signal(_ condition: Condition, into resumptions: inout Resumptions) {
-        for (id, waiter) in signalWaiters where waiter.condition == condition {
-            signalWaiters.removeValue(forKey: id)
-            resumptions.signals.append(waiter.signal)
         }
     }
 
@@ -610,24 +594,18 @@ package struct OutboxState<LiveWaiter, Signal> {
         return low < queue.endIndex && queue[low].seq == seq ? low : nil
     }
 
-    /// Hands the live sender its next item if it waits, and collects satisfied signal waiters.
+    /// Hands the live sender its next item if it waits.
     private mutating func serve() -> Resumptions {
         var resumptions = Resumptions()
         if liveWaiter != nil, let item = nextLive() {
             resumptions.live.append((liveWaiter!, item))
             liveWaiter = nil
         }
-        if !signalWaiters.isEmpty {
-            for (id, waiter) in signalWaiters where holds(waiter.condition, waking: true) {
-                signalWaiters.removeValue(forKey: id)
-                resumptions.signals.append(waiter.signal)
-            }
-        }
         return resumptions
     }
 }
 
-extension OutboxState: Sendable where LiveWaiter: Sendable, Signal: Sendable {}
-extension OutboxState.Resumptions: Sendable where LiveWaiter: Sendable, Signal: Sendable {}
+extension OutboxState: Sendable where LiveWaiter: Sendable {}
+extension OutboxState.Resumptions: Sendable where LiveWaiter: Sendable {}
 extension OutboxState.BacklogRequest: Sendable {}
 extension OutboxState.Settings: Sendable {}

@@ -5,14 +5,12 @@ import Logging
 
 /// The publisher's decisions as a plain value: what an event from the source leads to, when a
 /// failed send is retried and after how long, what is logged once, when a status is due, and
-/// which tasks wait for a retry or the finish.
+/// whether a retry came or the finish began.
 ///
-/// Each event is a `mutating func` that ``Publisher`` calls under its lock; what it returns
-/// (continuations to resume, a log level, a status to queue) is acted on after the lock is
-/// released. No clocks are read here: instants come in as arguments. Generic over its `Waiter`
-/// (a continuation in the publisher) so tests drive every transition with plain values, no
-/// tasks.
-package struct PublisherState<Waiter> {
+/// Each event is a `mutating func` that the ``EdgeState`` calls under its lock; what it returns
+/// (a log level, a status to queue) is acted on after the lock is released. No clocks are read
+/// here: instants come in as arguments. The tasks waiting on it are the ``EdgeState``'s.
+package struct PublisherState {
     /// Fixed settings.
     package struct Settings {
         /// Shortest time between two statuses re-published for backlog or loss counts.
@@ -97,8 +95,6 @@ package struct PublisherState<Waiter> {
 
     /// What ``finish()`` must do outside the lock.
     package struct FinishActions {
-        /// The run waiting for the finish, to resume.
-        package var waiter: Waiter?
         /// Stops the task reading the events of ``Publisher/run(events:)``.
         package var stopIntake: (@Sendable () -> Void)?
         /// What the joiner held, to queue before the outbox closes.
@@ -127,11 +123,9 @@ package struct PublisherState<Waiter> {
     private var lastFlush: ContinuousClock.Instant?
     private var sourceHealth = SourceHealth()
     private var fixTimes: FixTimeCheck?
-    private var finishWaiter: Waiter?
     private var stopIntake: (@Sendable () -> Void)?
     /// Raised by ``retryNow()``; waiting back-offs end early.
-    private(set) var retryGeneration: UInt64 = 0
-    private var retryWaiters = Waiters<Waiter>()
+    package private(set) var retryGeneration: UInt64 = 0
     /// In an outage (a send failed; none succeeded since): logged once per outage.
     private var failing = false
     /// The level the outage's first failure was logged at; its end is logged at the same.
@@ -350,25 +344,11 @@ package struct PublisherState<Waiter> {
         RetryWait(delay: Self.refusedBacklogWait, since: retryGeneration)
     }
 
-    /// The transport is usable again: waiting back-offs end (resume them), and a refusal is
-    /// worth saying again.
-    package mutating func retryNow() -> [Waiter] {
+    /// The transport is usable again: back-offs begun before end (their retry generation
+    /// moved), and a refusal is worth saying again.
+    package mutating func retryNow() {
         retryGeneration += 1
         refusedTopics.removeAll()
-        return retryWaiters.removeAll()
-    }
-
-    /// A back-off begun in generation `since` waits for ``retryNow()``: returns the waiter to
-    /// resume at once if the generation moved or the task is cancelled, else keeps it.
-    package mutating func awaitRetry(id: UInt64, since: UInt64, cancelled: Bool, _ waiter: Waiter) -> Waiter? {
-        if retryGeneration != since || cancelled { return waiter }
-        retryWaiters.insert(waiter, id: id)
-        return nil
-    }
-
-    /// The back-off `id` ended otherwise (cancelled, timed out): its waiter, to resume, if kept.
-    package mutating func cancelRetryWait(id: UInt64) -> Waiter? {
-        retryWaiters.remove(id: id)
     }
 
     // MARK: Store
@@ -437,33 +417,16 @@ package struct PublisherState<Waiter> {
         return finishing
     }
 
-    /// ``Publisher/run()`` waits for the finish: returns the waiter to resume at once if the
-    /// publisher is finishing or the task is cancelled, else keeps it.
-    package mutating func awaitFinish(cancelled: Bool, _ waiter: Waiter) -> Waiter? {
-        if finishing || cancelled { return waiter }
-        finishWaiter = waiter
-        return nil
-    }
-
-    /// The wait for the finish was cancelled: its waiter, to resume, if kept.
-    package mutating func cancelFinishWait() -> Waiter? {
-        defer { finishWaiter = nil }
-        return finishWaiter
-    }
-
     /// Stop taking events and finish. Idempotent.
     package mutating func finish(at now: ContinuousClock.Instant) -> FinishActions {
         // What waits for its partner goes now, before the intake closes.
         var last = Intake()
         if !finishing { decide(joiner.release(), at: now, &last) }
         finishing = true
-        defer {
-            finishWaiter = nil
-            stopIntake = nil
-        }
-        return FinishActions(waiter: finishWaiter, stopIntake: stopIntake, last: last.publish)
+        defer { stopIntake = nil }
+        return FinishActions(stopIntake: stopIntake, last: last.publish)
     }
 }
 
-extension PublisherState: Sendable where Waiter: Sendable {}
-extension PublisherState.FinishActions: Sendable where Waiter: Sendable {}
+extension PublisherState: Sendable {}
+extension PublisherState.FinishActions: Sendable {}

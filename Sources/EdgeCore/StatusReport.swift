@@ -42,6 +42,13 @@ package struct StatusReport: Sendable {
             (self.gnss, self.backlog, self.drops, self.storage) = (gnss, backlog, drops, storage)
             (self.implausible, self.traffic) = (implausible, traffic)
         }
+
+        /// What the publisher's decisions said a status should carry, with the link's `traffic`.
+        package init(_ content: PublisherState.StatusContent, traffic: MQTTTraffic?) {
+            self.init(
+                gnss: content.gnss, backlog: content.backlog, drops: content.drops, storage: content.storage,
+                implausible: content.implausible, traffic: traffic)
+        }
     }
 
     /// The `online` status with `figures`.

@@ -5,7 +5,7 @@ import Testing
 /// The outbox's state machine, driven with plain values: no tasks, no storage.
 @Suite("Outbox state")
 struct OutboxStateTests {
-    typealias State = OutboxState<String, String>
+    typealias State = OutboxState<String>
 
     private func makeState(lossless: Bool = false, window: Int = 4, next: UInt64 = 1, memoryOnly: Bool = false) -> State {
         State(
@@ -43,22 +43,21 @@ struct OutboxStateTests {
         #expect(request?.excluding == [4, 5], "what is live is not read as backlog")
     }
 
-    @Test("a wait for the backlog to be idle ends when the batch in flight is acknowledged, refused or failed")
+    @Test("the backlog is idle again once the batch in flight is acknowledged, refused or failed")
     func backlogIdle() {
         var state = makeState()
         for _ in 0..<3 { add(&state, .fix) }
-        #expect(state.addSignalWaiter(1, .backlogIdle, "stop") == false, "nothing in flight: idle at once")
+        #expect(state.holds(.backlogIdle), "nothing in flight: idle at once")
         for (round, end) in [("acknowledged", 0), ("refused", 1), ("failed", 2)].enumerated() {
             _ = state.backlogRequest()
             state.backlogSending([UInt64(round + 1)])
-            #expect(state.addSignalWaiter(UInt64(round + 2), .backlogIdle, "stop") == true, "\(end.0): waits while in flight")
-            let resumptions =
-                switch end.1 {
-                case 0: state.backlogAcknowledged()
-                case 1: state.backlogRejected()
-                default: state.backlogFailed()
-                }
-            #expect(resumptions.signals == ["stop"], "\(end.0)")
+            #expect(!state.holds(.backlogIdle), "\(end.0): a wait goes on while in flight")
+            switch end.1 {
+            case 0: _ = state.backlogAcknowledged()
+            case 1: _ = state.backlogRejected()
+            default: _ = state.backlogFailed()
+            }
+            #expect(state.holds(.backlogIdle, waking: true), "\(end.0)")
         }
     }
 
@@ -78,17 +77,17 @@ struct OutboxStateTests {
         add(&state)
         add(&state, .heading)
         #expect(liveSeq(&state) == nil && state.liveCount == 0, "nothing live")
-        let drainWaits = state.addSignalWaiter(1, .batchReady(flushAfter: 0, stored: 100), "drain")
-        let syncWaits = state.addSignalWaiter(2, .commitDue, "sync")
-        #expect(drainWaits && syncWaits, "nothing ready, no commit due")
-        let woken = state.requestFlush().signals
-        #expect(woken == ["sync"], "the flush wakes the sync loop, not yet the drain")
+        let drain = OutboxCondition.batchReady(flushAfter: 0, stored: 100)
+        #expect(!state.holds(drain) && !state.holds(.commitDue), "nothing ready, no commit due")
+        _ = state.requestFlush()
+        #expect(state.holds(.commitDue, waking: true), "the flush wakes the sync loop")
+        #expect(!state.holds(drain, waking: true), "not yet the drain")
         let commit = state.takeCommit(nowMilliseconds: 0)!
+        #expect(!state.holds(.commitDue), "the commit took the flush")
         add(&state)  // seq 3, accepted while that commit runs: not covered by it
-        let again = state.requestFlush().signals
-        #expect(again.isEmpty, "a second request waits for the next commit")
-        let ready = state.committed(commit, OutboxCommitResult(count: 2, bytes: 100)).resumptions
-        #expect(ready.signals == ["drain"])
+        _ = state.requestFlush()  // a second request rides on the next commit
+        _ = state.committed(commit, OutboxCommitResult(count: 2, bytes: 100))
+        #expect(state.holds(drain, waking: true))
         #expect(state.flushBelow == 3 && state.flushGeneration == 1 && state.storedPending == 2)
         // The second request rides on the next commit, which fails (a full disk): the flush
         // completes all the same, the records wait in memory, and batches are not held.
@@ -96,21 +95,19 @@ struct OutboxStateTests {
         _ = state.commitFailed(reason: "disk full")
         #expect(next.inserts.map(\.seq) == [3])
         #expect(state.flushBelow == 4 && state.flushGeneration == 2)
-        let holds = state.addSignalWaiter(3, .batchReady(flushAfter: 2, stored: 100), "drain")
-        #expect(holds == false, "a failing store holds nothing")
+        #expect(state.holds(.batchReady(flushAfter: 2, stored: 100)), "a failing store holds nothing")
     }
 
     @Test("batched: a full batch in the store is ready without a flush; closing makes every batch ready")
     func batchedFull() {
         var state = makeBatchedState()
         for _ in 0..<3 { add(&state) }
-        let waits = state.addSignalWaiter(1, .batchReady(flushAfter: 0, stored: 3), "drain")
-        #expect(waits)
-        let ready = state.committed(state.takeCommit(nowMilliseconds: 0)!, OutboxCommitResult(count: 3, bytes: 150)).resumptions
-        #expect(ready.signals == ["drain"], "three stored: a batch of three is full")
-        let waitsAgain = state.addSignalWaiter(2, .batchReady(flushAfter: 0, stored: 10), "drain")
-        let closing = state.close().signals
-        #expect(waitsAgain && closing.contains("drain"))
+        #expect(!state.holds(.batchReady(flushAfter: 0, stored: 3)))
+        _ = state.committed(state.takeCommit(nowMilliseconds: 0)!, OutboxCommitResult(count: 3, bytes: 150))
+        #expect(state.holds(.batchReady(flushAfter: 0, stored: 3), waking: true), "three stored: a batch of three is full")
+        #expect(!state.holds(.batchReady(flushAfter: 0, stored: 10)))
+        _ = state.close()
+        #expect(state.holds(.batchReady(flushAfter: 0, stored: 10), waking: true))
     }
 
     @Test("in lossless mode every record goes live, in order, within the window")
@@ -135,11 +132,18 @@ struct OutboxStateTests {
         _ = state.liveAcknowledged(2)
         #expect((1...3).map { _ in liveSeq(&state) } == [5, 6, nil], "half free: refilled together")
         // 12 records: 8 waiting and 4 in flight, a full queue (two windows).
-        #expect(state.addSignalWaiter(7, .liveRoom, "intake") == true, "the intake waits")
-        for seq: UInt64 in [3, 4] { #expect(state.liveAcknowledged(seq).signals.isEmpty) }
+        #expect(!state.holds(.liveRoom), "the intake waits")
+        for seq: UInt64 in [3, 4] {
+            _ = state.liveAcknowledged(seq)
+            #expect(!state.holds(.liveRoom, waking: true))
+        }
         _ = (1...2).map { _ in liveSeq(&state) }  // 7, 8: 4 waiting, 4 in flight
-        for seq: UInt64 in [5, 6, 7] { #expect(state.liveAcknowledged(seq).signals.isEmpty) }
-        #expect(state.liveAcknowledged(8).signals == ["intake"], "down to one window (4 waiting): room for a window")
+        for seq: UInt64 in [5, 6, 7] {
+            _ = state.liveAcknowledged(seq)
+            #expect(!state.holds(.liveRoom, waking: true))
+        }
+        _ = state.liveAcknowledged(8)
+        #expect(state.holds(.liveRoom, waking: true), "down to one window (4 waiting): room for a window")
     }
 
     @Test("a failed live record is retried live while newest, else it joins the backlog and the cursor goes back")
@@ -182,15 +186,14 @@ struct OutboxStateTests {
         var state = makeState()
         // The sync loop waits for commitDue: it is woken by the number that leaves fewer than
         // half of the 64 reserved (1..<65), the 32nd, not one later.
-        let waiting = state.addSignalWaiter(1, .commitDue, "sync")
-        #expect(waiting, "not due yet")
+        #expect(!state.holds(.commitDue), "not due yet")
         var wokenAt: UInt64?
         for _ in 0..<40 {
-            let (seq, resumptions) = state.takeSeq()!
-            if wokenAt == nil, resumptions.signals == ["sync"] { wokenAt = seq }
+            let seq = state.takeSeq()!.seq
+            if wokenAt == nil, state.holds(.commitDue, waking: true) { wokenAt = seq }
         }
         #expect(wokenAt == 32)
-        #expect(state.addSignalWaiter(2, .commitDue, "sync") == false, "commit due at once")
+        #expect(state.holds(.commitDue), "commit due at once")
         var blocked = makeState()
         for _ in 0..<64 { _ = blocked.takeSeq() }
         let seq = blocked.takeSeq()!.seq

@@ -6,11 +6,11 @@ import Testing
 
 @testable import EdgeCore
 
-/// The publisher's state machine, driven with plain values: no tasks, no clocks, no broker.
-/// Waiters are strings; instants are chosen by the test.
+/// The publisher's decisions, driven with plain values: no tasks, no clocks, no broker.
+/// Instants are chosen by the test. (The waits on them are the edge state's: `EdgeStateTests`.)
 @Suite("Publisher state")
 struct PublisherStateTests {
-    typealias State = PublisherState<String>
+    typealias State = PublisherState
 
     static let start = ContinuousClock.now
 
@@ -168,7 +168,7 @@ struct PublisherStateTests {
         _ = state.retryNow()  // the link is back before the live loop decides to back off
         let wait = state.liveRetryWait()
         #expect(wait?.since == 0, "the generation of the failure, not of the decision")
-        #expect(state.awaitRetry(id: 1, since: wait?.since ?? 1, cancelled: false, "live") == "live", "not waited out")
+        #expect(state.retryGeneration != wait?.since, "a back-off waiting for a retry since then ends at once")
     }
 
     @Test("a refused backlog waits five minutes or until a new connection")
@@ -179,46 +179,18 @@ struct PublisherStateTests {
         #expect(state.refusedBacklogRetryWait().since == 1)
     }
 
-    @Test("retryNow resumes every waiting back-off; one begun before it, or cancelled, is resumed at once")
-    func retryWaiters() {
-        var state = makeState()
-        let since = state.retryWait(.live).since
-        let (a, b): (UInt64, UInt64) = (1, 2)
-        #expect(state.awaitRetry(id: a, since: since, cancelled: false, "a") == nil)
-        #expect(state.awaitRetry(id: b, since: since, cancelled: false, "b") == nil)
-        #expect(state.awaitRetry(id: 3, since: since, cancelled: true, "c") == "c")
-        #expect(state.cancelRetryWait(id: b) == "b")
-        #expect(state.cancelRetryWait(id: b) == nil, "resumed exactly once")
-        #expect(state.retryNow() == ["a"])
-        #expect(state.retryNow().isEmpty)
-        #expect(state.awaitRetry(id: 4, since: since, cancelled: false, "d") == "d", "a retry came since")
-    }
-
     // MARK: Lifecycle
 
-    @Test("finish resumes the run waiting for it and stops the intake; a wait after it returns at once")
-    func finishWaiter() {
+    @Test("finish stops the intake, once; an intake started after it is stopped by its starter")
+    func finishStopsTheIntake() {
         var state = makeState()
-        #expect(state.awaitFinish(cancelled: false, "run") == nil)
         #expect(state.intakeStarted(stop: {}) == false)
         let actions = state.finish(at: at(0))
-        #expect(actions.waiter == "run")
         #expect(actions.stopIntake != nil)
         #expect(state.finishing)
         let again = state.finish(at: at(0))
-        #expect(again.waiter == nil && again.stopIntake == nil, "idempotent")
-        #expect(state.awaitFinish(cancelled: false, "late") == "late")
-        #expect(state.intakeStarted(stop: {}) == true, "an intake started after finish is stopped by its starter")
-    }
-
-    @Test("a cancelled wait for the finish is resumed, once")
-    func finishWaitCancelled() {
-        var state = makeState()
-        #expect(state.awaitFinish(cancelled: true, "early") == "early")
-        #expect(state.awaitFinish(cancelled: false, "run") == nil)
-        #expect(state.cancelFinishWait() == "run")
-        #expect(state.cancelFinishWait() == nil)
-        #expect(state.finish(at: at(0)).waiter == nil)
+        #expect(again.stopIntake == nil, "idempotent")
+        #expect(state.intakeStarted(stop: {}) == true)
     }
 
     // MARK: Store

@@ -1,0 +1,279 @@
+import FleetProtocol
+import FleetcastTestSupport
+import GNSS
+import MQTTCore
+import Testing
+
+@testable import EdgeCore
+
+/// The edge's scenarios on a virtual clock: an outage and its back-offs, a backlog drained at its
+/// rate, the status cadence, a batched uplink's window. No task, no timer, no broker: the test
+/// carries out the state's actions itself, chooses every instant, and fires the timer at the
+/// instant the state asked for (``EdgeActions/schedule``), so minutes of an agent's life take
+/// microseconds.
+@Suite("Edge state on a virtual clock")
+struct EdgeStateTests {
+    struct Signal: EdgeWaiter, Equatable {
+        let id: UInt64
+    }
+
+    typealias Edge = EdgeState<String, Signal>
+
+    static let start = ContinuousClock.now
+    /// The wall clock at `start` (the records' storage time).
+    static let wallStart = Fixes.time(0).millisecondsSince1970
+
+    private func at(_ milliseconds: Int) -> ContinuousClock.Instant { Self.start + .milliseconds(milliseconds) }
+
+    /// The wall clock at `instant`.
+    private func wall(_ instant: ContinuousClock.Instant) -> Int64 {
+        let elapsed = Self.start.duration(to: instant).components
+        return Self.wallStart + elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000
+    }
+
+    private func makeEdge(_ configure: (inout PublisherSettings) -> Void = { _ in }) -> Edge {
+        var settings = PublisherSettings(vehicle: VehicleID("van-1")!)
+        configure(&settings)
+        return Edge(
+            settings: settings, opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 10_000),
+            run: 1, degraded: nil, now: Self.start)
+    }
+
+    /// A fix of the drive `seconds` in, received at that instant.
+    private func receive(_ edge: inout Edge, second: Int) -> Edge.Actions {
+        edge.receive(
+            .fix(Fixes.fix(at: Double(second), east: Double(second) * 12.5)), clocks: nil,
+            wallMilliseconds: Self.wallStart + Int64(second) * 1000, at: at(second * 1000))
+    }
+
+    /// The store in memory: what commits wrote, what the drain reads.
+    struct Store {
+        var records: [UInt64: OutboxRecord] = [:]
+
+        mutating func write(_ commit: OutboxCommit) -> OutboxCommitResult {
+            for record in commit.inserts { records[record.seq] = record }
+            for seq in commit.deletes { records[seq] = nil }
+            return OutboxCommitResult(count: records.count, bytes: records.values.reduce(0) { $0 + $1.payload.count })
+        }
+
+        func read(_ read: Edge.DrainRead) -> [OutboxRecord] {
+            let request = read.request
+            let wanted = records.values.filter { $0.seq > request.after && !request.excluding.contains($0.seq) }
+            return Array(wanted.sorted { $0.seq < $1.seq }.prefix(read.limit))
+        }
+    }
+
+    /// The sync loop's tick, its commit written.
+    @discardableResult
+    private func sync(_ edge: inout Edge, _ store: inout Store, at instant: ContinuousClock.Instant) -> Edge.Actions {
+        let (actions, step) = edge.tick(wallMilliseconds: Self.wallStart, at: instant)
+        if case .commit(let commit) = step { _ = edge.committed(commit, store.write(commit), at: instant) }
+        return actions
+    }
+
+    /// The drain's steps from `step` on, until it sends or waits: reads are served by `store`.
+    private func drain(
+        _ edge: inout Edge, _ store: Store, from step: Edge.DrainStep, at instant: ContinuousClock.Instant
+    )
+        -> Edge.DrainStep
+    {
+        var step = step
+        while case .read(let read) = step {
+            step = edge.drainRead(read, .success(store.read(read)), wallMilliseconds: wall(instant), at: instant).1
+        }
+        return step
+    }
+
+    private func nextItem(_ edge: inout Edge) -> OutboxLiveItem? {
+        edge.nextLive() ?? nil
+    }
+
+    private func liveSeq(_ edge: inout Edge) -> UInt64? {
+        guard case .record(let record)?? = edge.nextLive() else { return nil }
+        return record.seq
+    }
+
+    // MARK: Outage
+
+    @Test("an outage: live sending holds for the back-off, the timer ends it, the back-off grows and starts over after a success")
+    func outageBacksOff() throws {
+        var edge = makeEdge {
+            $0.initialRetryDelay = .seconds(1)
+            $0.maxRetryDelay = .seconds(8)
+        }
+        #expect(receive(&edge, second: 0).status?.gnss == .fixing, "the first fix changes the GNSS state: a status is due")
+        let first = try #require(nextItem(&edge))
+        let failed = edge.liveSent(first, topic: "fleet/van-1/fix", .failure(MQTTError.notConnected), at: at(100))
+        let retryAt = try #require(failed.schedule, "the back-off is a timer")
+        #expect(retryAt >= at(900) && retryAt <= at(1100), "1 s, less up to 20 % jitter")
+        guard case .sendFailed(let level, let topic, _)? = failed.logs.first else {
+            Issue.record("the failure is logged: \(failed.logs)")
+            return
+        }
+        #expect(level == .debug && topic == "fleet/van-1/fix", "not connected: the MQTT client says so itself")
+
+        _ = receive(&edge, second: 1)
+        #expect(liveSeq(&edge) == nil, "held while backing off")
+        #expect(edge.timerFired(at: at(500)).signals.isEmpty && liveSeq(&edge) == nil, "a timer firing early changes nothing")
+        _ = edge.timerFired(at: retryAt)
+        #expect(liveSeq(&edge) == 2, "then the newest fix goes; fix 1 is backlog")
+        #expect(edge.outbox.backlogCount == 1)
+
+        // A second failure in a row doubles the back-off; a success ends the outage, once.
+        let again = edge.liveSent(
+            .record(OutboxRecord(seq: 2, kind: .fix, storedAtMilliseconds: 0, payload: [])), topic: "t",
+            .failure(MQTTError.connectionLost(reason: "cut")), at: retryAt)
+        let second = try #require(again.schedule)
+        #expect(second >= retryAt + .milliseconds(1600) && second <= retryAt + .milliseconds(2000))
+        #expect(again.logs.isEmpty, "said once per outage")
+        _ = edge.timerFired(at: second)
+        let retried = try #require(nextItem(&edge))
+        let resumed = edge.liveSent(retried, topic: "t", .success(()), at: second)
+        guard case .sendingResumed(let resumedLevel, let backlog)? = resumed.logs.first else {
+            Issue.record("the recovery is logged: \(resumed.logs)")
+            return
+        }
+        #expect(resumedLevel == .debug && backlog == 1, "at the failure's level, with what waits")
+        let later = edge.liveSent(
+            .record(OutboxRecord(seq: 3, kind: .fix, storedAtMilliseconds: 0, payload: [])), topic: "t",
+            .failure(MQTTError.notConnected), at: second + .seconds(60))
+        let fresh = try #require(later.schedule)
+        #expect(fresh <= second + .seconds(61), "a success since: the back-off starts over at 1 s")
+    }
+
+    @Test("the link back (retryNow) ends a live back-off at once, without its timer")
+    func retryNowEndsTheBackOff() throws {
+        var edge = makeEdge { $0.initialRetryDelay = .seconds(60) }
+        _ = receive(&edge, second: 0)
+        let item = try #require(nextItem(&edge))
+        _ = edge.liveSent(item, topic: "t", .failure(MQTTError.notConnected), at: at(0))
+        #expect(liveSeq(&edge) == nil)
+        _ = edge.retryNow()
+        #expect(liveSeq(&edge) == 1, "retried at once")
+    }
+
+    // MARK: Backlog
+
+    @Test("a backlog drains at its rate: a full batch at once, then as the tokens come, oldest first, nothing twice")
+    func backlogDrainsAtItsRate() throws {
+        var edge = makeEdge { $0.drainRate = 10 }
+        var store = Store()
+        for second in 0..<25 { _ = receive(&edge, second: second) }
+        #expect(edge.outbox.backlogCount == 24, "only the newest fix waits to go live")
+        sync(&edge, &store, at: at(25_000))
+        var sent: [[UInt64]] = []
+        var when: [ContinuousClock.Instant?] = []
+        var now = at(25_000)
+        var step = drain(&edge, store, from: edge.drainNext(), at: now)
+        while case .send(let batch) = step {
+            sent.append(batch.seqs)
+            when.append(batch.notBefore)
+            now = batch.notBefore ?? now
+            step = drain(&edge, store, from: edge.drainSent(batch, .success(()), at: now).1, at: now)
+        }
+        #expect(sent == [Array(1...10), Array(11...20), Array(21...24)])
+        #expect(when == [nil, at(26_000), at(26_400)], "10 events a second: a second's burst, then 1 s, then 0.4 s")
+        guard case .wait(.outbox(.backlog), nil) = step else {
+            Issue.record("then the drain waits for more backlog: \(step)")
+            return
+        }
+        #expect(edge.counters.backlogPublished == 24 && edge.outbox.backlogCount == 0)
+    }
+
+    @Test("a broker that refuses the backlog topic: the drain waits five minutes or for a new connection, and the backlog stays")
+    func refusedBacklogWaits() throws {
+        var edge = makeEdge()
+        var store = Store()
+        for second in 0..<3 { _ = receive(&edge, second: second) }
+        sync(&edge, &store, at: at(3000))
+        guard case .send(let batch) = drain(&edge, store, from: edge.drainNext(), at: at(3000)) else {
+            Issue.record("a batch goes")
+            return
+        }
+        let (actions, step) = edge.drainSent(
+            batch, .failure(MQTTError.publishRejected(topic: "fleet/van-1/backlog", reasonCode: 0x87, reason: "not authorized")),
+            at: at(3000))
+        #expect(actions.logs.contains { if case .refused(_, _, true) = $0 { true } else { false } }, "said, with the backlog kept")
+        guard case .wait(.retried(let since), let until) = step else {
+            Issue.record("waits: \(step)")
+            return
+        }
+        #expect(until == at(303_000))
+        #expect(edge.outbox.backlogCount == 2 && edge.outbox.drops.rejected == 0, "nothing deleted or counted as rejected")
+        _ = edge.retryNow()
+        #expect(edge.holds(.retried(since: since)), "a new connection ends the wait")
+    }
+
+    // MARK: Status
+
+    @Test("while a backlog grows, a status goes at most once per status interval")
+    func statusCadence() {
+        var edge = makeEdge { $0.statusInterval = .seconds(10) }
+        var store = Store()
+        var statuses: [Int] = []
+        for second in 0...30 {
+            if receive(&edge, second: second).status != nil { statuses.append(second) }
+            if sync(&edge, &store, at: at(second * 1000 + 500)).status != nil { statuses.append(second) }
+        }
+        #expect(statuses == [0, 10, 20, 30], "the GNSS change at once; then the moving backlog every 10 s")
+    }
+
+    // MARK: Batched uplink
+
+    @Test("batched: nothing goes live; the start goes at once, then a batch waits out its window, which a timer ends")
+    func batchedWindow() throws {
+        var edge = makeEdge {
+            $0.uplinkBatch = .seconds(60)
+            $0.uplinkEncoding = .compact
+        }
+        var store = Store()
+        _ = receive(&edge, second: 0)
+        #expect(liveSeq(&edge) == nil, "nothing live")
+        sync(&edge, &store, at: at(0))
+        guard case .send(let start) = drain(&edge, store, from: edge.drainNext(), at: at(0)) else {
+            Issue.record("the first fix is a start: it goes at once")
+            return
+        }
+        #expect(start.seqs == [1] && start.payload.first == FleetPayload.compactBatchMagic[0])
+        var step = edge.drainSent(start, .success(()), at: at(0)).1
+        for second in 1...4 { _ = receive(&edge, second: second) }
+        sync(&edge, &store, at: at(4000))
+        step = drain(&edge, store, from: edge.drainNext(), at: at(4000))
+        guard case .wait(let condition, let until?) = step else {
+            Issue.record("held for company: \(step)")
+            return
+        }
+        #expect(until == at(61_000), "the window from when the oldest was stored (1 s)")
+        let waiting = edge.wait(Signal(id: 1), for: condition, until: until, now: at(4000))
+        #expect(waiting.waits && waiting.actions.schedule == until, "time as an action: wake at the window's end")
+        #expect(edge.timerFired(at: at(60_999)).signals.isEmpty)
+        #expect(edge.timerFired(at: until).signals == [Signal(id: 1)], "time as an event")
+        guard case .send(let batch) = drain(&edge, store, from: edge.drainNext(), at: until) else {
+            Issue.record("the batch goes")
+            return
+        }
+        #expect(batch.seqs == [2, 3, 4, 5])
+    }
+
+    // MARK: Waiting
+
+    @Test(
+        "waits: a passed deadline does not wait; a retry or the finish ends theirs; a cancelled one is handed back once; only the earliest instant is asked for"
+    )
+    func waits() {
+        var edge = makeEdge()
+        #expect(edge.wait(Signal(id: 1), for: .deadline, until: at(0), now: at(0)).waits == false)
+        let soon = edge.wait(Signal(id: 2), for: .deadline, until: at(5000), now: at(0))
+        #expect(soon.waits && soon.actions.schedule == at(5000))
+        let later = edge.wait(Signal(id: 3), for: .retried(since: edge.decisions.retryGeneration), until: at(9000), now: at(0))
+        #expect(later.waits && later.actions.schedule == nil, "asked for again when the earlier one fires")
+        #expect(edge.wait(Signal(id: 4), for: .finished, until: nil, now: at(0)).waits)
+        #expect(edge.retryNow().signals == [Signal(id: 3)])
+        #expect(edge.cancelWait(2) == Signal(id: 2))
+        #expect(edge.cancelWait(2) == nil, "handed back once")
+        let fired = edge.timerFired(at: at(5000))
+        #expect(fired.signals.isEmpty && fired.schedule == nil, "nothing left with a deadline")
+        #expect(edge.finish(wallMilliseconds: Self.wallStart, at: at(6000)).signals == [Signal(id: 4)])
+        #expect(edge.wait(Signal(id: 5), for: .finished, until: nil, now: at(6000)).waits == false)
+    }
+}
