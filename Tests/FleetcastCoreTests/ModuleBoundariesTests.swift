@@ -117,6 +117,20 @@ import Testing
         for (module, lines) in modules { #expect(lines <= 3_000, "\(module): \(lines) lines") }
     }
 
+    @Test("the publisher is a thin driver of the edge state: at most 400 lines (settings aside), and no lock of its own")
+    func publisherIsAThinDriver() throws {
+        let driver = try Self.swiftFiles(in: "Sources/EdgePublisher").filter {
+            $0.path.hasSuffix("/Publisher.swift") || ($0.path.contains("/Publisher+") && !$0.path.hasSuffix("+Settings.swift"))
+        }
+        #expect(driver.count >= 2, "Publisher.swift and its backlog drive")
+        let lines = driver.reduce(0) { $0 + $1.lines }
+        #expect(lines <= 400, "\(lines) lines: \(driver.map(\.path))")
+        for file in driver {
+            let text = try String(contentsOf: Self.root.appendingPathComponent(file.path), encoding: .utf8)
+            #expect(!text.contains("SanitizerVisibleMutex"), "\(file.path): decisions are taken under the edge state's one lock")
+        }
+    }
+
     @Test("the tests sleep at most 15 times: they wait for what happens, not for time")
     func testsDoNotSleep() throws {
         let call = "Task." + "sleep("  // spelled apart, so that this file does not count itself
