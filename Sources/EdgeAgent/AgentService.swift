@@ -136,10 +136,6 @@ public final class AgentService: Service {
         }
     }
 
-    private enum Child: Sendable {
-        case connected, finished, watchdogStopped
-    }
-
     /// Runs until the source ends or a graceful shutdown; see the type's documentation.
     /// Throws when the broker refuses the agent for a reason retrying cannot fix (TLS trust,
     /// credentials, authorisation), after publishing what it could.
@@ -173,72 +169,37 @@ public final class AgentService: Service {
         if let failure { throw failure }
     }
 
-    /// Connects, publishes and pets the watchdog side by side until the publisher finishes;
-    /// returns what ended the run, if it was an error.
-    private func runTogether(publisher: Publisher, events: FiniteOrLive, will mqttWill: MQTTWill) async -> (any Error)? {
-        var failure: (any Error)?
-        // With systemd's watchdog on, its task is the only one that notifies while running, so
-        // that STOPPING=1 always comes after the last WATCHDOG=1 (a ping after STOPPING=1
-        // would re-arm the watchdog during the stop).
+    /// Connects, publishes and pets the watchdog side by side, as a ServiceGroup
+    /// (``BrokerLinkService``, ``PublishingService``, ``WatchdogService``), until the publisher
+    /// finishes; returns what ended the run, if it was an error.
+    private func runTogether(publisher: Publisher, events: FiniteOrLive, will: MQTTWill) async -> (any Error)? {
         let watchdogInterval = notifier?.watchdogInterval
-        let stopping = StopSignal()
-        await withTaskGroup(of: Result<Child, any Error>.self) { group in
-            group.addTask {
-                do {
-                    try await self.link.connect(will: mqttWill)
-                    return .success(.connected)
-                } catch {
-                    return .failure(error)
-                }
+        let notifier = self.notifier
+        var services: [ServiceGroupConfiguration.ServiceConfiguration] = [
+            .init(
+                service: BrokerLinkService(link: link, will: will, publisher: publisher), successTerminationBehavior: .ignore,
+                failureTerminationBehavior: .gracefullyShutdownGroup),
+            .init(
+                service: PublishingService(
+                    publisher: publisher, events: events, endEvents: { events.cancel() },
+                    onShutdown: { if watchdogInterval == nil { notifier?.notify(Self.stoppingMessage) } }),
+                successTerminationBehavior: .gracefullyShutdownGroup, failureTerminationBehavior: .gracefullyShutdownGroup),
+        ]
+        if let notifier, let watchdogInterval {
+            let pet: @Sendable (StopSignal) async -> Void = { stop in
+                await self.petWatchdog(
+                    notifier, every: watchdogInterval / 2, publisher: publisher, intake: events.subscription, until: stop)
             }
-            group.addTask {
-                do {
-                    // On graceful shutdown the subscription leaves the hub, so the events end
-                    // (a pending `next()` returns nil); a lossless intake may be waiting for
-                    // room in the outbox instead (a replay while the broker is gone): finishing
-                    // the publisher ends that wait too. (Not `cancelOnGracefulShutdown()`: its
-                    // merge costs a task hop and two locks per event.)
-                    try await withGracefulShutdownHandler {
-                        try await publisher.run(events: events)
-                    } onGracefulShutdown: { [notifier = self.notifier] in
-                        if watchdogInterval == nil { notifier?.notify(Self.stoppingMessage) }
-                        stopping.stop()
-                        publisher.finish()
-                        events.cancel()
-                    }
-                    return .success(.finished)
-                } catch {
-                    return .failure(error)
-                }
-            }
-            if let notifier, let watchdogInterval {
-                group.addTask {
-                    await self.petWatchdog(
-                        notifier, every: watchdogInterval / 2, publisher: publisher, intake: events.subscription,
-                        until: stopping)
-                    return .success(.watchdogStopped)
-                }
-            }
-            while let result = await group.next() {
-                switch result {
-                case .success(.connected):
-                    publisher.retryNow()  // sends that failed before the connection: no back-off
-                    continue
-                case .success(.watchdogStopped):
-                    continue
-                case .success(.finished):
-                    group.cancelAll()  // still connecting: stop trying
-                case .failure(let error as CancellationError):
-                    _ = error
-                case .failure(let error):
-                    failure = failure ?? error
-                    stopping.stop()
-                    publisher.finish()
-                    events.cancel()
-                }
-            }
+            services.append(.init(service: WatchdogService(pet: pet), successTerminationBehavior: .ignore))
         }
-        return failure
+        do {
+            try await ServiceGroup(configuration: .init(services: services, logger: logger)).run()
+            return nil
+        } catch is CancellationError {
+            return nil
+        } catch {
+            return error
+        }
     }
 
     /// Disconnects, closes the store and says what the run did.
