@@ -38,6 +38,13 @@ extension EdgeState {
         package var maximumBytes: Int
     }
 
+    /// Records to write as one backlog (or batch) message with ``drainBatcher``, within
+    /// `maximumBytes`: done outside the lock (a compact batch of 2,048 events takes a while).
+    package struct DrainPack: Sendable {
+        package var records: [OutboxRecord]
+        package var maximumBytes: Int
+    }
+
     /// One backlog (or batch) message to send, and the earliest instant the drain rate lets it go.
     package struct DrainBatch: Sendable {
         package var seqs: [UInt64]
@@ -49,6 +56,8 @@ extension EdgeState {
     package enum DrainStep: Sendable {
         /// Read the backlog, then report ``EdgeState/drainRead(_:_:wallMilliseconds:at:)``.
         case read(DrainRead)
+        /// Write the message, then report ``EdgeState/drainPacked(_:_:at:)``.
+        case pack(DrainPack)
         /// Wait for the condition or the deadline, then ask ``EdgeState/drainNext()``.
         case wait(EdgeCondition, until: ContinuousClock.Instant?)
         /// Send it (not before its instant), then report ``EdgeState/drainSent(_:_:at:)``.
@@ -84,6 +93,9 @@ extension EdgeState {
         drain.final = true
     }
 
+    /// Writes the drain's messages (a plain value: the driver uses it outside the lock).
+    package var drainBatcher: BacklogBatcher { drain.batcher }
+
     /// Whether the drain is in the stop's last pass.
     package var drainIsFinal: Bool { drain.final }
 
@@ -113,10 +125,19 @@ extension EdgeState {
             return (actions, .wait(.outbox(.batchReady(flushAfter: hold.flushGeneration, stored: read.limit)), until: now + hold.left))
         }
         let budget = drain.final ? FleetPayload.maximumBacklogBytes - 256 : drain.byteBudget
-        guard let (seqs, payload) = drain.batcher.batch(records, maximumBytes: budget) else {
-            if drain.final { return (actions, .stop) }
+        return (actions, .pack(DrainPack(records: records, maximumBytes: budget)))
+    }
+
+    /// The message written for `pack` (`nil`: not even its first record fits): it is marked in
+    /// flight and goes when the drain rate lets it.
+    package mutating func drainPacked(
+        _ pack: DrainPack, _ batch: (seqs: [UInt64], payload: [UInt8])?, at now: ContinuousClock.Instant
+    ) -> (Actions, DrainStep) {
+        var actions = Actions()
+        guard let (seqs, payload) = batch else {
+            guard !drain.final, let first = pack.records.first else { return (actions, .stop) }
             // A record too large for any batch (not one of ours): skipped, counted as sent.
-            outbox.backlogSending([records[0].seq])
+            outbox.backlogSending([first.seq])
             actions.live += outbox.backlogAcknowledged().live
             serve(&actions)
             return (actions, drainNext())

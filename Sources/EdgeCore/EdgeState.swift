@@ -289,7 +289,8 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
         let overdue = decisions.releaseOverdue(at: now)
         number(overdue.publish, flush: overdue.flush, wallMilliseconds: wallMilliseconds, &actions)
         let commit = outbox.commitNeeded ? outbox.takeCommit(nowMilliseconds: wallMilliseconds) : nil
-        queueStatus(force: false, at: now, &actions)
+        // A status with moved counts goes after the commit, which may move them (drops).
+        if commit == nil { queueStatus(force: false, at: now, &actions) }
         serve(&actions)
         return (actions, commit.map { .commit($0) } ?? .idle)
     }
@@ -311,6 +312,7 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
             queueStatus(force: true, at: now, &actions)
         }
         if result.full > 0 || result.expired > 0 { actions.logs.append(.outboxLimit(full: result.full, expired: result.expired)) }
+        queueStatus(force: false, at: now, &actions)
         serve(&actions)
         return actions
     }
@@ -325,6 +327,7 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
             actions.logs.append(.storeFailed(error: error))
             queueStatus(force: true, at: now, &actions)
         }
+        queueStatus(force: false, at: now, &actions)
         serve(&actions)
         return actions
     }
@@ -432,12 +435,13 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
         waiters.removeValue(forKey: id)?.signal
     }
 
-    /// Time as an event: the instant asked for with ``EdgeActions/schedule`` (or later) has
-    /// come. Waits whose deadline passed end, a live back-off whose delay passed ends once
-    /// nothing live is in flight, and the next instant is asked for.
+    /// Time as an event: an instant asked for with ``EdgeActions/schedule`` has come. Waits
+    /// whose deadline passed end, a live back-off whose delay passed ends once nothing live is
+    /// in flight, and the earliest instant still waited for is asked for again (whatever the
+    /// timer fired for: the driver's clock keeps the earliest it was asked).
     package mutating func timerFired(at now: ContinuousClock.Instant) -> Actions {
         var actions = Actions()
-        if let at = scheduledAt, at <= now { scheduledAt = nil }
+        scheduledAt = nil
         for (id, waiter) in waiters where waiter.deadline.map({ $0 <= now }) == true {
             waiters.removeValue(forKey: id)
             actions.signals.append(waiter.signal)

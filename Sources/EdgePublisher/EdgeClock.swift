@@ -12,39 +12,43 @@ final class EdgeClock: Sendable {
         var task: Task<Void, Never>?
     }
 
-    private let pending = SanitizerVisibleMutex<Pending?>(nil)
+    /// What is scheduled; `.none` once stopped (nothing is scheduled any more).
+    private let pending = SanitizerVisibleMutex<Pending??>(.some(nil))
     private let ids = Atomic<UInt64>(0)
 
     /// Calls `fire` at `instant`, unless an earlier call is already due by then.
     func schedule(at instant: ContinuousClock.Instant, _ fire: @escaping @Sendable () -> Void) {
         let id = ids.wrappingAdd(1, ordering: .relaxed).newValue
         let (scheduled, replaced) = pending.withLock { pending -> (Bool, Task<Void, Never>?) in
-            if let current = pending, current.instant <= instant { return (false, nil) }
-            defer { pending = Pending(instant: instant, id: id, task: nil) }
-            return (true, pending?.task)
+            guard case .some(let current) = pending else { return (false, nil) }  // stopped
+            if let current, current.instant <= instant { return (false, nil) }
+            defer { pending = .some(Pending(instant: instant, id: id, task: nil)) }
+            return (true, current?.task)
         }
         replaced?.cancel()
         guard scheduled else { return }
         let task = Task {
             try? await Task.sleep(until: instant, clock: .continuous)
             guard !Task.isCancelled else { return }
-            pending.withLock { if $0?.id == id { $0 = nil } }
+            pending.withLock { if case .some(let current?) = $0, current.id == id { $0 = .some(nil) } }
             fire()
         }
         // Kept to be cancelled when replaced; already replaced (or fired), it is cancelled now.
         let stale = pending.withLock { pending -> Bool in
-            guard pending?.id == id else { return true }
-            pending?.task = task
+            guard case .some(var current?) = pending, current.id == id else { return true }
+            current.task = task
+            pending = .some(current)
             return false
         }
         if stale { task.cancel() }
     }
 
-    /// Cancels what is scheduled (the publisher has stopped).
+    /// Cancels what is scheduled, and what would be (the publisher has stopped: a send's late
+    /// outcome must not start a timer).
     func stop() {
         pending.withLock { pending -> Task<Void, Never>? in
-            defer { pending = nil }
-            return pending?.task
+            defer { pending = .none }
+            return pending??.task
         }?.cancel()
     }
 }

@@ -29,8 +29,14 @@ final class EdgeShell: Sendable {
     }
 
     /// Reads the state (nothing decided, nothing carried out).
-    func read<T: Sendable>(_ body: (inout Edge) -> T) -> T {
-        state.withLock { body(&$0) }
+    func read<T: Sendable>(_ body: (borrowing Edge) -> T) -> T {
+        state.withLock { body($0) }
+    }
+
+    /// A change that by its nature lets no task go (it takes: a drain request, a commit, the
+    /// intake's stop), so there is nothing to carry out.
+    func update<T: Sendable>(_ change: (inout Edge) -> T) -> T {
+        state.withLock { change(&$0) }
     }
 
     /// Runs one event of the state, then carries out its actions.

@@ -4,15 +4,19 @@ import FleetcastCore
 // The backlog drain: it reads, waits and sends as the state's drain steps say.
 extension Publisher {
     func drainLoop() async {
-        var step = edge.read { $0.drainNext() }
+        var step = edge.update { $0.drainNext() }
         while true {
             switch step {
             case .stop: return
             case .wait(let condition, let deadline):
                 await edge.wait(for: condition, until: deadline)
                 if Task.isCancelled { return }
-                step = edge.read { $0.drainNext() }
+                step = edge.update { $0.drainNext() }
             case .read(let read): step = await self.read(read)
+            case .pack(let pack):
+                let batch = edge.read { $0.drainBatcher }.batch(pack.records, maximumBytes: pack.maximumBytes)
+                let instant = ContinuousClock.now
+                step = edge.act { $0.drainPacked(pack, batch, at: instant) }
             case .send(let batch): step = await send(batch)
             }
         }
@@ -35,13 +39,18 @@ extension Publisher {
         return edge.act { $0.drainRead(read, result, wallMilliseconds: wall, at: instant) }
     }
 
-    /// Sends one batch once the drain rate lets it go, unless the publisher is finishing first
-    /// (then the batch goes in the stop's last pass), and gives the outcome to the state.
+    /// Sends one batch once the drain rate lets it go, unless the publisher begins to finish
+    /// while it waits for that (then it goes in the stop's last pass), and gives the outcome to
+    /// the state.
     private func send(_ batch: EdgeShell.Edge.DrainBatch) async -> EdgeShell.Edge.DrainStep {
-        if let notBefore = batch.notBefore { await edge.wait(for: .finished, until: notBefore) }
+        var abandoned = false
+        if let notBefore = batch.notBefore {
+            await edge.wait(for: .finished, until: notBefore)
+            abandoned = isFinishing
+        }
         var result: Result<Void, any Error> = .failure(CancellationError())
-        let (topic, retain, final) = edge.read { ($0.drainTopic.topic, $0.drainTopic.retain, $0.drainIsFinal) }
-        if !Task.isCancelled, final || !isFinishing {
+        let (topic, retain) = edge.read { $0.drainTopic }
+        if !Task.isCancelled, !abandoned {
             do {
                 try await sender.send(topic: topic, payload: batch.payload, qos: Self.statusQoS, retain: retain)
                 result = .success(())
@@ -60,7 +69,7 @@ extension Publisher {
     func sendRemainingBacklog(until deadline: ContinuousClock.Instant) async {
         guard ContinuousClock.now < deadline else { return }
         await commit(clean: false)  // what was accepted since the last sync
-        edge.read { $0.drainFinal() }  // no hold, no pacing: it stops at what fails or ends
+        edge.update { $0.drainFinal() }  // no hold, no pacing: it stops at what fails or ends
         _ = await withTimeLimit(deadline - .now) { await self.drainLoop() }
     }
 }

@@ -15,10 +15,8 @@ import MQTT
 /// (sends, store transactions, logs, resumptions) and brings it time as events: a wait with a
 /// deadline ends when the state's timer fires (``EdgeClock``).
 ///
-/// **Intake.** ``publish(_:)`` (a live receiver; never waits) or ``publishWaitingForRoom(_:)``
-/// (a finite source such as a replay; waits while the live queue is full).
-///
-/// **Three loops** run inside ``run()``:
+/// **Three loops** run inside ``run()``, fed by ``publish(_:)`` (a live receiver; never waits)
+/// or ``publishWaitingForRoom(_:)`` (a replay; waits while the live queue is full):
 /// - *live*: the newest fix and heading go out at once on `{prefix}/{vehicle}/fix` and
 ///   `…/heading` (retained), up to ``Settings/sendWindow`` awaiting acknowledgement; one
 ///   superseded before it could be sent joins the backlog. The status goes first.
@@ -31,9 +29,7 @@ import MQTT
 ///
 /// A failed send is retried after a jittered back-off, or at once after ``retryNow()``. The
 /// retained `status` goes at start, on a GNSS or storage change, and at most once per
-/// ``Settings/statusInterval`` while counts move. ``finish()`` stops the intake, sends what is
-/// live and the backlog (within ``Settings/drainTimeout``), commits the rest with the exact
-/// next `seq`, and publishes `offline`.
+/// ``Settings/statusInterval`` while counts move; ``finish()`` leads to `offline`.
 public final class Publisher: Sendable {
     /// The QoS of status and backlog messages (the contract fixes it at 1).
     public static let statusQoS = MQTTQoS.atLeastOnce
@@ -157,7 +153,7 @@ public final class Publisher: Sendable {
             }
             return nil
         }
-        if edge.read({ $0.intakeStarted(stop: { intake.cancel() }) }) { intake.cancel() }
+        if edge.update({ $0.intakeStarted(stop: { intake.cancel() }) }) { intake.cancel() }
         var failure: (any Error)?
         await withTaskGroup(of: Void.self) { group in
             group.addTask { await self.run() }
@@ -290,7 +286,7 @@ public final class Publisher: Sendable {
     /// One transaction now (`clean`: the stop's last).
     func commit(clean: Bool) async {
         let wall = now().millisecondsSince1970
-        guard let commit = edge.read({ $0.takeCommit(clean: clean, wallMilliseconds: wall) }) else { return }
+        guard let commit = edge.update({ $0.takeCommit(clean: clean, wallMilliseconds: wall) }) else { return }
         await write(commit)
     }
 

@@ -66,8 +66,11 @@ struct EdgeStateTests {
     /// The sync loop's tick, its commit written.
     @discardableResult
     private func sync(_ edge: inout Edge, _ store: inout Store, at instant: ContinuousClock.Instant) -> Edge.Actions {
-        let (actions, step) = edge.tick(wallMilliseconds: Self.wallStart, at: instant)
-        if case .commit(let commit) = step { _ = edge.committed(commit, store.write(commit), at: instant) }
+        var (actions, step) = edge.tick(wallMilliseconds: Self.wallStart, at: instant)
+        if case .commit(let commit) = step {
+            let committed = edge.committed(commit, store.write(commit), at: instant)
+            actions.status = actions.status ?? committed.status
+        }
         return actions
     }
 
@@ -78,10 +81,17 @@ struct EdgeStateTests {
         -> Edge.DrainStep
     {
         var step = step
-        while case .read(let read) = step {
-            step = edge.drainRead(read, .success(store.read(read)), wallMilliseconds: wall(instant), at: instant).1
+        while true {
+            switch step {
+            case .read(let read):
+                step = edge.drainRead(read, .success(store.read(read)), wallMilliseconds: wall(instant), at: instant).1
+            case .pack(let pack):
+                let batch = edge.drainBatcher.batch(pack.records, maximumBytes: pack.maximumBytes)
+                step = edge.drainPacked(pack, batch, at: instant).1
+            default:
+                return step
+            }
         }
-        return step
     }
 
     private func nextItem(_ edge: inout Edge) -> OutboxLiveItem? {
@@ -114,7 +124,9 @@ struct EdgeStateTests {
 
         _ = receive(&edge, second: 1)
         #expect(liveSeq(&edge) == nil, "held while backing off")
-        #expect(edge.timerFired(at: at(500)).signals.isEmpty && liveSeq(&edge) == nil, "a timer firing early changes nothing")
+        let early = edge.timerFired(at: at(500))
+        #expect(liveSeq(&edge) == nil, "a timer firing before the back-off's end (another wait's) ends nothing")
+        #expect(early.schedule == retryAt, "and asks again for the instant still waited for")
         _ = edge.timerFired(at: retryAt)
         #expect(liveSeq(&edge) == 2, "then the newest fix goes; fix 1 is backlog")
         #expect(edge.outbox.backlogCount == 1)
@@ -139,6 +151,28 @@ struct EdgeStateTests {
             .failure(MQTTError.notConnected), at: second + .seconds(60))
         let fresh = try #require(later.schedule)
         #expect(fresh <= second + .seconds(61), "a success since: the back-off starts over at 1 s")
+    }
+
+    @Test("a back-off whose delay has passed holds live sending until nothing live is in flight")
+    func backOffWaitsForTheInFlight() throws {
+        var edge = makeEdge {
+            $0.initialRetryDelay = .seconds(1)
+            $0.headingQoS = .atMostOnce
+        }
+        _ = receive(&edge, second: 0)
+        _ = edge.receive(
+            .heading(Heading(time: Fixes.time(0.5), trueHeading: 90, source: .hdt)), clocks: nil,
+            wallMilliseconds: Self.wallStart, at: at(500))
+        let fix = try #require(nextItem(&edge))
+        let heading = try #require(nextItem(&edge))
+        let failed = edge.liveSent(heading, topic: "t", .failure(MQTTError.connectionLost(reason: "cut")), at: at(600))
+        let end = try #require(failed.schedule)
+        _ = edge.timerFired(at: end)
+        _ = receive(&edge, second: 2)
+        #expect(liveSeq(&edge) == nil, "the fix sent before the failure is still in flight")
+        _ = edge.liveSent(fix, topic: "t", .success(()), at: end + .milliseconds(10))
+        #expect(liveSeq(&edge) == 2, "settled: live sending goes on, the failed heading first (still the newest of its kind)")
+        #expect(liveSeq(&edge) == 3)
     }
 
     @Test("the link back (retryNow) ends a live back-off at once, without its timer")
@@ -178,6 +212,36 @@ struct EdgeStateTests {
             return
         }
         #expect(edge.counters.backlogPublished == 24 && edge.outbox.backlogCount == 0)
+    }
+
+    @Test("a batch waiting for the drain rate when the stop begins is not sent then, but in the stop's last pass")
+    func pacedBatchGoesInTheLastPass() throws {
+        var edge = makeEdge { $0.drainRate = 5 }
+        var store = Store()
+        for second in 0..<12 { _ = receive(&edge, second: second) }
+        sync(&edge, &store, at: at(12_000))
+        guard case .send(let first) = drain(&edge, store, from: edge.drainNext(), at: at(12_000)) else {
+            Issue.record("a first batch goes at once")
+            return
+        }
+        let next = drain(&edge, store, from: edge.drainSent(first, .success(()), at: at(12_000)).1, at: at(12_000))
+        guard case .send(let paced) = next, paced.notBefore != nil else {
+            Issue.record("the second waits for its tokens: \(next)")
+            return
+        }
+        _ = edge.finish(wallMilliseconds: Self.wallStart, at: at(12_100))
+        guard case .stop = edge.drainSent(paced, .failure(CancellationError()), at: at(12_100)).1 else {
+            Issue.record("abandoned at the stop, the drain ends")
+            return
+        }
+        #expect(edge.outbox.holds(.backlogIdle), "nothing in flight: the stop need not wait for it")
+        edge.drainFinal()
+        guard case .send(let last) = drain(&edge, store, from: edge.drainNext(), at: at(12_200)) else {
+            Issue.record("the last pass sends it")
+            return
+        }
+        #expect(last.seqs == paced.seqs + [11] || last.seqs.starts(with: paced.seqs), "\(last.seqs)")
+        #expect(last.notBefore == nil, "not paced")
     }
 
     @Test("a broker that refuses the backlog topic: the drain waits five minutes or for a new connection, and the backlog stays")

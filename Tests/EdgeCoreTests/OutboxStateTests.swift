@@ -86,6 +86,7 @@ struct OutboxStateTests {
         #expect(!state.holds(.commitDue), "the commit took the flush")
         add(&state)  // seq 3, accepted while that commit runs: not covered by it
         _ = state.requestFlush()  // a second request rides on the next commit
+        #expect(state.holds(.commitDue), "the next commit is due at once")
         _ = state.committed(commit, OutboxCommitResult(count: 2, bytes: 100))
         #expect(state.holds(drain, waking: true))
         #expect(state.flushBelow == 3 && state.flushGeneration == 1 && state.storedPending == 2)
