@@ -11,8 +11,10 @@ import ServiceLifecycle
 // then is given up last.
 
 /// Connects the agent to its broker (retrying while it cannot be reached, with the `offline`
-/// status as the last will), then ends: libmosquitto keeps the connection from there. Throws
-/// what retrying cannot fix (TLS trust, credentials, authorisation), which shuts the group down.
+/// status as the last will), then stays until its turn in a graceful shutdown (libmosquitto
+/// keeps the connection; a service that ended on its own while another is being shut down
+/// would cancel the group). Throws what retrying cannot fix (TLS trust, credentials,
+/// authorisation), which shuts the group down.
 struct BrokerLinkService: Service {
     let link: MQTTLink
     let will: MQTTWill
@@ -22,6 +24,7 @@ struct BrokerLinkService: Service {
         do {
             try await cancelWhenGracefulShutdown { try await link.connect(will: will) }
             publisher.retryNow()  // sends that failed before the connection: no back-off
+            try await gracefulShutdown()
         } catch is CancellationError {
             // The run is over before a connection was made: nothing to say.
         }
@@ -63,6 +66,8 @@ struct WatchdogService: Service {
         let stop = StopSignal()
         await withGracefulShutdownHandler {
             await pet(stop)
+            // Done (the publisher finished): it stays until its turn, as the link does.
+            try? await gracefulShutdown()
         } onGracefulShutdown: {
             stop.stop()
         }

@@ -166,6 +166,36 @@ struct AgentShutdownTests {
         try await Self.expectSeqPersisted(directory, log: agent.standardError)
     }
 
+    /// The broker link, the publisher and the watchdog are a ServiceGroup stopped in reverse
+    /// order: a connection made while the publisher drains must not end the group early (the
+    /// publisher cancelled mid-drain, the agent failing).
+    @Test("SIGTERM while the broker is unreachable, and it comes back during the drain: offline published, exits 0")
+    func brokerBackDuringTheDrain() async throws {
+        let directory = try makeTemporaryDirectory(prefix: "agent-shutdown-back")
+        defer { try? FileManager.default.removeItem(atPath: directory) }
+        try await withBroker { broker in
+            await broker.stop()
+            let agent = try Self.startAgent(brokerPort: broker.port, directory: directory)
+            try await waitUntil("the agent to retry the broker", timeout: .seconds(10)) {
+                agent.standardError.contains("MQTT broker unreachable, retrying")
+            }
+            Foundation.kill(agent.pid, SIGTERM)
+            try await broker.restart()
+            let status: Int32
+            do {
+                status = try await agent.waitForExit(timeout: Self.exitLimit)
+            } catch {
+                Foundation.kill(agent.pid, SIGKILL)
+                status = await agent.waitForExit()
+            }
+            #expect(status == 0, "stderr: \(agent.standardError.suffix(3000))")
+            #expect(!agent.standardError.contains("agent failed"))
+            #expect(agent.standardError.contains("MQTT broker reachable again"), "the link came back during the stop")
+            let last = try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/status")
+            #expect(last?.contains(#""state":"offline""#) == true, "retained status after SIGTERM: \(last ?? "none")")
+        }
+    }
+
     /// A receiver that sends nothing (plugged in, no data) leaves the agent waiting for its
     /// next event, not for the broker: SIGTERM must end that wait too.
     @Test("SIGTERM while the receiver is silent: offline published, exits 0 promptly")
