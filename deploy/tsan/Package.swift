@@ -125,11 +125,26 @@ let package = Package(
                 .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),
+        // Senders that hold or record what the publisher sends, and a test's quick timings: for
+        // the publisher's tests and the agent's.
+        .target(
+            name: "EdgeTestSupport",
+            dependencies: ["EdgePublisher", "FleetcastTestSupport", "FleetcastCore", "FleetProtocol", "MQTT"]
+        ),
+        // The publisher in process, against held and recording senders and real SQLite stores.
+        .testTarget(
+            name: "EdgePublisherTests",
+            dependencies: [
+                "EdgePublisher", "EdgeOutbox", "EdgeCore", "EdgeConfiguration", "GNSS", "FleetProtocol", "MQTT",
+                "FleetcastTestSupport", "EdgeTestSupport", "FleetcastCore",
+                .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            ]
+        ),
         .testTarget(
             name: "EdgeAgentTests",
             dependencies: [
                 "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "EdgeCore", "GNSS", "FleetProtocol", "MQTT",
-                "FleetcastTestSupport", "FleetcastCore",
+                "FleetcastTestSupport", "EdgeTestSupport", "FleetcastCore",
                 .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
             ]
         ),

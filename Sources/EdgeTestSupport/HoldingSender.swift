@@ -6,26 +6,26 @@ import MQTT
 /// requires of a transport) and then holds it until the test completes it — successfully or
 /// failing, in any order — or, in automatic mode, completes it itself after `latency` (a slow
 /// broker). It tracks how many sends are outstanding at once.
-final class HoldingSender: MessageSending {
-    struct Started: Sendable, Equatable {
-        let topic: String
-        let payload: [UInt8]
-        let qos: MQTTQoS
-        let retain: Bool
-        var text: String { String(decoding: payload, as: UTF8.self) }
-        var isStatus: Bool { topic.hasSuffix("/status") }
+package final class HoldingSender: MessageSending {
+    package struct Started: Sendable, Equatable {
+        package let topic: String
+        package let payload: [UInt8]
+        package let qos: MQTTQoS
+        package let retain: Bool
+        package var text: String { String(decoding: payload, as: UTF8.self) }
+        package var isStatus: Bool { topic.hasSuffix("/status") }
     }
 
-    struct Refused: Error {}
+    package struct Refused: Error {}
 
-    struct Snapshot: Sendable {
-        var started: [Started] = []
+    package struct Snapshot: Sendable {
+        package var started: [Started] = []
         /// Start indices of sends not completed yet.
-        var outstanding: Set<Int> = []
+        package var outstanding: Set<Int> = []
         /// The most sends outstanding at once.
-        var mostOutstanding = 0
+        package var mostOutstanding = 0
         /// Start indices of sends that completed successfully, in completion order.
-        var succeeded: [Int] = []
+        package var succeeded: [Int] = []
     }
 
     private struct State {
@@ -47,13 +47,13 @@ final class HoldingSender: MessageSending {
     private let state = SanitizerVisibleMutex(State())
 
     /// A sender holding every send (`latency` nil) or completing each after `latency`.
-    init(latency: Duration? = nil) {
+    package init(latency: Duration? = nil) {
         state.withLock { $0.automatic = latency }
     }
 
-    var snapshot: Snapshot { state.withLock { $0.snapshot } }
+    package var snapshot: Snapshot { state.withLock { $0.snapshot } }
 
-    func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
+    package func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         // Everything up to the first suspension is synchronous: the "transport" has the message.
         let (index, automatic, ready) = state.withLock { state -> (Int, Duration?, [CheckedContinuation<Void, Never>]) in
             let index = state.snapshot.started.count
@@ -83,7 +83,7 @@ final class HoldingSender: MessageSending {
     }
 
     /// Completes the send started `index`-th (0-based): successfully, or failing.
-    func complete(_ index: Int, ok: Bool = true) {
+    package func complete(_ index: Int, ok: Bool = true) {
         let continuation = state.withLock { state -> CheckedContinuation<Void, any Error>? in
             guard let held = state.held.removeValue(forKey: index) else {
                 if state.snapshot.outstanding.contains(index) { state.results[index] = ok }
@@ -96,7 +96,7 @@ final class HoldingSender: MessageSending {
     }
 
     /// Completes every held send successfully, and every later one after `latency`.
-    func completeAll(thenEvery latency: Duration = .zero) {
+    package func completeAll(thenEvery latency: Duration = .zero) {
         let indices = state.withLock { state -> [Int] in
             state.automatic = latency
             return Array(state.held.keys) + Array(state.results.keys)
@@ -105,7 +105,7 @@ final class HoldingSender: MessageSending {
     }
 
     /// Returns once `predicate` holds for the sender's state (bounded by the caller's timeout).
-    func waitUntil(_ predicate: @escaping @Sendable (Snapshot) -> Bool) async {
+    package func waitUntil(_ predicate: @escaping @Sendable (Snapshot) -> Bool) async {
         let id = state.withLock { state -> Int in
             state.nextWatcher += 1
             return state.nextWatcher

@@ -1,5 +1,6 @@
 import EdgeOutbox
 import EdgePublisher
+import EdgeTestSupport
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation

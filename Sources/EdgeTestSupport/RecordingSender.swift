@@ -5,24 +5,24 @@ import MQTT
 
 /// A `MessageSending` that records what was sent, and can be made to fail (an absent broker)
 /// or to hold sends until released (a slow broker).
-final class RecordingSender: MessageSending {
-    struct Sent: Sendable, Equatable {
-        let topic: String
-        let payload: [UInt8]
-        let qos: MQTTQoS
-        let retain: Bool
-        var text: String { String(decoding: payload, as: UTF8.self) }
+package final class RecordingSender: MessageSending {
+    package struct Sent: Sendable, Equatable {
+        package let topic: String
+        package let payload: [UInt8]
+        package let qos: MQTTQoS
+        package let retain: Bool
+        package var text: String { String(decoding: payload, as: UTF8.self) }
     }
 
-    struct Unreachable: Error {}
+    package struct Unreachable: Error {}
 
     /// What the broker has seen so far.
-    struct Snapshot: Sendable {
+    package struct Snapshot: Sendable {
         /// Every message the publisher tried to send, delivered or not, in order.
-        var attempted: [Sent] = []
+        package var attempted: [Sent] = []
         /// The messages delivered, in order.
-        var sent: [Sent] = []
-        var attempts: Int { attempted.count }
+        package var sent: [Sent] = []
+        package var attempts: Int { attempted.count }
     }
 
     private struct State {
@@ -45,21 +45,21 @@ final class RecordingSender: MessageSending {
 
     private let state = SanitizerVisibleMutex(State())
 
-    init(failing: Bool = false) {
+    package init(failing: Bool = false) {
         state.withLock { $0.failing = failing }
     }
 
-    var snapshot: Snapshot { state.withLock { $0.snapshot } }
-    var sent: [Sent] { state.withLock { $0.snapshot.sent } }
-    var attempts: Int { state.withLock { $0.snapshot.attempts } }
+    package var snapshot: Snapshot { state.withLock { $0.snapshot } }
+    package var sent: [Sent] { state.withLock { $0.snapshot.sent } }
+    package var attempts: Int { state.withLock { $0.snapshot.attempts } }
 
     /// Makes the broker refuse what `rule` returns a reason code for (its ACL, its packet size).
-    func setRefusal(_ rule: (@Sendable (_ topic: String, _ bytes: Int) -> Int?)?) { state.withLock { $0.refusal = rule } }
+    package func setRefusal(_ rule: (@Sendable (_ topic: String, _ bytes: Int) -> Int?)?) { state.withLock { $0.refusal = rule } }
 
     /// Makes the broker absent (`true`) or back (`false`).
-    func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
+    package func setFailing(_ failing: Bool) { state.withLock { $0.failing = failing } }
 
-    func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
+    package func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         try Task.checkCancellation()
         let message = Sent(topic: topic, payload: payload, qos: qos, retain: retain)
         let (ready, failed, refused) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool, Int?) in
@@ -75,18 +75,18 @@ final class RecordingSender: MessageSending {
     }
 
     /// Returns once at least `count` messages were sent, or when cancelled (by the caller's timeout).
-    func waitForSent(_ count: Int) async {
+    package func waitForSent(_ count: Int) async {
         await waitUntil { $0.sent.count >= count }
     }
 
     /// Returns once at least `count` send attempts were made, or when cancelled.
-    func waitForAttempts(_ count: Int) async {
+    package func waitForAttempts(_ count: Int) async {
         await waitUntil { $0.attempts >= count }
     }
 
     /// Returns once `predicate` holds for what the broker has seen, checked now and after each
     /// send attempt, or when cancelled (by the caller's timeout).
-    func waitUntil(_ predicate: @escaping @Sendable (Snapshot) -> Bool) async {
+    package func waitUntil(_ predicate: @escaping @Sendable (Snapshot) -> Bool) async {
         let id = state.withLock { state -> Int in
             state.nextWatcher += 1
             return state.nextWatcher
@@ -113,7 +113,7 @@ final class RecordingSender: MessageSending {
 /// FleetcastTestSupport's ``withTimeout(_:_:_:)`` with these tests' default bound, in seconds:
 /// a bound on a hang, not a speed target, so long enough for two cores that also run the rest
 /// of the suite (agents, brokers, PostgreSQL) at the same moment.
-func withTimeout<T: Sendable>(
+package func withTimeout<T: Sendable>(
     _ seconds: Double = 30, _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
     try await withTimeout(.seconds(seconds), "an operation", body)

@@ -1,3 +1,4 @@
+import EdgeTestSupport
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
