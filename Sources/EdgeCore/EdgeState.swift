@@ -155,6 +155,7 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
     ///     position when fix times are checked.
     ///   - wallMilliseconds: the wall clock now (the records' storage time).
     ///   - now: now, on the monotonic clock.
+    @_specialize(exported:true,where LiveWaiter == Waiter<OutboxLiveItem?>, Signal == Waiter<Void>)
     package mutating func receive(
         _ event: GNSSEvent, clocks: (wall: UTCTimestamp, synchronized: Bool)?, wallMilliseconds: Int64,
         at now: ContinuousClock.Instant
@@ -200,6 +201,7 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
     }
 
     /// Replaces the status to send next (written by the driver for ``EdgeActions/status``).
+    @_specialize(exported:true,where LiveWaiter == Waiter<OutboxLiveItem?>, Signal == Waiter<Void>)
     package mutating func setStatus(_ message: OutboundMessage) -> Actions {
         var actions = Actions()
         actions.live += outbox.setStatus(message).live
@@ -210,9 +212,11 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
 
     /// The live sender's next item, or `nil`: wait with ``setLiveWaiter(_:)`` (`.some(nil)`:
     /// stop).
+    @_specialize(exported:true,where LiveWaiter == Waiter<OutboxLiveItem?>, Signal == Waiter<Void>)
     package mutating func nextLive() -> OutboxLiveItem?? { outbox.nextLive() }
 
     /// Registers the waiting live sender; its item may be ready at once.
+    @_specialize(exported:true,where LiveWaiter == Waiter<OutboxLiveItem?>, Signal == Waiter<Void>)
     package mutating func setLiveWaiter(_ waiter: LiveWaiter) -> Actions {
         var actions = Actions()
         actions.live += outbox.setLiveWaiter(waiter).live
@@ -226,6 +230,7 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
     /// behind it waits); or failed, and live sending backs off (from the first failure's retry
     /// generation, so a ``retryNow()`` that came since ends it) while the others in flight
     /// settle, then goes on from the newest of each kind.
+    @_specialize(exported:true,where LiveWaiter == Waiter<OutboxLiveItem?>, Signal == Waiter<Void>)
     package mutating func liveSent(
         _ item: OutboxLiveItem, topic: String, _ result: Result<Void, any Error>, at now: ContinuousClock.Instant
     )
@@ -245,6 +250,7 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
             if liveHold == nil, let wait = decisions.liveRetryWait() {
                 liveHold = (now + wait.delay, wait.since, false)
                 actions.live += outbox.holdLive(true).live
+                schedule(&actions)
             }
             actions.live += liveOutcome(item, acknowledged: false)
             failed(error, topic: topic, &actions)
@@ -448,11 +454,13 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
         }
         if let hold = liveHold, hold.until <= now { liveHold?.expired = true }
         serve(&actions)
+        schedule(&actions)
         return actions
     }
 
-    /// After every event: ends the live back-off when it is over, resumes the tasks whose
-    /// condition holds, and asks for the next instant to be woken at.
+    /// After every event: ends the live back-off when it is over, and resumes the tasks whose
+    /// condition holds. (A wait that ends only makes the next instant later: the timer fires
+    /// early for it, harmlessly, and asks again.)
     mutating func serve(_ actions: inout Actions) {
         if let hold = liveHold, hold.expired || decisions.retryGeneration != hold.since, outbox.holds(.liveIdle) {
             liveHold = nil
@@ -463,9 +471,10 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
             waiters.removeValue(forKey: id)
             actions.signals.append(waiter.signal)
         }
-        schedule(&actions)
     }
 
+    /// Asks for the earliest instant waited for, if earlier than the one asked for: after a
+    /// wait with a deadline began, a live back-off began, or the timer fired.
     private mutating func schedule(_ actions: inout Actions) {
         var earliest = liveHold.flatMap { $0.expired ? nil : $0.until }
         for waiter in waiters.values {
