@@ -121,6 +121,13 @@ extension EdgeState {
                 after: request.after, limit: read.limit, maximumBytes: read.maximumBytes, excluding: request.excluding)
         }
         if records.isEmpty { return (actions, drain.final ? .stop : .wait(.outbox(.backlog(after: generation)), until: nil)) }
+        if settings.uplinkBatch != nil, !drain.final, records.count < read.limit, outbox.storedPending >= read.limit,
+            outbox.generation != generation
+        {
+            // A commit landed while the store was read: a full batch is there now, not the
+            // part this read saw. Read again rather than send the part.
+            return (actions, drainNext())
+        }
         if !drain.final, let hold = batchHold(records, read, wallMilliseconds: wallMilliseconds, at: now) {
             return (actions, .wait(.outbox(.batchReady(flushAfter: hold.flushGeneration, stored: read.limit)), until: now + hold.left))
         }

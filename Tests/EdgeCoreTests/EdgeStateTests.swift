@@ -319,6 +319,42 @@ struct EdgeStateTests {
         #expect(batch.seqs == [2, 3, 4, 5])
     }
 
+    @Test("batched: a commit landing while the store is read makes the drain read again for the full batch, not send the part it saw")
+    func batchedReadsAgainForTheFullBatch() throws {
+        var edge = makeEdge {
+            $0.uplinkBatch = .seconds(60)
+            $0.uplinkEncoding = .json
+            $0.drainRate = 5  // a full JSON batch: 5 events
+        }
+        var store = Store()
+        _ = receive(&edge, second: 0)
+        sync(&edge, &store, at: at(0))
+        guard case .send(let start) = drain(&edge, store, from: edge.drainNext(), at: at(0)) else {
+            Issue.record("the start goes at once")
+            return
+        }
+        _ = edge.drainSent(start, .success(()), at: at(0))
+        for second in 1...3 { _ = receive(&edge, second: second) }
+        sync(&edge, &store, at: at(3000))
+        guard case .read(let read) = edge.drainNext() else {
+            Issue.record("the drain reads")
+            return
+        }
+        let stale = store.read(read)  // what the store held when the read began: 3 records
+        for second in 4...6 { _ = receive(&edge, second: second) }
+        sync(&edge, &store, at: at(6000))  // 6 stored now: a full batch
+        let (_, step) = edge.drainRead(read, .success(stale), wallMilliseconds: wall(at(6000)), at: at(6000))
+        guard case .read = step else {
+            Issue.record("read again, not \(step)")
+            return
+        }
+        guard case .send(let batch) = drain(&edge, store, from: step, at: at(6000)) else {
+            Issue.record("then the full batch goes")
+            return
+        }
+        #expect(batch.seqs == [2, 3, 4, 5, 6])
+    }
+
     // MARK: Waiting
 
     @Test(
