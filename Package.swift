@@ -168,6 +168,8 @@ let package = Package(
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ]
         ),
+        // What a fleet's vehicles did, pure: trips and stops cut from their fixes.
+        .target(name: "FleetOperations", dependencies: ["GNSS"]),
         // The subscriber library: MQTT messages back into an AsyncStream of fleet events.
         .target(
             name: "FleetWatch",
@@ -291,6 +293,7 @@ let package = Package(
                 "EdgeCore", "FleetProtocol", "GNSS", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(name: "FleetOperationsTests", dependencies: ["FleetOperations", "GNSS", "FleetcastTestSupport"]),
         .testTarget(
             name: "FleetCoreTests",
             dependencies: ["FleetCore", "FleetProtocol", "GNSS", "MQTTCore", "FleetcastTestSupport"]

@@ -77,7 +77,7 @@ import Testing
     func pureCoresArePure() throws {
         let manifest = try Self.manifest()
         #expect(manifest.cTargets.isSuperset(of: ["CMosquitto", "CYAML", "CTimex", "CLoadedCode", "CTCPTraffic"]), "\(manifest.cTargets)")
-        for core in ["GNSS", "JSONEscaping", "NMEA", "FleetProtocol", "MQTTCore", "EdgeCore", "FleetCore"] {
+        for core in ["GNSS", "JSONEscaping", "NMEA", "FleetProtocol", "MQTTCore", "EdgeCore", "FleetCore", "FleetOperations"] {
             #expect(manifest.dependencies[core] != nil, "\(core) is a target")
             let reached = manifest.closure(of: core)
             #expect(reached.isDisjoint(with: manifest.cTargets), "\(core) reaches \(reached.intersection(manifest.cTargets))")

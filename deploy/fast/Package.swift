@@ -32,6 +32,8 @@ let package = Package(
                 .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        // What a fleet's vehicles did, pure: trips and stops cut from their fixes.
+        .target(name: "FleetOperations", dependencies: ["GNSS"]),
         .target(
             name: "FleetCore",
             dependencies: [
@@ -56,6 +58,7 @@ let package = Package(
                 "EdgeCore", "FleetProtocol", "GNSS", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
             ]
         ),
+        .testTarget(name: "FleetOperationsTests", dependencies: ["FleetOperations", "GNSS", "FleetcastTestSupport"]),
         .testTarget(
             name: "FleetCoreTests",
             dependencies: ["FleetCore", "FleetProtocol", "GNSS", "MQTTCore", "FleetcastTestSupport"]
