@@ -14,50 +14,6 @@ import Darwin
 /// parked receiver's jitter.
 @Suite("Trips and stops")
 struct TripDetectorTests {
-    /// A drive at 1 Hz: each leg a heading (degrees), a length (m) and a speed (m/s), each stop a
-    /// duration (s) with about `jitter` metres of position noise.
-    struct Drive {
-        enum Part {
-            case leg(bearing: Double, metres: Double, speed: Double)
-            case stop(seconds: Int)
-        }
-
-        var points: [TripPoint] = []
-        private var north = 0.0
-        private var east = 0.0
-        private var second = 0
-        private var random = SplitMix64(seed: 34)
-        let jitter: Double
-
-        init(_ parts: [Part], jitter: Double = 3) {
-            self.jitter = jitter
-            for part in parts {
-                switch part {
-                case .leg(let bearing, let metres, let speed):
-                    let steps = Int((metres / speed).rounded())
-                    let radians = bearing * Double.pi / 180
-                    for _ in 0..<steps {
-                        north += cos(radians) * speed
-                        east += sin(radians) * speed
-                        add(noise: 1, speed: speed)
-                    }
-                case .stop(let seconds):
-                    for _ in 0..<seconds { add(noise: jitter, speed: Double.random(in: 0...0.4, using: &random)) }
-                }
-            }
-        }
-
-        private mutating func add(noise: Double, speed: Double) {
-            second += 1
-            let angle = Double.random(in: 0..<(2 * Double.pi), using: &random)
-            let radius = Double.random(in: 0...noise, using: &random)
-            let metresPerDegree = earthMeanRadiusMetres * Double.pi / 180
-            let latitude = 53.55 + (north + radius * cos(angle)) / metresPerDegree
-            let longitude = 9.99 + (east + radius * sin(angle)) / (metresPerDegree * cos(latitude * Double.pi / 180))
-            points.append(TripPoint(time: Fixes.time(Double(second)), latitude: latitude, longitude: longitude, speed: speed))
-        }
-    }
-
     private func detect(_ points: [TripPoint], rules: TripRules = TripRules()) -> [TripEvent] {
         var detector = TripDetector(rules: rules)
         return points.flatMap { detector.add($0) } + detector.finish()
@@ -75,7 +31,7 @@ struct TripDetectorTests {
         "29 minutes: three legs of 4.5, 3.6 and 1.2 km with stops of 7 and 10 minutes give three trips within 5 % and two stops within 60 s"
     )
     func threeLegsTwoStops() {
-        let drive = Drive([
+        let drive = GeneratedDrive([
             .leg(bearing: 0, metres: 4_500, speed: 15), .stop(seconds: 420),
             .leg(bearing: 90, metres: 3_600, speed: 12), .stop(seconds: 600),
             .leg(bearing: 200, metres: 1_200, speed: 10),
@@ -99,7 +55,7 @@ struct TripDetectorTests {
 
     @Test("a parked vehicle's jitter is no distance: an hour parked with 5 m of noise is one stop and no trip")
     func jitterIsNoTrip() {
-        let drive = Drive([.stop(seconds: 3_600)], jitter: 5)
+        let drive = GeneratedDrive([.stop(seconds: 3_600)], jitter: 5)
         let events = detect(drive.points)
         #expect(trips(events).isEmpty, "\(events)")
         #expect(stops(events).count == 1)
@@ -107,7 +63,7 @@ struct TripDetectorTests {
 
     @Test("a short move between two stops (a car park) is no trip: the stops merge")
     func shortMoveMerges() {
-        let drive = Drive([
+        let drive = GeneratedDrive([
             .leg(bearing: 0, metres: 2_000, speed: 12), .stop(seconds: 400),
             .leg(bearing: 90, metres: 200, speed: 3), .stop(seconds: 400),
             .leg(bearing: 0, metres: 2_000, speed: 12),
@@ -121,7 +77,7 @@ struct TripDetectorTests {
 
     @Test("a gap longer than the limit ends a trip at its last fix; parked through a gap, the stop goes on")
     func gaps() {
-        var points = Drive([.leg(bearing: 0, metres: 3_000, speed: 15)]).points
+        var points = GeneratedDrive([.leg(bearing: 0, metres: 3_000, speed: 15)]).points
         let resumed = points.last!
         points.append(
             TripPoint(
@@ -131,7 +87,7 @@ struct TripDetectorTests {
         #expect(trips(events).count == 1)
         #expect(trips(events).first?.end == resumed, "ended at the last fix before the gap")
 
-        var parked = Drive([.leg(bearing: 0, metres: 1_000, speed: 10), .stop(seconds: 400)]).points
+        var parked = GeneratedDrive([.leg(bearing: 0, metres: 1_000, speed: 10), .stop(seconds: 400)]).points
         let before = parked.last!
         parked.append(
             TripPoint(
