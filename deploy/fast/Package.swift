@@ -58,7 +58,7 @@ let package = Package(
                 "EdgeCore", "FleetProtocol", "GNSS", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
             ]
         ),
-        .testTarget(name: "FleetOperationsTests", dependencies: ["FleetOperations", "GNSS", "FleetcastTestSupport"]),
+        .testTarget(name: "FleetOperationsTests", dependencies: ["FleetOperations", "GNSS", "FleetcastTestSupport", "NMEA"]),
         .testTarget(
             name: "FleetCoreTests",
             dependencies: ["FleetCore", "FleetProtocol", "GNSS", "MQTTCore", "FleetcastTestSupport"]
