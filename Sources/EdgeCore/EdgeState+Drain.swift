@@ -96,9 +96,6 @@ extension EdgeState {
     /// Writes the drain's messages (a plain value: the driver uses it outside the lock).
     package var drainBatcher: BacklogBatcher { drain.batcher }
 
-    /// Whether the drain is in the stop's last pass.
-    package var drainIsFinal: Bool { drain.final }
-
     /// What the store gave for `read` (the records held in memory while it cannot be written
     /// are taken here): the batch to send, when; or what to wait for.
     package mutating func drainRead(

@@ -8,6 +8,16 @@ import Musl
 import Darwin
 #endif
 
+/// Great-circle distance in metres between two positions in degrees (haversine on the mean
+/// Earth sphere, as `GNSS`' `Fix.distance(to:)`).
+func greatCircleMetres(_ latitude1: Double, _ longitude1: Double, _ latitude2: Double, _ longitude2: Double) -> Double {
+    let toRadians = Double.pi / 180
+    let s1 = sin((latitude2 - latitude1) * toRadians / 2)
+    let s2 = sin((longitude2 - longitude1) * toRadians / 2)
+    let a = s1 * s1 + cos(latitude1 * toRadians) * cos(latitude2 * toRadians) * s2 * s2
+    return 2 * earthMeanRadiusMetres * asin(min(1, a.squareRoot()))
+}
+
 /// One fix as the trip detector reads it: when, where (degrees, WGS 84) and how fast (m/s, when
 /// the receiver said).
 package struct TripPoint: Sendable, Equatable {
@@ -20,15 +30,9 @@ package struct TripPoint: Sendable, Equatable {
         (self.time, self.latitude, self.longitude, self.speed) = (time, latitude, longitude, speed)
     }
 
-    /// Great-circle distance in metres (haversine on the mean Earth sphere).
+    /// Great-circle distance in metres.
     package func distance(to other: TripPoint) -> Double {
-        let toRadians = Double.pi / 180
-        let phi1 = latitude * toRadians
-        let phi2 = other.latitude * toRadians
-        let s1 = sin((other.latitude - latitude) * toRadians / 2)
-        let s2 = sin((other.longitude - longitude) * toRadians / 2)
-        let a = s1 * s1 + cos(phi1) * cos(phi2) * s2 * s2
-        return 2 * earthMeanRadiusMetres * asin(min(1, a.squareRoot()))
+        greatCircleMetres(latitude, longitude, other.latitude, other.longitude)
     }
 
     /// Seconds from `other` to this point.
@@ -138,12 +142,6 @@ package struct TripDetector: Sendable {
 
     package init(rules: TripRules = TripRules()) {
         self.rules = rules
-    }
-
-    /// The stop the vehicle is in now, if confirmed.
-    package var currentStop: Stop? {
-        if case .stopped(let stop) = segment { return stop }
-        return nil
     }
 
     /// Takes the next fix (fixes out of order, or of the same time, are ignored: a late backlog

@@ -101,8 +101,7 @@ package struct Zone: Sendable, Equatable {
     }
 
     static func distance(_ a: Coordinate, _ b: Coordinate) -> Double {
-        TripPoint(time: UTCTimestamp(millisecondsSince1970: 0), latitude: a.latitude, longitude: a.longitude)
-            .distance(to: TripPoint(time: UTCTimestamp(millisecondsSince1970: 0), latitude: b.latitude, longitude: b.longitude))
+        greatCircleMetres(a.latitude, a.longitude, b.latitude, b.longitude)
     }
 }
 
