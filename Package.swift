@@ -184,7 +184,7 @@ let package = Package(
         .target(
             name: "FleetHistory",
             dependencies: [
-                "FleetCore", "GNSS", "FleetProtocol", "FleetWatch", "FleetcastCore",
+                "FleetCore", "GNSS", "FleetProtocol", "FleetWatch", "FleetcastCore", "FleetOperations", "JSONEscaping",
                 .product(name: "Logging", package: "swift-log"),
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
                 .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
@@ -233,6 +233,7 @@ let package = Package(
             name: "fleet-watch",
             dependencies: [
                 "FleetCore", "FleetWatch", "FleetHistory", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+                "FleetOperations",
                 "JSONEscaping",
                 "CMalloc",
                 "FleetcastCommandLine",

@@ -55,6 +55,9 @@ public struct FleetRecorder: Service {
         public var retention: HistoryRetention = .forever
         /// Rows moved per statement from the tables of schema 3 into the partitions.
         public var moveChunk: Int = 50_000
+        /// Trips, stops and zone events derived as fixes are recorded (`--zones` and the trip
+        /// rules), or nothing.
+        package var operations: OperationsSettings?
 
         /// Batches of up to 1,000 messages, written at least every 200 ms; an attempt given 5 s
         /// (a batch takes milliseconds: longer means the server is away, and the outage is
@@ -126,6 +129,7 @@ public struct FleetRecorder: Service {
         var skipped: [TrackRecord.Skip: Int] = [:]
         var malformed = MalformedMessageReport()
         var refusalsSaid = TrackRefusals()
+        var operations = options.operations.map { RecorderOperations(settings: $0, store: store, logger: logger) }
         /// Writes `records` (retrying while PostgreSQL is away); the caller then acknowledges.
         func write(_ records: [TrackRecord]) async throws {
             received += records.count
@@ -138,6 +142,8 @@ public struct FleetRecorder: Service {
             }
             logger.trace("Batch written", metadata: ["rows": "\(records.count)"])
             sayRefusals(store.refusals, said: &refusalsSaid)
+            // Committed: what the fixes close is derived from what is now stored.
+            try await operations?.process(records) { what, step in try await retrying(what, step) }
         }
         let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
         for try await deliveries in batches {
@@ -186,6 +192,14 @@ public struct FleetRecorder: Service {
                 "rows.duplicate": "\(received - written - store.refusals.total)", "rows.refused": "\(store.refusals.total)",
                 "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed.count)",
             ])
+        if let operations {
+            logger.info(
+                "Trips, stops and zone events derived",
+                metadata: [
+                    "segments.stored": "\(operations.stored.segments)", "zone_events.new": "\(operations.stored.zoneEvents)",
+                    "vehicles.rebuilt": "\(operations.stored.rebuilds)",
+                ])
+        }
     }
 
     /// Names each kind of refusal the first time it happens (a warning: these messages are not
@@ -223,6 +237,12 @@ public struct FleetRecorder: Service {
         try await retrying("make partitions") { try await store.preparePartitions(now: store.now()) }
         let dropped = try await retrying("apply the retention", limit: .seconds(600)) {
             try await store.applyRetention(options.retention, now: store.now())
+        }
+        if let keptFrom = store.keptFrom {
+            // Trips, stops and zone events go with the days of fixes they came from.
+            _ = try await retrying("apply the retention to trips and zone events", limit: .seconds(600)) {
+                try await store.deleteOperations(before: keptFrom.start)
+            }
         }
         if let first = dropped.first, let last = dropped.last {
             logger.notice(

@@ -191,6 +191,9 @@ public struct TrackStore: Sendable {
             )
             """,
         ],
+        // Version 5: trips and stops, and zone events (`fleet-watch record --zones`), derived
+        // from the fixes as they are recorded (see TrackStore+Operations).
+        operationsMigration,
     ]
 
     /// A constant key for `pg_advisory_xact_lock`: recorders started together migrate one

@@ -70,6 +70,10 @@ package struct Trip: Sendable, Equatable {
     package var durationSeconds: Double { end.seconds(since: start) }
     /// Distance over duration, m/s (0 for an instant).
     package var averageSpeed: Double { durationSeconds > 0 ? distanceMetres / durationSeconds : 0 }
+
+    package init(start: TripPoint, end: TripPoint, distanceMetres: Double, maximumSpeed: Double) {
+        (self.start, self.end, self.distanceMetres, self.maximumSpeed) = (start, end, distanceMetres, maximumSpeed)
+    }
 }
 
 /// A stop: where the vehicle stayed (the fix it stopped at, the centre of its radius), from

@@ -284,6 +284,10 @@ package struct ZoneEvent: Sendable, Equatable {
     package var kind: Kind
     /// The fix that decided it.
     package var point: TripPoint
+
+    package init(zone: String, kind: Kind, point: TripPoint) {
+        (self.zone, self.kind, self.point) = (zone, kind, point)
+    }
 }
 
 /// Which zones one vehicle is in, and its enter and exit events, with hysteresis: it enters a

@@ -17,6 +17,7 @@ struct FleetWatchCommand: AsyncParsableCommand {
             """,
         subcommands: [
             WatchCommand.self, ServeCommand.self, BridgeCommand.self, RecordCommand.self, HistoryCommand.self, GapsCommand.self,
+            TripsCommand.self, ZoneEventsCommand.self, ReportCommand.self,
         ],
         defaultSubcommand: WatchCommand.self
     )

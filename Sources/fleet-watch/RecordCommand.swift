@@ -57,6 +57,10 @@ struct RecordCommand: AsyncParsableCommand {
         })
     var retention: HistoryRetention = .forever
 
+    @OptionGroup var tripRules: TripRuleOptions
+
+    @OptionGroup var zoneOptions: ZoneOptions
+
     func validate() throws {
         guard batchSize > 0, (1...65_535).contains(buffer) else {
             throw ValidationError("--batch-size must be positive and --buffer 1 to 65535")
@@ -77,20 +81,32 @@ struct RecordCommand: AsyncParsableCommand {
                 inFlight: buffer),
             onSubscribed: { readiness.report("subscribed") })
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
+        let zones = try zoneOptions.load()
+        let announcer =
+            zones != nil && !zoneOptions.zoneEventsTopic.isEmpty
+            ? ZoneAnnouncer(subscribing: subscriber.configuration, topic: zoneOptions.zoneEventsTopic, logger: logger) : nil
         let recorder = FleetRecorder(
             subscriber: subscriber, store: TrackStore(client: client, logger: logger),
             options: {
                 var options = FleetRecorder.Options(batchSize: batchSize)
                 options.retention = retention
+                options.operations = OperationsSettings(
+                    rules: tripRules.rules, zones: zones, hysteresisMetres: zoneOptions.zoneHysteresis,
+                    announce: announcer.map { announcer in { @Sendable events in announcer.announce(events) } })
                 return options
             }(), logger: logger)
+        if let zones {
+            logger.info("Zones read", metadata: ["zones.file": "\(zoneOptions.zones ?? "")", "zones": "\(zones.zones.count)"])
+        }
         logger.info("PostgreSQL", metadata: ["postgres": "\(location)"])
         do {
             try await FleetWatchServices.run(
                 [
                     // Shut down last: the recorder writes what it holds through it first.
-                    .init(service: client),
-                    .init(service: recorder, successTerminationBehavior: .gracefullyShutdownGroup),
+                    .init(service: client)
+                ] + (announcer.map { [.init(service: $0)] } ?? []) + [
+                    // The announcer stops after the recorder: it publishes what the last batch found.
+                    .init(service: recorder, successTerminationBehavior: .gracefullyShutdownGroup)
                 ],
                 readiness: readiness, status: "recording \(subscriber.filters.joined(separator: " ")) into \(location)",
                 gracePeriod: .seconds(25), logger: logger)

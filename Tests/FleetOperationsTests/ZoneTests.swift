@@ -1,3 +1,4 @@
+import FleetcastTestSupport
 import Testing
 
 @testable import FleetOperations
@@ -6,29 +7,16 @@ import Testing
 @Suite("Zones")
 struct ZoneTests {
     /// The issue's drive: 4.5 km north, 7 min stopped, 3.6 km east, 10 min stopped, 1.2 km on.
-    static let drive = GeneratedDrive([
-        .leg(bearing: 0, metres: 4_500, speed: 15), .stop(seconds: 420),
-        .leg(bearing: 90, metres: 3_600, speed: 12), .stop(seconds: 600),
-        .leg(bearing: 200, metres: 1_200, speed: 10),
-    ])
+    static let drive = GeneratedDrive.threeLegs()
+
+    /// A 200 m square around the first stop and a 150 m circle around the second.
+    static let zonesFile = GeneratedDrive.depotAndCustomerZones
 
     /// `[longitude, latitude]` of the point `north` and `east` metres from the start.
     static func position(_ north: Double, _ east: Double) -> String {
         let c = GeneratedDrive.coordinate(north: north, east: east)
         return "[\(c.longitude), \(c.latitude)]"
     }
-
-    /// A 200 m square around the first stop and a 150 m circle around the second.
-    static let zonesFile = """
-        {"type": "FeatureCollection", "features": [
-          {"type": "Feature", "properties": {"name": "Depot"},
-           "geometry": {"type": "Polygon", "coordinates": [[
-             \(position(4_400, -100)), \(position(4_400, 100)), \(position(4_600, 100)), \(position(4_600, -100)), \(position(4_400, -100))
-           ]]}},
-          {"type": "Feature", "properties": {"name": "Customer", "radius": 150},
-           "geometry": {"type": "Point", "coordinates": \(position(4_500, 3_600))}}
-        ]}
-        """
 
     @Test("the drive enters and leaves the polygon around its first stop and the circle around its second, once each")
     func oneEnterAndExitPerZone() throws {

@@ -1,0 +1,79 @@
+import FleetHistory
+import FleetcastCore
+import Logging
+import MQTT
+import ServiceLifecycle
+
+/// Publishes the zone events `record` stores, as they happen: one message an event on
+/// `{topic}/{vehicle}`, QoS 1, not retained, the payload `zone-events`' JSON line with `v`
+/// (docs/operations.md). Its own connection (the recorder's user with `-pub`, as a bridge's),
+/// so that the recorder's persistent session only reads. The events are in PostgreSQL already:
+/// one the broker refuses or that cannot wait (more than 10,000 waiting) is logged, not retried.
+/// Stopped after the recorder: it sends what the recorder's last batch announced first.
+final class ZoneAnnouncer: Service, Sendable {
+    let configuration: MQTTConfiguration
+    let topic: String
+    let logger: Logger
+    private let events: AsyncStream<StoredZoneEvent>
+    private let intake: AsyncStream<StoredZoneEvent>.Continuation
+
+    init(subscribing: MQTTConfiguration, topic: String, logger: Logger) {
+        var publishing = subscribing
+        publishing.clientID += "-pub"
+        if let user = subscribing.username ?? subscribing.broker.username { publishing.username = user + "-pub" }
+        // Only publishes: none of the recorder's receiving (a persistent session acknowledged
+        // after handling, whose unhandled-bytes budget would hold this client's reading back).
+        publishing.session = .clean
+        publishing.receiveMaximum = nil
+        publishing.acknowledgement = .onReceipt
+        publishing.receiveBudgetBytes = nil
+        configuration = publishing
+        self.topic = topic
+        self.logger = logger
+        (events, intake) = AsyncStream.makeStream(of: StoredZoneEvent.self, bufferingPolicy: .bufferingNewest(10_000))
+    }
+
+    /// Queues `new` for publishing (never waits).
+    func announce(_ new: [StoredZoneEvent]) {
+        for event in new {
+            if case .dropped = intake.yield(event) {
+                logger.warning("Zone events come faster than the broker takes them; the oldest waiting is not published")
+            }
+        }
+    }
+
+    func run() async throws {
+        let client: MQTTClient
+        do {
+            client = try await cancelWhenGracefulShutdown { [configuration, logger] in
+                try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
+            }
+        } catch is CancellationError where Task.isShuttingDownGracefully {
+            return
+        }
+        logger.info("Publishing zone events", metadata: ["mqtt.topic": "\(topic)/+"])
+        var published = 0
+        var failuresSaid = false
+        await withGracefulShutdownHandler {
+            for await event in events {
+                let topic = "\(self.topic)/\(event.vehicle)"
+                do {
+                    try await client.publish(
+                        topic: topic, string: OperationsOutput.zoneEventJSON(event, version: true), qos: .atLeastOnce)
+                    published += 1
+                } catch {
+                    if !failuresSaid {
+                        logger.warning(
+                            "A zone event could not be published (it is stored); such failures are not said again",
+                            metadata: ["mqtt.topic": "\(topic)", "error": "\(error)"])
+                        failuresSaid = true
+                    }
+                }
+            }
+        } onGracefulShutdown: { [intake] in
+            intake.finish()
+        }
+        await client.shutdown(flushTimeout: .seconds(2))
+        logger.info("Zone events published", metadata: ["events": "\(published)"])
+    }
+}

@@ -1,0 +1,180 @@
+import FleetcastTestSupport
+import Foundation
+import GNSS
+import Testing
+
+/// Trips, stops and zone events end to end: the generated drive written as NMEA, replayed by
+/// the real agent to a real mosquitto, recorded by the real `fleet-watch record --zones` into a
+/// real PostgreSQL, and read back with `fleet-watch trips` and `zone-events`, as an operator
+/// would.
+@Suite struct OperationsRecordingTests {
+    /// The drive's start: two hours ago, to the minute. (Readers refuse a fix more than a day
+    /// older than its agent's numbering run, which a replay begins now: see FleetPlausibility.)
+    static let start: UTCTimestamp = {
+        let now = UTCTimestamp.wallClockNow.millisecondsSince1970
+        return UTCTimestamp(millisecondsSince1970: now - now % 60_000 - 2 * 3_600_000)
+    }()
+
+    static let vehicle = "van-ops"
+
+    static func replay(
+        _ drive: GeneratedDrive, part: Range<Int>? = nil, broker: TestBroker, directory: TemporaryDirectory, name: String
+    )
+        async throws
+    {
+        var trimmed = drive
+        if let part { trimmed = drive.part(part) }
+        let file = directory.file("\(name).nmea")
+        try trimmed.nmea().write(toFile: file, atomically: true, encoding: .utf8)
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--source", "replay:\(file)?speed=max", "--vehicle", vehicle, "--broker", broker.url,
+                "--state-dir", directory.file("state-\(name)"),
+            ], directory: directory.path, name: "agent-\(name)")
+        #expect(try await agent.waitForExit(timeout: .seconds(60)) == 0, "\(agent.standardError)")
+    }
+
+    static func fixCount(_ postgres: TestPostgres, _ database: String) async throws -> Int {
+        Int(try await postgres.psql("SELECT count(*) FROM fleetcast_fixes WHERE vehicle = '\(vehicle)'", database: database)) ?? -1
+    }
+
+    /// `fleet-watch <arguments> --format json` against the database, its lines as objects.
+    static func jsonLines(
+        _ arguments: [String], postgres: TestPostgres, database: String, directory: TemporaryDirectory
+    ) async throws
+        -> [[String: Any]]
+    {
+        let process = try TestProcess(
+            builtProduct("fleet-watch"),
+            arguments + [
+                "--postgres", FleetRecorderDurabilityTests.postgresURL(postgres, database), "--format", "json",
+                "--since", "\(Self.start)", "--until",
+                "\(UTCTimestamp(millisecondsSince1970: Self.start.millisecondsSince1970 + 3_600_000))",
+            ], directory: directory.path, name: arguments[0], environment: ["PGPASSWORD": postgres.password ?? ""])
+        #expect(try await process.waitForExit(timeout: .seconds(30)) == 0, "\(process.standardError)")
+        return try process.standardOutput.split(separator: "\n").map {
+            try #require(try JSONSerialization.jsonObject(with: Data($0.utf8)) as? [String: Any], "\($0)")
+        }
+    }
+
+    /// The issue's must-show: 3 trips within 5 % of their legs and 2 stops within 60 s of their
+    /// length; one enter and one exit per zone, stored and published over MQTT.
+    static func checkTrips(_ lines: [[String: Any]]) {
+        let trips = lines.filter { $0["kind"] as? String == "trip" }
+        let stops = lines.filter { $0["kind"] as? String == "stop" }
+        #expect(lines.map { $0["kind"] as? String ?? "?" } == ["trip", "stop", "trip", "stop", "trip"], "\(lines)")
+        #expect(trips.count == 3)
+        for (trip, metres) in zip(trips, [4_500.0, 3_600, 1_200]) {
+            let distance = trip["distance_m"] as? Double ?? 0
+            #expect(abs(distance - metres) <= metres * 0.05, "\(distance) m for a \(metres) m leg")
+        }
+        #expect(stops.count == 2)
+        for (stop, seconds) in zip(stops, [420.0, 600]) {
+            let duration = stop["duration_s"] as? Double ?? 0
+            #expect(abs(duration - seconds) <= 60, "\(duration) s for a \(seconds) s stop")
+        }
+        // The drive ends moving: its last trip is still open.
+        #expect(lines.map { $0["open"] as? Bool } == [false, false, false, false, true])
+    }
+
+    @Test("the generated drive through the agent into record --zones: 3 trips, 2 stops, one enter and exit per zone, over MQTT too")
+    func generatedDriveThroughTheAgent() async throws {
+        let directory = try TemporaryDirectory(prefix: "fleetcast-operations")
+        defer { directory.remove() }
+        try await withBroker { broker in
+            try await withPostgres { postgres in
+                let database = try await postgres.createDatabase()
+                let drive = GeneratedDrive.threeLegs(start: Self.start)
+                try GeneratedDrive.depotAndCustomerZones.write(toFile: directory.file("zones.geojson"), atomically: true, encoding: .utf8)
+                let announced = try await MosquittoCLI.subscribe(broker: broker, filter: "fleetcast/zones/#", count: 4, timeoutSeconds: 60)
+                let recorder = try FleetRecorderTests.startRecorder(
+                    "recorder-ops", broker: broker, postgres: postgres, database: database, directory: directory,
+                    extra: ["--zones", directory.file("zones.geojson")])
+                try await FleetRecorderTests.waitForLog(recorder, "Subscribed to the fleet")
+                #expect(recorder.standardError.contains("Zones read"), "\(recorder.standardError)")
+
+                try await Self.replay(drive, broker: broker, directory: directory, name: "whole")
+                try await waitUntil("the drive's 1,740 fixes stored", timeout: .seconds(60), interval: .milliseconds(200)) {
+                    try await Self.fixCount(postgres, database) == 1_740
+                }
+                let messages = await announced.messages(timeout: .seconds(30))
+                #expect(messages.count == 4, "\(messages) \(recorder.standardError)")
+                #expect(messages.allSatisfy { $0.hasPrefix("fleetcast/zones/\(Self.vehicle) {\"v\":1,") }, "\(messages)")
+                #expect(
+                    messages.compactMap { line -> String? in
+                        guard let brace = line.firstIndex(of: "{"),
+                            let object = try? JSONSerialization.jsonObject(with: Data(line[brace...].utf8)) as? [String: Any]
+                        else { return nil }
+                        return "\(object["event"] ?? "?") \(object["zone"] ?? "?")"
+                    } == ["enter Depot", "exit Depot", "enter Customer", "exit Customer"])
+
+                recorder.send(SIGTERM)
+                #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
+                #expect(recorder.standardError.contains("Trips, stops and zone events derived"), "\(recorder.standardError)")
+
+                Self.checkTrips(
+                    try await Self.jsonLines(
+                        ["trips", "--vehicle", Self.vehicle], postgres: postgres, database: database, directory: directory))
+                let events = try await Self.jsonLines(["zone-events"], postgres: postgres, database: database, directory: directory)
+                #expect(
+                    events.map { "\($0["event"] ?? "?") \($0["zone"] ?? "?")" } == [
+                        "enter Depot", "exit Depot", "enter Customer", "exit Customer",
+                    ])
+                #expect(events.allSatisfy { $0["vehicle"] as? String == Self.vehicle && $0["lat"] is Double && $0["lon"] is Double })
+                // Stored by the recorder as closed: the two trips before each stop, and the stops.
+                #expect(
+                    try await postgres.psql("SELECT string_agg(kind, ',' ORDER BY start_time) FROM fleetcast_segments", database: database)
+                        == "trip,stop,trip")
+            }
+        }
+    }
+
+    @Test("a recorder killed mid-drive resumes the open trip, and a backlog older than what was recorded corrects it")
+    func restartAndLateBacklog() async throws {
+        let directory = try TemporaryDirectory(prefix: "fleetcast-operations-resume")
+        defer { directory.remove() }
+        try await withBroker { broker in
+            try await withPostgres { postgres in
+                let database = try await postgres.createDatabase()
+                let drive = GeneratedDrive.threeLegs(start: Self.start)
+                try GeneratedDrive.depotAndCustomerZones.write(toFile: directory.file("zones.geojson"), atomically: true, encoding: .utf8)
+                func startRecorder() async throws -> TestProcess {
+                    let recorder = try FleetRecorderTests.startRecorder(
+                        "recorder-resume", broker: broker, postgres: postgres, database: database, directory: directory,
+                        extra: ["--zones", directory.file("zones.geojson")])
+                    try await FleetRecorderTests.waitForLog(recorder, "Subscribed to the fleet")
+                    return recorder
+                }
+                // The first leg and most of the first stop, then the recorder killed.
+                var recorder = try await startRecorder()
+                try await Self.replay(drive, part: 0..<500, broker: broker, directory: directory, name: "first")
+                try await waitUntil("500 fixes stored", timeout: .seconds(60)) { try await Self.fixCount(postgres, database) == 500 }
+                recorder.send(SIGKILL)
+                _ = try await recorder.waitForExit(timeout: .seconds(10))
+
+                // Started again: the last part of the drive comes first, then what lies between,
+                // as a vehicle's backlog after an outage arrives behind its live fixes.
+                recorder = try await startRecorder()
+                try await Self.replay(drive, part: 1_300..<1_740, broker: broker, directory: directory, name: "last")
+                try await waitUntil("940 fixes stored", timeout: .seconds(60)) { try await Self.fixCount(postgres, database) == 940 }
+                try await Self.replay(drive, part: 500..<1_300, broker: broker, directory: directory, name: "between")
+                try await waitUntil("1,740 fixes stored", timeout: .seconds(60)) { try await Self.fixCount(postgres, database) == 1_740 }
+                recorder.send(SIGTERM)
+                #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
+
+                Self.checkTrips(
+                    try await Self.jsonLines(
+                        ["trips", "--vehicle", Self.vehicle], postgres: postgres, database: database, directory: directory))
+                let events = try await Self.jsonLines(["zone-events"], postgres: postgres, database: database, directory: directory)
+                #expect(
+                    events.map { "\($0["event"] ?? "?") \($0["zone"] ?? "?")" } == [
+                        "enter Depot", "exit Depot", "enter Customer", "exit Customer",
+                    ])
+                #expect(
+                    try await postgres.psql("SELECT string_agg(kind, ',' ORDER BY start_time) FROM fleetcast_segments", database: database)
+                        == "trip,stop,trip")
+            }
+        }
+    }
+}
