@@ -251,7 +251,7 @@ let package = Package(
             name: "fleetcast-bench",
             dependencies: [
                 "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetCore", "FleetWatch", "EdgeCore", "EdgeOutbox",
-                "EdgePublisher", "FleetHistory",
+                "EdgePublisher", "FleetHistory", "FleetOperations",
                 // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
                 "GNSSSources", "FleetcastTestSupport", "FleetcastCore",
                 .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),

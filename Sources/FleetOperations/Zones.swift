@@ -131,7 +131,10 @@ package enum ZoneFileError: Error, Equatable, CustomStringConvertible {
 /// but checked as hostile: bounded in bytes, features and vertices, every coordinate a finite
 /// position, every name unique, short and printable.
 package struct ZoneSet: Sendable, Equatable {
-    package var zones: [Zone]
+    package let zones: [Zone]
+    /// Which zones lie near each part of the map, so that a fix is checked against a few zones,
+    /// not thousands.
+    let index: ZoneIndex
 
     /// Limits on a zones file.
     package struct Limits: Sendable {
@@ -146,7 +149,10 @@ package struct ZoneSet: Sendable, Equatable {
 
     package init(zones: [Zone]) {
         self.zones = zones
+        index = ZoneIndex(zones)
     }
+
+    package static func == (a: ZoneSet, b: ZoneSet) -> Bool { a.zones == b.zones }
 
     /// Reads a GeoJSON FeatureCollection; throws ``ZoneFileError`` naming the feature at fault.
     package static func parse(_ bytes: [UInt8], limits: Limits = Limits()) throws(ZoneFileError) -> ZoneSet {
@@ -299,28 +305,82 @@ package struct ZoneTracker: Sendable {
     /// Metres inside to enter, outside to leave.
     package let hysteresisMetres: Double
     /// The zones the vehicle is in, by name.
-    package private(set) var inside: Set<String>
+    package var inside: Set<String> { Set(insideNumbers.map { zones.zones[$0].name }) }
+    /// The zones the vehicle is in, by number in the set.
+    private var insideNumbers: Set<Int>
 
+    /// A tracker of a vehicle in the zones named `inside` (names not in the set are ignored).
     package init(zones: ZoneSet, hysteresisMetres: Double = 15, inside: Set<String> = []) {
-        (self.zones, self.hysteresisMetres, self.inside) = (zones, hysteresisMetres, inside)
+        // The index finds the zones within its margin of a fix: a wider hysteresis is cut to it.
+        (self.zones, self.hysteresisMetres) = (zones, min(hysteresisMetres, ZoneIndex.marginMetres))
+        insideNumbers = inside.isEmpty ? [] : Set(zones.zones.indices.filter { inside.contains(zones.zones[$0].name) })
     }
 
-    /// The events `point` leads to, in the zones' order.
+    /// The events `point` leads to, in the zones' order. Only the zones near it (by the set's
+    /// index) and those the vehicle is in are looked at.
     package mutating func add(_ point: TripPoint) -> [ZoneEvent] {
         var events: [ZoneEvent] = []
         let coordinate = Zone.Coordinate(latitude: point.latitude, longitude: point.longitude)
-        for zone in zones.zones {
+        var candidates = zones.index.candidates(near: coordinate)
+        if !insideNumbers.isEmpty {
+            candidates = Array(insideNumbers.union(candidates)).sorted()
+        }
+        for number in candidates {
+            let zone = zones.zones[number]
             let depth = zone.depth(of: coordinate, margin: hysteresisMetres)
-            if inside.contains(zone.name) {
+            if insideNumbers.contains(number) {
                 if (depth ?? -.infinity) <= -hysteresisMetres {
-                    inside.remove(zone.name)
+                    insideNumbers.remove(number)
                     events.append(ZoneEvent(zone: zone.name, kind: .exit, point: point))
                 }
             } else if let depth, depth >= hysteresisMetres {
-                inside.insert(zone.name)
+                insideNumbers.insert(number)
                 events.append(ZoneEvent(zone: zone.name, kind: .enter, point: point))
             }
         }
         return events
     }
+}
+
+/// A uniform grid over the map (cells of ``cellDegrees``), each cell listing the zones whose
+/// bounding box, widened by ``marginMetres``, touches it; zones wider than ``maximumCells``
+/// cells are listed apart and always looked at. A fix's candidates are then its cell's few
+/// zones: looking at a fix costs the same with ten zones or ten thousand spread over a country.
+struct ZoneIndex: Sendable {
+    /// About 5.6 km north–south.
+    static let cellDegrees = 0.05
+    /// The widest hysteresis the index serves (`--zone-hysteresis` is bounded by it).
+    static let marginMetres = 1_000.0
+    static let maximumCells = 400
+
+    private var cells: [Int64: [Int]] = [:]
+    private var everywhere: [Int] = []
+
+    init(_ zones: [Zone]) {
+        let latitudeMargin = Self.marginMetres / Zone.metresPerDegree
+        for (number, zone) in zones.enumerated() {
+            let longitudeMargin =
+                latitudeMargin / max(cos(max(abs(zone.minimum.latitude), abs(zone.maximum.latitude)) * Double.pi / 180), 1e-6)
+            let rows = Self.cell(zone.minimum.latitude - latitudeMargin)...Self.cell(zone.maximum.latitude + latitudeMargin)
+            let columns = Self.cell(zone.minimum.longitude - longitudeMargin)...Self.cell(zone.maximum.longitude + longitudeMargin)
+            guard rows.count * columns.count <= Self.maximumCells else {
+                everywhere.append(number)
+                continue
+            }
+            for row in rows {
+                for column in columns { cells[Self.key(row, column), default: []].append(number) }
+            }
+        }
+    }
+
+    /// The zones that may be within ``marginMetres`` of `point`, by number, ascending.
+    func candidates(near point: Zone.Coordinate) -> [Int] {
+        let near = cells[Self.key(Self.cell(point.latitude), Self.cell(point.longitude))] ?? []
+        guard !everywhere.isEmpty else { return near }
+        return (near + everywhere).sorted()
+    }
+
+    private static func cell(_ degrees: Double) -> Int { Int((degrees / cellDegrees).rounded(.down)) }
+
+    private static func key(_ row: Int, _ column: Int) -> Int64 { Int64(row) << 32 ^ Int64(column & 0xFFFF_FFFF) }
 }

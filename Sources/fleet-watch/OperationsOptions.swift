@@ -55,7 +55,9 @@ struct ZoneOptions: ParsableArguments {
     var zoneEventsTopic: String = "fleetcast/zones"
 
     func validate() throws {
-        guard zoneHysteresis.isFinite, zoneHysteresis >= 0 else { throw ValidationError("--zone-hysteresis must not be negative") }
+        guard zoneHysteresis.isFinite, (0...1_000).contains(zoneHysteresis) else {
+            throw ValidationError("--zone-hysteresis must be 0 to 1000 metres")
+        }
         guard !zoneEventsTopic.contains(where: { $0 == "+" || $0 == "#" }), !zoneEventsTopic.hasSuffix("/") else {
             throw ValidationError("--zone-events-topic must have no wildcard and no trailing /")
         }

@@ -1,4 +1,4 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|cpu|latency|outbox|drain|footprint|record|serve|wire|nats] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|cpu|latency|outbox|drain|footprint|record|serve|wire|nats|operations] [options]
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
@@ -21,3 +21,5 @@ if which == "serve" { await runServeBenchmark(arguments: Array(arguments.dropFir
 if which == "wire" { await runWireBenchmark(arguments: Array(arguments.dropFirst())) }
 // nats: a 3-node NATS cluster (MQTT 3.1.1): messages/s through 1 and 3 nodes, fail-over time
 if which == "nats" { await runNATSBenchmark(arguments: Array(arguments.dropFirst())) }
+// operations: trips and zones per second of fixes (in memory)
+if which == "operations" { await runOperationsBenchmark(arguments: Array(arguments.dropFirst())) }

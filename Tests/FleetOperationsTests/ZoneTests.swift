@@ -113,3 +113,36 @@ struct ZoneTests {
         #expect(zone.depth(of: outside, margin: 15) == nil, "far outside: refused by the box")
     }
 }
+
+/// The zone set's grid index: the tracker looks at a fix's nearby zones only, and finds the
+/// same events as looking at every zone.
+@Suite("Zone index")
+struct ZoneIndexTests {
+    @Test("10,000 zones: the drive enters and leaves each small zone on its way, once, and the country-wide one once")
+    func manyZones() throws {
+        var zones: [Zone] = []
+        // A zone bigger than the index's cells, holding the whole drive.
+        zones.append(Zone(name: "Region", shape: .circle(centre: GeneratedDrive.coordinate(north: 0, east: 0), radiusMetres: 90_000)))
+        // Twenty 50 m circles along the first leg, 200 m apart.
+        for k in 1...20 {
+            zones.append(
+                Zone(
+                    name: "on-the-way-\(k)",
+                    shape: .circle(centre: GeneratedDrive.coordinate(north: Double(k) * 200, east: 0), radiusMetres: 50)))
+        }
+        // Thousands more, 20 to 80 km east: never reached.
+        var random = SplitMix64(seed: 7)
+        while zones.count < 10_000 {
+            let centre = GeneratedDrive.coordinate(
+                north: Double.random(in: -30_000...30_000, using: &random), east: Double.random(in: 20_000...80_000, using: &random))
+            zones.append(Zone(name: "far-\(zones.count)", shape: .circle(centre: centre, radiusMetres: 100)))
+        }
+        let set = ZoneSet(zones: zones)
+        var tracker = ZoneTracker(zones: set)
+        let events = GeneratedDrive.threeLegs().points.flatMap { tracker.add($0) }
+        var expected = ["enter Region"]
+        for k in 1...20 { expected += ["enter on-the-way-\(k)", "exit on-the-way-\(k)"] }
+        #expect(events.map { "\($0.kind.rawValue) \($0.zone)" } == expected)
+        #expect(tracker.inside == ["Region"])
+    }
+}
