@@ -14,6 +14,8 @@ final class BridgeQueue: Sendable {
     struct Slot: Hashable, Sendable {
         var topic: String
         var retain: Bool
+        /// A number of its own for an output that does not coalesce: no other takes its slot.
+        var distinct: UInt64? = nil
     }
 
     typealias State = BridgeQueueState<VehicleID, Slot, FleetBridgeOutput, Waiter<FleetBridgeOutput?>>
@@ -38,9 +40,13 @@ final class BridgeQueue: Sendable {
 
     /// Queues `output` for the publisher, coalesced with what is pending for its vehicle.
     func enqueue(_ output: FleetBridgeOutput, at now: Duration) {
-        let slot = Slot(topic: output.message.topic, retain: output.message.retain)
         let action = state.withLock {
-            $0.enqueue(output, vehicle: output.vehicle, slot: slot, position: output.position, at: now)
+            var slot = Slot(topic: output.message.topic, retain: output.message.retain)
+            if !output.coalesces {
+                $0.distinctSlots &+= 1
+                slot.distinct = $0.distinctSlots
+            }
+            return $0.enqueue(output, vehicle: output.vehicle, slot: slot, position: output.position, at: now)
         }
         switch action {
         case .none:

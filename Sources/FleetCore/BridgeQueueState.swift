@@ -129,6 +129,9 @@ package struct BridgeQueueState<Vehicle: Hashable, Slot: Hashable, Message, Wait
     private(set) var pendingCount = 0
     /// Messages replaced by a newer one before they were published, in total.
     package private(set) var coalescedCount: UInt64 = 0
+    /// The last number given to an output's own slot (see `BridgeQueue`: an output that does
+    /// not coalesce).
+    package var distinctSlots: UInt64 = 0
     /// Messages discarded as older than one accepted for their slot, in total.
     package private(set) var staleCount: UInt64 = 0
     /// Events dropped for lack of room, in total.

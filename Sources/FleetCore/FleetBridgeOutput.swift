@@ -44,11 +44,16 @@ public struct FleetBridgeOutput: Sendable, Hashable {
     /// Assistant's attributes); `nil` for the others (a discovery config, a last will), which
     /// a newer one for the same topic simply replaces.
     public var position: Position?
+    /// Whether a newer message for the same topic may replace this one before it is published
+    /// (a retained position: only the newest matters); `false` for an event that must go out
+    /// whatever follows it (a zone transition).
+    public var coalesces: Bool
 
     /// An output.
-    public init(vehicle: VehicleID, message: MQTTMessage, position: Position? = nil) {
+    public init(vehicle: VehicleID, message: MQTTMessage, position: Position? = nil, coalesces: Bool = true) {
         self.vehicle = vehicle
         self.message = message
         self.position = position
+        self.coalesces = coalesces
     }
 }

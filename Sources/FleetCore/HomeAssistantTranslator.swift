@@ -29,7 +29,10 @@ import MQTTCore
 ///   `altitude` (m above mean sea level), `vertical_accuracy` (m, `epv`), `speed` (m/s, as
 ///   Home Assistant's own mobile app reports it), `course` (degrees from true north: the
 ///   track, else the vehicle's true heading), `source_type` (`gps`), `time` (the fix's UTC
-///   time, ISO 8601), `satellites`, `vehicle`. Unknown values are left out.
+///   time, ISO 8601), `satellites`, `vehicle`. Unknown values are left out. With zones
+///   (``BridgeZones``): `zones`, the fleet's zones the vehicle is in now (the file's names, in
+///   its order; `[]` when none), beside Home Assistant's own zones, which it sets from the
+///   position.
 ///
 /// Backlog entries are history, not where the vehicle is: they are not bridged.
 public struct HomeAssistantTranslator: FleetBridgeTranslator {
@@ -78,9 +81,12 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
     private(set) var vehicles: [VehicleID: Vehicle] = [:]
 
     /// A translator with no vehicle seen yet.
-    public init(options: Options) {
+    public init(options: Options, zones: BridgeZones? = nil) {
         self.options = options
+        self.zones = zones
     }
+
+    private var zones: BridgeZones?
 
     /// The number of vehicles seen so far (the translator's memory grows with it only).
     public var vehicleCount: Int { vehicles.count }
@@ -141,6 +147,7 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
             // A fix older than the one bridged (a late or repeated message) would move the
             // retained position back.
             if vehicle.track.record(fix, seq: seq) {
+                _ = zones?.events(id, fix)
                 out.append(attributes(id, fix, course: vehicle.track.course(of: fix), seq: seq))
             }
             vehicles[id] = vehicle
@@ -224,6 +231,7 @@ public struct HomeAssistantTranslator: FleetBridgeTranslator {
         w.time("time", fix.time)
         w.int("satellites", fix.satellitesUsed)
         w.string("vehicle", id.rawValue)
+        if let zones { w.strings("zones", zones.inside(id)) }
         let message = MQTTMessage(topic: attributesTopic(id), payload: w.finish(), qos: .atLeastOnce, retain: true)
         return FleetBridgeOutput(vehicle: id, message: message, position: .init(time: fix.time, seq: seq))
     }

@@ -1,3 +1,4 @@
+import FleetOperations
 import FleetProtocol
 import GNSS
 import MQTTCore
@@ -17,6 +18,12 @@ import MQTTCore
 /// move the retained position back. Headings only lend a fix their course. A vehicle seen online that goes offline gets the
 /// apps' last will, `{"_type":"lwt","tst":…}`, not retained. Backlog entries (history, which
 /// would move the retained position back) and malformed messages are not bridged.
+///
+/// With zones (``BridgeZones``), a vehicle entering or leaving one gets the apps' region event
+/// on `owntracks/{user}/{vehicle}/event`, QoS 1, not retained, never coalesced: `_type`
+/// `transition`, `event` (`enter` or `leave`), `desc` (the zone's name), `t` (`c`), `wtst` (the
+/// zone's number, ``BridgeZones/waypointNumber(_:)``), `tst`, `lat`, `lon`, `acc`, `tid` as in
+/// a location.
 public struct OwnTracksTranslator: FleetBridgeTranslator {
     /// A user name that cannot be one level of an OwnTracks topic.
     public struct InvalidUser: Error, Sendable, Equatable, CustomStringConvertible {
@@ -30,10 +37,12 @@ public struct OwnTracksTranslator: FleetBridgeTranslator {
     /// The topic level between `owntracks/` and the vehicle (OwnTracks' "user").
     public let user: String
     private(set) var tracks: [VehicleID: BridgeVehicleTrack] = [:]
+    private var zones: BridgeZones?
 
     /// A translator publishing under `owntracks/{user}/`; throws ``InvalidUser`` for a name that
     /// is not a single topic level.
-    public init(user: String = "fleet") throws(InvalidUser) {
+    public init(user: String = "fleet", zones: BridgeZones? = nil) throws(InvalidUser) {
+        self.zones = zones
         guard (1...64).contains(user.utf8.count), !user.hasPrefix("$"),
             !user.utf8.contains(where: {
                 $0 == UInt8(ascii: "/") || $0 == UInt8(ascii: "+") || $0 == UInt8(ascii: "#") || $0 < 0x20 || $0 == 0x7F
@@ -67,7 +76,13 @@ public struct OwnTracksTranslator: FleetBridgeTranslator {
             tracks[id] = track
             let message = MQTTMessage(
                 topic: topic(id), payload: location(id, fix, course: track.course(of: fix)), qos: .atLeastOnce, retain: true)
-            return [FleetBridgeOutput(vehicle: id, message: message, position: track.position(seq: seq))]
+            var outputs = [FleetBridgeOutput(vehicle: id, message: message, position: track.position(seq: seq))]
+            for event in zones?.events(id, fix) ?? [] {
+                let transition = MQTTMessage(
+                    topic: topic(id) + "/event", payload: transition(id, fix, event), qos: .atLeastOnce, retain: false)
+                outputs.append(FleetBridgeOutput(vehicle: id, message: transition, coalesces: false))
+            }
+            return outputs
         case .heading(let id, _, let heading):
             tracks[id, default: BridgeVehicleTrack()].record(heading)
             return []
@@ -95,6 +110,23 @@ public struct OwnTracksTranslator: FleetBridgeTranslator {
             let ms = since.millisecondsSince1970
             w.int("tst", ms >= 0 ? ms / 1000 : (ms - 999) / 1000)
         }
+        return w.finish()
+    }
+
+    /// The `_type: transition` payload of a zone event at `fix`.
+    package func transition(_ id: VehicleID, _ fix: Fix, _ event: ZoneEvent) -> [UInt8] {
+        var w = JSONWriter(capacity: 200)
+        w.raw("_type", "transition")
+        w.int("wtst", BridgeZones.waypointNumber(event.zone))
+        let ms = fix.time.millisecondsSince1970
+        w.int("tst", ms >= 0 ? ms / 1000 : (ms - 999) / 1000)
+        w.number("lat", fix.latitude, decimals: 7)
+        w.number("lon", fix.longitude, decimals: 7)
+        w.int("acc", Self.nonZeroInteger(fix.eph))
+        w.string("tid", Self.trackerID(id))
+        w.string("event", event.kind == .enter ? "enter" : "leave")
+        w.string("desc", event.zone)
+        w.raw("t", "c")
         return w.finish()
     }
 

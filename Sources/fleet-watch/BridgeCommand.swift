@@ -23,7 +23,10 @@ struct BridgeCommand: AsyncParsableCommand {
             its own with --publish-cert-file and --publish-key-file: a broker that makes the \
             certificate's name the client id would otherwise close one connection for the other. \
             Under load each topic carries its vehicle's newest message (one not yet published is \
-            replaced by a newer one) and the vehicles take turns, so one cannot crowd out the others.
+            replaced by a newer one) and the vehicles take turns, so one cannot crowd out the others. \
+            With --zones, the fleet's zones: owntracks publishes the apps' enter and leave events \
+            (_type transition) on owntracks/<owntracks-user>/<vehicle>/event, each one, never \
+            replaced; homeassistant adds the zones a vehicle is in to its attributes ("zones").
             """
     )
 
@@ -46,6 +49,8 @@ struct BridgeCommand: AsyncParsableCommand {
     @Option(help: "Home Assistant: the prefix of the attributes topics the bridge publishes.")
     var attributesPrefix: String = "fleetcast/homeassistant"
 
+    @OptionGroup var zoneOptions: ZoneOptions
+
     @Option(help: "PEM client certificate of the publishing connection (default: --cert-file).")
     var publishCertFile: String?
 
@@ -58,6 +63,11 @@ struct BridgeCommand: AsyncParsableCommand {
         }
         do { _ = try OwnTracksTranslator(user: owntracksUser) } catch { throw ValidationError(error.description) }
         do { _ = try homeAssistantOptions() } catch { throw ValidationError("\(error)") }
+    }
+
+    /// The zones of --zones, for the translator; nil without.
+    private func bridgeZones() throws -> BridgeZones? {
+        try zoneOptions.load().map { BridgeZones(zones: $0, hysteresisMetres: zoneOptions.zoneHysteresis) }
     }
 
     private func homeAssistantOptions() throws -> HomeAssistantTranslator.Options {
@@ -84,11 +94,13 @@ struct BridgeCommand: AsyncParsableCommand {
             switch to {
             case .homeassistant:
                 FleetBridge(
-                    subscriber: subscriber, translator: HomeAssistantTranslator(options: try homeAssistantOptions()),
+                    subscriber: subscriber,
+                    translator: HomeAssistantTranslator(options: try homeAssistantOptions(), zones: try bridgeZones()),
                     publishing: publishing, logger: logger)
             case .owntracks:
                 FleetBridge(
-                    subscriber: subscriber, translator: try OwnTracksTranslator(user: owntracksUser), publishing: publishing,
+                    subscriber: subscriber, translator: try OwnTracksTranslator(user: owntracksUser, zones: try bridgeZones()),
+                    publishing: publishing,
                     logger: logger)
             }
         // SIGTERM or SIGINT: unsubscribe, publish everything received, wait for the broker's

@@ -40,7 +40,7 @@ struct TripRuleOptions: ParsableArguments {
     }
 }
 
-/// `record --zones FILE`: the zones whose enter and exit events the recorder derives.
+/// `--zones FILE` of `record` and `bridge`: the zones whose enter and exit events they derive.
 struct ZoneOptions: ParsableArguments {
     @Option(
         help: ArgumentHelp(
@@ -51,15 +51,9 @@ struct ZoneOptions: ParsableArguments {
     @Option(help: "Metres a vehicle must be inside a zone to enter it, and outside to leave it (no flapping at the boundary).")
     var zoneHysteresis: Double = 15
 
-    @Option(help: "Where zone events are published (QoS 1, not retained): this prefix, then /{vehicle}. Empty: not published.")
-    var zoneEventsTopic: String = "fleetcast/zones"
-
     func validate() throws {
         guard zoneHysteresis.isFinite, (0...1_000).contains(zoneHysteresis) else {
             throw ValidationError("--zone-hysteresis must be 0 to 1000 metres")
-        }
-        guard !zoneEventsTopic.contains(where: { $0 == "+" || $0 == "#" }), !zoneEventsTopic.hasSuffix("/") else {
-            throw ValidationError("--zone-events-topic must have no wildcard and no trailing /")
         }
     }
 

@@ -61,7 +61,13 @@ struct RecordCommand: AsyncParsableCommand {
 
     @OptionGroup var zoneOptions: ZoneOptions
 
+    @Option(help: "Where zone events are published (QoS 1, not retained): this prefix, then /{vehicle}. Empty: not published.")
+    var zoneEventsTopic: String = "fleetcast/zones"
+
     func validate() throws {
+        guard !zoneEventsTopic.contains(where: { $0 == "+" || $0 == "#" }), !zoneEventsTopic.hasSuffix("/") else {
+            throw ValidationError("--zone-events-topic must have no wildcard and no trailing /")
+        }
         guard batchSize > 0, (1...65_535).contains(buffer) else {
             throw ValidationError("--batch-size must be positive and --buffer 1 to 65535")
         }
@@ -83,8 +89,8 @@ struct RecordCommand: AsyncParsableCommand {
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
         let zones = try zoneOptions.load()
         let announcer =
-            zones != nil && !zoneOptions.zoneEventsTopic.isEmpty
-            ? ZoneAnnouncer(subscribing: subscriber.configuration, topic: zoneOptions.zoneEventsTopic, logger: logger) : nil
+            zones != nil && !zoneEventsTopic.isEmpty
+            ? ZoneAnnouncer(subscribing: subscriber.configuration, topic: zoneEventsTopic, logger: logger) : nil
         let recorder = FleetRecorder(
             subscriber: subscriber, store: TrackStore(client: client, logger: logger),
             options: {

@@ -34,6 +34,24 @@ import Testing
         #expect(counts.coalesced == 98 && counts.stale == 1 && counts.dropped == 0)
     }
 
+    @Test func eventsThatDoNotCoalesceAllGoOutInOrder() async {
+        let queue = BridgeQueue(limits: .init(), logger: .init(label: "test"))
+        func transition(_ text: String) -> FleetBridgeOutput {
+            FleetBridgeOutput(
+                vehicle: VehicleID("a")!,
+                message: MQTTMessage(topic: "owntracks/acme/a/event", payload: Array(text.utf8), qos: .atLeastOnce, retain: false),
+                coalesces: false)
+        }
+        for text in ["enter Depot", "leave Depot", "enter Customer"] { queue.enqueue(transition(text), at: .zero) }
+        queue.enqueue(output("a", 1), at: .zero)
+        queue.enqueue(output("a", 2), at: .zero)  // replaces the pending position, not a transition
+        queue.finish()
+        var taken: [String] = []
+        while let next = await queue.next() { taken.append(String(decoding: next.message.payload, as: UTF8.self)) }
+        #expect(taken == ["enter Depot", "leave Depot", "enter Customer", "2"])
+        #expect(queue.counts.coalesced == 1)
+    }
+
     @Test func aCancelledPublisherStopsWaiting() async {
         let queue = BridgeQueue(limits: .init(), logger: .init(label: "test"))
         let publisher = Task { await queue.next() }

@@ -100,6 +100,36 @@ import Testing
         }
     }
 
+    @Test func owntracksGetsTheFleetsZoneTransitionsWithZones() async throws {
+        try await withBroker { broker in
+            let zonesFile = "\(broker.directory)/zones.geojson"
+            try GeneratedDrive.depotAndCustomerZones.write(toFile: zonesFile, atomically: true, encoding: .utf8)
+            let recorder = try await MosquittoCLI.subscribe(broker: broker, filter: "owntracks/acme/van-7/event", count: 2)
+            let bridge = try await startBridge(
+                ["--to", "owntracks", "--owntracks-user", "acme", "--zones", zonesFile], broker: broker, name: "bridge-owntracks-zones")
+            defer { bridge.send(SIGKILL) }
+            // The start, the Depot (twice), then on the way to the Customer.
+            for (seq, (north, east)) in [(0.0, 0.0), (4_500, 0), (4_505, 2), (4_500, 1_500)].enumerated() {
+                let position = GeneratedDrive.position(north: north, east: east)
+                let fix = Fix(
+                    time: later(Int64(seq) * 60), latitude: position.latitude, longitude: position.longitude, speed: 10, mode: .threeD,
+                    eph: 3.2)
+                try await MosquittoCLI.publish(
+                    broker: broker, topic: "fleet/van-7/fix",
+                    message: String(decoding: FleetPayload.encode(fix, vehicle: "van-7", seq: UInt64(seq + 1)), as: UTF8.self))
+            }
+            let received = await recorder.messages(timeout: .seconds(20)).map {
+                try? jsonObject(String($0.dropFirst("owntracks/acme/van-7/event ".utf8.count)))
+            }
+            #expect(
+                received.map { "\($0?["_type"] ?? "?") \($0?["event"] ?? "?") \($0?["desc"] ?? "?")" } == [
+                    "transition enter Depot", "transition leave Depot",
+                ])
+            #expect(received.first??["tst"] as? Int == Int(later(60).millisecondsSince1970 / 1000), "the fix that entered")
+            #expect(bridge.isRunning)
+        }
+    }
+
     @Test func homeAssistantDiscoversTheVehicleAndFollowsItsPositionAndStatus() async throws {
         try await withBroker { broker in
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.online), retain: true)

@@ -37,7 +37,7 @@ let package = Package(
         .target(
             name: "FleetCore",
             dependencies: [
-                "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore", "JSONEscaping",
+                "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore", "JSONEscaping", "FleetOperations",
                 .product(name: "OrderedCollections", package: "swift-collections"),
             ]
         ),
@@ -61,7 +61,7 @@ let package = Package(
         .testTarget(name: "FleetOperationsTests", dependencies: ["FleetOperations", "GNSS", "FleetcastTestSupport", "NMEA"]),
         .testTarget(
             name: "FleetCoreTests",
-            dependencies: ["FleetCore", "FleetProtocol", "GNSS", "MQTTCore", "FleetcastTestSupport"]
+            dependencies: ["FleetCore", "FleetProtocol", "GNSS", "MQTTCore", "FleetcastTestSupport", "FleetOperations"]
         ),
     ],
     swiftLanguageModes: [.v6]
