@@ -84,7 +84,7 @@ package enum MapJSON {
     /// is written `\u003c`, so no `</script>` can end the element early.
     package static func pageConfiguration(
         tiles: String?, attribution: String?, staleAfter: Duration, trailWindow: Duration, flushInterval: Duration,
-        history: Bool = false
+        history: Bool = false, zones: Bool = false
     ) -> String {
         var w = JSONWriter(capacity: 256)
         w.string("tiles", tiles)
@@ -94,6 +94,7 @@ package enum MapJSON {
         w.int("trailMs", milliseconds(trailWindow))
         w.int("flushMs", milliseconds(flushInterval))
         w.bool("history", history)
+        w.bool("zones", zones)
         let bytes = w.finish().flatMap { $0 == UInt8(ascii: "<") ? Array(#"\u003c"#.utf8) : [$0] }
         return String(decoding: bytes, as: UTF8.self)
     }

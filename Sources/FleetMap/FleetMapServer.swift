@@ -171,12 +171,16 @@ public struct FleetMapServer: Service {
     public let options: Options
     /// Where past tracks come from (`/api/track`, and the page's "show the track"), if anywhere.
     public let history: (any MapTrackSource)?
+    /// The fleet's zones to draw (`/api/zones`: a JSON array, each `{"name":…}` with
+    /// `"circle":[lat,lon,radius_m]` or `"polygon":[[[lat,lon],…],…]`), if any.
+    public let zones: [UInt8]?
     let logger: Logger
 
     /// A server; nothing listens until ``run(onListening:)``. Throws ``LeafletMissing`` when
     /// the Leaflet directory lacks `leaflet.js` or `leaflet.css`.
     public init(
-        subscriber: FleetSubscriber, options: Options = Options(), history: (any MapTrackSource)? = nil, logger: Logger
+        subscriber: FleetSubscriber, options: Options = Options(), history: (any MapTrackSource)? = nil, zones: [UInt8]? = nil,
+        logger: Logger
     ) throws(LeafletMissing) {
         let files = ["leaflet.js", "leaflet.css"].map { "\(options.leafletDirectory)/\($0)" }
         guard files.allSatisfy({ FileManager.default.isReadableFile(atPath: $0) }) else {
@@ -185,6 +189,7 @@ public struct FleetMapServer: Service {
         self.subscriber = subscriber
         self.options = options
         self.history = history
+        self.zones = zones
         self.logger = logger
     }
 
@@ -292,7 +297,8 @@ public struct FleetMapServer: Service {
         let page = MapPage.html(
             configuration: MapJSON.pageConfiguration(
                 tiles: options.tiles, attribution: options.tiles == nil ? nil : options.attribution, staleAfter: options.staleAfter,
-                trailWindow: options.trailWindow, flushInterval: options.flushInterval, history: history != nil))
+                trailWindow: options.trailWindow, flushInterval: options.flushInterval, history: history != nil,
+                zones: zones != nil))
         router.get("/") { _, _ in Self.response(page, type: "text/html; charset=utf-8") }
         router.get("/map.js") { _, _ in Self.response(MapPage.script, type: "text/javascript; charset=utf-8") }
         router.get("/map.css") { _, _ in Self.response(MapPage.style, type: "text/css; charset=utf-8") }
@@ -307,6 +313,10 @@ public struct FleetMapServer: Service {
         }
         if let history {
             router.get("/api/track") { request, _ in try await Self.track(request, from: history, logger: logger) }
+            router.get("/api/trips") { request, _ in try await Self.trips(request, from: history, logger: logger) }
+        }
+        if let zones {
+            router.get("/api/zones") { _, _ in Self.response(zones, type: "application/json") }
         }
         return router
     }
@@ -331,6 +341,26 @@ public struct FleetMapServer: Service {
             throw HTTPError(.serviceUnavailable, message: "the track history cannot be read now")
         }
         return response(MapTrackRequest.json(vehicle: wanted.vehicle, points: points), type: "application/json")
+    }
+
+    /// `/api/trips?vehicle=V&since=T1&until=T2`: the vehicle's trips and stops that began in
+    /// that range, checked as `/api/track`'s query; 400 for a bad query, 503 (logged) when the
+    /// history cannot be read.
+    static func trips(_ request: Request, from history: any MapTrackSource, logger: Logger) async throws -> Response {
+        let query = request.uri.queryParameters
+        let wanted: MapTrackRequest
+        do {
+            wanted = try MapTrackRequest(vehicle: query.get("vehicle"), since: query.get("since"), until: query.get("until"))
+        } catch {
+            throw HTTPError(.badRequest, message: error.reason)
+        }
+        do {
+            return response(
+                try await history.trips(vehicle: wanted.vehicle, since: wanted.since, until: wanted.until), type: "application/json")
+        } catch {
+            logger.warning("Cannot read trips from the history", metadata: ["vehicle": "\(wanted.vehicle)", "error": "\(error)"])
+            throw HTTPError(.serviceUnavailable, message: "the trips cannot be read now")
+        }
     }
 
     /// `limit` as given: absent is the maximum; anything but an integer in 1…``maximumLimit``

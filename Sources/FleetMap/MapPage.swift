@@ -14,7 +14,12 @@ import FleetCore
 /// `/#follow=ID` selects and follows vehicle `ID` once it is on the map. With a track history
 /// (`serve --postgres`), the selected vehicle's details offer a time range ("From", "To", in
 /// the browser's time zone) whose recorded track is drawn dashed; `body[data-history-vehicle]`
-/// and `body[data-history-points]` then say which and how many fixes.
+/// and `body[data-history-points]` then say which and how many fixes. "Trips" lists the
+/// vehicle's trips and stops of that range (`/api/trips`), stops marked on the map
+/// (`body[data-trips]`, `body[data-stops]`); a trip picked from the list is played back: its
+/// track drawn, a marker moving along it by its fixes' times, a time slider and play/pause
+/// (`body[data-playback-points]`, `[data-playback-index]`, `[data-playback-state]`). With
+/// zones (`serve --zones`), they are drawn (`body[data-zones]`).
 enum MapPage {
     /// The page, with `configuration` (see ``MapJSON/pageConfiguration(tiles:attribution:staleAfter:trailWindow:flushInterval:)``,
     /// which writes no `<`) in a JSON script element the script reads.
@@ -45,7 +50,14 @@ enum MapPage {
               <label>To <input type="datetime-local" id="history-until" step="60" required></label>
               <button type="submit" id="history-show">Show track</button>
               <button type="button" id="history-clear">Clear</button>
+              <button type="button" id="history-trips">Trips</button>
               <div id="history-status"></div>
+              <ol id="trips"></ol>
+              <div id="playback" hidden>
+                <button type="button" id="playback-play">Play</button>
+                <input type="range" id="playback-time" min="0" max="0" value="0" step="1">
+                <span id="playback-clock"></span>
+              </div>
             </form>
           </section>
         </aside>
@@ -87,6 +99,12 @@ enum MapPage {
         #history { margin-top: 8px; display: grid; gap: 4px; font-size: 13px; }
         #history label { display: flex; justify-content: space-between; gap: 6px; }
         #history-status { color: #555; }
+        #trips { margin: 4px 0 0; padding-left: 20px; max-height: 30vh; overflow-y: auto; }
+        #trips li { cursor: pointer; padding: 2px 0; }
+        #trips li[data-kind="stop"] { color: #a50; }
+        #trips li.playing { font-weight: bold; }
+        #playback { display: grid; grid-template-columns: auto 1fr; gap: 4px; align-items: center; }
+        #playback-clock { grid-column: 1 / 3; color: #555; }
         #map { flex: 1; background: #e8ecef; }
         .vehicle { background: none; border: none; }
         .vehicle .arrow { width: 22px; height: 22px; transform-origin: 50% 50%; }
@@ -372,6 +390,160 @@ enum MapPage {
             document.getElementById("history-until").value = local(new Date(now + 60000));
             historyForm.addEventListener("submit", e => { e.preventDefault(); showHistory(); });
             document.getElementById("history-clear").addEventListener("click", clearHistory);
+          }
+
+          // Trips and stops of the selected vehicle over the chosen range (/api/trips), and a
+          // trip played back along its recorded fixes.
+          const tripsList = document.getElementById("trips");
+          const playbackBox = document.getElementById("playback");
+          const playButton = document.getElementById("playback-play");
+          const slider = document.getElementById("playback-time");
+          let tripsLayer = null;
+          let playback = null;
+
+          function tooltip(text) {
+            const span = document.createElement("span");
+            span.textContent = text;
+            return span;
+          }
+          const clock = t => new Date(t).toISOString().replace(".000Z", "Z");
+          const duration = s => { s = Math.round(s); const m = Math.floor(s / 60); return Math.floor(m / 60) + ":" +
+            String(m % 60).padStart(2, "0") + ":" + String(s % 60).padStart(2, "0"); };
+
+          function stopPlayback() {
+            if (playback && playback.timer) { clearInterval(playback.timer); playback.timer = null; }
+            playButton.textContent = "Play";
+            body.setAttribute("data-playback-state", "paused");
+          }
+
+          function clearTrips() {
+            stopPlayback();
+            if (playback) { playback.layer.remove(); playback = null; }
+            if (tripsLayer) { tripsLayer.remove(); tripsLayer = null; }
+            tripsList.replaceChildren();
+            playbackBox.hidden = true;
+            for (const name of ["data-trips", "data-stops", "data-playback-points", "data-playback-index", "data-playback-state"]) {
+              body.removeAttribute(name);
+            }
+          }
+
+          function range() {
+            const since = new Date(document.getElementById("history-since").value);
+            const until = new Date(document.getElementById("history-until").value);
+            if (isNaN(since.getTime()) || isNaN(until.getTime()) || since >= until) return null;
+            return "since=" + encodeURIComponent(since.toISOString()) + "&until=" + encodeURIComponent(until.toISOString());
+          }
+
+          function showTrips() {
+            const times = range();
+            if (!selected || !times) { historyStatus.textContent = "Choose a start before the end."; return; }
+            historyStatus.textContent = "Loading…";
+            fetch("/api/trips?vehicle=" + encodeURIComponent(selected) + "&" + times)
+              .then(r => r.ok ? r.json() : r.text().then(t => { throw new Error(r.status + " " + t); }))
+              .then(segments => {
+                clearTrips();
+                tripsLayer = L.layerGroup().addTo(map);
+                let trips = 0, stops = 0;
+                for (const s of segments) {
+                  const li = document.createElement("li");
+                  li.dataset.kind = s.kind;
+                  const open = s.open ? " (open)" : "";
+                  if (s.kind === "trip") {
+                    trips++;
+                    li.textContent = "Trip " + clock(s.start) + ", " + (s.distance_m / 1000).toFixed(2) + " km, " +
+                      duration(s.duration_s) + open;
+                    li.addEventListener("click", () => playTrip(s, li));
+                  } else {
+                    stops++;
+                    const text = "Stop " + clock(s.start) + ", " + duration(s.duration_s) + open;
+                    li.textContent = text;
+                    L.circleMarker([s.lat, s.lon], { radius: 8, color: "#a50", weight: 2, fillOpacity: 0.4 })
+                      .bindTooltip(tooltip(text)).addTo(tripsLayer);
+                    li.addEventListener("click", () => map.panTo([s.lat, s.lon]));
+                  }
+                  tripsList.append(li);
+                }
+                body.setAttribute("data-trips", String(trips));
+                body.setAttribute("data-stops", String(stops));
+                historyStatus.textContent = trips + " trips, " + stops + " stops";
+                if (stops > 0 && !follow.checked) {
+                  const bounds = L.latLngBounds(segments.map(s => s.kind === "trip" ? [s.start_lat, s.start_lon] : [s.lat, s.lon]));
+                  map.fitBounds(bounds.pad(0.3), { maxZoom: 16, animate: false });
+                }
+              })
+              .catch(err => { historyStatus.textContent = "Cannot load the trips: " + err.message; });
+          }
+
+          function setPlayback(index) {
+            if (!playback) return;
+            const p = playback.points;
+            const i = Math.max(0, Math.min(index, p.length - 1));
+            playback.index = i;
+            playback.marker.setLatLng(p[i]);
+            slider.value = String(i);
+            document.getElementById("playback-clock").textContent = clock(p[i][2]);
+            body.setAttribute("data-playback-index", String(i));
+          }
+
+          function playTrip(trip, li) {
+            const until = new Date(Date.parse(trip.end) + 1000).toISOString();
+            fetch("/api/track?vehicle=" + encodeURIComponent(selected) + "&since=" + encodeURIComponent(trip.start) +
+              "&until=" + encodeURIComponent(until))
+              .then(r => r.ok ? r.json() : r.text().then(t => { throw new Error(r.status + " " + t); }))
+              .then(track => {
+                stopPlayback();
+                if (playback) playback.layer.remove();
+                for (const other of tripsList.children) other.classList.remove("playing");
+                li.classList.add("playing");
+                const points = [];
+                for (let i = 0; i + 2 < track.points.length; i += 3) points.push([track.points[i], track.points[i + 1], track.points[i + 2]]);
+                if (points.length === 0) { historyStatus.textContent = "No recorded fixes for that trip."; return; }
+                const layer = L.layerGroup().addTo(map);
+                const line = L.polyline(points.map(p => [p[0], p[1]]), { color: "#639", weight: 4, opacity: 0.8, interactive: false }).addTo(layer);
+                const marker = L.circleMarker(points[0], { radius: 9, color: "#fff", weight: 3, fillColor: "#639", fillOpacity: 1 }).addTo(layer);
+                playback = { points, index: 0, timer: null, layer, marker };
+                slider.max = String(points.length - 1);
+                playbackBox.hidden = false;
+                body.setAttribute("data-playback-points", String(points.length));
+                setPlayback(0);
+                if (!follow.checked) map.fitBounds(line.getBounds().pad(0.1), { maxZoom: 17, animate: false });
+              })
+              .catch(err => { historyStatus.textContent = "Cannot load the trip: " + err.message; });
+          }
+
+          playButton.addEventListener("click", () => {
+            if (!playback) return;
+            if (playback.timer) { stopPlayback(); return; }
+            if (playback.index >= playback.points.length - 1) setPlayback(0);
+            // A trip plays in about 20 s, whatever its length.
+            const step = Math.max(1, Math.round(playback.points.length / 400));
+            playback.timer = setInterval(() => {
+              setPlayback(playback.index + step);
+              if (playback.index >= playback.points.length - 1) stopPlayback();
+            }, 50);
+            playButton.textContent = "Pause";
+            body.setAttribute("data-playback-state", "playing");
+          });
+          slider.addEventListener("input", () => setPlayback(Number(slider.value)));
+
+          if (config.history) {
+            document.getElementById("history-trips").addEventListener("click", showTrips);
+            document.getElementById("history-clear").addEventListener("click", clearTrips);
+          } else {
+            document.getElementById("history-trips").hidden = true;
+          }
+
+          // The fleet's zones (serve --zones), drawn under everything.
+          if (config.zones) {
+            fetch("/api/zones").then(r => r.json()).then(zones => {
+              for (const z of zones) {
+                const style = { color: "#2a7", weight: 2, fillOpacity: 0.12, interactive: true };
+                const shape = z.circle ? L.circle([z.circle[0], z.circle[1]], Object.assign({ radius: z.circle[2] }, style))
+                  : L.polygon(z.polygon, style);
+                shape.bindTooltip(tooltip(z.name)).addTo(map);
+              }
+              body.setAttribute("data-zones", String(zones.length));
+            });
           }
 
           function connection(state, text) {

@@ -27,6 +27,16 @@ public struct MapTrackPoint: Sendable, Equatable {
 public protocol MapTrackSource: Sendable {
     /// At most `limit` fixes of `vehicle` with `since ≤ time < until`, oldest first.
     func track(vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, limit: Int) async throws -> [MapTrackPoint]
+
+    /// `vehicle`'s trips and stops that began in `[since, until)`, oldest first, as a JSON
+    /// array of the objects `fleet-watch trips --format json` writes (`kind`, `start`, `end`,
+    /// positions in degrees, `distance_m`, `duration_s`, `open`).
+    func trips(vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp) async throws -> [UInt8]
+}
+
+extension MapTrackSource {
+    /// No trips: a source that keeps only tracks.
+    public func trips(vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp) async throws -> [UInt8] { Array("[]".utf8) }
 }
 
 /// A request for a past track, from `/api/track`'s query, checked: the browser is untrusted.

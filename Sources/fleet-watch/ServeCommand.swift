@@ -2,12 +2,14 @@ import ArgumentParser
 import CMalloc
 import FleetHistory
 import FleetMap
+import FleetOperations
 import FleetProtocol
 import FleetWatch
 import FleetcastCore
 import Foundation
 import GNSS
 import HummingbirdTLS
+import JSONEscaping
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -64,6 +66,10 @@ struct ServeCommand: AsyncParsableCommand {
     var postgres: String?
 
     @OptionGroup var postgresPassword: PostgresPasswordOptions
+
+    @OptionGroup var tripRules: TripRuleOptions
+
+    @OptionGroup var zoneOptions: ZoneOptions
 
     @Option(
         name: .customLong("allowed-host"),
@@ -160,7 +166,9 @@ struct ServeCommand: AsyncParsableCommand {
         do {
             server = try FleetMapServer(
                 subscriber: try connection.makeSubscriber(logger: logger, onSubscribed: { readiness.report("subscribed") }),
-                options: options, history: client.map { RecordedTracks(store: TrackStore(client: $0, logger: logger)) }, logger: logger)
+                options: options,
+                history: client.map { RecordedTracks(store: TrackStore(client: $0, logger: logger), rules: tripRules.rules) },
+                zones: try zoneOptions.load()?.mapJSON, logger: logger)
         } catch let error as FleetMapServer.LeafletMissing {
             throw ValidationError(error.description)
         }
@@ -262,6 +270,8 @@ private struct ListeningMapServer: Service {
 /// The map's past tracks from the track history in PostgreSQL.
 struct RecordedTracks: MapTrackSource {
     let store: TrackStore
+    /// The rules of the trip still open (the recorder's, when they are not the defaults).
+    var rules = TripRules()
 
     /// A failed read, described for the log without the query's values.
     struct Unavailable: Error, CustomStringConvertible {
@@ -278,5 +288,35 @@ struct RecordedTracks: MapTrackSource {
             throw Unavailable(description: describePostgresError(error))
         }
         return points
+    }
+
+    func trips(vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp) async throws -> [UInt8] {
+        do {
+            let listed = try await store.listSegments(vehicle: vehicle, since: since, until: until, rules: rules)
+            return Array(("[" + OperationsOutput.trips(vehicle: vehicle.rawValue, listed, format: .json).joined(separator: ",") + "]").utf8)
+        } catch {
+            throw Unavailable(description: describePostgresError(error))
+        }
+    }
+}
+
+extension ZoneSet {
+    /// The zones as the map draws them (`/api/zones`): `[{"name":…,"circle":[lat,lon,radius]}`
+    /// or `{"name":…,"polygon":[[[lat,lon],…],…]}]`, degrees and metres.
+    var mapJSON: [UInt8] {
+        func number(_ value: Double) -> String { String(format: "%.7f", value) }
+        let items = zones.map { zone -> String in
+            switch zone.shape {
+            case .circle(let centre, let radius):
+                return
+                    "{\"name\":\(JSONString.quoted(zone.name)),\"circle\":[\(number(centre.latitude)),\(number(centre.longitude)),\(number(radius))]}"
+            case .polygon(let rings):
+                let text = rings.map { ring in
+                    "[" + ring.map { "[\(number($0.latitude)),\(number($0.longitude))]" }.joined(separator: ",") + "]"
+                }
+                return "{\"name\":\(JSONString.quoted(zone.name)),\"polygon\":[\(text.joined(separator: ","))]}"
+            }
+        }
+        return Array(("[" + items.joined(separator: ",") + "]").utf8)
     }
 }

@@ -104,4 +104,124 @@ import Testing
             }
         }
     }
+
+    /// A database holding the generated 29-minute drive (issue 34) as van-1's fixes, begun 90
+    /// minutes ago, and nothing derived yet: `/api/trips` derives it from the fixes.
+    static func recordedDrive(_ postgres: TestPostgres) async throws -> String {
+        let database = try await postgres.createDatabase()
+        let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
+        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
+        let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
+        let now = Int64(Date().timeIntervalSince1970) * 1000
+        let drive = GeneratedDrive.threeLegs(start: UTCTimestamp(millisecondsSince1970: now - now % 1000 - 90 * 60_000))
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { await client.run() }
+            defer { group.cancelAll() }
+            let store = TrackStore(client: client, logger: logger)
+            try await store.migrate()
+            try await store.insert(
+                drive.samples.enumerated().map { index, sample in
+                    TrackRecord(
+                        vehicle: VehicleID("van-1")!, seq: UInt64(index + 1),
+                        payload: .fix(
+                            Fix(
+                                time: sample.time, latitude: sample.latitude, longitude: sample.longitude, speed: sample.speed,
+                                mode: .threeD)))
+                })
+        }
+        return database
+    }
+
+    @Test(
+        .enabled(
+            if: FileManager.default.isExecutableFile(atPath: FleetMapServeTests.chromium),
+            "Debian's chromium is not installed (deploy/test.sh installs it)"))
+    func theMapListsADaysTripsAndStopsDrawsTheZonesAndPlaysATripBack() async throws {
+        try await withPostgres { postgres in
+            let database = try await Self.recordedDrive(postgres)
+            try await withBroker { broker in
+                let passwordFile = "\(broker.directory)/postgres.password"
+                #expect(
+                    FileManager.default.createFile(
+                        atPath: passwordFile, contents: Data((postgres.password ?? "").utf8), attributes: [.posixPermissions: 0o600]))
+                let zonesFile = "\(broker.directory)/zones.geojson"
+                try GeneratedDrive.depotAndCustomerZones.write(toFile: zonesFile, atomically: true, encoding: .utf8)
+                let fleet = try await FleetMapServeTests.startFleet(
+                    broker,
+                    extraArguments: [
+                        "--postgres", "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable",
+                        "--postgres-password-file", passwordFile, "--zones", zonesFile,
+                    ])
+                do {
+                    // Over HTTP: the drive's five segments, the last trip open; the zones.
+                    let since = UTCTimestamp(millisecondsSince1970: Int64(Date().timeIntervalSince1970 * 1000) - 3 * 3_600_000).iso8601
+                    let until = UTCTimestamp.wallClockNow.iso8601
+                    let (status, body) = try await FleetMapServeTests.curl(
+                        ["\(fleet.url)/api/trips?vehicle=van-1&since=\(since)&until=\(until)"], directory: broker.directory)
+                    #expect(status == 0)
+                    let segments = try #require(JSONSerialization.jsonObject(with: Data(body.utf8)) as? [[String: Any]], "\(body)")
+                    #expect(segments.map { $0["kind"] as? String ?? "?" } == ["trip", "stop", "trip", "stop", "trip"], "\(body)")
+                    let (_, zones) = try await FleetMapServeTests.curl(["\(fleet.url)/api/zones"], directory: broker.directory)
+                    #expect(zones.contains(#""name":"Depot","polygon":"#) && zones.contains(#""name":"Customer","circle":"#), "\(zones)")
+                    let (_, code) = try await FleetMapServeTests.curl(
+                        ["-o", "/dev/null", "-w", "%{http_code}", "\(fleet.url)/api/trips?vehicle=van-1&since=\(until)&until=\(since)"],
+                        directory: broker.directory)
+                    #expect(code == "400")
+
+                    // In the page: van-1's trips of the last two hours, listed and marked; the
+                    // zones drawn; the first trip played.
+                    let (chrome, page) = try await FleetMapServeTests.openLivePage(fleet, broker: broker)
+                    do {
+                        try await waitUntil("van-1 listed with its history form", timeout: .seconds(60), interval: .milliseconds(100)) {
+                            (try? page.evaluate(
+                                """
+                                (() => { const li = document.querySelector('#list li[data-vehicle="van-1"]');
+                                  if (!li || document.getElementById("history").hidden) return "no";
+                                  li.click(); document.getElementById("history-trips").click(); return "yes"; })()
+                                """)) == "yes"
+                        }
+                        try await waitUntil("the trips listed", timeout: .seconds(30), interval: .milliseconds(100)) {
+                            try page.evaluate(#"document.body.getAttribute("data-trips") || """#) == "3"
+                        }
+                        #expect(try page.evaluate(#"document.body.getAttribute("data-stops")"#) == "2")
+                        #expect(try page.evaluate(##"String(document.querySelectorAll("#trips li").length)"##) == "5")
+                        #expect(try page.evaluate(#"document.body.getAttribute("data-zones") || """#) == "2")
+                        #expect(try page.evaluate(##"document.querySelector("#trips li").textContent"##).contains("4.49 km"))
+                        _ = try page.evaluate(##"(() => { document.querySelector('#trips li[data-kind="trip"]').click(); return ""; })()"##)
+                        try await waitUntil("the first trip loaded for playback", timeout: .seconds(30), interval: .milliseconds(100)) {
+                            Int(try page.evaluate(#"document.body.getAttribute("data-playback-points") || "0""#)) ?? 0 >= 290
+                        }
+                        #expect(try page.evaluate(#"document.body.getAttribute("data-playback-index")"#) == "0")
+                        _ = try page.evaluate(#"(() => { document.getElementById("playback-play").click(); return ""; })()"#)
+                        try await waitUntil("the marker moving along the trip", timeout: .seconds(30), interval: .milliseconds(100)) {
+                            Int(try page.evaluate(#"document.body.getAttribute("data-playback-index") || "0""#)) ?? 0 >= 100
+                        }
+                        #expect(try page.evaluate(#"document.body.getAttribute("data-playback-state")"#) == "playing")
+                        // The time slider moves the marker too.
+                        _ = try page.evaluate(
+                            #"(() => { const s = document.getElementById("playback-play"); s.click(); const r = document.getElementById("playback-time"); r.value = "42"; r.dispatchEvent(new Event("input")); return ""; })()"#
+                        )
+                        #expect(try page.evaluate(#"document.body.getAttribute("data-playback-state")"#) == "paused")
+                        #expect(try page.evaluate(#"document.body.getAttribute("data-playback-index")"#) == "42")
+                        // A picture of it: FLEETCAST_SCREENSHOT names where to keep it (docs/images).
+                        let (answer, _) = try page.call("Page.captureScreenshot", ["format": "png"])
+                        let encoded = try #require((answer["result"] as? [String: Any])?["data"] as? String)
+                        let png = try #require(Data(base64Encoded: encoded))
+                        #expect(png.count > 10_000 && png.prefix(4) == Data([0x89, 0x50, 0x4E, 0x47]))
+                        if let path = ProcessInfo.processInfo.environment["FLEETCAST_SCREENSHOT"] {
+                            try png.write(to: URL(fileURLWithPath: path))
+                        }
+                    } catch {
+                        await chrome.stop(grace: .seconds(1))
+                        throw error
+                    }
+                    await chrome.stop(grace: .seconds(1))
+                } catch {
+                    await fleet.stop()
+                    throw error
+                }
+                await fleet.stop()
+            }
+        }
+    }
 }
