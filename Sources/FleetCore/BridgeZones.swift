@@ -11,14 +11,18 @@ public struct BridgeZones: Sendable {
     let zones: ZoneSet
     let hysteresisMetres: Double
     private var trackers: [VehicleID: ZoneTracker] = [:]
+    private var newest: [VehicleID: UTCTimestamp] = [:]
 
     /// Zones read from a GeoJSON file (see `ZoneSet.parse`).
     package init(zones: ZoneSet, hysteresisMetres: Double = 15) {
         (self.zones, self.hysteresisMetres) = (zones, hysteresisMetres)
     }
 
-    /// The enter and exit events `fix` of `vehicle` makes.
-    mutating func events(_ vehicle: VehicleID, _ fix: Fix) -> [ZoneEvent] {
+    /// The enter and exit events `fix` of `vehicle` makes; none for a fix not newer than the
+    /// vehicle's newest (a late or repeated message).
+    package mutating func events(_ vehicle: VehicleID, _ fix: Fix) -> [ZoneEvent] {
+        if let newest = newest[vehicle], fix.time <= newest { return [] }
+        newest[vehicle] = fix.time
         var tracker = trackers[vehicle] ?? ZoneTracker(zones: zones, hysteresisMetres: hysteresisMetres)
         let events = tracker.add(TripPoint(time: fix.time, latitude: fix.latitude, longitude: fix.longitude, speed: fix.speed))
         trackers[vehicle] = tracker

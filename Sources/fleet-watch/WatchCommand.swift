@@ -15,7 +15,7 @@ struct WatchCommand: AsyncParsableCommand {
 
     @OptionGroup var connection: ConnectionOptions
 
-    @Flag(help: "One JSON object per event per line, with \"kind\" and \"vehicle\".")
+    @Flag(help: "One JSON object per event per line, with \"kind\" and \"vehicle\"; with --zones, zone events as \"kind\":\"zone\".")
     var json = false
 
     @Flag(help: "Print the retained snapshot of the fleet and exit.")
@@ -29,6 +29,8 @@ struct WatchCommand: AsyncParsableCommand {
 
     @Option(help: "With --once: the most seconds to wait for the broker and the snapshot.")
     var timeout: Double = 10
+
+    @OptionGroup var zoneOptions: ZoneOptions
 
     func validate() throws {
         guard staleAfter > 0, quietPeriod > 0, timeout > 0 else {
@@ -68,7 +70,13 @@ struct WatchCommand: AsyncParsableCommand {
             ? .json(formatter, output)
             : output.isTerminal ? .table(LiveTable(table: table, topics: topics, output: output)) : .plain(formatter, output)
         try await FleetWatchServices.run(
-            [.init(service: WatchService(subscriber: subscriber, output: shown), successTerminationBehavior: .gracefullyShutdownGroup)],
+            [
+                .init(
+                    service: WatchService(
+                        subscriber: subscriber, output: shown,
+                        zones: try zoneOptions.load().map { BridgeZones(zones: $0, hysteresisMetres: zoneOptions.zoneHysteresis) }),
+                    successTerminationBehavior: .gracefullyShutdownGroup)
+            ],
             readiness: readiness, status: "watching \(subscriber.filters.joined(separator: " "))", logger: logger)
     }
 }

@@ -130,6 +130,34 @@ import Testing
         }
     }
 
+    @Test func watchWithZonesPrintsEachZoneEventAfterItsFix() async throws {
+        try await withBroker { broker in
+            let zonesFile = "\(broker.directory)/zones.geojson"
+            try GeneratedDrive.depotAndCustomerZones.write(toFile: zonesFile, atomically: true, encoding: .utf8)
+            let watch = try TestProcess(
+                FleetWatchCLITests.executable, ["watch", "--broker", broker.url, "--json", "--zones", zonesFile],
+                directory: broker.directory, name: "watch-zones-\(UUID().uuidString.prefix(8))")
+            defer { watch.send(SIGKILL) }
+            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
+                watch.standardError.contains("Subscribed to the fleet")
+            }
+            for (seq, (north, east)) in [(0.0, 0.0), (4_500, 0), (4_505, 2), (4_500, 1_500)].enumerated() {
+                let position = GeneratedDrive.position(north: north, east: east)
+                let fix = Fix(
+                    time: later(Int64(seq) * 60), latitude: position.latitude, longitude: position.longitude, speed: 10, mode: .threeD)
+                try await MosquittoCLI.publish(
+                    broker: broker, topic: "fleet/van-7/fix",
+                    message: String(decoding: FleetPayload.encode(fix, vehicle: "van-7", seq: UInt64(seq + 1)), as: UTF8.self))
+            }
+            try await waitUntil("two zone lines", timeout: .seconds(15)) {
+                watch.standardOutput.components(separatedBy: #""kind":"zone""#).count == 3
+            }
+            let lines = watch.standardOutput.split(separator: "\n").map(String.init)
+            let kinds = lines.compactMap { try? jsonObject($0) }.map { "\($0["kind"] ?? "?") \($0["event"] ?? "")\($0["zone"] ?? "")" }
+            #expect(kinds == ["fix ", "fix ", "zone enterDepot", "fix ", "fix ", "zone exitDepot"], "\(lines)")
+        }
+    }
+
     @Test func homeAssistantDiscoversTheVehicleAndFollowsItsPositionAndStatus() async throws {
         try await withBroker { broker in
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.online), retain: true)
