@@ -197,7 +197,7 @@ public struct FleetRecorder: Service {
                 "Trips, stops and zone events derived",
                 metadata: [
                     "segments.stored": "\(operations.stored.segments)", "zone_events.new": "\(operations.stored.zoneEvents)",
-                    "vehicles.rebuilt": "\(operations.stored.rebuilds)",
+                    "vehicles.rebuilt": "\(operations.stored.rebuilds)", "fixes.not_derived": "\(operations.ignored)",
                 ])
         }
     }

@@ -38,6 +38,10 @@ struct RecorderOperations {
     private var vehicles: [VehicleID: VehicleOperations] = [:]
     /// Totals for the log at the end.
     private(set) var stored = (segments: 0, zoneEvents: 0, rebuilds: 0)
+    /// Fixes not derived: too old or too far ahead (see ``process(_:retrying:)``).
+    private(set) var ignored = 0
+    /// Fixes older than this (7 days) are not derived.
+    static let maximumLatenessSeconds = 7.0 * 86_400
 
     init(settings: OperationsSettings, store: TrackStore, logger: Logger) {
         (self.settings, self.store, self.logger) = (settings, store, logger)
@@ -49,12 +53,24 @@ struct RecorderOperations {
         _ records: [TrackRecord],
         retrying: (String, @escaping @Sendable () async throws -> [StoredZoneEvent]) async throws -> [StoredZoneEvent]
     ) async throws {
-        // A fix days ahead of the clock is not stored (the store refuses it); it must not move
-        // a vehicle's newest either.
-        let latest = store.now().millisecondsSince1970 + 86_400_000
+        // Only fixes a real vehicle's receiver can send now: at most 10 minutes ahead of this
+        // clock (a fix dated ahead would become the vehicle's newest, and every later one would
+        // look late and rebuild it), and at most ``maximumLatenessSeconds`` old (a rebuild reads
+        // the vehicle's fixes from before the oldest one to now). Others are stored, not derived.
+        let now = store.now().millisecondsSince1970
+        let (earliest, latest) = (now - Int64(Self.maximumLatenessSeconds * 1000), now + 600_000)
         var byVehicle: [VehicleID: [TripPoint]] = [:]
         for record in records {
-            guard case .fix(let fix) = record.payload, fix.time.millisecondsSince1970 <= latest else { continue }
+            guard case .fix(let fix) = record.payload else { continue }
+            guard (earliest...latest).contains(fix.time.millisecondsSince1970) else {
+                ignored += 1
+                if ignored == 1 {
+                    logger.notice(
+                        "A fix too old or too far ahead of this clock for trips and zones is stored but not derived; such fixes are counted",
+                        metadata: ["vehicle": "\(record.vehicle.rawValue)", "time": "\(fix.time)"])
+                }
+                continue
+            }
             byVehicle[record.vehicle, default: []].append(
                 TripPoint(time: fix.time, latitude: fix.latitude, longitude: fix.longitude, speed: fix.speed))
         }
@@ -102,14 +118,14 @@ struct RecorderOperations {
     private static func rebuild(
         _ vehicle: VehicleID, reaching: UTCTimestamp, store: TrackStore, settings: OperationsSettings
     ) async throws -> (VehicleOperations, [StoredZoneEvent], Int) {
-        let tripEnd = try await store.latestTripEnd(vehicle: vehicle.rawValue, notAfter: reaching)
+        let tripEnd = try await store.settledTripEnd(vehicle: vehicle.rawValue, decidedBefore: reaching)
         let from = VehicleOperations.resumePoint(tripEnds: tripEnd.map { [$0] } ?? [], reaching: reaching)
         let inside = settings.zones == nil ? [] : try await store.zonesInside(vehicle: vehicle.rawValue, before: from)
         var operations = VehicleOperations(
             rules: settings.rules, zones: settings.zones, hysteresisMetres: settings.hysteresisMetres, inside: inside)
-        var closed: [TripEvent] = []
+        var closed: [VehicleOperations.Closed] = []
         var events: [ZoneEvent] = []
-        let until = UTCTimestamp(millisecondsSince1970: store.now().millisecondsSince1970 + 86_400_000)
+        let until = UTCTimestamp(millisecondsSince1970: store.now().millisecondsSince1970 + 600_001)
         try await store.track(vehicle: vehicle, since: from, until: until) { point in
             let (segments, zoneEvents) = operations.replay(
                 TripPoint(time: point.time, latitude: point.latitude, longitude: point.longitude, speed: point.speed))

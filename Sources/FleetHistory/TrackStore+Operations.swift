@@ -58,10 +58,12 @@ extension TrackStore {
             end_lon double precision NOT NULL,
             distance_m double precision NOT NULL,
             max_speed double precision NOT NULL,
+            decided_at timestamptz NOT NULL,
             PRIMARY KEY (vehicle, kind, start_time)
         )
         """,
         "CREATE INDEX fleetcast_segments_vehicle_end ON fleetcast_segments (vehicle, end_time)",
+        "CREATE INDEX fleetcast_segments_vehicle_decided ON fleetcast_segments (vehicle, decided_at)",
         """
         CREATE TABLE fleetcast_zone_events (
             vehicle text NOT NULL,
@@ -73,16 +75,19 @@ extension TrackStore {
             PRIMARY KEY (vehicle, time, zone, event)
         )
         """,
+        "CREATE INDEX fleetcast_zone_events_time ON fleetcast_zone_events (time)",
     ]
 
-    /// The end of `vehicle`'s newest stored trip that ended at or before `time`.
-    package func latestTripEnd(vehicle: String, notAfter time: UTCTimestamp) async throws -> UTCTimestamp? {
+    /// The end of `vehicle`'s stored trip decided last before `time` (by the time of the fix
+    /// that closed it: fixes from `time` on cannot have changed it).
+    package func settledTripEnd(vehicle: String, decidedBefore time: UTCTimestamp) async throws -> UTCTimestamp? {
         let rows = try await client.query(
             """
-            SELECT max(end_time) FROM fleetcast_segments WHERE vehicle = \(vehicle) AND kind = 'trip' AND end_time <= \(Date(time))
+            SELECT end_time FROM fleetcast_segments WHERE vehicle = \(vehicle) AND kind = 'trip' AND decided_at < \(Date(time))
+            ORDER BY decided_at DESC LIMIT 1
             """, logger: logger)
         var found: UTCTimestamp?
-        for try await end in rows.decode(Date?.self) { found = end.map(UTCTimestamp.init) }
+        for try await end in rows.decode(Date.self) { found = UTCTimestamp(end) }
         return found
     }
 
@@ -106,7 +111,7 @@ extension TrackStore {
     /// the trips and stops that end after it are deleted first, and the zone events at or
     /// after it that the rebuild did not find again.
     package func storeOperations(
-        vehicle: String, closed: [TripEvent], zoneEvents: [ZoneEvent], replacingFrom from: UTCTimestamp? = nil
+        vehicle: String, closed: [VehicleOperations.Closed], zoneEvents: [ZoneEvent], replacingFrom from: UTCTimestamp? = nil
     ) async throws -> [StoredZoneEvent] {
         let logger = self.logger
         let events = zoneEvents.map { StoredZoneEvent(vehicle: vehicle, $0) }
@@ -133,17 +138,19 @@ extension TrackStore {
                         """, logger: logger)
                 }
             }
-            for segment in closed {
-                let row = SegmentRow(segment)
+            for closed in closed {
+                let row = SegmentRow(closed.segment)
                 try await connection.query(
                     """
                     INSERT INTO fleetcast_segments
-                        (vehicle, kind, start_time, end_time, start_lat, start_lon, end_lat, end_lon, distance_m, max_speed)
+                        (vehicle, kind, start_time, end_time, start_lat, start_lon, end_lat, end_lon, distance_m, max_speed, decided_at)
                     VALUES (\(vehicle), \(row.kind), \(Date(row.start.time)), \(Date(row.end.time)), \(row.start.latitude),
-                        \(row.start.longitude), \(row.end.latitude), \(row.end.longitude), \(row.distance), \(row.maximumSpeed))
+                        \(row.start.longitude), \(row.end.latitude), \(row.end.longitude), \(row.distance), \(row.maximumSpeed),
+                        \(Date(closed.decidedAt)))
                     ON CONFLICT (vehicle, kind, start_time) DO UPDATE SET end_time = excluded.end_time,
                         start_lat = excluded.start_lat, start_lon = excluded.start_lon, end_lat = excluded.end_lat,
-                        end_lon = excluded.end_lon, distance_m = excluded.distance_m, max_speed = excluded.max_speed
+                        end_lon = excluded.end_lon, distance_m = excluded.distance_m, max_speed = excluded.max_speed,
+                        decided_at = excluded.decided_at
                     """, logger: logger)
             }
             var new: [StoredZoneEvent] = []
@@ -262,17 +269,17 @@ extension TrackStore {
     ) async throws
         -> [ListedSegment]
     {
-        let tripEnd = try await latestTripEnd(vehicle: vehicle.rawValue, notAfter: until)
+        let tripEnd = try await settledTripEnd(vehicle: vehicle.rawValue, decidedBefore: until)
         let from = VehicleOperations.resumePoint(tripEnds: tripEnd.map { [$0] } ?? [], reaching: until)
         var listed = try await segments(vehicle: vehicle.rawValue, since: since, until: min(until, from))
             .map { ListedSegment(segment: $0, open: false) }
         var operations = VehicleOperations(rules: rules, zones: nil)
         var derived: [TripEvent] = []
-        try await track(vehicle: vehicle, since: from, until: until) { point in
-            derived +=
-                operations.replay(
-                    TripPoint(time: point.time, latitude: point.latitude, longitude: point.longitude, speed: point.speed)
-                ).0
+        // Bounded: a vehicle that made no trip for days, at 20 Hz, is not read whole per request.
+        try await track(vehicle: vehicle, since: from, until: until, limit: Self.maximumDerivedFixes) { point in
+            derived += operations.replay(
+                TripPoint(time: point.time, latitude: point.latitude, longitude: point.longitude, speed: point.speed)
+            ).0.map(\.segment)
         }
         listed += derived.map { ListedSegment(segment: $0, open: false) }
         // What finishing the open segment closes: a stop still held back, then the open one.
@@ -280,6 +287,10 @@ extension TrackStore {
         listed += closing.enumerated().map { ListedSegment(segment: $1, open: $0 == closing.count - 1) }
         return listed.filter { $0.start >= since && $0.start < until }
     }
+
+    /// The most fixes one listing derives its open segments from (after the last stored trip):
+    /// about six days at 1 Hz. Past it, what is open is derived as far as that.
+    package static let maximumDerivedFixes = 500_000
 
     /// The vehicles with a fix stored in `[since, until)`, by id.
     package func vehicles(since: UTCTimestamp, until: UTCTimestamp) async throws -> [String] {

@@ -5,17 +5,28 @@ import GNSS
 /// recorder feeds it each batch of the vehicle's newly stored fixes and stores what it closed;
 /// when a batch reaches back before what was fed (a backlog after an outage arrives behind the
 /// live fixes), it says so, and the recorder rebuilds it from the stored fixes from a point
-/// where the detector's state is known (``resumePoint(tripEnds:reaching:)``).
+/// where the detector's state is known (``resumePoint(tripEnds:reaching:horizonSeconds:)``).
 package struct VehicleOperations: Sendable {
     package private(set) var detector: TripDetector
     package private(set) var tracker: ZoneTracker?
     /// The time of the newest fix fed.
     package private(set) var last: UTCTimestamp?
 
+    /// A trip or stop closed, and the time of the fix that closed it: the detector decided it
+    /// from the fixes up to then, so fixes arriving later with later times cannot change it.
+    package struct Closed: Sendable, Equatable {
+        package var segment: TripEvent
+        package var decidedAt: UTCTimestamp
+
+        package init(_ segment: TripEvent, decidedAt: UTCTimestamp) {
+            (self.segment, self.decidedAt) = (segment, decidedAt)
+        }
+    }
+
     /// What a batch led to.
     package enum Outcome: Sendable, Equatable {
         /// Fed: the trips and stops it closed, and the zone events, oldest first.
-        case closed([TripEvent], [ZoneEvent])
+        case closed([Closed], [ZoneEvent])
         /// The batch holds a fix before (or at) the newest fed, at `time`: nothing was fed;
         /// rebuild from the stored fixes.
         case rewind(to: UTCTimestamp)
@@ -42,7 +53,7 @@ package struct VehicleOperations: Sendable {
 
     /// Feeds stored fixes in time order while rebuilding (each strictly after the one before;
     /// the same instant twice is fed once).
-    package mutating func replay(_ point: TripPoint) -> ([TripEvent], [ZoneEvent]) {
+    package mutating func replay(_ point: TripPoint) -> ([Closed], [ZoneEvent]) {
         if let last, point.time <= last { return ([], []) }
         return (feed([point]), zoneEvents([point]))
     }
@@ -54,10 +65,10 @@ package struct VehicleOperations: Sendable {
         return copy.finish()
     }
 
-    private mutating func feed(_ sorted: [TripPoint]) -> [TripEvent] {
-        var closed: [TripEvent] = []
+    private mutating func feed(_ sorted: [TripPoint]) -> [Closed] {
+        var closed: [Closed] = []
         for point in sorted where last.map({ point.time > $0 }) ?? true {
-            closed += detector.add(point)
+            closed += detector.add(point).map { Closed($0, decidedAt: point.time) }
             last = point.time
         }
         return closed
@@ -75,11 +86,13 @@ package struct VehicleOperations: Sendable {
     }
 
     /// Where a rebuild starts, for a rebuild that must cover fixes from `time` on: the end of
-    /// the newest stored trip that ended at or before `time` (`tripEnds`, any order), where the
-    /// detector's state is the one a fresh detector reaches from that fix (a trip ends where the
-    /// stop after it begins, at a slow fix, and nothing before it is held); never more than
-    /// `horizonSeconds` before `time` (a vehicle that made no trip for a week starts afresh a
-    /// week back: a stop longer than that is cut there).
+    /// the stored trip decided last before `time` (`tripEnds`: the recorder passes that one
+    /// trip's end; see ``Closed/decidedAt``). Right after the detector closed that trip, its
+    /// state is the one a fresh detector reaches from the trip's end fed the same fixes (a trip
+    /// ends where the stop after it begins, at a slow fix, and nothing before it is held back;
+    /// or a gap ended it, and the detector began afresh after the gap), and no fix before
+    /// `time` changed since. Never more than `horizonSeconds` before `time` (a vehicle that made
+    /// no trip for a week starts afresh a week back: a stop longer than that is cut there).
     package static func resumePoint(
         tripEnds: [UTCTimestamp], reaching time: UTCTimestamp, horizonSeconds: Double = 7 * 86_400
     ) -> UTCTimestamp {

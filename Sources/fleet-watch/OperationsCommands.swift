@@ -186,7 +186,8 @@ struct ReportCommand: AsyncParsableCommand {
             if vehicle == nil { vehicles = try await store.vehicles(since: start, until: end) }
             var reports: [(vehicle: String, report: DailyReport)] = []
             for name in vehicles {
-                let id = try VehicleID(validating: name)
+                // An id this build would not accept (stored by another) is left out, not fatal.
+                guard let id = try? VehicleID(validating: name) else { continue }
                 let listed = try await store.listSegments(vehicle: id, since: start, until: end, rules: rules)
                 var trips: [Trip] = []
                 var stops: [Stop] = []

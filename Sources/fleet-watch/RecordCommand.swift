@@ -68,6 +68,11 @@ struct RecordCommand: AsyncParsableCommand {
         guard !zoneEventsTopic.contains(where: { $0 == "+" || $0 == "#" }), !zoneEventsTopic.hasSuffix("/") else {
             throw ValidationError("--zone-events-topic must have no wildcard and no trailing /")
         }
+        if connection.shareGroup != nil && zoneOptions.zones != nil {
+            throw ValidationError(
+                "--zones cannot be combined with --share-group: a share group splits each vehicle's fixes between recorders, and zone events need them all in one"
+            )
+        }
         guard batchSize > 0, (1...65_535).contains(buffer) else {
             throw ValidationError("--batch-size must be positive and --buffer 1 to 65535")
         }
@@ -96,9 +101,13 @@ struct RecordCommand: AsyncParsableCommand {
             options: {
                 var options = FleetRecorder.Options(batchSize: batchSize)
                 options.retention = retention
-                options.operations = OperationsSettings(
-                    rules: tripRules.rules, zones: zones, hysteresisMetres: zoneOptions.zoneHysteresis,
-                    announce: announcer.map { announcer in { @Sendable events in announcer.announce(events) } })
+                // Trips and stops need every fix of a vehicle in one recorder: not in a share group.
+                options.operations =
+                    connection.shareGroup != nil
+                    ? nil
+                    : OperationsSettings(
+                        rules: tripRules.rules, zones: zones, hysteresisMetres: zoneOptions.zoneHysteresis,
+                        announce: announcer.map { announcer in { @Sendable events in announcer.announce(events) } })
                 return options
             }(), logger: logger)
         if let zones {
@@ -110,10 +119,15 @@ struct RecordCommand: AsyncParsableCommand {
                 [
                     // Shut down last: the recorder writes what it holds through it first.
                     .init(service: client)
-                ] + (announcer.map { [.init(service: $0)] } ?? []) + [
-                    // The announcer stops after the recorder: it publishes what the last batch found.
-                    .init(service: recorder, successTerminationBehavior: .gracefullyShutdownGroup)
-                ],
+                ]
+                    // Never the recorder's end: a broker that refuses the -pub user is logged,
+                    // and the events stay in PostgreSQL.
+                    + (announcer.map { [.init(service: $0, successTerminationBehavior: .ignore, failureTerminationBehavior: .ignore)] }
+                        ?? [])
+                    + [
+                        // The announcer stops after the recorder: it publishes what the last batch found.
+                        .init(service: recorder, successTerminationBehavior: .gracefullyShutdownGroup)
+                    ],
                 readiness: readiness, status: "recording \(subscriber.filters.joined(separator: " ")) into \(location)",
                 gracePeriod: .seconds(25), logger: logger)
         } catch {

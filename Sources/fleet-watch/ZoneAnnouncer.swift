@@ -50,17 +50,30 @@ final class ZoneAnnouncer: Service, Sendable {
             }
         } catch is CancellationError where Task.isShuttingDownGracefully {
             return
+        } catch {
+            logger.error(
+                "Zone events cannot be published (the recorder goes on; they are stored): check the broker's ACL and the -pub user",
+                metadata: ["mqtt.topic": "\(topic)/+", "error": "\(error)"])
+            return
         }
         logger.info("Publishing zone events", metadata: ["mqtt.topic": "\(topic)/+"])
         var published = 0
+        var unconfirmed = 0
         var failuresSaid = false
         await withGracefulShutdownHandler {
             for await event in events {
                 let topic = "\(self.topic)/\(event.vehicle)"
                 do {
-                    try await client.publish(
-                        topic: topic, string: OperationsOutput.zoneEventJSON(event, version: true), qos: .atLeastOnce)
+                    // A stop does not wait for a broker that is away: the message is handed to
+                    // libmosquitto, and the shutdown below flushes what it can for 2 s.
+                    try await cancelWhenGracefulShutdown {
+                        try await client.publish(
+                            topic: topic, string: OperationsOutput.zoneEventJSON(event, version: true), qos: .atLeastOnce)
+                    }
                     published += 1
+                } catch is CancellationError {
+                    // Stopping: handed to libmosquitto, flushed by the shutdown below if it can be.
+                    unconfirmed += 1
                 } catch {
                     if !failuresSaid {
                         logger.warning(
@@ -74,6 +87,6 @@ final class ZoneAnnouncer: Service, Sendable {
             intake.finish()
         }
         await client.shutdown(flushTimeout: .seconds(2))
-        logger.info("Zone events published", metadata: ["events": "\(published)"])
+        logger.info("Zone events published", metadata: ["events": "\(published)", "events.unconfirmed": "\(unconfirmed)"])
     }
 }

@@ -95,7 +95,7 @@ import Testing
                 #expect(recorder.standardError.contains("Zones read"), "\(recorder.standardError)")
 
                 try await Self.replay(drive, broker: broker, directory: directory, name: "whole")
-                try await waitUntil("the drive's 1,740 fixes stored", timeout: .seconds(60), interval: .milliseconds(200)) {
+                try await waitUntil("the drive's 1,740 fixes stored", timeout: .seconds(120), interval: .milliseconds(200)) {
                     try await Self.fixCount(postgres, database) == 1_740
                 }
                 let messages = await announced.messages(timeout: .seconds(30))
@@ -130,7 +130,7 @@ import Testing
         }
     }
 
-    @Test("a recorder killed mid-drive resumes the open trip, and a backlog older than what was recorded corrects it")
+    @Test("a recorder killed mid-trip resumes the open trip, and a backlog older than what was recorded corrects it")
     func restartAndLateBacklog() async throws {
         let directory = try TemporaryDirectory(prefix: "fleetcast-operations-resume")
         defer { directory.remove() }
@@ -146,20 +146,25 @@ import Testing
                     try await FleetRecorderTests.waitForLog(recorder, "Subscribed to the fleet")
                     return recorder
                 }
-                // The first leg and most of the first stop, then the recorder killed.
+                // Two thirds of the first leg, then the recorder killed.
                 var recorder = try await startRecorder()
-                try await Self.replay(drive, part: 0..<500, broker: broker, directory: directory, name: "first")
-                try await waitUntil("500 fixes stored", timeout: .seconds(60)) { try await Self.fixCount(postgres, database) == 500 }
+                try await Self.replay(drive, part: 0..<200, broker: broker, directory: directory, name: "first")
+                try await waitUntil("200 fixes stored", timeout: .seconds(120)) { try await Self.fixCount(postgres, database) == 200 }
                 recorder.send(SIGKILL)
                 _ = try await recorder.waitForExit(timeout: .seconds(10))
 
                 // Started again: the last part of the drive comes first, then what lies between,
-                // as a vehicle's backlog after an outage arrives behind its live fixes.
+                // as a vehicle's backlog after an outage arrives behind its live fixes. Meanwhile
+                // the 1,100 s gap ends the first trip where its fixes stop (at 199 s): the backlog
+                // must undo that, not keep it and add the rest of the leg as a second trip.
                 recorder = try await startRecorder()
                 try await Self.replay(drive, part: 1_300..<1_740, broker: broker, directory: directory, name: "last")
-                try await waitUntil("940 fixes stored", timeout: .seconds(60)) { try await Self.fixCount(postgres, database) == 940 }
-                try await Self.replay(drive, part: 500..<1_300, broker: broker, directory: directory, name: "between")
-                try await waitUntil("1,740 fixes stored", timeout: .seconds(60)) { try await Self.fixCount(postgres, database) == 1_740 }
+                try await waitUntil("640 fixes stored", timeout: .seconds(120)) { try await Self.fixCount(postgres, database) == 640 }
+                try await waitUntil("the first trip cut by the gap", timeout: .seconds(60)) {
+                    try await postgres.psql("SELECT count(*) FROM fleetcast_segments WHERE kind = 'trip'", database: database) == "1"
+                }
+                try await Self.replay(drive, part: 200..<1_300, broker: broker, directory: directory, name: "between")
+                try await waitUntil("1,740 fixes stored", timeout: .seconds(120)) { try await Self.fixCount(postgres, database) == 1_740 }
                 recorder.send(SIGTERM)
                 #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
 
