@@ -29,7 +29,7 @@ package struct OperationsSettings: Sendable {
 /// the fixes of each batch once that batch is committed, and what they close stored in
 /// PostgreSQL. A vehicle first seen (after a start) or sent a fix older than its newest (a
 /// backlog behind live fixes) is rebuilt from its stored fixes, from its last trip's end (see
-/// ``VehicleOperations/resumePoint(tripEnds:reaching:horizonSeconds:)``): a restart resumes
+/// ``VehicleOperations/resumePoint(after:reaching:horizonSeconds:)``): a restart resumes
 /// the open trip, and a late backlog corrects what it touches.
 struct RecorderOperations {
     let settings: OperationsSettings
@@ -119,7 +119,7 @@ struct RecorderOperations {
         _ vehicle: VehicleID, reaching: UTCTimestamp, store: TrackStore, settings: OperationsSettings
     ) async throws -> (VehicleOperations, [StoredZoneEvent], Int) {
         let tripEnd = try await store.settledTripEnd(vehicle: vehicle.rawValue, decidedBefore: reaching)
-        let from = VehicleOperations.resumePoint(tripEnds: tripEnd.map { [$0] } ?? [], reaching: reaching)
+        let from = VehicleOperations.resumePoint(after: tripEnd, reaching: reaching)
         let inside = settings.zones == nil ? [] : try await store.zonesInside(vehicle: vehicle.rawValue, before: from)
         var operations = VehicleOperations(
             rules: settings.rules, zones: settings.zones, hysteresisMetres: settings.hysteresisMetres, inside: inside)

@@ -270,7 +270,7 @@ extension TrackStore {
         -> [ListedSegment]
     {
         let tripEnd = try await settledTripEnd(vehicle: vehicle.rawValue, decidedBefore: until)
-        let from = VehicleOperations.resumePoint(tripEnds: tripEnd.map { [$0] } ?? [], reaching: until)
+        let from = VehicleOperations.resumePoint(after: tripEnd, reaching: until)
         var listed = try await segments(vehicle: vehicle.rawValue, since: since, until: min(until, from))
             .map { ListedSegment(segment: $0, open: false) }
         var operations = VehicleOperations(rules: rules, zones: nil)

@@ -5,7 +5,7 @@ import GNSS
 /// recorder feeds it each batch of the vehicle's newly stored fixes and stores what it closed;
 /// when a batch reaches back before what was fed (a backlog after an outage arrives behind the
 /// live fixes), it says so, and the recorder rebuilds it from the stored fixes from a point
-/// where the detector's state is known (``resumePoint(tripEnds:reaching:horizonSeconds:)``).
+/// where the detector's state is known (``resumePoint(after:reaching:horizonSeconds:)``).
 package struct VehicleOperations: Sendable {
     package private(set) var detector: TripDetector
     package private(set) var tracker: ZoneTracker?
@@ -86,18 +86,17 @@ package struct VehicleOperations: Sendable {
     }
 
     /// Where a rebuild starts, for a rebuild that must cover fixes from `time` on: the end of
-    /// the stored trip decided last before `time` (`tripEnds`: the recorder passes that one
-    /// trip's end; see ``Closed/decidedAt``). Right after the detector closed that trip, its
+    /// the stored trip decided last before `time` (`tripEnd`, nil when there is none; see
+    /// ``Closed/decidedAt``). Right after the detector closed that trip, its
     /// state is the one a fresh detector reaches from the trip's end fed the same fixes (a trip
     /// ends where the stop after it begins, at a slow fix, and nothing before it is held back;
     /// or a gap ended it, and the detector began afresh after the gap), and no fix before
     /// `time` changed since. Never more than `horizonSeconds` before `time` (a vehicle that made
     /// no trip for a week starts afresh a week back: a stop longer than that is cut there).
     package static func resumePoint(
-        tripEnds: [UTCTimestamp], reaching time: UTCTimestamp, horizonSeconds: Double = 7 * 86_400
+        after tripEnd: UTCTimestamp?, reaching time: UTCTimestamp, horizonSeconds: Double = 7 * 86_400
     ) -> UTCTimestamp {
         let floor = UTCTimestamp(millisecondsSince1970: time.millisecondsSince1970 - Int64(horizonSeconds * 1000))
-        let newest = tripEnds.filter { $0 <= time }.max()
-        return max(newest ?? floor, floor)
+        return max(tripEnd ?? floor, floor)
     }
 }
