@@ -44,6 +44,7 @@ public final class Publisher: Sendable {
     private let report: StatusReport
     let storage: any OutboxStorage
     let edge: EdgeShell
+    private let liveTopics: (fix: String, heading: String)  // made once: every live send names one
 
     /// A publisher over an opened store; it queues the `online` status at once.
     ///
@@ -70,6 +71,7 @@ public final class Publisher: Sendable {
         self.clockSynchronized = clockSynchronized
         self.report = StatusReport(settings: settings, onlineSince: now())
         self.storage = store.storage
+        self.liveTopics = (settings.topics.fix(settings.vehicle), settings.topics.heading(settings.vehicle))
         let report = self.report
         self.edge = EdgeShell(
             EdgeShell.Edge(settings: settings, opening: store.opening, run: store.run, degraded: store.degradedReason, now: .now),
@@ -175,9 +177,7 @@ public final class Publisher: Sendable {
     /// ``Settings/drainTimeout``), commits what is left with the exact next `seq`, and sends
     /// the `offline` status (at most as long again). Call it once.
     public func run() async {
-        logger.debug(
-            "publisher started",
-            metadata: ["mqtt.topic": "\(settings.topics.fix(settings.vehicle))", "outbox.path": "\(storage.location)"])
+        logger.debug("publisher started", metadata: ["mqtt.topic": "\(liveTopics.fix)", "outbox.path": "\(storage.location)"])
         var stopping = ContinuousClock.now
         let drained = await withTaskGroup(of: Void.self, returning: Bool.self) { group in
             group.addTask { await self.syncLoop() }
@@ -255,7 +255,7 @@ public final class Publisher: Sendable {
         case .status(let message):
             (topic, payload, qos) = (message.topic, message.payload, message.qos)
         case .record(let record):
-            topic = record.kind == .fix ? settings.topics.fix(settings.vehicle) : settings.topics.heading(settings.vehicle)
+            topic = record.kind == .fix ? liveTopics.fix : liveTopics.heading
             (payload, qos) = (record.payload, record.kind == .fix ? settings.fixQoS : settings.headingQoS)
         }
         sender.send(topic: topic, payload: payload, qos: qos, retain: true) { result in

@@ -137,10 +137,42 @@ package struct JSONWriter {
         if rounded == 0 { rounded = 0 }  // no "-0.0"
         if rounded == rounded.rounded(), abs(rounded) < 1e15 {
             appendInteger(Int64(rounded), to: &bytes)
+        } else if decimals > 0, scaled.isFinite, abs(scaled) < 1e15, abs(rounded) >= 1e-3 {
+            appendDecimal(Int64(scaled.rounded()), decimals: min(decimals, scales.count - 1), to: &bytes)
         } else {
             bytes.append(contentsOf: rounded.description.utf8)
         }
     }
+
+    /// Writes `units / 10^decimals` in plain decimal notation, trailing zeros dropped: what
+    /// `Double.description` writes for the double nearest that quotient, without a `String`.
+    /// (The same text: with |units| below 10^15 the quotient's double is within 10^-decimals of
+    /// no other decimal of as many digits, so this text is the shortest that reads back as it,
+    /// which is what `description` chooses; and between 10^-3 and 10^15 `description` uses no
+    /// exponent. The caller keeps to those bounds; `FleetPayloadTests` compares the two.)
+    static func appendDecimal(_ units: Int64, decimals: Int, to bytes: inout [UInt8]) {
+        if units < 0 { bytes.append(UInt8(ascii: "-")) }
+        let magnitude = units.magnitude
+        let divisor = UInt64(powersOfTen[decimals])
+        appendInteger(Int64(magnitude / divisor), to: &bytes)
+        var fraction = magnitude % divisor
+        guard fraction > 0 else { return }
+        var digits = decimals
+        while fraction % 10 == 0 {
+            fraction /= 10
+            digits -= 1
+        }
+        bytes.append(UInt8(ascii: "."))
+        var place = UInt64(powersOfTen[digits - 1])
+        while place > 0 {
+            bytes.append(UInt8(ascii: "0") + UInt8(fraction / place % 10))
+            place /= 10
+        }
+    }
+
+    static let powersOfTen: [Int64] = [
+        1, 10, 100, 1_000, 10_000, 100_000, 1_000_000, 10_000_000, 100_000_000, 1_000_000_000, 10_000_000_000,
+    ]
 }
 
 package typealias GNSSTimeWritable = UTCTimestamp

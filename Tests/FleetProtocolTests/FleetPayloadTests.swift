@@ -1,4 +1,5 @@
 import FleetProtocol
+import FleetcastTestSupport
 import GNSS
 import Testing
 
@@ -113,5 +114,41 @@ import Testing
         let payload = Array(#"{"v":1,"vehicle":"van-7","time":"2026-01-01T00:00:00.9999999999999999999Z","lat":1,"lon":2,"mode":3}"#.utf8)
         let decoded = try FleetPayload.decodeFix(payload, vehicle: VehicleID("van-7"))
         #expect(decoded.fix.time.iso8601 == "2026-01-01T00:00:00.999Z")
+    }
+
+    @Test("numbers are written as Double.description writes them rounded: 20,000 values of every magnitude, each at 0 to 10 decimals")
+    func numbersMatchDescription() {
+        func reference(_ value: Double, decimals: Int) -> String {
+            let scale = [1, 1e1, 1e2, 1e3, 1e4, 1e5, 1e6, 1e7, 1e8, 1e9, 1e10][decimals]
+            let scaled = value * scale
+            var rounded = scaled.isFinite ? scaled.rounded() / scale : value
+            if rounded == 0 { rounded = 0 }
+            return rounded == rounded.rounded() && abs(rounded) < 1e15 ? String(Int64(rounded)) : rounded.description
+        }
+        func written(_ value: Double, decimals: Int) -> String {
+            var bytes: [UInt8] = []
+            JSONWriter.appendNumber(value, decimals: decimals, to: &bytes)
+            return String(decoding: bytes, as: UTF8.self)
+        }
+        var generator = SplitMix64(seed: 31)
+        var values: [Double] = [
+            0.001, -0.001, 0.0009996, 0.00105, 1e-3, 0.1 + 0.2, 41.574965910, -93.750571901, 0.5, -0.5, 999_999_999_999_999.9,
+            1e14 + 0.25, 123_456_789.123_456_789, 1.0000000001, 2.5e-7, -0.0004, 180, -180, 0.05, 0.015, 1.005,
+        ]
+        for _ in 0..<20_000 {
+            // 2^-20 (about 10^-6) to 2^54 (about 10^16), either sign.
+            values.append(
+                Double(
+                    sign: Bool.random(using: &generator) ? .plus : .minus, exponent: Int.random(in: -20...53, using: &generator),
+                    significand: Double.random(in: 1..<2, using: &generator)))
+        }
+        var mismatches: [String] = []
+        for value in values {
+            for decimals in 0...10 {
+                let (got, want) = (written(value, decimals: decimals), reference(value, decimals: decimals))
+                if got != want, mismatches.count < 5 { mismatches.append("\(value) at \(decimals): \(got), not \(want)") }
+            }
+        }
+        #expect(mismatches.isEmpty, "\(mismatches)")
     }
 }
