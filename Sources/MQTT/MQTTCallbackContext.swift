@@ -10,37 +10,6 @@ import Glibc
 import Musl
 #endif
 
-/// What waits for a CONNACK, PUBACK (PUBCOMP) or SUBACK: a task's continuation, or the
-/// callback of ``MQTTClient/publish(topic:payload:qos:retain:properties:completion:)``, which
-/// costs no task and no thread hop.
-enum MQTTCompletion: Sendable {
-    case continuation(CheckedContinuation<Void, any Error>)
-    case callback(@Sendable (Result<Void, any Error>) -> Void)
-
-    func resume() {
-        switch self {
-        case .continuation(let continuation): continuation.resume()
-        case .callback(let callback): callback(.success(()))
-        }
-    }
-
-    func resume(throwing error: any Error) {
-        switch self {
-        case .continuation(let continuation): continuation.resume(throwing: error)
-        case .callback(let callback): callback(.failure(error))
-        }
-    }
-}
-
-/// The client's state with the types the client hands it: its waits are continuations or
-/// callbacks, its subscription and observer streams are `AsyncStream` continuations.
-typealias MQTTClientLiveState = MQTTClientState<
-    MQTTCompletion,
-    AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
-    AsyncStream<MQTTConnectionState>.Continuation,
-    Waiter<Void>
->
-
 extension MQTTClientState.Actions
 where
     Ack == MQTTCompletion, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,

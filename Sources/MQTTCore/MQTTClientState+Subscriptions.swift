@@ -1,9 +1,16 @@
+import FleetcastCore
+
 // The client state's publish and subscription transitions (see ``MQTTClientState``).
 extension MQTTClientState {
     // MARK: publish
 
     /// A publish is about to be handed to libmosquitto: refused unless connected or
     /// reconnecting; otherwise the connection epoch it is sent on and the token of its wait.
+    @_specialize(
+        exported:true,where
+            Ack == MQTTCompletion, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+            Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == FleetcastCore.Waiter<Void>
+    )
     package mutating func beginPublish() -> Result<(epoch: UInt64, token: UInt64), MQTTError> {
         if let refusal { return .failure(refusal) }
         publishesSinceTurn &+= 1
@@ -18,6 +25,11 @@ extension MQTTClientState {
     /// subscriber, whose turn writes the acknowledgements of what it reads. A lone publish, a
     /// live fix at 1 Hz, gains nothing from it and would pay two system calls. Starts the count
     /// of the next turn.
+    @_specialize(
+        exported:true,where
+            Ack == MQTTCompletion, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+            Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == FleetcastCore.Waiter<Void>
+    )
     package mutating func takeTurnCork() -> Bool {
         defer { publishesSinceTurn = 0 }
         return publishesSinceTurn >= 2 || pendingPublishes.count >= 2 || !subscriptions.isEmpty
@@ -29,6 +41,11 @@ extension MQTTClientState {
     /// `cancelled` is whether the waiting task was already cancelled, read under the lock: a
     /// cancellation handler that ran before this registration found nothing to cancel, so the
     /// registration itself ends the wait with `CancellationError` and abandons `mid`.
+    @_specialize(
+        exported:true,where
+            Ack == MQTTCompletion, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+            Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == FleetcastCore.Waiter<Void>
+    )
     package mutating func publishSent(
         mid: Int32, topic: String, qos: MQTTQoS, epoch sentOn: UInt64, token: UInt64, cancelled: Bool, ack: Ack
     ) -> Actions {
@@ -36,7 +53,7 @@ extension MQTTClientState {
         // libmosquitto handed `mid` out again: whatever used it before is settled.
         abandonedPublishes.remove(mid)
         if let codes = earlyAcks.removeValue(forKey: mid) {
-            Self.complete(ack, topic: topic, codes: codes, &actions)
+            Self.complete(ack, topic: topic, code: codes.first, &actions)
         } else if qos == .atMostOnce && sentOn != epoch {
             actions.fail.append((ack, .connectionLost(reason: "lost before the message was sent")))
         } else if case .closed = phase {
@@ -65,10 +82,15 @@ extension MQTTClientState {
     }
 
     /// libmosquitto reported a publish complete (QoS 0 written, PUBACK, PUBCOMP or a failing PUBREC).
+    @_specialize(
+        exported:true,where
+            Ack == MQTTCompletion, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+            Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == FleetcastCore.Waiter<Void>
+    )
     package mutating func publishAcknowledged(mid: Int32, reasonCode: Int32) -> Actions {
         var actions = Actions()
         if let pending = pendingPublishes.removeValue(forKey: mid) {
-            Self.complete(pending.ack, topic: pending.topic, codes: [reasonCode], &actions)
+            Self.complete(pending.ack, topic: pending.topic, code: reasonCode, &actions)
             completeDrainIfIdle(&actions)
         } else if abandonedPublishes.remove(mid) == nil {
             earlyAcks[mid] = [reasonCode]
@@ -76,8 +98,8 @@ extension MQTTClientState {
         return actions
     }
 
-    private static func complete(_ ack: Ack, topic: String, codes: [Int32], _ actions: inout Actions) {
-        if let code = codes.first, code >= 0x80 {
+    private static func complete(_ ack: Ack, topic: String, code: Int32?, _ actions: inout Actions) {
+        if let code, code >= 0x80 {
             actions.fail.append((ack, .publishRejected(topic: topic, reasonCode: Int(code), reason: MQTTError.reasonString(code))))
         } else {
             actions.succeed.append(ack)

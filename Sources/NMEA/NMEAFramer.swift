@@ -91,6 +91,13 @@ public struct NMEAFramer: Sendable {
         // Start of the current sentence's bytes not yet copied to `pending`, within `bytes`.
         var start = 0
         while i < count {
+            if state == .sentence {
+                // The bulk of a sentence, printable and neither a start nor the cookie, up to the
+                // length limit, in a tight loop; what ends it is looked at below.
+                let limit = min(count, start + Self.maximumSentenceLength - pending.count)
+                while i < limit, Self.isPlain(bytes[i], cookie: cookie) { i += 1 }
+                if i == count { break }
+            }
             let b = bytes[i]
             if cookie != 0, b == cookie, state != .comment {
                 // gpsfake never sends its delimiter.
@@ -184,6 +191,13 @@ public struct NMEAFramer: Sendable {
             // Keep the open sentence's bytes of this chunk for the next call.
             pending.append(contentsOf: UnsafeRawBufferPointer(rebasing: bytes[start..<count]))
         }
+    }
+
+    /// Whether `b` continues a sentence with nothing to decide: printable ASCII, not `$` or `!`
+    /// (a new start), not gpsfake's delimiter.
+    @inline(__always)
+    private static func isPlain(_ b: UInt8, cookie: UInt8) -> Bool {
+        b >= 0x20 && b <= 0x7E && b != 0x24 && b != 0x21 && b != cookie
     }
 
     /// One byte of a comment line: matches the two prefixes that matter, and reads
