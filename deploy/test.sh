@@ -93,8 +93,8 @@ done
 
 step "concurrency tests under ThreadSanitizer"
 # deploy/tsan/Package.swift: the package's concurrency tests and what they link, without the
-# fleet side (its comment says why a second manifest). deploy/tsan.supp: the runtime
-# hand-over ThreadSanitizer cannot see (its comment says why, entry by entry). BrokerIdentityTests' bridge tests
+# fleet side (its comment says why a second manifest). deploy/tsan.supp: the one runtime
+# hand-over ThreadSanitizer cannot see (its comment says why). BrokerIdentityTests' bridge tests
 # run the fleet-watch binary, which this build leaves out (they run in the step above).
 # At most 8 tests at a time: instrumented agents and clients run several times slower, and an
 # unbounded run here starved gpsd's end-to-end test and mosquitto_sub's own time-out.

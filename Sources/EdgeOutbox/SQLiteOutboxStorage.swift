@@ -233,10 +233,19 @@ package final class SQLiteOutboxStorage: OutboxStorage {
 
     private static func connect(_ location: String) async throws -> SQLiteConnection {
         do {
-            let connection = try await SQLiteConnection.open(
+            let opening: EventLoopFuture<SQLiteConnection> = SQLiteConnection.open(
                 storage: .file(path: location), threadPool: .singleton, logger: quiet,
-                on: MultiThreadedEventLoopGroup.singleton.any()
-            ).get()
+                on: MultiThreadedEventLoopGroup.singleton.any())
+            // The connection is made on sqlite-nio's thread pool and would reach this task only
+            // through `get()`'s continuation, an ordering ThreadSanitizer cannot see (the
+            // concurrency runtime is not instrumented): a CI run reported the task's first use
+            // of it against its making. Handed over under our mutex by a callback registered
+            // first (NIO runs a future's callbacks in that order, on its event loop, before
+            // `get()` resumes), it is visible, as `fetch`'s rows are.
+            let handedOver = SanitizerVisibleMutex<SQLiteConnection?>(nil)
+            opening.whenSuccess { connection in handedOver.withLock { $0 = connection } }
+            let returned = try await opening.get()
+            let connection = handedOver.withLock { $0 } ?? returned
             // sqlite-nio's own busy handler retries for ever, at full speed: wait at most 5 s
             // for a lock instead (another process's WAL recovery), then fail with SQLITE_BUSY.
             do {
