@@ -146,10 +146,13 @@ package struct JSONWriter {
 
     /// Writes `units / 10^decimals` in plain decimal notation, trailing zeros dropped: what
     /// `Double.description` writes for the double nearest that quotient, without a `String`.
-    /// (The same text: with |units| below 10^15 the quotient's double is within 10^-decimals of
-    /// no other decimal of as many digits, so this text is the shortest that reads back as it,
-    /// which is what `description` chooses; and between 10^-3 and 10^15 `description` uses no
-    /// exponent. The caller keeps to those bounds; `FleetPayloadTests` compares the two.)
+    /// (The same text: with |units| below 10^15 the quotient has at most 15 significant digits,
+    /// and such decimals survive a round trip through `Double` (DBL_DIG is 15), so no two of them
+    /// share a double; dividing two exactly representable integers is correctly rounded, so the
+    /// caller's rounded value is the double nearest this decimal. This text, trailing zeros
+    /// dropped, is therefore the shortest that reads back as it, which is what `description`
+    /// writes; and between 10^-3 and 10^15 `description` uses no exponent. The caller keeps to
+    /// those bounds; `FleetPayloadTests` compares the two.)
     static func appendDecimal(_ units: Int64, decimals: Int, to bytes: inout [UInt8]) {
         if units < 0 { bytes.append(UInt8(ascii: "-")) }
         let magnitude = units.magnitude

@@ -30,8 +30,8 @@ package enum MQTTCompletion: Sendable {
 ///
 /// The transitions every publish and every acknowledgement takes are specialized for it
 /// (`@_specialize(exported: true, …)`), as `EdgeState`'s are: called from another module, the
-/// generic ones looked up type metadata on each call (measured: 3 % of the agent's CPU on a
-/// replay at full speed).
+/// generic ones looked up type metadata on each call (measured on a replay at full speed, runs
+/// alternated: 55–60 us of CPU per fix without the specializations, 50–53 us with them).
 package typealias MQTTClientLiveState = MQTTClientState<
     MQTTCompletion,
     AsyncThrowingStream<MQTTMessage, any Error>.Continuation,

@@ -9,7 +9,7 @@
 /// `.connecting` cannot be represented.
 ///
 /// Generic, as `HubState` is, over what it hands back: `Ack` (a wait for a CONNACK, PUBACK or
-/// SUBACK; in the client a `CheckedContinuation<Void, any Error>`), `Sink` (a subscription's
+/// SUBACK; in the client an ``MQTTCompletion``), `Sink` (a subscription's
 /// stream), `Observer` (a connection-state stream) and `Waiter` (a `shutdown()` step), so its
 /// tests drive it with plain values, without libmosquitto and without tasks.
 ///
