@@ -52,6 +52,13 @@ public struct ReplaySource: GNSSSource {
         return AsyncStream(unfolding: { await playback.next() })
     }
 
+    /// Starts a fresh playback, as ``makeEventStream()`` does, handing over at full speed the
+    /// events of a whole chunk at once (paced: one at a time, each when it is due).
+    public func makeBatchStream() -> AsyncStream<[GNSSEvent]>? {
+        let playback = Playback(source: self)
+        return AsyncStream(unfolding: { await playback.nextBatch() })
+    }
+
     /// One playback's position in the file, decoder and pacing; advanced by the stream's
     /// consumer, one call at a time.
     actor Playback {
@@ -106,6 +113,17 @@ public struct ReplaySource: GNSSSource {
                 if let event = await advance() { return event }
             }
             return nil
+        }
+
+        /// The next event and, at full speed, the rest of the decoded chunk with it (nothing
+        /// waits); `nil` as ``next()``.
+        func nextBatch() async -> [GNSSEvent]? {
+            guard let first = await next() else { return nil }
+            var batch = [first]
+            guard case .max = source.speed else { return batch }
+            batch.reserveCapacity(pending.count - pendingIndex + 1)
+            while pendingIndex < pending.count, let event = await next() { batch.append(event) }
+            return batch
         }
 
         /// Reads and decodes the next chunk into `pending`; returns a state event to report

@@ -34,6 +34,39 @@ extension LiveSourceTests {
             #expect(abs((events.fixes.first?.longitude ?? 0) + 121.961181667) < 1e-6)
         }
 
+        @Test func batchesAtMaxSpeedHoldTheEventsTheStreamGivesOneByOne() async throws {
+            // A few copies of a recording: more than one 64 KiB chunk, so more than one batch.
+            let one = try Data(contentsOf: URL(fileURLWithPath: try fixturePath("firefly-II.log")))
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("replay-batch-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            defer { try? FileManager.default.removeItem(at: directory) }
+            let path = directory.appendingPathComponent("long.log").path
+            let long = (0..<20).reduce(into: Data()) { data, _ in data.append(one) }
+            try long.write(to: URL(fileURLWithPath: path))
+            let source = ReplaySource(path: path, speed: .max, logger: quietLogger)
+            let (oneByOne, batches) = try await withTimeout(.seconds(30), "both replays to end") {
+                var oneByOne: [GNSSEvent] = []
+                for await event in source.makeEventStream() { oneByOne.append(event) }
+                var batches: [[GNSSEvent]] = []
+                for await batch in try #require(source.makeBatchStream()) { batches.append(batch) }
+                return (oneByOne, batches)
+            }
+            #expect(try oneByOne.fixes.count == expectedFixes(path).count)
+            #expect(batches.joined().elementsEqual(oneByOne))
+            #expect(batches.count > 1 && batches.count < oneByOne.count / 10, "\(batches.count) batches")
+            #expect(!batches.contains { $0.isEmpty })
+            // Iterating the source goes by batches, and a cancelled consumer gets nothing more of
+            // the batch it is in.
+            let (firstTwo, afterCancel) = await Task {
+                var iterator = source.makeAsyncIterator()
+                let firstTwo = [await iterator.next(), await iterator.next()]  // the second opens a chunk's batch
+                withUnsafeCurrentTask { $0?.cancel() }
+                return (firstTwo, await iterator.next())
+            }.value
+            #expect(firstTwo == [.state(.connecting), .state(.streaming)])
+            #expect(afterCancel == nil)
+        }
+
         @Test func maxSpeedLosesNothingWhenTheConsumerIsLate() async throws {
             // Sixty copies of a recording: thousands of events, decoded far faster than a
             // consumer that starts late and reads slowly takes them.
