@@ -34,8 +34,7 @@ extension Publisher {
             result = .failure(error)
         }
         if Task.isCancelled { return .stop }
-        let wall = now().millisecondsSince1970
-        let instant = ContinuousClock.now
+        let (wall, instant) = (now().millisecondsSince1970, ContinuousClock.now)
         return edge.act { $0.drainRead(read, result, wallMilliseconds: wall, at: instant) }
     }
 

@@ -107,29 +107,33 @@ public final class Publisher: Sendable {
     // MARK: Intake
 
     /// Takes one event from a GNSS source; never waits. After ``finish()`` events are ignored.
-    public func publish(_ event: GNSSEvent) {
+    public func publish(_ event: GNSSEvent) { _ = publish(event, ifRoom: false) }
+
+    /// ``publish(_:)``; or, `ifRoom` and the live queue full, nothing (false). One lock either way.
+    private func publish(_ event: GNSSEvent, ifRoom: Bool) -> Bool {
         // The clocks are read before the lock: a fix's time is checked against them inside.
         var clocks: (wall: UTCTimestamp, synchronized: Bool)?
         if case .fix(let fix) = event, fix.mode != .noFix, settings.maximumFixClockOffset != nil {
             clocks = (now(), clockSynchronized())
         }
-        let wall = now().millisecondsSince1970
-        let instant = ContinuousClock.now
-        edge.act { $0.receive(event, clocks: clocks, wallMilliseconds: wall, at: instant) }
+        let (wall, instant) = (now().millisecondsSince1970, ContinuousClock.now)
+        return edge.act { state in
+            if ifRoom, !state.holds(.outbox(.liveRoom)) { return (.init(), false) }
+            return (state.receive(event, clocks: clocks, wallMilliseconds: wall, at: instant), true)
+        }
     }
 
     /// Takes one event from a finite source that must lose nothing (a replay uploaded as a
-    /// batch): before a fix or heading it waits until the live queue has room, then publishes
-    /// it as ``publish(_:)`` does. Returns at once after ``finish()``. Throws
-    /// `CancellationError` when the task is cancelled while waiting.
+    /// batch): a fix or heading waits until the live queue has room, then is published as
+    /// ``publish(_:)`` does. Returns at once after ``finish()``. Throws `CancellationError` when
+    /// the task is cancelled (before it publishes).
     public func publishWaitingForRoom(_ event: GNSSEvent) async throws {
-        switch event {
-        case .fix, .heading:
+        if case .state = event { return publish(event) }
+        try Task.checkCancellation()
+        while !publish(event, ifRoom: true) {
             await edge.wait(for: .outbox(.liveRoom))
             try Task.checkCancellation()
-        case .state: break
         }
-        publish(event)
     }
 
     /// Consumes `events` until they end, running the publisher meanwhile, then finishes
@@ -225,8 +229,7 @@ public final class Publisher: Sendable {
 
     /// Asks ``run()`` to finish; returns at once. Idempotent.
     public func finish() {
-        let wall = now().millisecondsSince1970
-        let instant = ContinuousClock.now
+        let (wall, instant) = (now().millisecondsSince1970, ContinuousClock.now)
         edge.act { $0.finish(wallMilliseconds: wall, at: instant) }
     }
 
@@ -268,8 +271,7 @@ public final class Publisher: Sendable {
 
     private func syncLoop() async {
         while !Task.isCancelled {
-            let wall = now().millisecondsSince1970
-            let instant = ContinuousClock.now
+            let (wall, instant) = (now().millisecondsSince1970, ContinuousClock.now)
             switch edge.act({ $0.tick(wallMilliseconds: wall, at: instant) }) {
             case .idle: break
             case .commit(let commit): await write(commit)
@@ -311,9 +313,8 @@ public final class Publisher: Sendable {
     private func sendOffline() async {
         let status = report.offline(at: now(), edge.read { [traffic = sender.traffic] in $0.statusFigures(traffic: traffic) })
         let (topic, payload) = (status.topic, status.payload)
-        let sender = self.sender
         let sent =
-            await withTimeLimit(settings.drainTimeout) {
+            await withTimeLimit(settings.drainTimeout) { [sender] in
                 (try? await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: true)) != nil
             } ?? false
         if sent {
