@@ -73,7 +73,7 @@ enum MQTTConnectionLoop {
                     context.shared.withLock { $0.traffic.update(reading) }
                     trafficDue = ContinuousClock.now.advanced(by: trafficSampleInterval)
                 }
-                let (mustStop, awaitsConnack) = context.shared.withLock { ($0.client.mustStop, $0.client.awaitsConnack) }
+                let (mustStop, awaitsConnack) = context.shared.withLock { $0.client.loopPhase() }
                 if libraryLogOn && !awaitsConnack && !keepsLibraryLog {
                     // Connected: the per-packet lines would only cost (see setLibraryLog).
                     handle.setLibraryLog(false)
@@ -142,7 +142,7 @@ enum MQTTConnectionLoop {
         setCork(socket, true)
         // Checked after corking: a stop that came before this reading is seen here, and one
         // that comes after it uncorks the socket itself (see uncorkForStop).
-        if handle.context.shared.withLock({ $0.client.mustStop }) { setCork(socket, false) }
+        if handle.context.shared.withLock({ $0.client.loopPhase().mustStop }) { setCork(socket, false) }
         let rc = body()
         let savedErrno = errno
         // In one call the socket can only close (libmosquitto reconnects only when asked, outside

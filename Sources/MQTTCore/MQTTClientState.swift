@@ -1,3 +1,5 @@
+import FleetcastCore
+
 /// The client's whole state as a closed value: every event (a libmosquitto callback, an API
 /// call, the loop thread's progress) is a named `mutating` transition that decides under the
 /// lock and returns what must be done; ``MQTTCallbackContext`` keeps it in a
@@ -188,6 +190,17 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         case .closed: true
         case .idle, .connecting, .connected, .reconnecting: false
         }
+    }
+
+    /// ``mustStop`` and ``awaitsConnack`` together: what the network loop reads on every turn
+    /// (specialized for the client, so that the turn looks up no type metadata).
+    @_specialize(
+        exported:true,where
+            Ack == MQTTCompletion, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
+            Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == FleetcastCore.Waiter<Void>
+    )
+    package func loopPhase() -> (mustStop: Bool, awaitsConnack: Bool) {
+        (mustStop, awaitsConnack)
     }
 
     /// Why a publish or a subscription is refused now; `nil` while connected or reconnecting.
