@@ -125,8 +125,8 @@ public final class Publisher: Sendable {
 
     /// Takes one event from a finite source that must lose nothing (a replay uploaded as a
     /// batch): a fix or heading waits until the live queue has room, then is published as
-    /// ``publish(_:)`` does. Returns at once after ``finish()``. Throws `CancellationError` when
-    /// the task is cancelled (before it publishes).
+    /// ``publish(_:)`` does. Returns at once after ``finish()``. Throws `CancellationError` for a
+    /// fix or heading when the task is cancelled (before it publishes it).
     public func publishWaitingForRoom(_ event: GNSSEvent) async throws {
         if case .state = event { return publish(event) }
         try Task.checkCancellation()

@@ -79,6 +79,7 @@ public struct GNSSEventIterator: AsyncIteratorProtocol {
                 return batch[index - 1]
             }
             defer { base = .batches(batches) }
+            batch = []  // not kept while the next one is awaited
             repeat {
                 guard let next = await batches.next(isolation: actor) else { return nil }
                 (batch, index) = (next, 0)

@@ -52,9 +52,11 @@ public struct ReplaySource: GNSSSource {
         return AsyncStream(unfolding: { await playback.next() })
     }
 
-    /// Starts a fresh playback, as ``makeEventStream()`` does, handing over at full speed the
-    /// events of a whole chunk at once (paced: one at a time, each when it is due).
+    /// At full speed, a fresh playback as ``makeEventStream()`` starts one, handing over the
+    /// events of a whole decoded chunk at once; `nil` when paced (events go one at a time, each
+    /// when it is due).
     public func makeBatchStream() -> AsyncStream<[GNSSEvent]>? {
+        guard case .max = speed else { return nil }
         let playback = Playback(source: self)
         return AsyncStream(unfolding: { await playback.nextBatch() })
     }
@@ -82,8 +84,8 @@ public struct ReplaySource: GNSSSource {
         }
 
         /// The next event; `nil` at the end (after `.state(.ended)`) or when the consuming
-        /// task is cancelled.
-        func next() async -> GNSSEvent? {
+        /// task is cancelled, and (not `advancing`) once the decoded chunk is used up.
+        func next(advancing: Bool = true) async -> GNSSEvent? {
             while !Task.isCancelled {
                 if pendingIndex < pending.count {
                     let event = pending[pendingIndex]
@@ -105,7 +107,7 @@ public struct ReplaySource: GNSSSource {
                         return event
                     }
                 }
-                if ended { return nil }
+                if ended || !advancing { return nil }
                 if let wait = waitBeforeRetry {
                     waitBeforeRetry = nil
                     do { try await Task.sleep(for: wait) } catch { return nil }
@@ -115,14 +117,13 @@ public struct ReplaySource: GNSSSource {
             return nil
         }
 
-        /// The next event and, at full speed, the rest of the decoded chunk with it (nothing
-        /// waits); `nil` as ``next()``.
+        /// The next event and the rest of the decoded chunk with it, for a playback at full
+        /// speed (nothing waits, nothing more is read); `nil` as ``next(advancing:)``.
         func nextBatch() async -> [GNSSEvent]? {
             guard let first = await next() else { return nil }
             var batch = [first]
-            guard case .max = source.speed else { return batch }
             batch.reserveCapacity(pending.count - pendingIndex + 1)
-            while pendingIndex < pending.count, let event = await next() { batch.append(event) }
+            while let event = await next(advancing: false) { batch.append(event) }
             return batch
         }
 
