@@ -15,6 +15,18 @@ extension LiveSourceTests {
             return decoder.decode(bytes).fixes
         }
 
+        /// `copies` copies of firefly-II.log end to end, in a new temporary directory (the
+        /// caller removes it).
+        private func repeatedRecording(_ copies: Int) throws -> (path: String, directory: URL) {
+            let one = try Data(contentsOf: URL(fileURLWithPath: try fixturePath("firefly-II.log")))
+            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("replay-\(UUID().uuidString)")
+            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let path = directory.appendingPathComponent("long.log").path
+            let long = (0..<copies).reduce(into: Data()) { data, _ in data.append(one) }
+            try long.write(to: URL(fileURLWithPath: path))
+            return (path, directory)
+        }
+
         @Test func maxSpeedDeliversEveryFixAndEnds() async throws {
             let path = try fixturePath("firefly-II.log")
             let expected = try expectedFixes(path)
@@ -35,14 +47,9 @@ extension LiveSourceTests {
         }
 
         @Test func batchesAtMaxSpeedHoldTheEventsTheStreamGivesOneByOne() async throws {
-            // A few copies of a recording: more than one 64 KiB chunk, so more than one batch.
-            let one = try Data(contentsOf: URL(fileURLWithPath: try fixturePath("firefly-II.log")))
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("replay-batch-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            // Twenty copies of a recording: more than one 64 KiB chunk, so more than one batch.
+            let (path, directory) = try repeatedRecording(20)
             defer { try? FileManager.default.removeItem(at: directory) }
-            let path = directory.appendingPathComponent("long.log").path
-            let long = (0..<20).reduce(into: Data()) { data, _ in data.append(one) }
-            try long.write(to: URL(fileURLWithPath: path))
             let source = ReplaySource(path: path, speed: .max, logger: quietLogger)
             let (oneByOne, batches) = try await withTimeout(.seconds(30), "both replays to end") {
                 var oneByOne: [GNSSEvent] = []
@@ -74,13 +81,8 @@ extension LiveSourceTests {
         @Test func maxSpeedLosesNothingWhenTheConsumerIsLate() async throws {
             // Sixty copies of a recording: thousands of events, decoded far faster than a
             // consumer that starts late and reads slowly takes them.
-            let one = try Data(contentsOf: URL(fileURLWithPath: try fixturePath("firefly-II.log")))
-            let directory = FileManager.default.temporaryDirectory.appendingPathComponent("replay-late-\(UUID().uuidString)")
-            try FileManager.default.createDirectory(at: directory, withIntermediateDirectories: true)
+            let (path, directory) = try repeatedRecording(60)
             defer { try? FileManager.default.removeItem(at: directory) }
-            let path = directory.appendingPathComponent("long.log").path
-            let long = (0..<60).reduce(into: Data()) { data, _ in data.append(one) }
-            try long.write(to: URL(fileURLWithPath: path))
             let expected = try expectedFixes(path)
             #expect(expected.count > 1200)
             let source = try GNSSSourceDescriptor(parsing: "replay:\(path)?speed=max").makeSource(logger: quietLogger)
