@@ -48,6 +48,11 @@ public struct FleetSubscriber: Sendable {
         /// How long after subscribing a subscriber that has received nothing at all says so,
         /// once, at notice (60 s).
         public var silenceNotice: Duration = .seconds(60)
+        /// In a share group or a clean session, how long a graceful shutdown at most keeps
+        /// taking the messages the broker had already given this subscriber, after its
+        /// UNSUBSCRIBE (``MQTTClient/handOverLimit``, 10 s): keep it within the stop timeout
+        /// of the service manager, less the time the consumer needs to finish.
+        public var handOverLimit: Duration = MQTTClient.handOverLimit
 
         /// Options for the whole fleet under `fleet/`, QoS 1, 10,000 buffered events.
         public init(
@@ -219,7 +224,7 @@ public struct FleetSubscriber: Sendable {
                     // subscription holds: the client's shutdown finishes its stream after them.
                     guard (try? await gracefulShutdown()) != nil else { return }
                     logger.debug("Graceful shutdown: disconnecting, then passing on what was received")
-                    await client.shutdown(flushTimeout: .zero, handingOver: handingOver)
+                    await client.shutdown(flushTimeout: .zero, handingOver: handingOver, handOverLimit: options.handOverLimit)
                 }
                 var subscription: MQTTSubscription? = first
                 var heard = false

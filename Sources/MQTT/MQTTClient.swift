@@ -1,5 +1,6 @@
 import CMosquitto
 import FleetcastCore
+import JSONEscaping
 import Logging
 import MQTTCore
 
@@ -342,16 +343,20 @@ public final class MQTTClient: Sendable {
     /// broker then sends the next messages to the group's other members, while those it had
     /// already given this client — in flight, or queued behind its in-flight window — still
     /// come. The DISCONNECT waits, after the UNSUBACK, until no message has arrived for
-    /// ``handOverQuiet`` (at most ``handOverLimit``): the broker has no signal for "queue
-    /// empty", and what is still queued for a session when it ends is lost to the whole
-    /// group (mosquitto does not resend it to another member). The streams then finish
+    /// ``handOverQuiet`` (at most `handOverLimit`): the broker has no signal for "queue
+    /// empty", and what is still queued for a session when it ends stays in that session
+    /// (mosquitto does not resend it to another member): a client connecting with the same
+    /// client id gets it, the rest of the group does not. A hand-over cut short by the limit
+    /// while messages still arrive says so, once, at warning. The streams then finish
     /// normally, after everything received.
     ///
     /// Cancelling the task cuts the flush short. The round trips of a clean close (the
     /// UNSUBACKs, the DISCONNECT written and the network thread ended) are still waited for,
     /// but at most ``closeGrace`` each; a thread stuck in a TCP connect to an unreachable
     /// host then ends by itself, later.
-    public func shutdown(flushTimeout: Duration = .seconds(5), handingOver: Bool = false) async {
+    public func shutdown(
+        flushTimeout: Duration = .seconds(5), handingOver: Bool = false, handOverLimit: Duration = MQTTClient.handOverLimit
+    ) async {
         let context = self.context
         let (mustDrain, loopRunning, actions) = context.shared.withLock { $0.client.beginShutdown() }
         actions.run()
@@ -369,7 +374,7 @@ public final class MQTTClient: Sendable {
             }
         }
         await Self.wait(context, bound: Self.closeGrace) { $0.awaitUnsubacks(id: $1, $2) }
-        if handingOver { await Self.waitForQuiet(context) }
+        if handingOver { await Self.handOver(context, limit: handOverLimit) }
         if context.shared.withLock({ $0.client.stopAfterDrain() }) {
             // The last reading of the link's counters, while its socket is still open.
             let reading = MQTTTrafficMeter.read(socket: mosquitto_socket(handle.pointer))
@@ -389,25 +394,45 @@ public final class MQTTClient: Sendable {
     /// its UNSUBACK: longer than the pauses of a queue drained through the in-flight window
     /// over a slow link.
     public static let handOverQuiet: Duration = .milliseconds(500)
-    /// The longest a shutdown handing over waits for the messages still coming.
+    /// The longest a shutdown handing over waits for the messages still coming, unless its
+    /// caller gives its own limit (one that must end within a service manager's stop timeout).
     public static let handOverLimit: Duration = .seconds(10)
 
-    /// Waits until no message has arrived for ``handOverQuiet``, at most ``handOverLimit``,
-    /// or until the task is cancelled. A poll of a counter: libmosquitto gives no event for
-    /// "nothing more is coming".
+    /// Waits until no message has arrived for ``handOverQuiet``, at most `limit`, or until
+    /// the task is cancelled, then says how the hand-over went: at info what came after the
+    /// UNSUBACK, at warning when the limit cut it short while messages were still arriving.
+    /// A poll of a counter: libmosquitto gives no event for "nothing more is coming".
     ///
     /// In a client that acknowledges after handling, a pause while the consumer has not yet
     /// handled what it was given is not quiet: the broker is only waiting for the
     /// acknowledgements (its in-flight window is full), and has more queued for this session.
-    private static func waitForQuiet(_ context: MQTTCallbackContext) async {
+    private static func handOver(_ context: MQTTCallbackContext, limit: Duration) async {
         let clock = ContinuousClock()
-        let deadline = clock.now.advanced(by: handOverLimit)
-        var seen = context.shared.withLock { $0.client.messagesReceived }
+        let start = clock.now
+        let deadline = start.advanced(by: limit)
+        let first = context.shared.withLock { $0.client.messagesReceived }
+        var seen = first
+        var quiet = false
         while clock.now < deadline {
-            do { try await Task.sleep(for: handOverQuiet) } catch { return }
+            do { try await Task.sleep(for: handOverQuiet) } catch { break }
             let now = context.shared.withLock { $0.client.messagesReceived }
-            if now == seen && context.shared.withLock({ $0.deliveries.isSettled }) { return }
+            if now == seen && context.shared.withLock({ $0.deliveries.isSettled }) {
+                quiet = true
+                break
+            }
             seen = now
+        }
+        let elapsed = (clock.now - start).components
+        let metadata: Logger.Metadata = [
+            "mqtt.client": "\(JSONString.escaped(context.configuration.clientID))", "mqtt.handedOver": "\(seen &- first)",
+            "mqtt.handOverMilliseconds": "\(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000)",
+        ]
+        if quiet || Task.isCancelled && seen == first {
+            context.logger.info("MQTT hand-over done: the broker sends the next messages to the group's other members", metadata: metadata)
+        } else {
+            context.logger.warning(
+                "MQTT hand-over cut short with messages still arriving: the rest stays in this client's session until a client with its id connects",
+                metadata: metadata)
         }
     }
 

@@ -79,6 +79,9 @@ struct ConnectionOptions: ParsableArguments {
         var sessionExpiry: Duration
         /// Messages the broker may send ahead of the acknowledgements (MQTT 5 Receive Maximum).
         var inFlight: Int
+        /// How long a graceful stop in a share group keeps taking what the broker had already
+        /// given it (``FleetSubscriber/Options/handOverLimit``).
+        var handOverLimit: Duration = MQTTClient.handOverLimit
     }
 
     /// The subscriber of `--vehicle`s and `--share-group` with these connection settings;
@@ -109,9 +112,10 @@ struct ConnectionOptions: ParsableArguments {
             // Bytes, not messages, bound what it holds: a message may carry 2,048 events.
             mqtt.receiveBudgetBytes = Self.receiveBudgetBytes
         }
-        let options = FleetSubscriber.Options(
+        var options = FleetSubscriber.Options(
             topics: try topics(), vehicles: vehicles.compactMap(VehicleID.init), shareGroup: shareGroup, bufferLimit: bufferLimit,
             dropLogLevel: dropLogLevel, onSubscribed: onSubscribed)
+        if let durability { options.handOverLimit = durability.handOverLimit }
         return try FleetSubscriber(configuration: mqtt, options: options, logger: logger)
     }
 

@@ -23,8 +23,10 @@ struct RecordCommand: AsyncParsableCommand {
             the broker kept for it (within --session-expiry and the broker's \
             max_queued_messages). While PostgreSQL is away, at most --buffer messages wait in \
             memory and the broker holds the rest. With --share-group, several recorders split \
-            the fleet; SIGTERM or SIGINT unsubscribes from the group first, writes what was \
-            received, then exits. The tables are partitioned by day (UTC); with --retention, \
+            the fleet; SIGTERM or SIGINT unsubscribes from the group first, takes for up to \
+            20 s what the broker had already queued for it, writes what was received, then \
+            exits (what is still queued waits in its session for the next start under the \
+            same client id). The tables are partitioned by day (UTC); with --retention, \
             the days past it are dropped whole, at start and then daily. The PostgreSQL \
             password comes from --postgres-password-file, \
             PGPASSWORD or a libpq password file (PGPASSFILE), never the URL. `fleet-watch gaps` \
@@ -89,7 +91,10 @@ struct RecordCommand: AsyncParsableCommand {
             logger: logger, dropLogLevel: .warning,
             durability: .init(
                 defaultClientID: "fleet-watch-record-\(ConnectionOptions.hostName)\(shareSuffix)", sessionExpiry: .seconds(sessionExpiry),
-                inFlight: buffer),
+                inFlight: buffer,
+                // Of the 25 s a stop may take (the unit's TimeoutStopSec is 30 s): 20 s to take
+                // what the broker had queued for this member, 5 s to write the last of it.
+                handOverLimit: .seconds(20)),
             onSubscribed: { readiness.report("subscribed") })
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
         let zones = try zoneOptions.load()
