@@ -17,6 +17,9 @@ import Testing
     /// The broker sends each member at most this many ahead of its acknowledgements: the rest
     /// of its share waits in its session.
     static let window = 10
+    /// A bound on a hang, not a speed target: under ThreadSanitizer, beside the other suites,
+    /// the burst and its drain take tens of seconds.
+    static let patience: Duration = .seconds(60)
 
     /// The messages one member's stream passed on, and whether its consumer acknowledges them.
     final class Member: Sendable {
@@ -82,7 +85,7 @@ import Testing
             try await publisher.publish(topic: "handover/van-\(index % 7)/fix", string: "\(index)", qos: .atLeastOnce)
         }
         await publisher.shutdown()
-        try await waitUntil("the leaving member's window to fill") { leaving.texts.count == window }
+        try await waitUntil("the leaving member's window to fill", timeout: patience) { leaving.texts.count == window }
         return consumers
     }
 
@@ -93,11 +96,12 @@ import Testing
             let staying = try Member(broker, id: uniqueClientID("staying"), acknowledging: true)
             let consumers = try await Self.burst(broker, leaving: leaving, staying: staying)
 
-            let stopping = Task { await leaving.client.shutdown(flushTimeout: .zero, handingOver: true) }
+            // Not cut short by a loaded machine: it ends at the first 0.5 s of quiet.
+            let stopping = Task { await leaving.client.shutdown(flushTimeout: .zero, handingOver: true, handOverLimit: Self.patience) }
             leaving.startAcknowledging()
             await stopping.value
             _ = try await consumers[0].value
-            try await waitUntil("the group to have every message") {
+            try await waitUntil("the group to have every message", timeout: Self.patience) {
                 leaving.texts.count + staying.texts.count >= Self.count
             }
 
@@ -133,7 +137,7 @@ import Testing
             try await again.client.connect()
             let subscription = try await again.client.subscribe([Self.filter])
             let consumer = Task { try await again.consume(subscription) }
-            try await waitUntil("the group and the session to have every message") {
+            try await waitUntil("the group and the session to have every message", timeout: Self.patience) {
                 Set(again.texts + staying.texts).count >= Self.count
             }
             #expect(Set(again.texts + staying.texts) == Set((0..<Self.count).map(String.init)), "nothing lost")
