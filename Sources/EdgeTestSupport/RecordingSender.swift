@@ -91,10 +91,17 @@ package final class RecordingSender: MessageSending {
     /// (under the lock that was quadratic, and a ThreadSanitizer build took 30 s for 300 fixes).
     package func waitUntil(_ predicate: @escaping @Sendable (Snapshot) -> Bool) async {
         while !Task.isCancelled {
-            let (snapshot, generation) = state.withLock { ($0.snapshot, $0.generation) }
-            if predicate(snapshot) { return }
+            let (holds, generation) = check(predicate)
+            if holds { return }
             await nextAttempt(after: generation)
         }
+    }
+
+    /// `predicate` on the newest snapshot, and the attempts it had seen. The snapshot is let go
+    /// on return: held across the wait, it would make every send copy its arrays.
+    private func check(_ predicate: (Snapshot) -> Bool) -> (holds: Bool, generation: Int) {
+        let (snapshot, generation) = state.withLock { ($0.snapshot, $0.generation) }
+        return (predicate(snapshot), generation)
     }
 
     /// Returns once a send attempt after the `generation`th was made, or when cancelled.

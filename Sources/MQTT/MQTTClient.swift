@@ -342,20 +342,24 @@ public final class MQTTClient: Sendable {
     /// passing on what arrives until the connection closes: in a shared subscription the
     /// broker then sends the next messages to the group's other members, while those it had
     /// already given this client — in flight, or queued behind its in-flight window — still
-    /// come. The DISCONNECT waits, after the UNSUBACK, until no message has arrived for
-    /// ``handOverQuiet`` (at most `handOverLimit`): the broker has no signal for "queue
-    /// empty", and what is still queued for a session when it ends stays in that session
-    /// (mosquitto does not resend it to another member): a client connecting with the same
-    /// client id gets it, the rest of the group does not. A hand-over cut short by the limit
-    /// while messages still arrive says so, once, at warning. The streams then finish
-    /// normally, after everything received.
+    /// come. The DISCONNECT waits, after the UNSUBACK, until no message has arrived (and,
+    /// acknowledging after handling, every one is handled) for `handOverQuiet` (default
+    /// ``handOverQuiet``), at most `handOverLimit` (default ``handOverLimit``; zero: no
+    /// wait): the broker has no signal for "queue empty". What is still queued for a
+    /// persistent session when it ends stays in that session (mosquitto does not resend it to
+    /// another member): a client connecting with the same client id gets it, the rest of the
+    /// group does not; a clean session's is dropped. The outcome is logged once, with what
+    /// arrived meanwhile: at info when done, and when cut short by the limit or by the task's
+    /// cancellation at warning (persistent session) or notice (clean). The streams then
+    /// finish normally, after everything received.
     ///
     /// Cancelling the task cuts the flush short. The round trips of a clean close (the
     /// UNSUBACKs, the DISCONNECT written and the network thread ended) are still waited for,
     /// but at most ``closeGrace`` each; a thread stuck in a TCP connect to an unreachable
     /// host then ends by itself, later.
     public func shutdown(
-        flushTimeout: Duration = .seconds(5), handingOver: Bool = false, handOverLimit: Duration = MQTTClient.handOverLimit
+        flushTimeout: Duration = .seconds(5), handingOver: Bool = false, handOverLimit: Duration = MQTTClient.handOverLimit,
+        handOverQuiet: Duration = MQTTClient.handOverQuiet
     ) async {
         let context = self.context
         let (mustDrain, loopRunning, actions) = context.shared.withLock { $0.client.beginShutdown() }
@@ -374,7 +378,7 @@ public final class MQTTClient: Sendable {
             }
         }
         await Self.wait(context, bound: Self.closeGrace) { $0.awaitUnsubacks(id: $1, $2) }
-        if handingOver { await Self.handOver(context, limit: handOverLimit) }
+        if handingOver { await Self.handOver(context, limit: handOverLimit, quiet: handOverQuiet) }
         if context.shared.withLock({ $0.client.stopAfterDrain() }) {
             // The last reading of the link's counters, while its socket is still open.
             let reading = MQTTTrafficMeter.read(socket: mosquitto_socket(handle.pointer))
@@ -398,42 +402,44 @@ public final class MQTTClient: Sendable {
     /// caller gives its own limit (one that must end within a service manager's stop timeout).
     public static let handOverLimit: Duration = .seconds(10)
 
-    /// Waits until no message has arrived for ``handOverQuiet``, at most `limit`, or until
-    /// the task is cancelled, then says how the hand-over went: at info what came after the
-    /// UNSUBACK, at warning when the limit cut it short while messages were still arriving.
-    /// A poll of a counter: libmosquitto gives no event for "nothing more is coming".
+    /// Waits until no message has arrived, and the consumer has handled every one, for
+    /// `quiet`; at most `limit`, or until the task is cancelled. A poll of a counter:
+    /// libmosquitto gives no event for "nothing more is coming".
     ///
     /// In a client that acknowledges after handling, a pause while the consumer has not yet
     /// handled what it was given is not quiet: the broker is only waiting for the
     /// acknowledgements (its in-flight window is full), and has more queued for this session.
-    private static func handOver(_ context: MQTTCallbackContext, limit: Duration) async {
+    private static func handOver(_ context: MQTTCallbackContext, limit: Duration, quiet: Duration) async {
+        guard limit > .zero else { return }
         let clock = ContinuousClock()
         let start = clock.now
         let deadline = start.advanced(by: limit)
         let first = context.shared.withLock { $0.client.messagesReceived }
         var seen = first
-        var quiet = false
+        var outcome = HandOverOutcome.cutShort(arriving: true)
         while clock.now < deadline {
-            do { try await Task.sleep(for: handOverQuiet) } catch { break }
-            let now = context.shared.withLock { $0.client.messagesReceived }
-            if now == seen && context.shared.withLock({ $0.deliveries.isSettled }) {
-                quiet = true
+            // Quiet is judged over a whole `quiet` only; the last, shorter nap just ends the wait.
+            let nap = min(quiet, clock.now.duration(to: deadline))
+            do { try await Task.sleep(for: nap) } catch {
+                outcome = .cancelled
                 break
             }
+            let (now, settled) = context.shared.withLock { ($0.client.messagesReceived, $0.deliveries.isSettled) }
+            if nap == quiet && now == seen && settled {
+                outcome = .done
+                break
+            }
+            outcome = .cutShort(arriving: now != seen)
             seen = now
         }
+        seen = context.shared.withLock { $0.client.messagesReceived }
         let elapsed = (clock.now - start).components
-        let metadata: Logger.Metadata = [
-            "mqtt.client": "\(JSONString.escaped(context.configuration.clientID))", "mqtt.handedOver": "\(seen &- first)",
-            "mqtt.handOverMilliseconds": "\(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000)",
-        ]
-        if quiet || Task.isCancelled && seen == first {
-            context.logger.info("MQTT hand-over done: the broker sends the next messages to the group's other members", metadata: metadata)
-        } else {
-            context.logger.warning(
-                "MQTT hand-over cut short with messages still arriving: the rest stays in this client's session until a client with its id connects",
-                metadata: metadata)
-        }
+        outcome.log(
+            to: context.logger, persistent: context.configuration.session != .clean,
+            metadata: [
+                "mqtt.client": "\(JSONString.escaped(context.configuration.clientID))", "mqtt.handedOver": "\(seen &- first)",
+                "mqtt.handOverMilliseconds": "\(elapsed.seconds * 1000 + elapsed.attoseconds / 1_000_000_000_000_000)",
+            ])
     }
 
     /// Waits until the state machine resumes the waiter that `register` stores (it returns
@@ -512,5 +518,34 @@ extension MQTTClient {
         let context = self.context
         guard context.acknowledgesAfterHandling else { return }
         if context.shared.withLock({ $0.deliveries.acknowledge(through: tag) }) { context.wakeup?.wake() }
+    }
+}
+
+/// How a shutdown's hand-over ended, and what the log says of it.
+private enum HandOverOutcome {
+    /// Quiet: everything the broker had given this client arrived before the DISCONNECT.
+    case done
+    /// The limit came first: messages were still `arriving`, or the consumer had not yet
+    /// handled what it was given.
+    case cutShort(arriving: Bool)
+    /// The task was cancelled (its caller's time to stop ran out).
+    case cancelled
+
+    func log(to logger: Logger, persistent: Bool, metadata: Logger.Metadata) {
+        let rest =
+            persistent
+            ? "what the broker still had for this client stays in its session until a client with its id connects"
+            : "the broker drops what it still had for this client with its clean session"
+        switch self {
+        case .done:
+            logger.info(
+                "MQTT hand-over done: everything the broker had given this client arrived before the DISCONNECT", metadata: metadata)
+        case .cutShort(let arriving):
+            let why = arriving ? "messages were still arriving" : "the consumer had not handled what it was given"
+            logger.log(
+                level: persistent ? .warning : .notice, "MQTT hand-over cut short at its limit (\(why)): \(rest)", metadata: metadata)
+        case .cancelled:
+            logger.log(level: persistent ? .warning : .notice, "MQTT hand-over cancelled: \(rest)", metadata: metadata)
+        }
     }
 }

@@ -24,7 +24,7 @@ struct RecordCommand: AsyncParsableCommand {
             max_queued_messages). While PostgreSQL is away, at most --buffer messages wait in \
             memory and the broker holds the rest. With --share-group, several recorders split \
             the fleet; SIGTERM or SIGINT unsubscribes from the group first, takes for up to \
-            20 s what the broker had already queued for it, writes what was received, then \
+            15 s what the broker had already queued for it, writes what was received, then \
             exits (what is still queued waits in its session for the next start under the \
             same client id). The tables are partitioned by day (UTC); with --retention, \
             the days past it are dropped whole, at start and then daily. The PostgreSQL \
@@ -92,9 +92,11 @@ struct RecordCommand: AsyncParsableCommand {
             durability: .init(
                 defaultClientID: "fleet-watch-record-\(ConnectionOptions.hostName)\(shareSuffix)", sessionExpiry: .seconds(sessionExpiry),
                 inFlight: buffer,
-                // Of the 25 s a stop may take (the unit's TimeoutStopSec is 30 s): 20 s to take
-                // what the broker had queued for this member, 5 s to write the last of it.
-                handOverLimit: .seconds(20)),
+                // Of the 25 s a stop may take (the unit's TimeoutStopSec is 30 s): 15 s to take
+                // what the broker had queued for this member, and room for the rest of a clean
+                // close: the UNSUBACK (1 s at most), the last quiet check (0.5 s) and the last
+                // batch written before the DISCONNECT (5 s at most).
+                handOverLimit: .seconds(15)),
             onSubscribed: { readiness.report("subscribed") })
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
         let zones = try zoneOptions.load()
