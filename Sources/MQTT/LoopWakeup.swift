@@ -1,3 +1,4 @@
+import FleetcastCore
 import MQTTCore
 
 #if canImport(Glibc)
@@ -9,10 +10,19 @@ import Musl
 /// A non-blocking pipe that wakes a network loop blocked in `poll(2)`: one byte written per
 /// wake-up, all of them read back (drained) by the loop. Owned by the callback context; both
 /// ends are closed when it goes.
+///
+/// It replaces libmosquitto's own wake-up (a socket pair it writes one byte to for every packet
+/// queued, and `mosquitto_loop` reads one byte of per turn: one turn of the loop, one `pselect`
+/// and one `read` per packet, however many are waiting). A loop that says it is about to sleep
+/// (``sleeps(_:)``) is woken once by the first packet queued after that (``packetQueued()``);
+/// packets queued while it is awake cost no system call here, and it writes all of them in its
+/// next turn.
 final class LoopWakeup: Sendable {
     /// The end the loop polls.
     let readEnd: Int32
     private let writeEnd: Int32
+    /// Whether the loop is asleep (or about to be) and must be woken for a queued packet.
+    private let sleeping = SanitizerVisibleMutex(false)
 
     init() throws(MQTTError) {
         var ends: [Int32] = [-1, -1]
@@ -38,9 +48,26 @@ final class LoopWakeup: Sendable {
         _ = write(writeEnd, &byte, 1)
     }
 
-    /// Reads every pending wake-up.
+    /// The loop says it is about to sleep (`true`: it must then look once more for queued
+    /// packets before it polls, as one queued before this call does not wake it) or is awake.
+    func sleeps(_ asleep: Bool) {
+        sleeping.withLock { $0 = asleep }
+    }
+
+    /// Called after a packet was queued with libmosquitto from outside the loop's thread: wakes
+    /// the loop if it sleeps, once (the next packets find it awake).
+    func packetQueued() {
+        let asleep = sleeping.withLock { asleep in
+            defer { asleep = false }
+            return asleep
+        }
+        if asleep { wake() }
+    }
+
+    /// Reads every pending wake-up: one `read` unless more than its buffer's worth wait.
     func drain() {
-        var buffer = [UInt8](repeating: 0, count: 64)
-        while read(readEnd, &buffer, buffer.count) > 0 {}
+        withUnsafeTemporaryAllocation(of: UInt8.self, capacity: 64) { buffer in
+            while read(readEnd, buffer.baseAddress, buffer.count) == buffer.count {}
+        }
     }
 }

@@ -54,9 +54,10 @@ final class MQTTCallbackContext: Sendable {
     let configuration: MQTTConfiguration
     /// Whether the client acknowledges after handling (``MQTTAcknowledgement/afterHandling``).
     let acknowledgesAfterHandling: Bool
-    /// Wakes the network loop of a client that acknowledges after handling when the consumer
-    /// acknowledges (its loop polls the socket and this pipe).
-    let wakeup: LoopWakeup?
+    /// Wakes the network loop: for a packet queued from another thread (``LoopWakeup/packetQueued()``),
+    /// and, in a client that acknowledges after handling, when the consumer acknowledges (its
+    /// loop polls the socket and this pipe).
+    let wakeup: LoopWakeup
 
     init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {
         self.configuration = configuration
@@ -70,7 +71,7 @@ final class MQTTCallbackContext: Sendable {
                     firstBroker: configuration.firstBrokerIndex
                 )))
         acknowledgesAfterHandling = configuration.acknowledgement == .afterHandling
-        wakeup = acknowledgesAfterHandling ? try LoopWakeup() : nil
+        wakeup = try LoopWakeup()
     }
 
     /// Recovers the context from libmosquitto's `obj` pointer without changing its retain count.
@@ -266,6 +267,7 @@ final class MQTTCallbackContext: Sendable {
             let rc = mosquitto_property_add_varint(&properties, Int32(MQTT_PROP_SUBSCRIPTION_IDENTIFIER.rawValue), identifier)
             guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
         }
+        defer { wakeup.packetQueued() }
         return Self.withCStrings(filters) { pointers in
             mosquitto_subscribe_multiple(mosq, &mid, Int32(filters.count), pointers, Int32(qos.rawValue), 0, properties)
         }

@@ -39,6 +39,7 @@ public final class MQTTClient: Sendable {
         if running {
             MQTTConnectionLoop.uncorkForStop(handle)
             _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
+            context.wakeup.packetQueued()
         }
     }
 
@@ -170,6 +171,7 @@ public final class MQTTClient: Sendable {
                     handle.pointer, &mid, topic, Int32(bytes.count), bytes.baseAddress, Int32(qos.rawValue), retain, props)
             }
         }
+        context.wakeup.packetQueued()
         // While the connection is down libmosquitto answers NO_CONN, but it has already put a
         // QoS ≥ 1 message in its outgoing queue (only the write failed) and sends it after the
         // reconnect; its PUBACK/PUBCOMP then arrives under `mid`. A QoS 0 message is dropped.
@@ -385,6 +387,7 @@ public final class MQTTClient: Sendable {
             context.shared.withLock { $0.traffic.update(reading) }
             MQTTConnectionLoop.uncorkForStop(handle)
             _ = mosquitto_disconnect_v5(handle.pointer, 0, nil)
+            context.wakeup.packetQueued()
         }
         await Self.wait(context, bound: nil) { $0.awaitLoopEnd(id: $1, $2) }
         context.logger.debug("MQTT client shut down")
@@ -501,6 +504,7 @@ extension MosquittoHandle {
         let rc = MQTTCallbackContext.withCStrings(filters) { pointers in
             mosquitto_unsubscribe_multiple(pointer, &mid, Int32(filters.count), pointers, nil)
         }
+        context.wakeup.packetQueued()
         if rc == MOSQ_ERR_SUCCESS.rawValue {
             context.shared.withLock { $0.client.unsubscribeSent(mid: mid, epoch: epoch) }.run()
         }
@@ -517,7 +521,7 @@ extension MQTTClient {
     public func acknowledge(through tag: UInt64) {
         let context = self.context
         guard context.acknowledgesAfterHandling else { return }
-        if context.shared.withLock({ $0.deliveries.acknowledge(through: tag) }) { context.wakeup?.wake() }
+        if context.shared.withLock({ $0.deliveries.acknowledge(through: tag) }) { context.wakeup.wake() }
     }
 }
 

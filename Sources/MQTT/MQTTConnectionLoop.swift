@@ -13,8 +13,8 @@ import Musl
 /// `mosquitto_loop_start` thread reconnects without jitter, in whole seconds, and exits for
 /// good on a DNS or TLS error during a reconnect; this loop keeps trying until shut down.)
 enum MQTTConnectionLoop {
-    /// How long one `mosquitto_loop` call may wait in `select`, in milliseconds. Publishes
-    /// and `mosquitto_disconnect` wake it earlier through libmosquitto's socket pair.
+    /// How long one turn may wait in `poll` (or `mosquitto_loop` in `select`), in milliseconds.
+    /// Publishes and `mosquitto_disconnect` wake it earlier (``LoopWakeup``).
     static let selectTimeoutMilliseconds: Int32 = 1000
     /// How often the connection's TCP counters are read (``MQTTTraffic``).
     static let trafficSampleInterval: Duration = .seconds(1)
@@ -52,6 +52,8 @@ enum MQTTConnectionLoop {
         var stopDeadline: ContinuousClock.Instant?
         var trafficDue = ContinuousClock.now
         var attemptStarted = ContinuousClock.now
+        // Until the CONNACK of each connection the loop turns with `mosquitto_loop`.
+        var awaitingConnack = true
         while true {
             if context.acknowledgesAfterHandling {
                 guard let turn = turnAfterHandling(handle, stopDeadline: &stopDeadline) else {
@@ -62,8 +64,11 @@ enum MQTTConnectionLoop {
                     break
                 }
                 rc = turn
-            } else {
+            } else if awaitingConnack {
+                // Connecting (a TLS handshake too): libmosquitto's own turn.
                 rc = corked(handle) { mosquitto_loop(mosq, selectTimeoutMilliseconds, 1) }
+            } else {
+                rc = turnOnReceipt(handle)
             }
             savedErrno = errno
             if rc == MOSQ_ERR_SUCCESS.rawValue {
@@ -74,6 +79,7 @@ enum MQTTConnectionLoop {
                     trafficDue = ContinuousClock.now.advanced(by: trafficSampleInterval)
                 }
                 let (mustStop, awaitsConnack) = context.shared.withLock { $0.client.loopPhase() }
+                awaitingConnack = awaitsConnack
                 if libraryLogOn && !awaitsConnack && !keepsLibraryLog {
                     // Connected: the per-packet lines would only cost (see setLibraryLog).
                     handle.setLibraryLog(false)
@@ -113,6 +119,7 @@ enum MQTTConnectionLoop {
             // or the broker's redeliveries would pile up behind a consumer that cannot go on.
             guard waitUntilHandled(context), reconnectWithBackoff(handle, keepAlive: keepAlive) else { break }
             libraryLogOn = true
+            awaitingConnack = true
             attemptStarted = .now
         }
         context.shared.withLock { $0.client.loopEnded() }.run()
@@ -203,6 +210,41 @@ enum MQTTConnectionLoop {
         return mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, properties)
     }
 
+    /// One turn of the loop of a connected client that acknowledges on receipt: writes what is
+    /// queued, all of it (corked when several, ``corked(_:_:)``), then polls the socket, and the
+    /// wake-up pipe that a packet queued meanwhile from another thread writes to
+    /// (``LoopWakeup/packetQueued()``), reads what arrived and does libmosquitto's housekeeping
+    /// (keep-alive). Unlike `mosquitto_loop`, it never reads libmosquitto's socket pair, which
+    /// gets one byte per packet queued and wakes its loop once per byte: a burst of publishes
+    /// goes out in one turn, and once that pair is full (it is non-blocking) each publish's byte
+    /// costs a failed `write` instead of a wake-up, a `pselect` and a `read`. (The pair lives as
+    /// long as the client: the `mosquitto_loop` turns of the next connection attempt find it full
+    /// and turn at once, one byte each, a few hundred at most, until it empties or the CONNACK
+    /// comes. They stay `mosquitto_loop`'s: it keeps a TLS handshake from spinning on a writable
+    /// socket that libmosquitto will not write to yet.)
+    private static func turnOnReceipt(_ handle: MosquittoHandle) -> Int32 {
+        let context = handle.context
+        let mosq = handle.pointer
+        if mosquitto_want_write(mosq) {
+            let rc = corked(handle) { mosquitto_loop_write(mosq, 1) }
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+        }
+        let socket = mosquitto_socket(mosq)
+        guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
+        context.wakeup.sleeps(true)
+        // Asked after saying so: a packet queued before `sleeps` is seen here (POLLOUT returns at
+        // once); one queued after it wakes the poll through the pipe.
+        let writing = mosquitto_want_write(mosq)
+        let readable = waitForInput(
+            socket, wakeup: context.wakeup, reading: true, writing: writing, timeout: selectTimeoutMilliseconds)
+        context.wakeup.sleeps(false)
+        if readable {
+            let rc = mosquitto_loop_read(mosq, 1)
+            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+        }
+        return mosquitto_loop_misc(mosq)
+    }
+
     /// How long a turn of ``turnAfterHandling(_:)`` waits for input: new API requests
     /// (subscribe, unsubscribe, disconnect) are written within it.
     static let handlingPollMilliseconds: Int32 = 50
@@ -282,11 +324,16 @@ enum MQTTConnectionLoop {
     /// pipe; returns whether the socket is readable (or closed: the read then says how).
     /// A negative `socket` is not polled (poll(2) ignores it): only the pipe and the time.
     private static func waitForInput(_ socket: Int32, wakeup: LoopWakeup?, reading: Bool, writing: Bool, timeout: Int32) -> Bool {
-        var fds = [pollfd(fd: socket, events: (reading ? Int16(POLLIN) : 0) | (writing ? Int16(POLLOUT) : 0), revents: 0)]
-        if let wakeup { fds.append(pollfd(fd: wakeup.readEnd, events: Int16(POLLIN), revents: 0)) }
-        guard poll(&fds, nfds_t(fds.count), timeout) > 0 else { return false }
-        if fds.count > 1, fds[1].revents != 0 { wakeup?.drain() }
-        return reading && fds[0].revents & (Int16(POLLIN) | Int16(POLLERR) | Int16(POLLHUP)) != 0
+        let events = (reading ? Int16(POLLIN) : 0) | (writing ? Int16(POLLOUT) : 0)
+        // Two entries on the stack (a turn of the loop allocates nothing here); the second is
+        // ignored by poll(2) without a wake-up pipe (a negative descriptor).
+        var fds = (pollfd(fd: socket, events: events, revents: 0), pollfd(fd: wakeup?.readEnd ?? -1, events: Int16(POLLIN), revents: 0))
+        let count = withUnsafeMutableBytes(of: &fds) { raw in
+            poll(raw.baseAddress!.assumingMemoryBound(to: pollfd.self), 2, timeout)
+        }
+        guard count > 0 else { return false }
+        if fds.1.revents != 0 { wakeup?.drain() }
+        return reading && fds.0.revents & (Int16(POLLIN) | Int16(POLLERR) | Int16(POLLHUP)) != 0
     }
 
     /// How long, once a shutdown is requested, the loop still waits for the consumer to
@@ -298,7 +345,8 @@ enum MQTTConnectionLoop {
     /// requested and the consumer has not caught up within ``handlingGraceAtStop`` (false).
     /// Returns at once in a client that acknowledges on receipt.
     private static func waitUntilHandled(_ context: MQTTCallbackContext) -> Bool {
-        guard context.acknowledgesAfterHandling, let wakeup = context.wakeup else { return true }
+        guard context.acknowledgesAfterHandling else { return true }
+        let wakeup = context.wakeup
         let clock = ContinuousClock()
         var stopDeadline: ContinuousClock.Instant?
         while case (false, let mustStop) = context.shared.withLock({ ($0.deliveries.isSettled, $0.client.mustStop) }) {
