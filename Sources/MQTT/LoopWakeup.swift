@@ -11,12 +11,12 @@ import Musl
 /// wake-up, all of them read back (drained) by the loop. Owned by the callback context; both
 /// ends are closed when it goes.
 ///
-/// It replaces libmosquitto's own wake-up (a socket pair it writes one byte to for every packet
-/// queued, and `mosquitto_loop` reads one byte of per turn: one turn of the loop, one `pselect`
-/// and one `read` per packet, however many are waiting). A loop that says it is about to sleep
-/// (``sleeps(_:)``) is woken once by the first packet queued after that (``packetQueued()``);
-/// packets queued while it is awake cost no system call here, and it writes all of them in its
-/// next turn.
+/// Once a client that acknowledges on receipt is connected, it replaces libmosquitto's own
+/// wake-up (a socket pair it writes one byte to for every packet queued, and `mosquitto_loop`
+/// reads one byte of per turn: one turn of the loop, one `pselect` and one `read` per packet,
+/// however many are waiting). A loop that says it is about to sleep (``sleeps(_:)``) is woken
+/// once by the first packet queued after that (``packetQueued()``); packets queued while it is
+/// awake cost no system call here, and it writes all of them in its next turn.
 final class LoopWakeup: Sendable {
     /// The end the loop polls.
     let readEnd: Int32
@@ -54,8 +54,9 @@ final class LoopWakeup: Sendable {
         sleeping.withLock { $0 = asleep }
     }
 
-    /// Called after a packet was queued with libmosquitto from outside the loop's thread: wakes
-    /// the loop if it sleeps, once (the next packets find it awake).
+    /// Called after a packet was queued with libmosquitto: wakes the loop if it sleeps, once
+    /// (the next packets find it awake). On the loop's own thread (a callback) it finds the
+    /// loop awake and does nothing.
     func packetQueued() {
         let asleep = sleeping.withLock { asleep in
             defer { asleep = false }

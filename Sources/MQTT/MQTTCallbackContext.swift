@@ -54,9 +54,11 @@ final class MQTTCallbackContext: Sendable {
     let configuration: MQTTConfiguration
     /// Whether the client acknowledges after handling (``MQTTAcknowledgement/afterHandling``).
     let acknowledgesAfterHandling: Bool
-    /// Wakes the network loop: for a packet queued from another thread (``LoopWakeup/packetQueued()``),
-    /// and, in a client that acknowledges after handling, when the consumer acknowledges (its
-    /// loop polls the socket and this pipe).
+    /// Wakes the network loop: a connected client that acknowledges on receipt when it sleeps and
+    /// a packet is queued from another thread (``LoopWakeup/packetQueued()``); a client that
+    /// acknowledges after handling when the consumer acknowledges (its loop polls the socket and
+    /// this pipe, and new requests wait for its next turn, at most
+    /// `MQTTConnectionLoop.handlingPollMilliseconds`).
     let wakeup: LoopWakeup
 
     init(configuration: MQTTConfiguration, logger: Logger) throws(MQTTError) {

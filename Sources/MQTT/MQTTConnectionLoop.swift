@@ -8,14 +8,17 @@ import Glibc
 import Musl
 #endif
 
-/// The network loop: one dedicated thread per client runs `mosquitto_loop` and, after a
-/// loss, reconnects with the configured backoff and jitter. (libmosquitto's own
+/// The network loop: one dedicated thread per client, the only one that touches its socket,
+/// turns libmosquitto's loop (`mosquitto_loop` until a connection is up, then a turn of its own,
+/// ``turnOnReceipt(_:)`` or ``turnAfterHandling(_:stopDeadline:)``) and, after a loss,
+/// reconnects with the configured backoff and jitter. (libmosquitto's own
 /// `mosquitto_loop_start` thread reconnects without jitter, in whole seconds, and exits for
 /// good on a DNS or TLS error during a reconnect; this loop keeps trying until shut down.)
 enum MQTTConnectionLoop {
-    /// How long one turn may wait in `poll` (or `mosquitto_loop` in `select`), in milliseconds.
-    /// Publishes and `mosquitto_disconnect` wake it earlier (``LoopWakeup``).
-    static let selectTimeoutMilliseconds: Int32 = 1000
+    /// How long one turn may wait in `poll` (`mosquitto_loop`: in `pselect`), in milliseconds.
+    /// A request from another thread (publish, subscribe, unsubscribe, disconnect) ends the wait
+    /// earlier: through ``LoopWakeup`` once connected, through libmosquitto's socket pair before.
+    static let turnTimeoutMilliseconds: Int32 = 1000
     /// How often the connection's TCP counters are read (``MQTTTraffic``).
     static let trafficSampleInterval: Duration = .seconds(1)
     /// The slice of a backoff wait after which a shutdown request is noticed.
@@ -52,8 +55,9 @@ enum MQTTConnectionLoop {
         var stopDeadline: ContinuousClock.Instant?
         var trafficDue = ContinuousClock.now
         var attemptStarted = ContinuousClock.now
-        // Until the CONNACK of each connection the loop turns with `mosquitto_loop`.
-        var awaitingConnack = true
+        // Whether this connection has been up (its CONNACK accepted): until then the loop turns
+        // with `mosquitto_loop`.
+        var connectionUp = false
         while true {
             if context.acknowledgesAfterHandling {
                 guard let turn = turnAfterHandling(handle, stopDeadline: &stopDeadline) else {
@@ -64,9 +68,9 @@ enum MQTTConnectionLoop {
                     break
                 }
                 rc = turn
-            } else if awaitingConnack {
+            } else if !connectionUp {
                 // Connecting (a TLS handshake too): libmosquitto's own turn.
-                rc = corked(handle) { mosquitto_loop(mosq, selectTimeoutMilliseconds, 1) }
+                rc = corked(handle) { mosquitto_loop(mosq, turnTimeoutMilliseconds, 1) }
             } else {
                 rc = turnOnReceipt(handle)
             }
@@ -78,8 +82,10 @@ enum MQTTConnectionLoop {
                     context.shared.withLock { $0.traffic.update(reading) }
                     trafficDue = ContinuousClock.now.advanced(by: trafficSampleInterval)
                 }
-                let (mustStop, awaitsConnack) = context.shared.withLock { $0.client.loopPhase() }
-                awaitingConnack = awaitsConnack
+                let (mustStop, awaitsConnack, connected) = context.shared.withLock { $0.client.loopPhase() }
+                // Only a connection that is up leaves `mosquitto_loop` (a shutdown begun during a
+                // connect attempt also ends `awaitsConnack`, with no CONNACK).
+                if connected { connectionUp = true }
                 if libraryLogOn && !awaitsConnack && !keepsLibraryLog {
                     // Connected: the per-packet lines would only cost (see setLibraryLog).
                     handle.setLibraryLog(false)
@@ -119,7 +125,7 @@ enum MQTTConnectionLoop {
             // or the broker's redeliveries would pile up behind a consumer that cannot go on.
             guard waitUntilHandled(context), reconnectWithBackoff(handle, keepAlive: keepAlive) else { break }
             libraryLogOn = true
-            awaitingConnack = true
+            connectionUp = false
             attemptStarted = .now
         }
         context.shared.withLock { $0.client.loopEnded() }.run()
@@ -210,25 +216,28 @@ enum MQTTConnectionLoop {
         return mosquitto_connect_bind_v5(mosq, broker.host, Int32(broker.port), keepAlive, nil, properties)
     }
 
-    /// One turn of the loop of a connected client that acknowledges on receipt: writes what is
-    /// queued, all of it (corked when several, ``corked(_:_:)``), then polls the socket, and the
-    /// wake-up pipe that a packet queued meanwhile from another thread writes to
-    /// (``LoopWakeup/packetQueued()``), reads what arrived and does libmosquitto's housekeeping
-    /// (keep-alive). Unlike `mosquitto_loop`, it never reads libmosquitto's socket pair, which
-    /// gets one byte per packet queued and wakes its loop once per byte: a burst of publishes
-    /// goes out in one turn, and once that pair is full (it is non-blocking) each publish's byte
-    /// costs a failed `write` instead of a wake-up, a `pselect` and a `read`. (The pair lives as
-    /// long as the client: the `mosquitto_loop` turns of the next connection attempt find it full
-    /// and turn at once, one byte each, a few hundred at most, until it empties or the CONNACK
-    /// comes. They stay `mosquitto_loop`'s: it keeps a TLS handshake from spinning on a writable
-    /// socket that libmosquitto will not write to yet.)
+    /// One turn of the loop of a connected client that acknowledges on receipt, in
+    /// `mosquitto_loop`'s order: polls the socket (for writing too when packets are queued) and
+    /// the wake-up pipe that a packet queued from another thread writes to
+    /// (``LoopWakeup/packetQueued()``), reads what arrived (``readAll(_:)``), writes everything
+    /// queued (corked when several, ``corked(_:_:)``), then does libmosquitto's housekeeping
+    /// (keep-alive). A DISCONNECT that woke the turn is written before the keep-alive check,
+    /// which after `mosquitto_disconnect` would close the socket without it.
+    ///
+    /// Unlike `mosquitto_loop`, it never reads libmosquitto's socket pair, which gets one byte per
+    /// packet queued and wakes `mosquitto_loop` once per byte: a burst of publishes goes out in
+    /// one turn, and once the pair is full (it is non-blocking) each packet's byte costs one
+    /// failed `write` instead of a wake-up, a `pselect` and a `read`. That failed write leaves
+    /// `errno` at `EAGAIN`, which ends `mosquitto_loop_read` after the packet being handled when
+    /// the handling queued one (an acknowledgement, a held-back publish released): hence
+    /// ``readAll(_:)``. The pair lives as long as the client: the `mosquitto_loop` turns of the
+    /// next connection attempt find it full and turn at once, one byte each, a few hundred at
+    /// most, until it empties or the CONNACK comes. They stay `mosquitto_loop`'s because it
+    /// completes a TLS handshake when the socket becomes writable, which
+    /// `mosquitto_loop_write` does not.
     private static func turnOnReceipt(_ handle: MosquittoHandle) -> Int32 {
         let context = handle.context
         let mosq = handle.pointer
-        if mosquitto_want_write(mosq) {
-            let rc = corked(handle) { mosquitto_loop_write(mosq, 1) }
-            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
-        }
         let socket = mosquitto_socket(mosq)
         guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
         context.wakeup.sleeps(true)
@@ -236,13 +245,31 @@ enum MQTTConnectionLoop {
         // once); one queued after it wakes the poll through the pipe.
         let writing = mosquitto_want_write(mosq)
         let readable = waitForInput(
-            socket, wakeup: context.wakeup, reading: true, writing: writing, timeout: selectTimeoutMilliseconds)
+            socket, wakeup: context.wakeup, reading: true, writing: writing, timeout: turnTimeoutMilliseconds)
         context.wakeup.sleeps(false)
         if readable {
-            let rc = mosquitto_loop_read(mosq, 1)
-            guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
+            let rc = readAll(mosq)
+            // Closed while reading (a DISCONNECT from the broker): as `mosquitto_loop` returns.
+            guard rc == MOSQ_ERR_SUCCESS.rawValue, mosquitto_socket(mosq) >= 0 else { return rc }
+        }
+        if mosquitto_want_write(mosq) {
+            let rc = corked(handle) { mosquitto_loop_write(mosq, 1) }
+            // Closed by our DISCONNECT once written: the next turn reports the connection gone.
+            guard rc == MOSQ_ERR_SUCCESS.rawValue, mosquitto_socket(mosq) >= 0 else { return rc }
         }
         return mosquitto_loop_misc(mosq)
+    }
+
+    /// `mosquitto_loop_read`, called again while the TLS session holds decrypted bytes that
+    /// `poll` cannot see (a broker may put several packets in one TLS record). libmosquitto's own
+    /// loop over them ends early when `errno` is `EAGAIN` (``turnOnReceipt(_:)``); bytes still
+    /// in the kernel make the next `poll` return at once.
+    private static func readAll(_ mosq: OpaquePointer?) -> Int32 {
+        var rc = mosquitto_loop_read(mosq, 1)
+        while rc == MOSQ_ERR_SUCCESS.rawValue, mosquitto_socket(mosq) >= 0, TLSPending.bytes(mosq) > 0 {
+            rc = mosquitto_loop_read(mosq, 1)
+        }
+        return rc
     }
 
     /// How long a turn of ``turnAfterHandling(_:)`` waits for input: new API requests
@@ -285,7 +312,7 @@ enum MQTTConnectionLoop {
         {
             var packets = 0
             repeat {
-                let rc = mosquitto_loop_read(mosq, 1)
+                let rc = readAll(mosq)
                 guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
                 packets += 1
             } while packets < maximumBurst && mosquitto_socket(mosq) >= 0 && mayRead(context)

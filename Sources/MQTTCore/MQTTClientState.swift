@@ -192,15 +192,16 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         }
     }
 
-    /// ``mustStop`` and ``awaitsConnack`` together: what the network loop reads on every turn
+    /// ``mustStop`` and ``awaitsConnack`` together, and whether the connection is up (its
+    /// CONNACK accepted and no shutdown begun): what the network loop reads on every turn
     /// (specialized for the client, so that the turn looks up no type metadata).
     @_specialize(
         exported:true,where
             Ack == MQTTCompletion, Sink == AsyncThrowingStream<MQTTMessage, any Error>.Continuation,
             Observer == AsyncStream<MQTTConnectionState>.Continuation, Waiter == FleetcastCore.Waiter<Void>
     )
-    package func loopPhase() -> (mustStop: Bool, awaitsConnack: Bool) {
-        (mustStop, awaitsConnack)
+    package func loopPhase() -> (mustStop: Bool, awaitsConnack: Bool, connected: Bool) {
+        (mustStop, awaitsConnack, isConnectedPhase)
     }
 
     /// Why a publish or a subscription is refused now; `nil` while connected or reconnecting.
