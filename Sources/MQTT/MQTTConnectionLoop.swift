@@ -9,16 +9,17 @@ import Musl
 #endif
 
 /// The network loop: one dedicated thread per client, the only one that touches its socket,
-/// turns libmosquitto's loop (`mosquitto_loop` until a connection is up, then a turn of its own,
-/// ``turnOnReceipt(_:)`` or ``turnAfterHandling(_:stopDeadline:)``) and, after a loss,
-/// reconnects with the configured backoff and jitter. (libmosquitto's own
+/// turns libmosquitto's loop and, after a loss, reconnects with the configured backoff and
+/// jitter. A client that acknowledges on receipt turns with `mosquitto_loop` until a connection
+/// is up, then with ``turnOnReceipt(_:)``; one that acknowledges after handling always with
+/// ``turnAfterHandling(_:stopDeadline:)``. Each waits at most
+/// ``MQTTConfiguration/turnTimeoutMilliseconds`` in a turn; a request from another thread
+/// (publish, subscribe, unsubscribe, disconnect) ends the wait earlier: through ``LoopWakeup``
+/// in ``turnOnReceipt(_:)``, through libmosquitto's socket pair in `mosquitto_loop`.
+/// (libmosquitto's own
 /// `mosquitto_loop_start` thread reconnects without jitter, in whole seconds, and exits for
 /// good on a DNS or TLS error during a reconnect; this loop keeps trying until shut down.)
 enum MQTTConnectionLoop {
-    /// How long one turn may wait in `poll` (`mosquitto_loop`: in `pselect`), in milliseconds.
-    /// A request from another thread (publish, subscribe, unsubscribe, disconnect) ends the wait
-    /// earlier: through ``LoopWakeup`` once connected, through libmosquitto's socket pair before.
-    static let turnTimeoutMilliseconds: Int32 = 1000
     /// How often the connection's TCP counters are read (``MQTTTraffic``).
     static let trafficSampleInterval: Duration = .seconds(1)
     /// The slice of a backoff wait after which a shutdown request is noticed.
@@ -70,7 +71,7 @@ enum MQTTConnectionLoop {
                 rc = turn
             } else if !connectionUp {
                 // Connecting (a TLS handshake too): libmosquitto's own turn.
-                rc = corked(handle) { mosquitto_loop(mosq, turnTimeoutMilliseconds, 1) }
+                rc = corked(handle) { mosquitto_loop(mosq, context.configuration.turnTimeoutMilliseconds, 1) }
             } else {
                 rc = turnOnReceipt(handle)
             }
@@ -240,14 +241,23 @@ enum MQTTConnectionLoop {
         let mosq = handle.pointer
         let socket = mosquitto_socket(mosq)
         guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
-        context.wakeup.sleeps(true)
+        // Bytes the TLS session already holds (the `mosquitto_loop` turn that took the CONNACK
+        // may have left the rest of its record there): read them without waiting.
+        let buffered = TLSPending.bytes(mosq) > 0
+        context.wakeup.sleeps(!buffered)
         // Asked after saying so: a packet queued before `sleeps` is seen here (POLLOUT returns at
         // once); one queued after it wakes the poll through the pipe.
         let writing = mosquitto_want_write(mosq)
-        let readable = waitForInput(
-            socket, wakeup: context.wakeup, reading: true, writing: writing, timeout: turnTimeoutMilliseconds)
+        let waited = waitForInput(
+            socket, wakeup: context.wakeup, reading: true, writing: writing,
+            timeout: buffered ? 0 : context.configuration.turnTimeoutMilliseconds)
+        let pollErrno = errno
         context.wakeup.sleeps(false)
-        if readable {
+        guard let readable = waited else {
+            errno = pollErrno  // what the caller reports (a lock may have changed it)
+            return MOSQ_ERR_ERRNO.rawValue
+        }
+        if readable || buffered {
             let rc = readAll(mosq)
             // Closed while reading (a DISCONNECT from the broker): as `mosquitto_loop` returns.
             guard rc == MOSQ_ERR_SUCCESS.rawValue, mosquitto_socket(mosq) >= 0 else { return rc }
@@ -261,12 +271,13 @@ enum MQTTConnectionLoop {
     }
 
     /// `mosquitto_loop_read`, called again while the TLS session holds decrypted bytes that
-    /// `poll` cannot see (a broker may put several packets in one TLS record). libmosquitto's own
-    /// loop over them ends early when `errno` is `EAGAIN` (``turnOnReceipt(_:)``); bytes still
-    /// in the kernel make the next `poll` return at once.
-    private static func readAll(_ mosq: OpaquePointer?) -> Int32 {
+    /// `poll` cannot see (a broker may put several packets in one TLS record) and `more()`
+    /// allows. libmosquitto's own loop over them ends early when the loop thread's `errno` is
+    /// `EAGAIN` (``turnOnReceipt(_:)``); bytes still in the kernel make the next `poll` return
+    /// at once.
+    private static func readAll(_ mosq: OpaquePointer?, while more: () -> Bool = { true }) -> Int32 {
         var rc = mosquitto_loop_read(mosq, 1)
-        while rc == MOSQ_ERR_SUCCESS.rawValue, mosquitto_socket(mosq) >= 0, TLSPending.bytes(mosq) > 0 {
+        while rc == MOSQ_ERR_SUCCESS.rawValue, mosquitto_socket(mosq) >= 0, TLSPending.bytes(mosq) > 0, more() {
             rc = mosquitto_loop_read(mosq, 1)
         }
         return rc
@@ -306,17 +317,20 @@ enum MQTTConnectionLoop {
         guard socket >= 0 else { return MOSQ_ERR_NO_CONN.rawValue }
         let reading = mayRead(context)
         let writing = settled && mosquitto_want_write(mosq)
-        if waitForInput(
-            reading || writing ? socket : -1, wakeup: context.wakeup, reading: reading, writing: writing,
-            timeout: handlingPollMilliseconds)
-        {
+        // Bytes the TLS session already holds are read without waiting (``readAll(_:while:)``).
+        let buffered = reading && TLSPending.bytes(mosq) > 0
+        let readable =
+            waitForInput(
+                reading || writing ? socket : -1, wakeup: context.wakeup, reading: reading, writing: writing,
+                timeout: buffered ? 0 : handlingPollMilliseconds) ?? false
+        if readable || buffered {
             var packets = 0
             repeat {
-                let rc = readAll(mosq)
+                let rc = readAll(mosq, while: { mayRead(context) })
                 guard rc == MOSQ_ERR_SUCCESS.rawValue else { return rc }
                 packets += 1
             } while packets < maximumBurst && mosquitto_socket(mosq) >= 0 && mayRead(context)
-                && waitForInput(mosquitto_socket(mosq), wakeup: nil, reading: true, writing: false, timeout: 0)
+                && waitForInput(mosquitto_socket(mosq), wakeup: nil, reading: true, writing: false, timeout: 0) == true
         }
         if context.shared.withLock({ $0.deliveries.takeOrphaned() }) {
             // A message nobody took (TLS had it buffered with the CONNACK; a stream ended):
@@ -348,9 +362,10 @@ enum MQTTConnectionLoop {
     }
 
     /// Polls `socket` (for reading when `reading`, writing when `writing`) and the wake-up
-    /// pipe; returns whether the socket is readable (or closed: the read then says how).
-    /// A negative `socket` is not polled (poll(2) ignores it): only the pipe and the time.
-    private static func waitForInput(_ socket: Int32, wakeup: LoopWakeup?, reading: Bool, writing: Bool, timeout: Int32) -> Bool {
+    /// pipe; returns whether the socket is readable (or closed: the read then says how), or
+    /// `nil` when `poll` failed other than by a signal (`errno` says why). A negative `socket`
+    /// is not polled (poll(2) ignores it): only the pipe and the time.
+    private static func waitForInput(_ socket: Int32, wakeup: LoopWakeup?, reading: Bool, writing: Bool, timeout: Int32) -> Bool? {
         let events = (reading ? Int16(POLLIN) : 0) | (writing ? Int16(POLLOUT) : 0)
         // Two entries on the stack (a turn of the loop allocates nothing here); the second is
         // ignored by poll(2) without a wake-up pipe (a negative descriptor).
@@ -358,6 +373,7 @@ enum MQTTConnectionLoop {
         let count = withUnsafeMutableBytes(of: &fds) { raw in
             poll(raw.baseAddress!.assumingMemoryBound(to: pollfd.self), 2, timeout)
         }
+        if count < 0 && errno != EINTR { return nil }
         guard count > 0 else { return false }
         if fds.1.revents != 0 { wakeup?.drain() }
         return reading && fds.0.revents & (Int16(POLLIN) | Int16(POLLERR) | Int16(POLLHUP)) != 0

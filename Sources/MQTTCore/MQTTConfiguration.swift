@@ -73,6 +73,10 @@ public struct MQTTConfiguration: Sendable {
     /// Under MQTT 3.1.1, which cannot announce it, a larger message is dropped before its
     /// payload is copied, and counted. `nil`: no limit (libmosquitto's 256 MB).
     public var maximumPacketSize: Int?
+    /// How long the network loop waits for the socket at most in one turn, in milliseconds: it
+    /// checks the keep-alive at least this often; a request from another thread ends the wait
+    /// earlier. 1,000 (a second); tests lengthen it to show that the wake-up alone does it.
+    package var turnTimeoutMilliseconds: Int32 = 1000
 
     /// Creates a configuration.
     public init(
