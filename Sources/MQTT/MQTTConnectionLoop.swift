@@ -220,7 +220,7 @@ enum MQTTConnectionLoop {
     /// One turn of the loop of a connected client that acknowledges on receipt, in
     /// `mosquitto_loop`'s order: polls the socket (for writing too when packets are queued) and
     /// the wake-up pipe that a packet queued from another thread writes to
-    /// (``LoopWakeup/packetQueued()``), reads what arrived (``readAll(_:)``), writes everything
+    /// (``LoopWakeup/packetQueued()``), reads what arrived (``readAll(_:while:)``), writes everything
     /// queued (corked when several, ``corked(_:_:)``), then does libmosquitto's housekeeping
     /// (keep-alive). A DISCONNECT that woke the turn is written before the keep-alive check,
     /// which after `mosquitto_disconnect` would close the socket without it.
@@ -231,7 +231,7 @@ enum MQTTConnectionLoop {
     /// failed `write` instead of a wake-up, a `pselect` and a `read`. That failed write leaves
     /// `errno` at `EAGAIN`, which ends `mosquitto_loop_read` after the packet being handled when
     /// the handling queued one (an acknowledgement, a held-back publish released): hence
-    /// ``readAll(_:)``. The pair lives as long as the client: the `mosquitto_loop` turns of the
+    /// ``readAll(_:while:)``. The pair lives as long as the client: the `mosquitto_loop` turns of the
     /// next connection attempt find it full and turn at once, one byte each, a few hundred at
     /// most, until it empties or the CONNACK comes. They stay `mosquitto_loop`'s because it
     /// completes a TLS handshake when the socket becomes writable, which
