@@ -106,7 +106,7 @@ public final class AgentInstanceLock: Sendable {
     }
 
     /// Why a symbolic link in the lock file's place is refused.
-    static let symbolicLinkReason =
+    package static let symbolicLinkReason =
         "it is a symbolic link, and the agent follows none to its lock file (a link could make it create or lock a file elsewhere); remove it and check who put it there"
 
     /// Why the open `descriptor` is not a lock file, or `nil` when it is a regular file.

@@ -9,11 +9,14 @@ import TelemetryHub
 /// and a live source is running. Reading the hub's counters takes the hub's lock, so a hub that
 /// no longer answers stops the ticks by itself. A receiver that merely sends nothing (unplugged,
 /// no sky) is not a wedge: the source retries and reports it, and a restart would not help.
-struct PipelineProbe: Sendable {
+package struct PipelineProbe: Sendable {
     /// The intake's delivered count at the previous tick.
     private var lastDelivered: UInt64?
     /// Consecutive ticks at which events waited and the intake took none.
     private var stuckTicks = 0
+
+    /// A probe that has seen no tick.
+    package init() {}
 
     /// Returns `nil` when alive, else what is stuck (for the log).
     ///
@@ -27,7 +30,7 @@ struct PipelineProbe: Sendable {
     ///   - intake: the publisher's hub subscription's counters (`nil` for a replay, which the
     ///     publisher reads itself, waiting for the broker when it must).
     ///   - sourceRunning: whether a live source is running (`true` for a replay).
-    mutating func check(
+    package mutating func check(
         now: ContinuousClock.Instant, publisherActivity: ContinuousClock.Instant, syncInterval: Duration,
         watchdogInterval: Duration = .seconds(10), intake: HubSubscriberStatistics?, sourceRunning: Bool
     ) -> String? {

@@ -39,6 +39,9 @@ public struct FixTimeCheck: Sendable {
         public var accept: Bool
         /// What to log, if anything.
         public var log: LogAction?
+
+        /// A decision to `accept` the fix or not, and what to `log`.
+        public init(accept: Bool, log: LogAction?) { (self.accept, self.log) = (accept, log) }
     }
 
     /// The largest distance in time between a fix and a synchronized system clock.

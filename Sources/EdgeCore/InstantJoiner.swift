@@ -35,18 +35,21 @@ package struct InstantJoiner: Sendable {
     package static let maximumHold: Duration = .milliseconds(500)
 
     /// What waits for its partner, and since when.
-    private(set) var held: Output?
+    package private(set) var held: Output?
     private(set) var heldSince: ContinuousClock.Instant?
     /// The last instant paired a fix and a heading: the next one is expected to pair too.
-    private(set) var pairing = false
+    package private(set) var pairing = false
     /// Times of the last fix and heading let go (alone or joined).
     private var lastFixTime: UTCTimestamp?
     private var lastHeadingTime: UTCTimestamp?
     /// Fixes that went out with their heading.
-    private(set) var joined: UInt64 = 0
+    package private(set) var joined: UInt64 = 0
     /// Held fixes replaced by a corrected fix of the same time before they went out (counted
     /// as skipped: the policy skips such a duplicate that comes after its fix went out).
-    private(set) var superseded: UInt64 = 0
+    package private(set) var superseded: UInt64 = 0
+
+    /// A joiner holding nothing.
+    package init() {}
 
     /// A fix from the source (with a position): what to publish now, oldest first.
     package mutating func fix(_ fix: Fix, at now: ContinuousClock.Instant) -> [Output] {

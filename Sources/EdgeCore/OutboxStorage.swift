@@ -77,6 +77,14 @@ package struct OutboxCommit: Sendable {
     package var maximumBytes: Int
     /// Records not to drop for size (being sent right now).
     package var protected: Set<UInt64> = []
+
+    package init(
+        inserts: [OutboxRecord] = [], deletes: [UInt64] = [], nextSeq: UInt64, reservedSeq: UInt64, clean: Bool = false,
+        expiresBeforeMilliseconds: Int64, maximumBytes: Int, protected: Set<UInt64> = []
+    ) {
+        (self.inserts, self.deletes, self.nextSeq, self.reservedSeq, self.clean) = (inserts, deletes, nextSeq, reservedSeq, clean)
+        (self.expiresBeforeMilliseconds, self.maximumBytes, self.protected) = (expiresBeforeMilliseconds, maximumBytes, protected)
+    }
 }
 
 /// The store after a commit.

@@ -82,6 +82,8 @@ package struct PublisherState {
     package struct RetryWait: Sendable, Equatable {
         package var delay: Duration
         package var since: UInt64
+
+        package init(delay: Duration, since: UInt64) { (self.delay, self.since) = (delay, since) }
     }
 
     /// What an `online` status says, besides what is fixed.
@@ -91,6 +93,10 @@ package struct PublisherState {
         package var drops: VehicleStatus.Drops
         package var storage: String?
         package var implausible: UInt64
+
+        package init(gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64) {
+            (self.gnss, self.backlog, self.drops, self.storage, self.implausible) = (gnss, backlog, drops, storage, implausible)
+        }
     }
 
     /// What ``finish()`` must do outside the lock.

@@ -24,6 +24,9 @@ package struct SourceHealth: Sendable {
     private var announced = false
     private var attempts = 0
 
+    /// A source that has not failed.
+    package init() {}
+
     /// Whether the source is failing now.
     package var isFailing: Bool { failingSince != nil }
 

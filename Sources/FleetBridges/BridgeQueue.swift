@@ -8,30 +8,30 @@ import MQTT
 /// once, so the subscription's buffer never fills behind a slow broker) and its publishing
 /// task: a ``BridgeQueueState`` under a lock. Each call decides under the lock and then acts
 /// (resumes the publisher, logs) after releasing it.
-final class BridgeQueue: Sendable {
+package final class BridgeQueue: Sendable {
     /// A slot: a topic, retained or not (OwnTracks' last will shares the location's topic, and
     /// must not replace the retained location).
-    struct Slot: Hashable, Sendable {
+    package struct Slot: Hashable, Sendable {
         var topic: String
         var retain: Bool
         /// A number of its own for an output that does not coalesce: no other takes its slot.
         var distinct: UInt64? = nil
     }
 
-    typealias State = BridgeQueueState<VehicleID, Slot, FleetBridgeOutput, Waiter<FleetBridgeOutput?>>
+    package typealias State = BridgeQueueState<VehicleID, Slot, FleetBridgeOutput, Waiter<FleetBridgeOutput?>>
 
     private let state: SanitizerVisibleMutex<State>
     private let logger: Logger
-    let limits: BridgeQueueLimits
+    package let limits: BridgeQueueLimits
 
-    init(limits: BridgeQueueLimits, logger: Logger) {
+    package init(limits: BridgeQueueLimits, logger: Logger) {
         state = SanitizerVisibleMutex(State(limits: limits))
         self.logger = logger
         self.limits = limits
     }
 
     /// Whether `vehicle`'s events are taken (see ``BridgeQueueState/admit(_:at:)``).
-    func admit(_ vehicle: VehicleID, at now: Duration) -> Bool {
+    package func admit(_ vehicle: VehicleID, at now: Duration) -> Bool {
         let action = state.withLock { $0.admit(vehicle, at: now) }
         if let ended = action.endedEpisode { logEpisodeEnd(ended) }
         if let warning = action.warning { log(warning) }
@@ -39,7 +39,7 @@ final class BridgeQueue: Sendable {
     }
 
     /// Queues `output` for the publisher, coalesced with what is pending for its vehicle.
-    func enqueue(_ output: FleetBridgeOutput, at now: Duration) {
+    package func enqueue(_ output: FleetBridgeOutput, at now: Duration) {
         let action = state.withLock {
             var slot = Slot(topic: output.message.topic, retain: output.message.retain)
             if !output.coalesces {
@@ -65,7 +65,7 @@ final class BridgeQueue: Sendable {
     /// The next output to publish, in round-robin order over the vehicles, waiting while none
     /// is pending; `nil` once ``finish()`` was called and everything was taken, or when the task
     /// is cancelled.
-    func next() async -> FleetBridgeOutput? {
+    package func next() async -> FleetBridgeOutput? {
         await suspend(
             returningOnCancel: nil,
             register: { waiter in
@@ -81,14 +81,14 @@ final class BridgeQueue: Sendable {
     }
 
     /// No more outputs will come: the publisher takes what is pending, then ends.
-    func finish() {
+    package func finish() {
         let action = state.withLock { $0.finish() }
         action.waiter?.resume(returning: nil)
         if let ended = action.endedEpisode { logEpisodeEnd(ended) }
     }
 
     /// The totals so far: replaced before publishing, discarded as older, dropped for lack of room.
-    var counts: (coalesced: UInt64, stale: UInt64, dropped: UInt64) {
+    package var counts: (coalesced: UInt64, stale: UInt64, dropped: UInt64) {
         state.withLock { ($0.coalescedCount, $0.staleCount, $0.droppedCount) }
     }
 

@@ -4,6 +4,9 @@ package struct BridgeFIFO<Element> {
     private var storage: [Element] = []
     private var head = 0
 
+    /// An empty queue.
+    package init() {}
+
     package var isEmpty: Bool { head == storage.count }
     package var count: Int { storage.count - head }
 

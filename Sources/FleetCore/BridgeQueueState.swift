@@ -126,7 +126,7 @@ package struct BridgeQueueState<Vehicle: Hashable, Slot: Hashable, Message, Wait
     private var episode: Episode?
     private(set) var isFinished = false
     /// Messages pending, over all vehicles.
-    private(set) var pendingCount = 0
+    package private(set) var pendingCount = 0
     /// Messages replaced by a newer one before they were published, in total.
     package private(set) var coalescedCount: UInt64 = 0
     /// The last number given to an output's own slot (see `BridgeQueue`: an output that does

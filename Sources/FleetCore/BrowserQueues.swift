@@ -35,6 +35,8 @@ package struct BrowserQueues<Key: Hashable, Waiter> {
         package var id: Int
         package var reason: DropReason
         package var pending: Int
+
+        package init(id: Int, reason: DropReason, pending: Int) { (self.id, self.reason, self.pending) = (id, reason, pending) }
     }
 
     /// What ``next(_:waiter:)`` tells the caller.
@@ -83,7 +85,7 @@ package struct BrowserQueues<Key: Hashable, Waiter> {
     private var nextID = 0
     private(set) var isFinished = false
     /// Browsers dropped as slow readers, in total.
-    private(set) var droppedCount: UInt64 = 0
+    package private(set) var droppedCount: UInt64 = 0
 
     package init(limits: Limits = Limits()) {
         self.limits = limits

@@ -8,9 +8,9 @@ import GNSS
 package struct VehicleTrails: Sendable {
     /// One kept position: fix time (ms since 1970, UTC) and degrees.
     package struct Point: Sendable, Equatable {
-        var millisecondsSince1970: Int64
-        var latitude: Double
-        var longitude: Double
+        package var millisecondsSince1970: Int64
+        package var latitude: Double
+        package var longitude: Double
     }
 
     /// The most points kept per vehicle.

@@ -365,7 +365,7 @@ public struct FleetMapServer: Service {
 
     /// `limit` as given: absent is the maximum; anything but an integer in 1…``maximumLimit``
     /// is a 400.
-    static func limit(_ text: String?) throws -> Int {
+    package static func limit(_ text: String?) throws -> Int {
         guard let text else { return maximumLimit }
         guard text.utf8.count <= 6, let n = Int(text), (1...maximumLimit).contains(n) else {
             throw HTTPError(.badRequest, message: "limit: an integer from 1 to \(maximumLimit)")
@@ -419,18 +419,18 @@ public struct FleetMapServer: Service {
 /// (`ip:port`), which the log names when a slow browser is dropped, the client its failed
 /// authentications count against (``PeerAddress``), its connection (closed when it is), and the
 /// user the request authenticated as.
-struct MapRequestContext: AuthRequestContext {
-    var coreContext: CoreRequestContextStorage
+package struct MapRequestContext: AuthRequestContext {
+    package var coreContext: CoreRequestContextStorage
     /// The client's address, `-` when unknown.
-    let peer: String
+    package let peer: String
     /// The client as the per-client limits count it: its IPv4 address or IPv6 /64.
-    let client: String
+    package let client: String
     /// The request's connection.
-    let channel: any Channel
+    package let channel: any Channel
     /// Who the request authenticated as (``MapAccess``); `nil` before or without authentication.
-    var identity: MapUser?
+    package var identity: MapUser?
 
-    init(source: ApplicationRequestContextSource) {
+    package init(source: ApplicationRequestContextSource) {
         coreContext = .init(source: source)
         channel = source.channel
         let address = source.channel.remoteAddress

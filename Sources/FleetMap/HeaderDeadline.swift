@@ -9,9 +9,9 @@ import FleetCore
 /// Without it a client that opens connections and sends its headers a byte at a time, or never
 /// finishes them, holds every place of ``FleetMapServer/Options/maximumConnections`` until the idle
 /// timeout: the parser hands nothing on, so nothing else sees the connection as busy.
-struct HeaderDeadline: Sendable, Equatable {
+package struct HeaderDeadline: Sendable, Equatable {
     /// What to do with the connection's timer.
-    enum Action: Equatable, Sendable {
+    package enum Action: Equatable, Sendable {
         /// Start it (for the header timeout).
         case start
         /// Cancel it.
@@ -25,15 +25,18 @@ struct HeaderDeadline: Sendable, Equatable {
     /// Requests whose headers came and whose response has not ended.
     private(set) var requestsInProgress = 0
 
+    /// A connection that has not opened yet.
+    package init() {}
+
     /// The connection opened.
-    mutating func opened() -> Action {
+    package mutating func opened() -> Action {
         guard !running else { return .none }
         running = true
         return .start
     }
 
     /// A request's headers arrived, complete.
-    mutating func receivedHeaders() -> Action {
+    package mutating func receivedHeaders() -> Action {
         requestsInProgress += 1
         guard running else { return .none }
         running = false
@@ -41,7 +44,7 @@ struct HeaderDeadline: Sendable, Equatable {
     }
 
     /// A response ended.
-    mutating func sentResponseEnd() -> Action {
+    package mutating func sentResponseEnd() -> Action {
         requestsInProgress = max(0, requestsInProgress - 1)
         guard requestsInProgress == 0, !running else { return .none }
         running = true
@@ -49,7 +52,7 @@ struct HeaderDeadline: Sendable, Equatable {
     }
 
     /// The timer fired: whether to close the connection.
-    mutating func expired() -> Bool {
+    package mutating func expired() -> Bool {
         defer { running = false }
         return running
     }

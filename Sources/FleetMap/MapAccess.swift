@@ -110,12 +110,12 @@ extension Substring {
 
 /// The Host names a server answers to: IP literals, `localhost`, its own listen name and the
 /// allowed ones (see ``MapAccess``). Pure, so the rule is tested without a server.
-struct HostAllowList: Sendable {
-    let names: Set<String>
+package struct HostAllowList: Sendable {
+    package let names: Set<String>
 
     /// `listenHost` is the address the server listens on (its name is allowed unless it is a
     /// wildcard address, which is an IP anyway).
-    init(listenHost: String, allowed: Set<String>) {
+    package init(listenHost: String, allowed: Set<String>) {
         var names = allowed
         names.insert("localhost")
         names.insert(listenHost.lowercased())
@@ -123,14 +123,14 @@ struct HostAllowList: Sendable {
     }
 
     /// Whether a request with this `Host` (name or address, with or without a port) is answered.
-    func allows(_ host: String?) -> Bool {
+    package func allows(_ host: String?) -> Bool {
         guard let host, let name = Self.name(of: host) else { return false }
         return names.contains(name) || Self.isIPAddress(name)
     }
 
     /// The name of a `Host` value: without its port and a trailing dot, lowercased; IPv6
     /// addresses without their brackets. `nil` when it is malformed.
-    static func name(of host: String) -> String? {
+    package static func name(of host: String) -> String? {
         guard !host.isEmpty, host.utf8.count <= 255 else { return nil }
         var name: Substring
         if host.hasPrefix("[") {
@@ -150,7 +150,7 @@ struct HostAllowList: Sendable {
     }
 
     /// Whether `name` is an IPv4 or IPv6 address (not a name a DNS answer could rebind).
-    static func isIPAddress(_ name: String) -> Bool {
+    package static func isIPAddress(_ name: String) -> Bool {
         var v4 = in_addr()
         var v6 = in6_addr()
         return inet_pton(AF_INET, name, &v4) == 1 || inet_pton(AF_INET6, name, &v6) == 1
@@ -180,8 +180,8 @@ struct HostCheckMiddleware<Context: RequestContext>: RouterMiddleware {
 }
 
 /// An authenticated user of the map: a user name from the users file, or `token`.
-struct MapUser: Sendable {
-    let name: String
+package struct MapUser: Sendable {
+    package let name: String
 }
 
 /// The users file's users and how a password is checked against them: bcrypt, through the
@@ -189,44 +189,44 @@ struct MapUser: Sendable {
 /// for an unknown one against ``standInHash``, a hash of the same cost that no password creates.
 /// Both cost one bcrypt of the same work, so a wrong name answers no sooner than a wrong password,
 /// and the time of a 401 does not tell which user names exist.
-struct MapUsers: Sendable {
+package struct MapUsers: Sendable {
     /// User names and their bcrypt hashes.
-    let hashes: [String: String]
+    package let hashes: [String: String]
     /// What unknown users' passwords are checked against: `$2b$`, the cost most of the users'
     /// hashes have (the highest of the most common ones), a random salt and a random digest.
-    let standInHash: String
-    let verifier: Verifier
+    package let standInHash: String
+    package let verifier: Verifier
 
     /// Whether a password (the first argument) creates a hash (the second).
-    typealias Verifier = @Sendable (String, String) async throws -> Bool
+    package typealias Verifier = @Sendable (String, String) async throws -> Bool
 
     /// hummingbird-auth's bcrypt, on NIO's thread pool (off the request's executor).
-    static let bcrypt: Verifier = { password, hash in
+    package static let bcrypt: Verifier = { password, hash in
         try await BcryptPasswordVerifier().verifyPassword(password, createsHash: hash)
     }
 
-    init(hashes: [String: String], verifier: @escaping Verifier = MapUsers.bcrypt) {
+    package init(hashes: [String: String], verifier: @escaping Verifier = MapUsers.bcrypt) {
         self.hashes = hashes
         self.standInHash = Self.standInHash(cost: Self.commonCost(of: hashes.values))
         self.verifier = verifier
     }
 
     /// Whether `password` is `name`'s. Always one bcrypt verification, known user or not.
-    func verify(name: String, password: String) async throws -> Bool {
+    package func verify(name: String, password: String) async throws -> Bool {
         let hash = hashes[name]
         let matches = try await verifier(password, hash ?? standInHash)
         return hash != nil && matches
     }
 
     /// The cost (log2 of the rounds) of a bcrypt hash `$2b$NN$…`, `nil` when it has none.
-    static func cost(of hash: String) -> Int? {
+    package static func cost(of hash: String) -> Int? {
         let parts = hash.split(separator: "$", omittingEmptySubsequences: false)
         guard parts.count >= 4, parts[2].count == 2, let cost = Int(parts[2]), (4...31).contains(cost) else { return nil }
         return cost
     }
 
     /// The cost most of `hashes` have (the highest of those tied); 10 when none has one.
-    static func commonCost(of hashes: some Sequence<String>) -> Int {
+    package static func commonCost(of hashes: some Sequence<String>) -> Int {
         var counts: [Int: Int] = [:]
         for hash in hashes { if let cost = cost(of: hash) { counts[cost, default: 0] += 1 } }
         return counts.max { ($0.value, $0.key) < ($1.value, $1.key) }?.key ?? 10
@@ -234,7 +234,7 @@ struct MapUsers: Sendable {
 
     /// A well-formed bcrypt hash of `cost`, with a random salt and a random digest: checking a
     /// password against it does all of bcrypt's work, and no known password creates it.
-    static func standInHash(cost: Int) -> String {
+    package static func standInHash(cost: Int) -> String {
         let alphabet = Array("./ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789")
         var generator = SystemRandomNumberGenerator()
         let random = String((0..<53).map { _ in alphabet.randomElement(using: &generator)! })
@@ -244,15 +244,15 @@ struct MapUsers: Sendable {
 }
 
 /// The bearer tokens: `Authorization: Bearer TOKEN`, compared in constant time with each token.
-struct MapTokens: Sendable {
-    let tokens: [[UInt8]]
+package struct MapTokens: Sendable {
+    package let tokens: [[UInt8]]
 
-    init(_ tokens: [String]) {
+    package init(_ tokens: [String]) {
         self.tokens = tokens.map { Array($0.utf8) }
     }
 
     /// Whether `given` is one of the tokens (every token compared, whichever matches).
-    func matches(_ given: String) -> Bool {
+    package func matches(_ given: String) -> Bool {
         let given = Array(given.utf8)
         var matched = false
         for token in tokens where Self.constantTimeEqual(token, given) { matched = true }
@@ -260,7 +260,7 @@ struct MapTokens: Sendable {
     }
 
     /// Whether `a` and `b` are equal, in a time that depends on their lengths only.
-    static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
+    package static func constantTimeEqual(_ a: [UInt8], _ b: [UInt8]) -> Bool {
         guard a.count == b.count else { return false }
         var difference: UInt8 = 0
         for i in a.indices { difference |= a[i] ^ b[i] }

@@ -19,19 +19,19 @@ import Glibc
 /// updates. Its writer then loops on ``next(_:)``, which returns the vehicles changed since
 /// its last batch, at most once per ``flush()``, until `nil` (dropped as a slow reader,
 /// disconnected, or the feed finished).
-final class MapFeed: Sendable {
+package final class MapFeed: Sendable {
     /// A batch for one browser: the vehicles' states at the flush, and the server's clock.
-    struct Batch: Sendable {
-        var vehicles: [VehicleSnapshot]
-        var now: UTCTimestamp
+    package struct Batch: Sendable {
+        package var vehicles: [VehicleSnapshot]
+        package var now: UTCTimestamp
     }
 
     /// What a browser receives when it connects.
-    struct Snapshot: Sendable {
-        var id: Int
-        var fleet: FleetState
-        var trails: VehicleTrails
-        var now: UTCTimestamp
+    package struct Snapshot: Sendable {
+        package var id: Int
+        package var fleet: FleetState
+        package var trails: VehicleTrails
+        package var now: UTCTimestamp
     }
 
     private typealias Waiter = CheckedContinuation<Batch?, Never>
@@ -62,7 +62,7 @@ final class MapFeed: Sendable {
     ///   - maximumVehicles: the most vehicles kept (the oldest heard-from is forgotten).
     ///   - trailWindow: how far back (by fix time) each vehicle's trail reaches.
     ///   - limits: when a slow browser is dropped.
-    init(
+    package init(
         topics: FleetTopics = .default, maximumVehicles: Int = FleetState.defaultMaximumVehicles, trailWindow: Duration = .seconds(300),
         limits: BrowserQueueLimits = .init(), logger: Logger
     ) {
@@ -75,7 +75,7 @@ final class MapFeed: Sendable {
 
     /// Folds one event from the subscription in, received at `now`, and queues its vehicle for
     /// every browser.
-    func apply(_ event: FleetEvent, at now: UTCTimestamp) {
+    package func apply(_ event: FleetEvent, at now: UTCTimestamp) {
         state.withLock { s in
             let evicted = s.fleet.evictedCount
             s.fleet.apply(event, at: now)
@@ -91,14 +91,14 @@ final class MapFeed: Sendable {
     }
 
     /// The fleet now, for `/api/vehicles`.
-    func fleet() -> (FleetState, VehicleTrails) {
+    package func fleet() -> (FleetState, VehicleTrails) {
         state.withLock { ($0.fleet, $0.trails) }
     }
 
     /// Registers a browser (from `peer`, its address, for the log; `close` closes its
     /// connection, called when it is dropped) and returns its snapshot; `nil` once the feed has
     /// finished or it has its most browsers.
-    func connect(now: UTCTimestamp, peer: String = "-", close: @escaping @Sendable () -> Void = {}) -> Snapshot? {
+    package func connect(now: UTCTimestamp, peer: String = "-", close: @escaping @Sendable () -> Void = {}) -> Snapshot? {
         state.withLock { s in
             guard let id = s.queues.add() else { return nil }
             s.connections[id] = Connection(peer: peer, close: close)
@@ -108,7 +108,7 @@ final class MapFeed: Sendable {
 
     /// The next batch of browser `id`: the vehicles changed since its last one, as they are at
     /// the flush; `nil` when the browser is gone. Cancellation ends the browser.
-    func next(_ id: Int) async -> Batch? {
+    package func next(_ id: Int) async -> Batch? {
         await withTaskCancellationHandler {
             await withCheckedContinuation { (waiter: Waiter) in
                 let ready: Batch?? = state.withLock { s in
@@ -131,7 +131,7 @@ final class MapFeed: Sendable {
     }
 
     /// Forgets browser `id` (its connection ended).
-    func disconnect(_ id: Int) {
+    package func disconnect(_ id: Int) {
         state.withLock { s in
             s.connections[id] = nil
             return s.queues.remove(id)
@@ -141,7 +141,7 @@ final class MapFeed: Sendable {
     /// One flush tick: every ready browser gets its batch; slow browsers are dropped, their
     /// connections closed, and logged (at info, the level a user sees by default; a library logs
     /// no higher).
-    func flush(now: UTCTimestamp) {
+    package func flush(now: UTCTimestamp) {
         let (deliveries, drops) = state.withLock { s in
             let actions = s.queues.flush()
             let deliveries = actions.deliveries.map { delivery in
@@ -165,13 +165,13 @@ final class MapFeed: Sendable {
     }
 
     /// Ends every browser's stream; browsers connecting later are refused.
-    func finish() {
+    package func finish() {
         let waiters = state.withLock { $0.queues.finish() }
         for waiter in waiters { waiter.resume(returning: nil) }
     }
 
     /// The browsers connected.
-    var browserCount: Int { state.withLock { $0.queues.count } }
+    package var browserCount: Int { state.withLock { $0.queues.count } }
 
     private static func batch(_ keys: [VehicleID], in fleet: FleetState) -> Batch {
         Batch(vehicles: keys.compactMap { fleet[$0] }, now: .wallClockNow)

@@ -12,13 +12,13 @@ import FleetCore
 /// (`type="application/json"`, read with `JSON.parse`, never executed, so `script-src` does not
 /// apply to it), and the script and Leaflet style elements through the CSSOM (`element.style…`),
 /// which `style-src` does not govern, never with `style` attributes or `<style>` elements.
-enum MapSecurityHeaders {
+package enum MapSecurityHeaders {
     /// `X-Content-Type-Options`: browsers take each response for its declared type, never for
     /// what its bytes look like.
-    static let contentTypeOptions = "nosniff"
+    package static let contentTypeOptions = "nosniff"
 
     /// The policy for a page whose tiles come from `tiles` (a URL template; `nil`: no tiles).
-    static func contentSecurityPolicy(tiles: String?) -> String {
+    package static func contentSecurityPolicy(tiles: String?) -> String {
         // With tiles, `data:` too: Leaflet points a tile it aborts or removes (a zoom, a pan) at a
         // one-pixel GIF `data:` URL (`Util.emptyImageUrl`) to stop its download.
         let images = ["'self'"] + (tiles.map { ["data:", tileSource($0)] } ?? [])
@@ -34,7 +34,7 @@ enum MapSecurityHeaders {
     /// expression cannot say exactly (a placeholder elsewhere in the host, user information, an
     /// IPv6 literal, a character outside a host name's) allows the scheme's images (`https:`), and
     /// can never add a directive of its own.
-    static func tileSource(_ template: String) -> String {
+    package static func tileSource(_ template: String) -> String {
         let scheme = template.prefix { $0 != ":" }.lowercased()
         let schemeOnly = scheme == "http" ? "http:" : "https:"
         guard scheme == "http" || scheme == "https", template.dropFirst(scheme.count).hasPrefix("://") else { return schemeOnly }

@@ -40,26 +40,26 @@ extension MapTrackSource {
 }
 
 /// A request for a past track, from `/api/track`'s query, checked: the browser is untrusted.
-struct MapTrackRequest: Equatable {
+package struct MapTrackRequest: Equatable {
     /// The vehicle.
-    var vehicle: VehicleID
+    package var vehicle: VehicleID
     /// From (included).
-    var since: UTCTimestamp
+    package var since: UTCTimestamp
     /// Until (excluded).
-    var until: UTCTimestamp
+    package var until: UTCTimestamp
 
     /// The longest range one request may ask for: 31 days.
-    static let maximumRangeMilliseconds: Int64 = 31 * 86_400_000
+    package static let maximumRangeMilliseconds: Int64 = 31 * 86_400_000
     /// The most points one answer carries; a longer track is cut there and says so.
-    static let maximumPoints = 20_000
+    package static let maximumPoints = 20_000
 
     /// Why a query was refused, for a 400 answer.
-    struct Invalid: Error, Equatable {
+    package struct Invalid: Error, Equatable {
         var reason: String
     }
 
     /// Parses `vehicle`, `since` and `until` (ISO 8601 UTC).
-    init(vehicle: String?, since: String?, until: String?) throws(Invalid) {
+    package init(vehicle: String?, since: String?, until: String?) throws(Invalid) {
         guard let vehicle, vehicle.utf8.count <= 64, let id = VehicleID(vehicle) else {
             throw Invalid(reason: "vehicle: a vehicle id (1 to 64 of A-Z a-z 0-9 . _ -)")
         }
@@ -80,7 +80,7 @@ struct MapTrackRequest: Equatable {
     /// `{"vehicle":…,"points":[lat,lon,t,…],"truncated":…}`: the points flat, latitude and
     /// longitude to 6 decimals (0.1 m), `t` in milliseconds since 1970; `truncated` when the
     /// source had more than ``maximumPoints`` (it was asked for one more).
-    static func json(vehicle: VehicleID, points: [MapTrackPoint]) -> [UInt8] {
+    package static func json(vehicle: VehicleID, points: [MapTrackPoint]) -> [UInt8] {
         let kept = points.prefix(maximumPoints)
         var flat: [UInt8] = [UInt8(ascii: "[")]
         flat.reserveCapacity(kept.count * 40)

@@ -10,17 +10,17 @@ import Glibc
 /// site: a client that holds a /64 could otherwise spread itself over 2^64 addresses). An
 /// IPv4-mapped IPv6 address (`::ffff:192.0.2.7`, a dual-stack listener's IPv4 client) is its IPv4
 /// address. Pure, so the rule is tested without a server.
-enum PeerAddress {
+package enum PeerAddress {
     /// The key of a connection's remote address: `192.0.2.7`, `2001:db8:1:2::/64`, or `-` when it
     /// has none (a Unix socket).
-    static func key(_ address: SocketAddress?) -> String {
+    package static func key(_ address: SocketAddress?) -> String {
         guard let ip = address?.ipAddress else { return "-" }
         return key(ipAddress: ip)
     }
 
     /// The key of an IP address in text (as `SocketAddress.ipAddress` writes it); anything that is
     /// not an IPv6 address is returned as it is.
-    static func key(ipAddress: String) -> String {
+    package static func key(ipAddress: String) -> String {
         var v6 = in6_addr()
         guard ipAddress.contains(":"), inet_pton(AF_INET6, ipAddress, &v6) == 1 else { return ipAddress }
         let bytes = withUnsafeBytes(of: v6) { Array($0) }

@@ -5,8 +5,8 @@ import Hummingbird
 /// has a use for one, and a decoded NUL cut short where a C call reads the path (Leaflet's
 /// `/leaflet/leaflet.js%00.txt` was served as `leaflet.js`, typed as text). Hummingbird's parser
 /// already refuses a raw NUL with its own 400; this refuses whatever reaches the router.
-struct RequestPathCheckMiddleware<Context: RequestContext>: RouterMiddleware {
-    func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
+package struct RequestPathCheckMiddleware<Context: RequestContext>: RouterMiddleware {
+    package func handle(_ request: Request, context: Context, next: (Request, Context) async throws -> Response) async throws -> Response {
         guard !Self.hasNUL(request.uri.path) else {
             return Response(
                 status: .badRequest, headers: [.contentType: "text/plain; charset=utf-8"],
@@ -16,7 +16,7 @@ struct RequestPathCheckMiddleware<Context: RequestContext>: RouterMiddleware {
     }
 
     /// Whether `path` holds a NUL, raw or percent-encoded.
-    static func hasNUL(_ path: String) -> Bool {
+    package static func hasNUL(_ path: String) -> Bool {
         path.utf8.contains(0) || path.contains("%00")
     }
 }

@@ -13,20 +13,20 @@ import NIOCore
 ///
 /// One per connection, on the connection's event loop (added through Hummingbird's
 /// `additionalChannelHandlers`); it passes everything through untouched.
-final class StalledWriteHandler: ChannelInboundHandler, RemovableChannelHandler {
-    typealias InboundIn = NIOAny
-    typealias InboundOut = NIOAny
+package final class StalledWriteHandler: ChannelInboundHandler, RemovableChannelHandler {
+    package typealias InboundIn = NIOAny
+    package typealias InboundOut = NIOAny
 
     private let timeout: TimeAmount
     private let logger: Logger
     private var deadline: Scheduled<Void>?
 
-    init(timeout: TimeAmount, logger: Logger) {
+    package init(timeout: TimeAmount, logger: Logger) {
         self.timeout = timeout
         self.logger = logger
     }
 
-    func channelWritabilityChanged(context: ChannelHandlerContext) {
+    package func channelWritabilityChanged(context: ChannelHandlerContext) {
         if context.channel.isWritable {
             deadline?.cancel()
             deadline = nil
@@ -45,13 +45,13 @@ final class StalledWriteHandler: ChannelInboundHandler, RemovableChannelHandler 
         context.fireChannelWritabilityChanged()
     }
 
-    func channelInactive(context: ChannelHandlerContext) {
+    package func channelInactive(context: ChannelHandlerContext) {
         deadline?.cancel()
         deadline = nil
         context.fireChannelInactive()
     }
 
-    func handlerRemoved(context: ChannelHandlerContext) {
+    package func handlerRemoved(context: ChannelHandlerContext) {
         deadline?.cancel()
         deadline = nil
     }

@@ -36,7 +36,7 @@ package struct TripPoint: Sendable, Equatable {
     }
 
     /// Seconds from `other` to this point.
-    func seconds(since other: TripPoint) -> Double {
+    package func seconds(since other: TripPoint) -> Double {
         Double(time.millisecondsSince1970 - other.time.millisecondsSince1970) / 1000
     }
 }

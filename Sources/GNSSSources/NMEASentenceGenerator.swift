@@ -96,7 +96,7 @@ public enum NMEASentenceGenerator {
     }
 
     /// `ddmm.mmmmm` / `dddmm.mmmmm` of |degrees|.
-    static func angle(_ degrees: Double, degreeDigits: Int) -> String {
+    package static func angle(_ degrees: Double, degreeDigits: Int) -> String {
         let scale = 100_000
         let total = Int((abs(degrees) * 60 * Double(scale)).rounded())
         let whole = total / (60 * scale)
@@ -105,7 +105,7 @@ public enum NMEASentenceGenerator {
     }
 
     /// `value` with `decimals` decimals (rounded half away from zero), no exponent.
-    static func fixed(_ value: Double, _ decimals: Int) -> String {
+    package static func fixed(_ value: Double, _ decimals: Int) -> String {
         var scale = 1
         for _ in 0..<decimals { scale *= 10 }
         let units = Int((abs(value) * Double(scale)).rounded())

@@ -32,7 +32,7 @@ where
 /// The object behind libmosquitto's `obj` pointer: shared state and the logger the C
 /// callbacks need (a C callback sees no task-local logger). Passed retained with
 /// `Unmanaged.passRetained`; ``MosquittoHandle`` releases it after `mosquitto_destroy`.
-final class MQTTCallbackContext: Sendable {
+package final class MQTTCallbackContext: Sendable {
     /// Everything the client's threads and tasks share, under one lock: one decision sees one
     /// consistent state (the loop's "is everything handled, and must it stop?" is one reading).
     struct Shared {

@@ -20,8 +20,8 @@ import MQTTCore
 /// ``connectionStates()`` to follow it. A client connects once: after `shutdown()` or a failed
 /// `connect()`, make a new one.
 public final class MQTTClient: Sendable {
-    let handle: MosquittoHandle
-    var context: MQTTCallbackContext { handle.context }
+    package let handle: MosquittoHandle
+    package var context: MQTTCallbackContext { handle.context }
 
     /// Creates a client; nothing is sent until ``connect()``. Throws
     /// ``MQTTError/invalidConfiguration(_:)`` when libmosquitto refuses a setting (for example

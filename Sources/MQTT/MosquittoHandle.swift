@@ -16,8 +16,8 @@ import Musl
 /// makes thread-safe with `mosquitto_threaded_set(true)`; and `mosquitto_destroy` runs only
 /// in `deinit`, when no other thread can hold a reference (the loop thread holds one while it
 /// runs).
-final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment above
-    let pointer: OpaquePointer
+package final class MosquittoHandle: @unchecked Sendable {  // safe: see the doc comment above
+    package let pointer: OpaquePointer
     let context: MQTTCallbackContext
     private let unmanagedContext: Unmanaged<MQTTCallbackContext>
 

@@ -11,7 +11,7 @@ import Musl
 /// `SSL_DATA_PENDING` reads it. `SSL_pending` is looked up once, through libmosquitto's own
 /// handle where it has its usual name (the libssl it was linked with, whatever else the program
 /// loaded), so the package neither links libssl nor needs OpenSSL's headers.
-enum TLSPending {
+package enum TLSPending {
     private typealias Pending = @convention(c) (UnsafeMutableRawPointer?) -> Int32
 
     /// `SSL_pending`, or `nil` when libmosquitto was built without TLS (then no session either).
@@ -25,7 +25,7 @@ enum TLSPending {
     }()
 
     /// Whether `SSL_pending` was found (libmosquitto built with TLS, as Debian's is).
-    static var isAvailable: Bool { pending != nil }
+    package static var isAvailable: Bool { pending != nil }
 
     /// The bytes `mosq`'s TLS session holds, decrypted and not yet read; 0 without TLS.
     static func bytes(_ mosq: OpaquePointer?) -> Int32 {

@@ -14,7 +14,7 @@ package struct MQTTDeliveryLedger: Sendable, Equatable {
     /// The tag of the last message handed to a consumer: the one the loop waits for.
     private(set) var lastHandedOver: UInt64 = 0
     /// Every message up to this tag is handled.
-    private(set) var handledThrough: UInt64 = 0
+    package private(set) var handledThrough: UInt64 = 0
     /// A message arrived that must never be acknowledged (no stream was open for it, or its
     /// stream did not take it) since the loop last looked: the connection is closed before
     /// anything more is written.
@@ -33,7 +33,7 @@ package struct MQTTDeliveryLedger: Sendable, Equatable {
     private var held: [Held] = []
     private var heldStart = 0
     /// The payload bytes of the messages handed over and not yet handled.
-    private(set) var outstandingBytes = 0
+    package private(set) var outstandingBytes = 0
 
     /// A message handed over and not yet handled: its tag and payload size.
     private struct Held: Equatable {

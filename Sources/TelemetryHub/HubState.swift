@@ -12,17 +12,17 @@ import DequeModule
 /// its own, which terminates every subscriber of that run. The next subscriber starts a new run.
 /// A new run's task is told to await the previous run's task first, so two iterations of the
 /// source never overlap (a serial port or gpsd socket is opened once at a time).
-@usableFromInline struct HubState<Element, Waiter, SourceHandle> {
+@usableFromInline package struct HubState<Element, Waiter, SourceHandle> {
     /// How a subscriber's stream ends.
-    @usableFromInline enum Terminal: Sendable {
+    @usableFromInline package enum Terminal: Sendable {
         case finished
         case failed(any Error)
     }
 
-    @usableFromInline struct Subscriber {
+    @usableFromInline package struct Subscriber {
         @usableFromInline let id: HubSubscriberID
         @usableFromInline let policy: HubBufferingPolicy
-        @usableFromInline var buffer = Deque<Element>()
+        @usableFromInline package var buffer = Deque<Element>()
         /// The buffer has held more than ``retainedCapacity`` values since it was last empty:
         /// its storage is given back once it drains (`Deque` never shrinks by itself).
         @usableFromInline var holdsBurst = false
@@ -32,7 +32,7 @@ import DequeModule
         /// Set when the run ended; delivered once the buffer is drained.
         @usableFromInline var terminal: Terminal?
 
-        @inlinable init(id: HubSubscriberID, policy: HubBufferingPolicy) {
+        @inlinable package init(id: HubSubscriberID, policy: HubBufferingPolicy) {
             self.id = id
             self.policy = policy
         }
@@ -42,7 +42,7 @@ import DequeModule
         @inlinable static var retainedCapacity: Int { 1024 }
 
         /// Stores `element` according to the policy (the subscriber is not waiting).
-        @inlinable mutating func enqueue(_ element: Element) {
+        @inlinable package mutating func enqueue(_ element: Element) {
             switch policy {
             case .unbounded:
                 append(element)
@@ -65,13 +65,13 @@ import DequeModule
             }
         }
 
-        @inlinable mutating func append(_ element: Element) {
+        @inlinable package mutating func append(_ element: Element) {
             buffer.append(element)
             if buffer.count > Self.retainedCapacity { holdsBurst = true }
         }
 
         /// The oldest buffered value; releases a burst's storage once the buffer is empty.
-        @inlinable mutating func popFirst() -> Element? {
+        @inlinable package mutating func popFirst() -> Element? {
             guard let element = buffer.popFirst() else { return nil }
             if holdsBurst && buffer.isEmpty {
                 buffer = Deque()
@@ -80,7 +80,7 @@ import DequeModule
             return element
         }
 
-        @inlinable var statistics: HubSubscriberStatistics {
+        @inlinable package var statistics: HubSubscriberStatistics {
             HubSubscriberStatistics(
                 id: id, bufferingPolicy: policy, delivered: delivered, dropped: dropped,
                 buffered: buffer.count, isTerminated: terminal != nil
@@ -90,14 +90,14 @@ import DequeModule
 
     // MARK: Actions
 
-    @usableFromInline enum SubscribeAction {
+    @usableFromInline package enum SubscribeAction {
         case none
         /// Start a task iterating the source for `run`; it must first await `after` (the
         /// previous run's task) if there is one, then report itself with `sourceStarted`.
         case startSource(run: UInt64, after: SourceHandle?)
     }
 
-    @usableFromInline enum SourceStartedAction {
+    @usableFromInline package enum SourceStartedAction {
         case none
         /// The run ended before its task was registered: cancel the task.
         case cancelSource(SourceHandle)
@@ -106,14 +106,14 @@ import DequeModule
         case cancelSourceAndStart(SourceHandle, run: UInt64)
     }
 
-    @usableFromInline enum YieldAction {
+    @usableFromInline package enum YieldAction {
         case none
         /// Resume these waiters with the element (outside the lock), then hand the array back
         /// with `recycle(_:)` so its storage is reused.
         case resume([Waiter], Element)
     }
 
-    @usableFromInline enum NextAction {
+    @usableFromInline package enum NextAction {
         case element(Element)
         /// The stream is over: return nil.
         case end
@@ -125,14 +125,14 @@ import DequeModule
         case suspended
     }
 
-    @usableFromInline enum CancelAction {
+    @usableFromInline package enum CancelAction {
         case none
         /// Resume the waiter (if any) with the end of the stream, and cancel the source task
         /// (if any) because the last subscriber left.
         case finish(waiter: Waiter?, stopSource: SourceHandle?)
     }
 
-    @usableFromInline enum FinishAction {
+    @usableFromInline package enum FinishAction {
         case none
         /// Resume each waiter with the terminal event; cancel the source task if given.
         case terminate([Waiter], Terminal, stopSource: SourceHandle?)
@@ -143,20 +143,20 @@ import DequeModule
     /// Whether the hub has a source to start and stop (false: fed by hand).
     @usableFromInline let hasSource: Bool
     /// Subscribers that receive new values, in an array for fast in-place broadcast.
-    @usableFromInline var active: [Subscriber] = []
+    @usableFromInline package var active: [Subscriber] = []
     /// Position of each active subscriber in `active`.
-    @usableFromInline var activeIndex: [HubSubscriberID: Int] = [:]
+    @usableFromInline package var activeIndex: [HubSubscriberID: Int] = [:]
     /// Subscribers whose run ended and that still owe their consumer buffered values or the end.
     @usableFromInline var draining: [HubSubscriberID: Subscriber] = [:]
     @usableFromInline var nextID: UInt64 = 0
     /// The last value broadcast.
-    @usableFromInline var latest: Element?
+    @usableFromInline package var latest: Element?
     /// Values broadcast so far.
-    @usableFromInline var yielded: UInt64 = 0
+    @usableFromInline package var yielded: UInt64 = 0
     /// Number of the current (or last) run; 0 before the first.
     @usableFromInline var run: UInt64 = 0
     /// A run is active: the source should be running.
-    @usableFromInline var isSourceRunning = false
+    @usableFromInline package var isSourceRunning = false
     /// The task of the current or last run, once registered.
     @usableFromInline var sourceHandle: SourceHandle?
     /// A `startSource` was returned whose handle is not registered yet.
@@ -164,14 +164,14 @@ import DequeModule
     /// Reused storage for the waiter list of `yield` (no allocation per value).
     @usableFromInline var spareWaiters: [Waiter] = []
 
-    @inlinable init(hasSource: Bool) {
+    @inlinable package init(hasSource: Bool) {
         self.hasSource = hasSource
     }
 
     // MARK: Subscribing and leaving
 
     /// Registers a subscriber. The first subscriber of a hub with a source starts a run.
-    @inlinable mutating func subscribe(bufferingPolicy: HubBufferingPolicy) -> (HubSubscriberID, SubscribeAction) {
+    @inlinable package mutating func subscribe(bufferingPolicy: HubBufferingPolicy) -> (HubSubscriberID, SubscribeAction) {
         let id = HubSubscriberID(rawValue: nextID)
         nextID &+= 1
         activeIndex[id] = active.count
@@ -188,7 +188,7 @@ import DequeModule
     }
 
     /// Registers the task that iterates the source for `run`.
-    @inlinable mutating func sourceStarted(_ handle: SourceHandle, run startedRun: UInt64) -> SourceStartedAction {
+    @inlinable package mutating func sourceStarted(_ handle: SourceHandle, run startedRun: UInt64) -> SourceStartedAction {
         isStartPending = false
         sourceHandle = handle
         if startedRun == run && isSourceRunning {
@@ -203,7 +203,7 @@ import DequeModule
     }
 
     /// Removes a subscriber (cancelled, finished iterating, or dropped). Idempotent.
-    @inlinable mutating func cancel(_ id: HubSubscriberID) -> CancelAction {
+    @inlinable package mutating func cancel(_ id: HubSubscriberID) -> CancelAction {
         if let subscriber = draining.removeValue(forKey: id) {
             return .finish(waiter: subscriber.waiter, stopSource: nil)
         }
@@ -229,7 +229,7 @@ import DequeModule
     // MARK: Values in
 
     /// Broadcasts a value to every active subscriber, from the hand-fed side.
-    @inlinable mutating func yield(_ element: Element) -> YieldAction {
+    @inlinable package mutating func yield(_ element: Element) -> YieldAction {
         latest = element
         yielded &+= 1
         guard !active.isEmpty else { return .none }
@@ -252,13 +252,13 @@ import DequeModule
     }
 
     /// Broadcasts a value from the source task of `run`; ignored if that run is over.
-    @inlinable mutating func sourceYield(_ element: Element, run sourceRun: UInt64) -> YieldAction {
+    @inlinable package mutating func sourceYield(_ element: Element, run sourceRun: UInt64) -> YieldAction {
         guard isSourceRunning && sourceRun == run else { return .none }
         return yield(element)
     }
 
     /// Gives back the waiter array of a `.resume` action after the waiters were resumed.
-    @inlinable mutating func recycle(_ waiters: inout [Waiter]) {
+    @inlinable package mutating func recycle(_ waiters: inout [Waiter]) {
         waiters.removeAll(keepingCapacity: true)
         if waiters.capacity > spareWaiters.capacity {
             swap(&waiters, &spareWaiters)
@@ -268,7 +268,7 @@ import DequeModule
     /// Ends the stream of every active subscriber (hand-fed `finish`): each drains its buffer
     /// and then sees the end or the error once. A running source is stopped. Later subscribers
     /// join a new run.
-    @inlinable mutating func finish(_ terminal: Terminal) -> FinishAction {
+    @inlinable package mutating func finish(_ terminal: Terminal) -> FinishAction {
         var stop: SourceHandle?
         if isSourceRunning {
             isSourceRunning = false
@@ -279,13 +279,13 @@ import DequeModule
 
     /// The source task of `run` ended by itself (finished or threw); ignored if the run is over
     /// (it was stopped because the last subscriber left).
-    @inlinable mutating func sourceTerminated(run sourceRun: UInt64, _ terminal: Terminal) -> FinishAction {
+    @inlinable package mutating func sourceTerminated(run sourceRun: UInt64, _ terminal: Terminal) -> FinishAction {
         guard isSourceRunning && sourceRun == run else { return .none }
         isSourceRunning = false
         return terminateAll(terminal, stopSource: nil)
     }
 
-    @inlinable mutating func terminateAll(_ terminal: Terminal, stopSource: SourceHandle?) -> FinishAction {
+    @inlinable package mutating func terminateAll(_ terminal: Terminal, stopSource: SourceHandle?) -> FinishAction {
         var waiters: [Waiter] = []
         for var subscriber in active {
             if let waiter = subscriber.waiter {
@@ -307,18 +307,18 @@ import DequeModule
     // MARK: Values out
 
     /// A consumer asks for its next value without suspending.
-    @inlinable mutating func poll(_ id: HubSubscriberID) -> NextAction {
+    @inlinable package mutating func poll(_ id: HubSubscriberID) -> NextAction {
         next(id, suspending: nil)
     }
 
     /// A consumer that found nothing in `poll` suspends with `waiter`. Values may have arrived
     /// in between, in which case they are returned and the waiter is not stored.
-    @inlinable mutating func suspend(_ id: HubSubscriberID, waiter: Waiter) -> NextAction {
+    @inlinable package mutating func suspend(_ id: HubSubscriberID, waiter: Waiter) -> NextAction {
         next(id, suspending: waiter)
     }
 
     /// The next value, or else `.wait` (no waiter given) or `.suspended` (the waiter stored).
-    @inlinable mutating func next(_ id: HubSubscriberID, suspending waiter: Waiter?) -> NextAction {
+    @inlinable package mutating func next(_ id: HubSubscriberID, suspending waiter: Waiter?) -> NextAction {
         if let index = activeIndex[id] {
             if let element = active[index].popFirst() {
                 active[index].delivered &+= 1
@@ -334,7 +334,7 @@ import DequeModule
         return pollDraining(id)
     }
 
-    @inlinable mutating func pollDraining(_ id: HubSubscriberID) -> NextAction {
+    @inlinable package mutating func pollDraining(_ id: HubSubscriberID) -> NextAction {
         // Mutate in place (a copy of the subscriber would copy its whole buffer on write).
         if let element = draining[id]?.popFirst() {
             draining[id]?.delivered &+= 1
@@ -355,7 +355,7 @@ import DequeModule
     // MARK: Reading
 
     /// Counters of one subscriber, or nil once it is gone.
-    @inlinable func statistics(of id: HubSubscriberID) -> HubSubscriberStatistics? {
+    @inlinable package func statistics(of id: HubSubscriberID) -> HubSubscriberStatistics? {
         if let index = activeIndex[id] {
             return active[index].statistics
         }
@@ -363,7 +363,7 @@ import DequeModule
     }
 
     /// Counters of the whole hub.
-    @inlinable var statistics: HubStatistics {
+    @inlinable package var statistics: HubStatistics {
         var subscribers = active.map(\.statistics)
         subscribers.append(contentsOf: draining.values.map(\.statistics))
         subscribers.sort { $0.id < $1.id }

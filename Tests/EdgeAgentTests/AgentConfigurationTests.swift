@@ -1,12 +1,11 @@
 import EdgeConfiguration
+import EdgeCore
 import EdgeOutbox
 import EdgePublisher
 import FleetProtocol
 import FleetcastTestSupport
 import MQTT
 import Testing
-
-@testable import EdgeCore
 
 @Suite("Agent configuration")
 struct AgentConfigurationTests {

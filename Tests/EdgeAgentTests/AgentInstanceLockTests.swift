@@ -1,9 +1,8 @@
+import EdgeAgent
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import Testing
-
-@testable import EdgeAgent
 
 #if canImport(Glibc)
 import Glibc

@@ -1,10 +1,9 @@
+import EdgeOutbox
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import Logging
 import Testing
-
-@testable import EdgeOutbox
 
 #if canImport(Glibc)
 import Glibc

@@ -1,10 +1,9 @@
+import EdgeOutbox
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import Logging
 import Testing
-
-@testable import EdgeOutbox
 
 /// SIGTERM stops the built `fleetcast-agent` within a bounded time — drain (`drainTimeout`,
 /// 5 s) + `offline` status (5 s) + a margin — even when the broker has gone away, and it

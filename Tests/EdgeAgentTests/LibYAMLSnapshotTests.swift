@@ -1,12 +1,11 @@
 import Configuration
 import EdgeConfiguration
+import EdgeCore
 import EdgePublisher
 import FleetcastCore
 import FleetcastTestSupport
 import Foundation
 import Testing
-
-@testable import EdgeCore
 
 @Suite("LibYAML snapshot")
 struct LibYAMLSnapshotTests {

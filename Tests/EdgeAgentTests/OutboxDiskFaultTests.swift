@@ -1,3 +1,6 @@
+import EdgeCore
+import EdgeOutbox
+import EdgePublisher
 import EdgeTestSupport
 import FleetProtocol
 import FleetcastTestSupport
@@ -6,10 +9,6 @@ import GNSS
 import InMemoryLogging
 import Logging
 import Testing
-
-@testable import EdgeCore
-@testable import EdgeOutbox
-@testable import EdgePublisher
 
 #if canImport(Glibc)
 import Glibc

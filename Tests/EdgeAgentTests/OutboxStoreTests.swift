@@ -1,3 +1,5 @@
+import EdgeCore
+import EdgeOutbox
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
@@ -5,9 +7,6 @@ import GNSS
 import InMemoryLogging
 import Logging
 import Testing
-
-@testable import EdgeCore
-@testable import EdgeOutbox
 
 #if canImport(Glibc)
 import Glibc

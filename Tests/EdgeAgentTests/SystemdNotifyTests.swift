@@ -1,3 +1,7 @@
+import EdgeAgent
+import EdgeCore
+import EdgeOutbox
+import EdgePublisher
 import EdgeTestSupport
 import FleetProtocol
 import FleetcastCore
@@ -5,11 +9,6 @@ import FleetcastTestSupport
 import Foundation
 import Logging
 import Testing
-
-@testable import EdgeAgent
-@testable import EdgeCore
-@testable import EdgeOutbox
-@testable import EdgePublisher
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,6 @@
+import EdgeCore
 import FleetProtocol
 import Testing
-
-@testable import EdgeCore
 
 /// The batched uplink's hold, as plain values: how long a batch that is not full waits for
 /// company, on the monotonic clock, whatever the wall clock says.

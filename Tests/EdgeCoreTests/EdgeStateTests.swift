@@ -1,10 +1,9 @@
+import EdgeCore
 import FleetProtocol
 import FleetcastTestSupport
 import GNSS
 import MQTTCore
 import Testing
-
-@testable import EdgeCore
 
 /// The edge's scenarios on a virtual clock: an outage and its back-offs, a backlog drained at its
 /// rate, the status cadence, a batched uplink's window. No task, no timer, no broker: the test

@@ -1,8 +1,7 @@
+import EdgeCore
 import FleetcastTestSupport
 import GNSS
 import Testing
-
-@testable import EdgeCore
 
 /// The joining of each instant's heading into its fix, as plain values: the orders receivers
 /// send them in, a compass faster than the receiver, a compass that stops, a source without

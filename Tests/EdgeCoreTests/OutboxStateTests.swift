@@ -1,6 +1,5 @@
+import EdgeCore
 import Testing
-
-@testable import EdgeCore
 
 /// The outbox's state machine, driven with plain values: no tasks, no storage.
 @Suite("Outbox state")

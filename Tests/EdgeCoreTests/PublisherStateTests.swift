@@ -1,10 +1,9 @@
+import EdgeCore
 import FleetProtocol
 import FleetcastTestSupport
 import GNSS
 import Logging
 import Testing
-
-@testable import EdgeCore
 
 /// The publisher's decisions, driven with plain values: no tasks, no clocks, no broker.
 /// Instants are chosen by the test. (The waits on them are the edge state's: `EdgeStateTests`.)

@@ -1,3 +1,6 @@
+import EdgeCore
+import EdgeOutbox
+import EdgePublisher
 import EdgeTestSupport
 import FleetProtocol
 import FleetcastTestSupport
@@ -5,10 +8,6 @@ import Foundation
 import GNSS
 import Logging
 import Testing
-
-@testable import EdgeCore
-@testable import EdgeOutbox
-@testable import EdgePublisher
 
 /// Cellular batching (`uplink.batch`): the publisher sends nothing live but the status; fixes
 /// and headings wait in the outbox and go out as retained `…/batch` messages.

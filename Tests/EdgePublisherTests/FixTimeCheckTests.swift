@@ -1,3 +1,7 @@
+import EdgeConfiguration
+import EdgeCore
+import EdgeOutbox
+import EdgePublisher
 import EdgeTestSupport
 import FleetProtocol
 import FleetcastTestSupport
@@ -6,11 +10,6 @@ import GNSS
 import InMemoryLogging
 import Logging
 import Testing
-
-@testable import EdgeConfiguration
-@testable import EdgeCore
-@testable import EdgeOutbox
-@testable import EdgePublisher
 
 /// The rule for a live receiver's fix times (issue 18, 7): refused when implausibly far from a
 /// synchronized system clock, said once per run, counted; passed when the clock is not

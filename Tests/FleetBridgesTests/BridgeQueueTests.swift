@@ -1,10 +1,9 @@
+import FleetBridges
+import FleetCore
 import FleetProtocol
 import GNSS
 import MQTT
 import Testing
-
-@testable import FleetBridges
-@testable import FleetCore
 
 /// ``BridgeQueue``, the lock around ``BridgeQueueState``, with real tasks: the publisher waits
 /// for the reader, takes the rest after the end, and a cancelled publisher is not left waiting.

@@ -1,8 +1,7 @@
+import FleetCore
 import FleetProtocol
 import GNSS
 import Testing
-
-@testable import FleetCore
 
 /// ``BridgeQueueState`` driven with plain values: vehicles, slots and messages are strings,
 /// waiters integers, time a `Duration`; no task, no broker.

@@ -1,6 +1,5 @@
+import FleetCore
 import Testing
-
-@testable import FleetCore
 
 /// The per-browser coalescing queues, driven with plain strings as vehicles and integers as
 /// waiters: no tasks, no clock.

@@ -1,6 +1,5 @@
+import FleetCore
 import Testing
-
-@testable import FleetCore
 
 /// The recorder's order within a batch and what it may acknowledge, with plain values.
 @Suite struct FairBatchOrderTests {

@@ -1,11 +1,10 @@
+import FleetCore
 import FleetHistory
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import GNSS
 import Testing
-
-@testable import FleetCore
 
 /// Nothing lost end to end: the recorder's history against what the vehicles really
 /// published, through a vehicle's lost store, a redelivery of everything, the recorder's own

@@ -1,11 +1,10 @@
+import FleetCore
 import FleetHistory
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import GNSS
 import Testing
-
-@testable import FleetCore
 
 /// `fleet-watch history`'s formats, read back by what users open them with: GPX validated
 /// against the GPX 1.1 schema by `xmllint` (libxml2), GeoJSON parsed by Foundation's JSON

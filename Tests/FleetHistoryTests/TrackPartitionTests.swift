@@ -1,11 +1,10 @@
+import FleetCore
 import FleetHistory
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import GNSS
 import Testing
-
-@testable import FleetCore
 
 /// Days of the history: the calendar of partition names and retention, checked against
 /// Foundation's Gregorian calendar.

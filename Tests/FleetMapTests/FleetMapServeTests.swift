@@ -1,8 +1,7 @@
+import FleetMap
 import FleetcastTestSupport
 import Foundation
 import Testing
-
-@testable import FleetMap
 
 /// `fleet-watch serve`, the built executable, against a real mosquitto and real
 /// `fleetcast-agent`s on the simulator (`sim:`): the page, Leaflet and the Server-Sent Events

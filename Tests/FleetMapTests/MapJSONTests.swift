@@ -1,3 +1,5 @@
+import FleetCore
+import FleetMap
 import FleetProtocol
 import FleetWatch
 import FleetcastTestSupport
@@ -6,9 +8,6 @@ import GNSS
 import InMemoryLogging
 import Logging
 import Testing
-
-@testable import FleetCore
-@testable import FleetMap
 
 /// The JSON the map page receives, parsed back with Foundation's parser (not the writer under
 /// test), and the feed that produces it.

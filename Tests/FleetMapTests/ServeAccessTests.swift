@@ -1,8 +1,7 @@
+import FleetMap
 import FleetcastTestSupport
 import Foundation
 import Testing
-
-@testable import FleetMap
 
 /// The Host rule against DNS rebinding, without a server.
 @Suite struct HostAllowListTests {

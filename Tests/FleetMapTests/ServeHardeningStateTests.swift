@@ -1,8 +1,7 @@
+import FleetCore
+import FleetMap
 import FleetcastTestSupport
 import Testing
-
-@testable import FleetCore
-@testable import FleetMap
 
 /// The decisions behind `serve`'s hardening, with plain values: no server, no clock, no sleep.
 @Suite struct ServeHardeningStateTests {

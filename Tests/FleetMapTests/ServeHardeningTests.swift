@@ -1,10 +1,9 @@
+import FleetMap
 import FleetcastTestSupport
 import Foundation
 import InMemoryLogging
 import Logging
 import Testing
-
-@testable import FleetMap
 
 #if canImport(Glibc)
 import Glibc

@@ -1,3 +1,4 @@
+import FleetMap
 import FleetProtocol
 import FleetWatch
 import FleetcastTestSupport
@@ -7,8 +8,6 @@ import InMemoryLogging
 import Logging
 import MQTT
 import Testing
-
-@testable import FleetMap
 
 #if canImport(Glibc)
 import Glibc

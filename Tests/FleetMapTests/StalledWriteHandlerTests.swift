@@ -1,10 +1,9 @@
+import FleetMap
 import InMemoryLogging
 import Logging
 import NIOCore
 import NIOEmbedded
 import Testing
-
-@testable import FleetMap
 
 /// The write timeout on a connection, driven on NIO's embedded channel and its manual clock: on
 /// loopback the kernel's send buffer takes megabytes before the server's own side backs up, so

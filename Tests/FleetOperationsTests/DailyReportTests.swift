@@ -1,8 +1,7 @@
+import FleetOperations
 import FleetcastTestSupport
 import GNSS
 import Testing
-
-@testable import FleetOperations
 
 /// The day's summary of the drive.
 @Suite("Daily report")

@@ -1,6 +1,5 @@
+import FleetOperations
 import FleetcastTestSupport
-
-@testable import FleetOperations
 
 extension GeneratedDrive {
     /// The drive as the trip detector reads it.

@@ -1,10 +1,9 @@
+import FleetOperations
 import FleetcastTestSupport
 import Foundation
 import GNSS
 import NMEA
 import Testing
-
-@testable import FleetOperations
 
 /// The rules against real receivers' jitter: gpsd's regression recordings (BSD-2-Clause,
 /// `Tests/NMEATests/Fixtures/gpsd/LICENSE-NOTE.txt`), decoded by the agent's decoder.

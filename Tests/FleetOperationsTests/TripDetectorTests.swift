@@ -1,8 +1,7 @@
+import FleetOperations
 import FleetcastTestSupport
 import GNSS
 import Testing
-
-@testable import FleetOperations
 
 #if canImport(Glibc)
 import Glibc

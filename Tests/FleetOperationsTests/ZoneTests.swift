@@ -1,7 +1,6 @@
+import FleetOperations
 import FleetcastTestSupport
 import Testing
-
-@testable import FleetOperations
 
 /// Zones from GeoJSON, and their enter and exit events with hysteresis.
 @Suite("Zones")

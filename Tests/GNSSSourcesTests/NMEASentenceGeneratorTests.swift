@@ -1,8 +1,7 @@
 import GNSS
+import GNSSSources
 import NMEA
 import Testing
-
-@testable import GNSSSources
 
 @Suite struct NMEASentenceGeneratorTests {
     @Test func sentencesCarryCorrectChecksums() {

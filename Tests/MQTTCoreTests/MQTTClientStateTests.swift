@@ -1,6 +1,5 @@
+import MQTTCore
 import Testing
-
-@testable import MQTTCore
 
 /// The state machine alone, without libmosquitto and without tasks: waits, streams, observers
 /// and `shutdown()` steps are plain names, and every test drives the transitions the callbacks

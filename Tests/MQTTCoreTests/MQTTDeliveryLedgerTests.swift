@@ -1,6 +1,5 @@
+import MQTTCore
 import Testing
-
-@testable import MQTTCore
 
 /// The bookkeeping that keeps acknowledgements from reaching the broker before the consumer
 /// has handled the messages, driven without a broker or a thread.

@@ -1,8 +1,7 @@
 import FleetcastTestSupport
 import Foundation
+import MQTT
 import Testing
-
-@testable import MQTT
 
 #if canImport(Glibc)
 import Glibc

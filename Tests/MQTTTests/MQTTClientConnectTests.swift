@@ -1,9 +1,8 @@
 import FleetcastTestSupport
 import InMemoryLogging
 import Logging
+import MQTT
 import Testing
-
-@testable import MQTT
 
 @Suite struct MQTTClientConnectTests {
     @Test func connectionRefusedWhenNothingListens() async throws {

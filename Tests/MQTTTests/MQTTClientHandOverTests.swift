@@ -3,9 +3,8 @@ import FleetcastTestSupport
 import Foundation
 import InMemoryLogging
 import Logging
+import MQTT
 import Testing
-
-@testable import MQTT
 
 /// A member of a share group that stops while the broker holds a queue for it: against a real
 /// mosquitto, with persistent sessions that acknowledge after handling, as `fleet-watch record`

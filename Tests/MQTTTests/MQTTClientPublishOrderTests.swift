@@ -1,8 +1,7 @@
 import FleetcastCore
 import FleetcastTestSupport
+import MQTT
 import Testing
-
-@testable import MQTT
 
 /// `publish` hands the message to libmosquitto before its first suspension point, so
 /// publishes started as immediate tasks reach the broker in the order they were started even

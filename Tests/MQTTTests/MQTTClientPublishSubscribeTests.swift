@@ -1,7 +1,6 @@
 import FleetcastTestSupport
+import MQTT
 import Testing
-
-@testable import MQTT
 
 @Suite struct MQTTClientPublishSubscribeTests {
     @Test(arguments: MQTTQoS.allCases)

@@ -1,7 +1,6 @@
 import FleetcastTestSupport
+import MQTT
 import Testing
-
-@testable import MQTT
 
 @Suite struct MQTTClientReconnectTests {
     @Test func reconnectsAfterTheBrokerRestartsRestoringSubscriptionsAndQueuedPublishes() async throws {

@@ -1,9 +1,8 @@
 import CMosquitto
 import FleetcastTestSupport
 import Glibc
+import MQTT
 import Testing
-
-@testable import MQTT
 
 @Suite struct MQTTClientSocketOptionsTests {
     /// With Nagle's algorithm on, a QoS 1 fix published right after a QoS 0 heading waits for

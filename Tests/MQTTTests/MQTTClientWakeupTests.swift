@@ -1,7 +1,6 @@
 import FleetcastTestSupport
+import MQTT
 import Testing
-
-@testable import MQTT
 
 /// Once connected, the network loop sleeps in `poll(2)` for up to
 /// `MQTTConfiguration.turnTimeoutMilliseconds` and a request made from another thread wakes

@@ -1,8 +1,7 @@
 import FleetcastTestSupport
 import Foundation
 import Logging
-
-@testable import MQTT
+import MQTT
 
 /// A logger that drops everything (tests that check logs use `InMemoryLogHandler`).
 let quietLogger = Logger(label: "mqtt-tests", factory: { _ in SwiftLogNoOpLogHandler() })

@@ -1,7 +1,6 @@
 import FleetcastTestSupport
+import MQTT
 import Testing
-
-@testable import MQTT
 
 /// What a vehicle's link costs: the client's own count of its bytes on the wire, against what
 /// it sent, over a real broker connection and a reconnection.

@@ -1,7 +1,6 @@
+import FleetcastTestSupport
 import Foundation
 import Testing
-
-@testable import FleetcastTestSupport
 
 #if canImport(Glibc)
 import Glibc

@@ -1,7 +1,6 @@
 import DequeModule
+import TelemetryHub
 import Testing
-
-@testable import TelemetryHub
 
 /// The state machine driven directly, without any task: waiters and source handles are strings.
 @Suite("HubState transitions")
