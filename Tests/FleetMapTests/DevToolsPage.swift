@@ -18,6 +18,8 @@ final class DevToolsPage {
     private let fd: Int32
     private var nextID = 0
     private var buffer: [UInt8] = []
+    /// The page's script errors seen so far (``watchScriptErrors()``).
+    private var errorsSeen: [String] = []
 
     /// Connects to `ws://127.0.0.1:port/path` (a page's `webSocketDebuggerUrl`).
     init(port: Int, path: String, timeoutSeconds: Int = 10) throws {
@@ -60,6 +62,41 @@ final class DevToolsPage {
         return value
     }
 
+    /// Starts collecting the page's script errors: uncaught exceptions (a syntax error in
+    /// `map.js` among them), `console.error` and `console.assert`, and the console's errors from
+    /// JavaScript and from the security policy (a script or style the page's CSP refuses). The
+    /// browser reports what it collected before as well, so errors of the page's load count.
+    func watchScriptErrors() throws {
+        try call("Runtime.enable")
+        try call("Log.enable")
+    }
+
+    /// The script errors the page reported since ``watchScriptErrors()``, up to now.
+    func scriptErrors() throws -> [String] {
+        try call("Runtime.evaluate", ["expression": "0"])  // everything reported before its answer is in
+        return errorsSeen
+    }
+
+    /// Notes `event` if it reports a script error.
+    private func note(_ event: [String: Any]) {
+        let params = event["params"] as? [String: Any] ?? [:]
+        switch event["method"] as? String {
+        case "Runtime.exceptionThrown":
+            let details = params["exceptionDetails"] as? [String: Any] ?? [:]
+            let exception = (details["exception"] as? [String: Any])?["description"] as? String
+            errorsSeen.append("exception: \(exception ?? details["text"] as? String ?? "?") at line \(details["lineNumber"] ?? "?")")
+        case "Runtime.consoleAPICalled" where ["error", "assert"].contains(params["type"] as? String):
+            let arguments = (params["args"] as? [[String: Any]] ?? []).map { "\($0["value"] ?? $0["description"] ?? "?")" }
+            errorsSeen.append("console.\(params["type"] ?? ""): \(arguments.joined(separator: " "))")
+        case "Log.entryAdded":
+            let entry = params["entry"] as? [String: Any] ?? [:]
+            if entry["level"] as? String == "error", ["javascript", "security"].contains(entry["source"] as? String) {
+                errorsSeen.append("console (\(entry["source"] ?? "")): \(entry["text"] ?? "")")
+            }
+        default: break
+        }
+    }
+
     /// Calls the DevTools method `method` with `params` and returns its answer (the whole
     /// message, and its bytes); an `error` answer is thrown.
     @discardableResult
@@ -70,9 +107,11 @@ final class DevToolsPage {
         try sendFrame(Array(try JSONSerialization.data(withJSONObject: request)))
         while true {
             let message = try receiveMessage()
-            guard let object = try JSONSerialization.jsonObject(with: Data(message)) as? [String: Any],
-                object["id"] as? Int == id
-            else { continue }  // an event, or another answer
+            guard let object = try JSONSerialization.jsonObject(with: Data(message)) as? [String: Any] else { continue }
+            guard object["id"] as? Int == id else {
+                note(object)  // an event, or another answer
+                continue
+            }
             if let error = object["error"] { throw Failure(description: "\(method): \(error)") }
             return (object, message)
         }

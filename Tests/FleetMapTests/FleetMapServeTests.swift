@@ -384,6 +384,8 @@ import Testing
                 let distance = try #require(Double(try page.evaluate(offCentre)))
                 #expect(distance < 3, "van-2 is \(distance) px off the map's centre")
                 #expect(fleet.server.isRunning)
+                let scriptErrors = try page.scriptErrors()
+                #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)")
             } catch {
                 await chrome.stop(grace: .seconds(1))
                 await fleet.stop()
@@ -419,7 +421,9 @@ import Testing
                 path = (page?["webSocketDebuggerUrl"] as? String).flatMap { URL(string: $0)?.path }
                 return path != nil
             }
-            return (chrome, try DevToolsPage(port: debugPort, path: try #require(path)))
+            let page = try DevToolsPage(port: debugPort, path: try #require(path))
+            try page.watchScriptErrors()
+            return (chrome, page)
         } catch {
             await chrome.stop(grace: .seconds(1))
             throw error

@@ -91,6 +91,8 @@ import Testing
                         #expect(try page.evaluate(#"document.getElementById("history-status").textContent"#) == "50 fixes")
                         _ = try page.evaluate(#"(() => { document.getElementById("history-clear").click(); return ""; })()"#)
                         #expect(try page.evaluate(#"String(document.body.hasAttribute("data-history-points"))"#) == "false")
+                        let scriptErrors = try page.scriptErrors()
+                        #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)")
                     } catch {
                         await chrome.stop(grace: .seconds(1))
                         throw error
@@ -211,6 +213,8 @@ import Testing
                         if let path = ProcessInfo.processInfo.environment["FLEETCAST_SCREENSHOT"] {
                             try png.write(to: URL(fileURLWithPath: path))
                         }
+                        let scriptErrors = try page.scriptErrors()
+                        #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)")
                     } catch {
                         await chrome.stop(grace: .seconds(1))
                         throw error
