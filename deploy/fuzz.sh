@@ -94,18 +94,29 @@ printf 'acme/fleet/bus.12/heading\n{"v":1,"heading":12.5,"source":"HDT"}' > "$wo
 
 # max_len: a seed piece of a recording is ≤ ~1 KiB (SKY lines: ~3 KiB); a backlog batch may be 32 KiB.
 declare -A max_len=([nmea]=4096 [gpsd]=4096 [fleet-payload]=40000 [compact-batch]=40000 [fleet-message]=40000)
+# One fuzzer a core at a time (each is one process on one core), every target for SECONDS.
+fuzz_one() {
+  local t=$1 status=0
+  local corpus="$work/corpus/$t" crashes="$work/crashes/$t/"
+  mkdir -p "$corpus" "$crashes"
+  SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$build/fuzz-$t" \
+    -max_total_time="$seconds" -max_len="${max_len[$t]}" -timeout=10 -print_final_stats=1 \
+    -artifact_prefix="$crashes" "$corpus" "$work/seeds/$t" > "$work/$t.log" 2>&1 || status=$?
+  echo "$status" > "$work/$t.status"
+}
+cores=$(nproc 2>/dev/null || echo 1)
+for t in "${targets[@]}"; do
+  echo "==> fuzzing $t for $seconds s (corpus $work/corpus/$t, log $work/$t.log)"
+  fuzz_one "$t" &
+  [ "$(jobs -rp | wc -l)" -lt "$cores" ] || wait -n
+done
+wait
+
 failed=0
 summary=()
 for t in "${targets[@]}"; do
-  corpus="$work/corpus/$t"
-  crashes="$work/crashes/$t/"
-  mkdir -p "$corpus" "$crashes"
   log="$work/$t.log"
-  echo "==> fuzzing $t for $seconds s (corpus $corpus, log $log)"
-  status=0
-  SWIFT_BACKTRACE=enable=no ASAN_OPTIONS=detect_leaks=0 "$build/fuzz-$t" \
-    -max_total_time="$seconds" -max_len="${max_len[$t]}" -timeout=10 -print_final_stats=1 \
-    -artifact_prefix="$crashes" "$corpus" "$work/seeds/$t" > "$log" 2>&1 || status=$?
+  status=$(cat "$work/$t.status")
   execs=$(grep -o 'stat::number_of_executed_units: [0-9]*' "$log" | awk '{print $2}' | tail -1 || true)
   cov=$(grep -E '^#[0-9]+' "$log" | grep -o 'cov: [0-9]* ft: [0-9]*' | tail -1 || true)
   if [ "$status" -eq 0 ]; then

@@ -23,6 +23,8 @@
 # (libmosquitto-dev, libyaml-dev, pkg-config). Prints the two packages' paths last, one a line:
 # the vehicle's, then the fleet side's.
 # FLEETCAST_DEB_SCRATCH: the build folder (default .build-deb; kept, so a rebuild is quick).
+# FLEETCAST_DEB_BUILD_ONLY=1: build the two programs and stop (deploy/test.sh builds them while
+# the tests run, and packages them after).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -42,6 +44,7 @@ echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationE
 echo "==> building fleet-watch (release, static Swift stdlib and Foundation)" >&2
 "${build[@]}" --product fleet-watch >&2
 bin=$("${build[@]}" --show-bin-path)
+if [ -n "${FLEETCAST_DEB_BUILD_ONLY:-}" ]; then exit 0; fi
 
 # Full Foundation (and ICU, its tens of MB) must stay out of the vehicle's binary: the agent
 # and its dependencies use FoundationEssentials only. A new `import Foundation` brings it back.

@@ -76,3 +76,9 @@ public func builtProduct(_ name: String) -> String {
     while directory.path.contains(".xctest") { directory = directory.deletingLastPathComponent() }
     return directory.appendingPathComponent(name).path
 }
+
+/// Whether the build the running tests came from built the executable product `name` (the
+/// ThreadSanitizer build leaves the fleet side, and so `fleet-watch`, out).
+public func isBuilt(_ name: String) -> Bool {
+    FileManager.default.isExecutableFile(atPath: builtProduct(name))
+}

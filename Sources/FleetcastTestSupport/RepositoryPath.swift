@@ -1,9 +1,8 @@
 import Foundation
 
 /// The checkout's own files (fixtures, the sample configuration, the shipped broker files) for
-/// tests, found from the calling test's source file through symbolic links: the
-/// ThreadSanitizer manifest (`deploy/tsan/Package.swift`) reaches the same test files through
-/// links, and its `#filePath` is the link's.
+/// tests, found from the calling test's source file (links resolved, should the checkout be
+/// reached through one).
 public enum RepositoryPath {
     /// The absolute path of `relative` (e.g. `config/agent.yaml`) in the checkout holding the
     /// caller's source file: the nearest folder above it, links resolved, with a `Package.swift`.

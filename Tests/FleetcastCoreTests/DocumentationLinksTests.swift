@@ -6,7 +6,7 @@ import Testing
 /// a `#fragment`, a heading of that file (GitHub's anchors: lower case, punctuation dropped,
 /// spaces as hyphens). A section moved to another page without its links is a failure here.
 @Suite struct DocumentationLinksTests {
-    /// The repository (found from this file, links resolved: deploy/fast reaches it through one).
+    /// The repository (found from this file).
     static let root = URL(fileURLWithPath: RepositoryPath.of("."))
 
     /// GitHub's anchor of a heading's text.
