@@ -269,15 +269,17 @@ public struct BridgeQueueLimits: Sendable, Equatable {
     /// events dropped. Each costs the bridge its pending messages and the translator's memory
     /// of it.
     public var maximumVehicles: Int
-    /// The most messages pending for one vehicle, each for its own topic (default 4; the
-    /// translators use two topics per vehicle at most).
+    /// The most messages pending for one vehicle, each for its own topic (default 8; the
+    /// translators use six topics per vehicle at most: Home Assistant's four discovery configs,
+    /// its attributes and its zone events, which a vehicle's first fix, or its return, sends at
+    /// once).
     public var maximumSlotsPerVehicle: Int
     /// How long without drops ends a drop episode (default 60 s): the next drop is warned
     /// about again.
     public var dropEpisodeQuietTime: Duration
 
     /// Limits; each at least 1 (the quiet time at least zero).
-    public init(maximumVehicles: Int = 100_000, maximumSlotsPerVehicle: Int = 4, dropEpisodeQuietTime: Duration = .seconds(60)) {
+    public init(maximumVehicles: Int = 100_000, maximumSlotsPerVehicle: Int = 8, dropEpisodeQuietTime: Duration = .seconds(60)) {
         self.maximumVehicles = max(1, maximumVehicles)
         self.maximumSlotsPerVehicle = max(1, maximumSlotsPerVehicle)
         self.dropEpisodeQuietTime = max(.zero, dropEpisodeQuietTime)

@@ -13,9 +13,12 @@ struct BridgeCommand: AsyncParsableCommand {
         commandName: "bridge",
         abstract: "Republishes the fleet for Home Assistant (MQTT discovery) or OwnTracks.",
         discussion: """
-            homeassistant: a retained discovery config per vehicle on \
-            <discovery-prefix>/device_tracker/<vehicle>/config and its position on \
-            <attributes-prefix>/<vehicle>/attributes; availability follows the vehicle's status. \
+            homeassistant: retained discovery configs per vehicle, a device with a tracker \
+            (<discovery-prefix>/device_tracker/<vehicle>/config), speed (km/h) and course sensors \
+            (<discovery-prefix>/sensor/<vehicle>/speed/config, …/course/config), and its position \
+            on <attributes-prefix>/<vehicle>/attributes; availability follows the vehicle's status. \
+            A vehicle that comes back after going offline is discovered again (once its configs \
+            were cleared to remove it, as docs/fleet-watch.md says). \
             owntracks: a retained location message per fix on owntracks/<owntracks-user>/<vehicle>. \
             The bridge publishes through a second connection whose client id and user name end in \
             -pub (bridge+owntracks reads, bridge+owntracks-pub publishes, with the same password; \
@@ -26,7 +29,11 @@ struct BridgeCommand: AsyncParsableCommand {
             replaced by a newer one) and the vehicles take turns, so one cannot crowd out the others. \
             With --zones, the fleet's zones: owntracks publishes the apps' enter and leave events \
             (_type transition) on owntracks/<owntracks-user>/<vehicle>/event, each one, never \
-            replaced; homeassistant adds the zones a vehicle is in to its attributes ("zones").
+            replaced; homeassistant adds the zones a vehicle is in to its attributes ("zones") and \
+            an event entity (<discovery-prefix>/event/<vehicle>/zone/config) whose enter and exit \
+            events go on <attributes-prefix>/<vehicle>/zone, each one. With \
+            --recorder-zone-events, that entity reads the zone events `record --zones` publishes \
+            instead (the bridge then publishes none).
             """
     )
 
@@ -48,6 +55,12 @@ struct BridgeCommand: AsyncParsableCommand {
 
     @Option(help: "Home Assistant: the prefix of the attributes topics the bridge publishes.")
     var attributesPrefix: String = "fleetcast/homeassistant"
+
+    @Option(
+        help: ArgumentHelp(
+            "Home Assistant: the zone event entity reads the recorder's zone events on <prefix>/<vehicle>.",
+            discussion: "The recorder's --zone-events-topic (its default: fleetcast/zones).", valueName: "prefix"))
+    var recorderZoneEvents: String?
 
     @OptionGroup var zoneOptions: ZoneOptions
 
@@ -72,7 +85,8 @@ struct BridgeCommand: AsyncParsableCommand {
 
     private func homeAssistantOptions() throws -> HomeAssistantTranslator.Options {
         try HomeAssistantTranslator.Options(
-            discoveryPrefix: discoveryPrefix, attributesPrefix: attributesPrefix, fleetTopics: connection.topics())
+            discoveryPrefix: discoveryPrefix, attributesPrefix: attributesPrefix, fleetTopics: connection.topics(),
+            recorderZoneEvents: recorderZoneEvents)
     }
 
     func run() async throws {

@@ -210,7 +210,8 @@ struct BrokerIdentityTests {
                 Set(subscriber.messagesSoFar.compactMap { $0.split(separator: " ", maxSplits: 1).first.map(String.init) })
             }
             let expected: Set = [
-                "homeassistant/device_tracker/van-1/config", "fleetcast/homeassistant/van-1/attributes", "fleet/van-1/status",
+                "homeassistant/device_tracker/van-1/config", "homeassistant/sensor/van-1/speed/config",
+                "homeassistant/sensor/van-1/course/config", "fleetcast/homeassistant/van-1/attributes", "fleet/van-1/status",
             ]
             try await waitUntil("Home Assistant's discovery config and attributes", timeout: .seconds(20)) {
                 expected.isSubset(of: topics(homeAssistant))

@@ -1,4 +1,5 @@
 import FleetCore
+import FleetOperations
 import FleetProtocol
 import GNSS
 import Testing
@@ -155,6 +156,30 @@ import Testing
         }
         #expect(warning.reason == .slotLimit)
         #expect(drain(&state) == ["y1", "x2"])
+    }
+
+    /// Issue 44: Home Assistant's first fix of a vehicle with zones is six messages for six
+    /// topics (four discovery configs, the attributes, a zone event) at once; none is dropped
+    /// under the default limits, each in its own slot as ``FleetBridges``' queue gives them.
+    @Test func aVehiclesWholeFirstBurstToHomeAssistantFitsTheDefaultLimits() throws {
+        let zone = #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"name":"Depot","radius":50},"#
+            + #""geometry":{"type":"Point","coordinates":[11.0,48.0]}}]}"#
+        var translator = HomeAssistantTranslator(
+            options: try .init(), zones: BridgeZones(zones: try ZoneSet.parse(Array(zone.utf8))))
+        let van = VehicleID("van-7")!
+        let fix = Fix(time: UTCTimestamp(millisecondsSince1970: 1_767_323_045_000), latitude: 48, longitude: 11, mode: .threeD)
+        let outputs = translator.outputs(for: .fix(van, seq: 1, fix), at: .zero)
+        #expect(outputs.count == 6)
+        var state = BridgeQueueState<String, String, String, Int>()
+        for (n, output) in outputs.enumerated() {
+            let slot = output.coalesces ? output.message.topic : "\(output.message.topic) #\(n)"
+            guard case .none = state.enqueue(output.message.topic, vehicle: "van-7", slot: slot, position: output.position, at: .zero)
+            else {
+                Issue.record("\(output.message.topic) not queued")
+                continue
+            }
+        }
+        #expect(drain(&state) == outputs.map(\.message.topic))
     }
 
     @Test func theRoundRobinQueueKeepsItsOrderAcrossCompactions() {

@@ -75,4 +75,52 @@ import Testing
         }
         #expect(Self.object(without[0].message.payload)["zones"] == nil, "no zones attribute without --zones")
     }
+
+    @Test("Home Assistant: zone enter and exit as the messages of an MQTT event entity, never coalesced")
+    func homeAssistantZoneEvents() throws {
+        var translator = HomeAssistantTranslator(options: try .init(), zones: try Self.zones())
+        let outputs = Self.events().flatMap { translator.outputs(for: $0, at: .zero) }
+        let config = try #require(outputs.first { $0.message.topic == "homeassistant/event/van-7/zone/config" })
+        let entity = Self.object(config.message.payload)
+        #expect(config.message.retain && entity["unique_id"] as? String == "fleetcast_van-7_zone")
+        #expect(entity["state_topic"] as? String == "fleetcast/homeassistant/van-7/zone")
+        #expect(entity["event_types"] as? [String] == ["enter", "exit"])
+        #expect(entity["value_template"] == nil, "the payload is the event itself")
+        #expect((entity["device"] as? [String: Any])?["identifiers"] as? [String] == ["fleetcast_van-7"])
+
+        let events = outputs.filter { $0.message.topic == "fleetcast/homeassistant/van-7/zone" }
+        let objects = events.map { Self.object($0.message.payload) }
+        // Home Assistant's event platform: `event_type`, one of `event_types`; the rest become
+        // the event's attributes. Not retained: it drops a replayed retained event.
+        #expect(
+            objects.map { "\($0["event_type"] ?? "?") \($0["zone"] ?? "?")" } == [
+                "enter Depot", "exit Depot", "enter Customer", "exit Customer",
+            ])
+        #expect(objects.allSatisfy { $0["time"] is String && $0["latitude"] is Double && $0["longitude"] is Double })
+        #expect(objects.allSatisfy { $0["vehicle"] as? String == "van-7" })
+        #expect(events.allSatisfy { !$0.coalesces && !$0.message.retain && $0.message.qos == .atLeastOnce })
+
+        // Without zones: no event entity, no zone message.
+        var plain = HomeAssistantTranslator(options: try .init())
+        let without = Self.events().flatMap { plain.outputs(for: $0, at: .zero) }
+        #expect(without.allSatisfy { !$0.message.topic.contains("/event/") && !$0.message.topic.hasSuffix("/zone") })
+    }
+
+    @Test("Home Assistant: the event entity can read the recorder's zone events instead of the bridge's")
+    func homeAssistantRecorderZoneEvents() throws {
+        // With or without the bridge's own zones (then only its `zones` attribute).
+        for zones in [nil, try Self.zones()] {
+            var translator = HomeAssistantTranslator(options: try .init(recorderZoneEvents: "fleetcast/zones"), zones: zones)
+            let outputs = Self.events().flatMap { translator.outputs(for: $0, at: .zero) }
+            let config = try #require(outputs.first { $0.message.topic == "homeassistant/event/van-7/zone/config" })
+            let entity = Self.object(config.message.payload)
+            #expect(entity["state_topic"] as? String == "fleetcast/zones/van-7")
+            // The recorder's payload (docs/operations.md) has `event`, not `event_type`.
+            let template = try #require(entity["value_template"] as? String)
+            #expect(template.contains("'event_type': value_json.event") && template.contains("'zone': value_json.zone"))
+            #expect(template.hasSuffix("| to_json }}"))
+            #expect(!outputs.contains { $0.message.topic.hasPrefix("fleetcast/zones/") }, "the recorder publishes them, not the bridge")
+        }
+        #expect(throws: FleetTopics.InvalidPrefix.self) { try HomeAssistantTranslator.Options(recorderZoneEvents: "zones/#") }
+    }
 }

@@ -36,6 +36,12 @@ import Testing
             speed: 10, track: track, mode: .threeD, satellitesUsed: 9, eph: eph, epv: 7.44)
     }
 
+    /// The discovery topics of van-7 without zones: the tracker, the speed and course sensors.
+    let configTopics = [
+        "homeassistant/device_tracker/van-7/config", "homeassistant/sensor/van-7/speed/config",
+        "homeassistant/sensor/van-7/course/config",
+    ]
+
     func translator(discoveryPrefix: String = "homeassistant") throws -> HomeAssistantTranslator {
         HomeAssistantTranslator(options: try .init(discoveryPrefix: discoveryPrefix))
     }
@@ -43,7 +49,7 @@ import Testing
     @Test func aVehicleIsAnnouncedOnceWithARetainedDiscoveryConfigAsTheDocsDescribe() throws {
         var t = try translator()
         let first = t.messages(for: .fix(van, seq: 1, fix()))
-        #expect(first.map(\.topic) == ["homeassistant/device_tracker/van-7/config", "fleetcast/homeassistant/van-7/attributes"])
+        #expect(first.map(\.topic) == configTopics + ["fleetcast/homeassistant/van-7/attributes"])
         #expect(first.allSatisfy { $0.retain && $0.qos == .atLeastOnce })
         #expect(t.messages(for: .fix(van, seq: 2, fix())).map(\.topic) == ["fleetcast/homeassistant/van-7/attributes"])
 
@@ -65,7 +71,9 @@ import Testing
         var t = try translator()
         let config = try jsonObject(try #require(t.messages(for: .fix(van, seq: 1, fix())).first))
         #expect(config["availability_topic"] as? String == "fleet/van-7/status")
-        #expect(config["availability_template"] as? String == "{{ value_json.state }}")
+        #expect(
+            config["availability_template"] as? String
+                == "{{ value_json.state if value_json is defined and value_json.state is defined else 'offline' }}")
         // What the template yields from the agent's status payloads, compared with the payloads.
         for state in [VehicleStatus.State.online, .offline] {
             let status = try jsonObject(String(decoding: FleetPayload.encode(VehicleStatus(vehicle: van, state: state)), as: UTF8.self))
@@ -84,7 +92,7 @@ import Testing
     @Test func attributesCarryTheLocationAndTheMobileAppsUnits() throws {
         var t = try translator()
         let messages = t.messages(for: .fix(van, seq: 1, fix(track: 271.64)))
-        let a = try jsonObject(messages[1])
+        let a = try jsonObject(messages[3])
         #expect(a["latitude"] as? Double == 48.1234568)
         #expect(a["longitude"] as? Double == -3.25)
         #expect(a["gps_accuracy"] as? Double == 4.6)  // eph, m
@@ -97,7 +105,7 @@ import Testing
         #expect(a["satellites"] as? Int == 9)
         #expect(a["vehicle"] as? String == "van-7")
 
-        let unknown = try jsonObject(try #require(t.messages(for: .fix(van, seq: 2, fix(eph: nil))).first))
+        let unknown = try jsonObject(try #require(t.messages(for: .fix(van, seq: 2, fix(eph: nil))).last))
         #expect(unknown["gps_accuracy"] == nil && unknown["course"] == nil)
     }
 
@@ -131,7 +139,7 @@ import Testing
         var t = try translator()
         let online = VehicleStatus(vehicle: van, state: .online, agentVersion: "0.3.0-rc.1+deb12_amd64")
         let first = t.messages(for: .status(online), at: .seconds(0))
-        #expect(first.map(\.topic) == ["homeassistant/device_tracker/van-7/config"])
+        #expect(first.map(\.topic) == configTopics)
         #expect(try swVersion(first[0]) == "0.3.0-rc.1+deb12_amd64")
         #expect(t.messages(for: .status(online), at: .seconds(100)).isEmpty)
         #expect(t.messages(for: .status(VehicleStatus(vehicle: van, state: .offline)), at: .seconds(200)).isEmpty)  // no version: kept
@@ -155,7 +163,8 @@ import Testing
         for n in 0..<500 {
             let version = n == 0 ? String(repeating: "x", count: 200) : "1.0.\(n)"
             let now = Duration.milliseconds(100 * n)
-            for message in t.messages(for: .status(VehicleStatus(vehicle: van, state: .online, agentVersion: version)), at: now) {
+            for message in t.messages(for: .status(VehicleStatus(vehicle: van, state: .online, agentVersion: version)), at: now)
+            where message.topic == configTopics[0] {
                 configs.append((now, try swVersion(message)))
             }
         }
@@ -168,7 +177,7 @@ import Testing
         let attributesOnly = t.messages(for: .fix(van, seq: 1, fix()), at: .milliseconds(60_099)).map(\.topic)
         #expect(attributesOnly == ["fleetcast/homeassistant/van-7/attributes"])
         let late = t.messages(for: .fix(van, seq: 2, fix()), at: .milliseconds(60_100))
-        #expect(late.map(\.topic) == ["homeassistant/device_tracker/van-7/config", "fleetcast/homeassistant/van-7/attributes"])
+        #expect(late.map(\.topic) == configTopics + ["fleetcast/homeassistant/van-7/attributes"])
         #expect(try swVersion(late[0]) == "1.0.499")
         // Nothing changed since: no config, however long after.
         #expect(t.messages(for: .fix(van, seq: 3, fix()), at: .seconds(600)).count == 1)
@@ -205,6 +214,85 @@ import Testing
         for bad in ["", "a/+/b", "#", "a//b", "$SYS"] {
             #expect(throws: FleetTopics.InvalidPrefix.self, "\(bad)") { try HomeAssistantTranslator.Options(discoveryPrefix: bad) }
             #expect(throws: FleetTopics.InvalidPrefix.self, "\(bad)") { try HomeAssistantTranslator.Options(attributesPrefix: bad) }
+        }
+    }
+
+    @Test func speedAndCourseAreSensorsOfTheVehiclesDeviceInKmhAndDegrees() throws {
+        var t = try translator()
+        let configs = try t.messages(for: .fix(van, seq: 1, fix(track: 90))).prefix(3).map(jsonObject)
+        let (tracker, speed, course) = (configs[0], configs[1], configs[2])
+        #expect(speed["unique_id"] as? String == "fleetcast_van-7_speed")
+        #expect(course["unique_id"] as? String == "fleetcast_van-7_course")
+        #expect(speed["name"] as? String == "Speed" && course["name"] as? String == "Course")
+        // Both read the retained attributes message: m/s × 3.6, and the course as it is.
+        for sensor in [speed, course] {
+            #expect(sensor["state_topic"] as? String == "fleetcast/homeassistant/van-7/attributes")
+            #expect(sensor["availability_topic"] as? String == tracker["availability_topic"] as? String)
+            #expect(sensor["availability_template"] as? String == tracker["availability_template"] as? String)
+            let device = try #require(sensor["device"] as? [String: Any])
+            #expect(device["identifiers"] as? [String] == ["fleetcast_van-7"], "one device per vehicle")
+        }
+        #expect(
+            speed["value_template"] as? String
+                == "{{ (value_json.speed * 3.6) | round(1) if value_json is defined and value_json.speed is defined else None }}")
+        #expect(speed["device_class"] as? String == "speed" && speed["unit_of_measurement"] as? String == "km/h")
+        #expect(speed["state_class"] as? String == "measurement")
+        #expect(
+            course["value_template"] as? String
+                == "{{ value_json.course if value_json is defined and value_json.course is defined else None }}")
+        #expect(course["unit_of_measurement"] as? String == "°" && course["device_class"] == nil)
+        // No zone event entity without zones.
+        #expect(!t.entities.contains(.zone))
+        // A vehicle id with `.` or `_`: its own node id, one to one.
+        #expect(t.configTopic(VehicleID("van.7")!, .speed) == "homeassistant/sensor/van_2e7/speed/config")
+    }
+
+    @Test func aVehicleThatComesBackAfterGoingOfflineIsDiscoveredAgain() throws {
+        var t = try translator()
+        func configs(_ event: FleetEvent, at seconds: Double) -> [String] {
+            t.messages(for: event, at: .milliseconds(Int64((seconds * 1000).rounded()))).map(\.topic).filter {
+                $0.hasPrefix("homeassistant/")
+            }
+        }
+        let online = FleetEvent.status(VehicleStatus(vehicle: van, state: .online))
+        let offline = FleetEvent.status(VehicleStatus(vehicle: van, state: .offline))
+        #expect(configs(online, at: 0) == configTopics)
+        #expect(configs(.fix(van, seq: 1, fix()), at: 1).isEmpty)
+        #expect(configs(online, at: 30).isEmpty, "online again without offline between: nothing new")
+        // Stopped (its configs then cleared from Home Assistant), and started again.
+        #expect(configs(offline, at: 40).isEmpty)
+        #expect(configs(offline, at: 50).isEmpty, "a second offline is not a return")
+        #expect(configs(online, at: 60) == configTopics, "back: discovered again at once")
+        #expect(configs(.fix(van, seq: 2, fix()), at: 61).isEmpty)
+
+        // In a share group another bridge may get the online: a fix after offline is a return too.
+        #expect(configs(offline, at: 100).isEmpty)
+        #expect(configs(.fix(van, seq: 3, fix()), at: 110) == configTopics)
+
+        // Flapping: at most once per 5 s, the one held back with the first event after.
+        var announced: [Int] = []
+        for n in 0..<100 {
+            if !configs(n % 2 == 0 ? offline : online, at: 200 + Double(n) / 10).isEmpty { announced.append(n) }
+        }
+        #expect(announced == [1, 51], "the first online, then 5 s after it")
+        #expect(configs(.fix(van, seq: 4, fix()), at: 215) == configTopics, "the return held back since 205.1 s")
+        #expect(configs(.fix(van, seq: 5, fix()), at: 216).isEmpty)
+    }
+
+    @Test func everyTemplateReadsAClearedTopicWithoutAnError() throws {
+        // Home Assistant renders a template with `value_json` only when the payload is JSON; an
+        // empty retained message (a topic cleared) leaves it undefined, and reading a field of
+        // it then logs "Template variable error". Each template tests for it first.
+        var t = try translator()
+        let configs = try t.messages(for: .fix(van, seq: 1, fix())).prefix(3).map(jsonObject)
+        #expect(
+            configs[0]["json_attributes_template"] as? String
+                == "{{ value if value_json is defined and value_json is mapping else '{}' }}")
+        for config in configs {
+            for key in ["availability_template", "value_template", "json_attributes_template"] {
+                guard let template = config[key] as? String else { continue }
+                #expect(template.hasPrefix("{{ ") && template.contains("value_json is defined"), "\(key): \(template)")
+            }
         }
     }
 

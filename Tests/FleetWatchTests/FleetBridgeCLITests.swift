@@ -1,3 +1,4 @@
+import FleetCore
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation
@@ -201,12 +202,77 @@ import Testing
 
             // Availability: what `availability_template` reads from `availability_topic`.
             let availabilityTopic = try #require(config["availability_topic"] as? String)
-            #expect(config["availability_template"] as? String == "{{ value_json.state }}")
+            #expect(config["availability_template"] as? String == HomeAssistantTranslator.availabilityTemplate)
             let online = try jsonObject(try #require(try await retainedPayload(broker, availabilityTopic)))
             #expect(online["state"] as? String == config["payload_available"] as? String)
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.offline), retain: true)
             let offline = try jsonObject(try #require(try await retainedPayload(broker, availabilityTopic)))
             #expect(offline["state"] as? String == config["payload_not_available"] as? String)
+            #expect(bridge.isRunning)
+        }
+    }
+
+    /// Issue 44: with zones, zone enter and exit on the event entity's topic; removed as
+    /// docs/fleet-watch.md says, then started again: discovered again within 10 s, the same
+    /// bridge still running.
+    @Test func homeAssistantRediscoversAVehicleThatComesBackAfterItsRemoval() async throws {
+        try await withBroker { broker in
+            let zonesFile = "\(broker.directory)/zones.geojson"
+            try GeneratedDrive.depotAndCustomerZones.write(toFile: zonesFile, atomically: true, encoding: .utf8)
+            let configTopics = [
+                "ha/device_tracker/van-7/config", "ha/sensor/van-7/speed/config", "ha/sensor/van-7/course/config",
+                "ha/event/van-7/zone/config",
+            ]
+            let zoneEvents = try await MosquittoCLI.subscribe(broker: broker, filter: "fleetcast/homeassistant/van-7/zone", count: 2)
+            let bridge = try await startBridge(
+                ["--to", "homeassistant", "--discovery-prefix", "ha", "--zones", zonesFile], broker: broker, name: "bridge-ha-again")
+            defer { bridge.send(SIGKILL) }
+
+            /// What the agent publishes when it starts: online, then fixes from the start to the Depot and out.
+            func drive(from seq: UInt64, at start: Int64) async throws {
+                try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.online), retain: true)
+                for (n, (north, east)) in [(0.0, 0.0), (4_500, 0), (4_505, 2), (4_500, 1_500)].enumerated() {
+                    let position = GeneratedDrive.position(north: north, east: east)
+                    let fix = Fix(
+                        time: later(start + Int64(n) * 60), latitude: position.latitude, longitude: position.longitude, speed: 10,
+                        mode: .threeD, eph: 3.2)
+                    try await MosquittoCLI.publish(
+                        broker: broker, topic: "fleet/van-7/fix",
+                        message: String(decoding: FleetPayload.encode(fix, vehicle: "van-7", seq: seq + UInt64(n)), as: UTF8.self),
+                        retain: true)
+                }
+            }
+            try await drive(from: 1, at: 0)
+            for topic in configTopics {
+                try await waitUntilAsync("\(topic) retained") { try await retainedPayload(broker, topic) != nil }
+            }
+            let events = await zoneEvents.messages(timeout: .seconds(20)).map {
+                try? jsonObject(String($0.dropFirst("fleetcast/homeassistant/van-7/zone ".utf8.count)))
+            }
+            #expect(events.map { "\($0?["event_type"] ?? "?") \($0?["zone"] ?? "?")" } == ["enter Depot", "exit Depot"])
+            let entity = try jsonObject(try #require(try await retainedPayload(broker, "ha/event/van-7/zone/config")))
+            #expect(entity["state_topic"] as? String == "fleetcast/homeassistant/van-7/zone")
+            #expect(entity["event_types"] as? [String] == ["enter", "exit"])
+
+            // Removed as the docs say: the agent stopped (its offline), the configs cleared,
+            // then the attributes and the fleet's retained topics.
+            try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: statusJSON(.offline), retain: true)
+            for topic in configTopics + ["fleetcast/homeassistant/van-7/attributes", "fleet/van-7/fix", "fleet/van-7/status"] {
+                try await MosquittoCLI.publish(broker: broker, topic: topic, message: "", retain: true)
+            }
+            #expect(try await MosquittoCLI.retained(broker: broker, topic: "ha/#", timeoutSeconds: 2) == nil, "removed")
+            try await Task.sleep(for: .seconds(HomeAssistantTranslator.rediscoveryInterval.components.seconds))
+
+            // Started again: discovered again, with no bridge restart, within 10 s.
+            let started = ContinuousClock.now
+            try await drive(from: 5, at: 600)
+            for topic in configTopics {
+                try await waitUntilAsync("\(topic) retained again", timeout: .seconds(10)) {
+                    try await retainedPayload(broker, topic) != nil
+                }
+            }
+            let elapsed = ContinuousClock.now - started
+            #expect(elapsed < .seconds(10), "rediscovered after \(elapsed)")
             #expect(bridge.isRunning)
         }
     }
