@@ -162,7 +162,8 @@ import Testing
     /// topics (four discovery configs, the attributes, a zone event) at once; none is dropped
     /// under the default limits, each in its own slot as ``FleetBridges``' queue gives them.
     @Test func aVehiclesWholeFirstBurstToHomeAssistantFitsTheDefaultLimits() throws {
-        let zone = #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"name":"Depot","radius":50},"#
+        let zone =
+            #"{"type":"FeatureCollection","features":[{"type":"Feature","properties":{"name":"Depot","radius":50},"#
             + #""geometry":{"type":"Point","coordinates":[11.0,48.0]}}]}"#
         var translator = HomeAssistantTranslator(
             options: try .init(), zones: BridgeZones(zones: try ZoneSet.parse(Array(zone.utf8))))
