@@ -27,6 +27,18 @@ let declaresEdge = tier != "pure"
 /// Whether this build declares the fleet side, the programs' products and the benchmarks.
 let declaresFleet = tier == ""
 
+/// The products of the mirrored packages that several targets use, named once.
+let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
+let inMemoryLogging = Target.Dependency.product(name: "InMemoryLogging", package: "swift-log")
+let dequeModule = Target.Dependency.product(name: "DequeModule", package: "swift-collections")
+let orderedCollections = Target.Dependency.product(name: "OrderedCollections", package: "swift-collections")
+let argumentParser = Target.Dependency.product(name: "ArgumentParser", package: "swift-argument-parser")
+let nioCore = Target.Dependency.product(name: "NIOCore", package: "swift-nio")
+let serviceLifecycle = Target.Dependency.product(name: "ServiceLifecycle", package: "swift-service-lifecycle")
+let asyncAlgorithms = Target.Dependency.product(name: "AsyncAlgorithms", package: "swift-async-algorithms")
+let postgresNIO = Target.Dependency.product(name: "PostgresNIO", package: "postgres-nio")
+let hummingbirdTLS = Target.Dependency.product(name: "HummingbirdTLS", package: "hummingbird")
+
 // MARK: The pure modules and their tests
 
 /// Decisions and formats: no I/O, no C, no clock. Their tests run with plain values, no
@@ -57,8 +69,8 @@ let pureModules: [Target] = [
         name: "EdgeCore",
         dependencies: [
             "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore",
-            .product(name: "DequeModule", package: "swift-collections"),
-            .product(name: "Logging", package: "swift-log"),
+            dequeModule,
+            logging,
         ]
     ),
     // Test support shared by the MQTT, agent and fleet-watch tests: a real mosquitto
@@ -73,7 +85,7 @@ let pureFleetModules: [Target] = [
         name: "FleetCore",
         dependencies: [
             "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore", "JSONEscaping", "FleetOperations",
-            .product(name: "OrderedCollections", package: "swift-collections"),
+            orderedCollections,
         ]
     ),
     // What a fleet's vehicles did, pure: trips and stops cut from their fixes.
@@ -93,7 +105,7 @@ let pureTests: [Target] = [
     .testTarget(
         name: "EdgeCoreTests",
         dependencies: [
-            "EdgeCore", "FleetProtocol", "GNSS", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
+            "EdgeCore", "FleetProtocol", "GNSS", "FleetcastTestSupport", logging,
         ]
     ),
     .testTarget(name: "FleetOperationsTests", dependencies: ["FleetOperations", "GNSS", "FleetcastTestSupport", "NMEA"]),
@@ -111,20 +123,20 @@ let pureTests: [Target] = [
 let edgeModules: [Target] = [
     // The command-line options fleetcast-agent and fleet-watch share (broker credentials).
     .target(
-        name: "FleetcastCommandLine", dependencies: [.product(name: "ArgumentParser", package: "swift-argument-parser")]
+        name: "FleetcastCommandLine", dependencies: [argumentParser]
     ),
     // The multi-subscriber broadcaster between sources and consumers.
     .target(
         name: "TelemetryHub",
-        dependencies: ["FleetcastCore", .product(name: "DequeModule", package: "swift-collections")]
+        dependencies: ["FleetcastCore", dequeModule]
     ),
     // Serial, gpsd, replay and simulated receivers as restartable async sequences.
     .target(
         name: "GNSSSources",
         dependencies: [
             "GNSS", "NMEA", "FleetcastCore", "JSONEscaping",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "NIOCore", package: "swift-nio"),
+            logging,
+            nioCore,
             .product(name: "NIOPosix", package: "swift-nio"),
         ]
     ),
@@ -153,7 +165,7 @@ let edgeModules: [Target] = [
         name: "MQTT",
         dependencies: [
             "MQTTCore", "CMosquitto", "CTCPTraffic", "FleetcastCore", "JSONEscaping",
-            .product(name: "Logging", package: "swift-log"),
+            logging,
         ]
     ),
     // The agent's durable outbox: everything unacknowledged, in SQLite (or memory), with its
@@ -162,9 +174,9 @@ let edgeModules: [Target] = [
         name: "EdgeOutbox",
         dependencies: [
             "EdgeCore", "FleetcastCore", "GNSS", "FleetProtocol",
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "DequeModule", package: "swift-collections"),
+            nioCore,
+            logging,
+            dequeModule,
             .product(name: "SQLiteNIO", package: "sqlite-nio"),
         ]
     ),
@@ -174,7 +186,7 @@ let edgeModules: [Target] = [
         name: "EdgePublisher",
         dependencies: [
             "EdgeCore", "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "CTimex",
-            .product(name: "Logging", package: "swift-log"),
+            logging,
         ]
     ),
     // The agent's configuration: YAML file (libyaml), environment and flags, validated.
@@ -182,7 +194,7 @@ let edgeModules: [Target] = [
         name: "EdgeConfiguration",
         dependencies: [
             "EdgeCore", "FleetProtocol", "MQTTCore", "FleetcastCore", "CYAML",
-            .product(name: "Logging", package: "swift-log"),
+            logging,
             .product(name: "Configuration", package: "swift-configuration"),
         ]
     ),
@@ -193,18 +205,18 @@ let edgeModules: [Target] = [
         dependencies: [
             "EdgeConfiguration", "EdgePublisher", "EdgeOutbox",
             "GNSS", "GNSSSources", "TelemetryHub", "FleetProtocol", "MQTT", "FleetcastCore", "CLoadedCode",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            logging,
+            serviceLifecycle,
         ]
     ),
     .executableTarget(
         name: "fleetcast-agent",
         dependencies: [
             "GNSS", "NMEA", "FleetProtocol", "EdgeAgent", "EdgeConfiguration", "FleetcastCore", "FleetcastCommandLine",
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            argumentParser,
+            logging,
+            nioCore,
+            serviceLifecycle,
         ]
     ),
     // Senders that hold or record what the publisher sends, and a test's quick timings: for
@@ -218,14 +230,14 @@ let edgeModules: [Target] = [
 let edgeTests: [Target] = [
     .testTarget(
         name: "TelemetryHubTests",
-        dependencies: ["TelemetryHub", "FleetcastTestSupport", .product(name: "DequeModule", package: "swift-collections")]
+        dependencies: ["TelemetryHub", "FleetcastTestSupport", dequeModule]
     ),
     .testTarget(
         name: "MQTTTests",
         dependencies: [
             "MQTT", "FleetcastTestSupport", "FleetcastCore",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "InMemoryLogging", package: "swift-log"),
+            logging,
+            inMemoryLogging,
         ]
     ),
     // The publisher in process, against held and recording senders and real SQLite stores.
@@ -234,7 +246,7 @@ let edgeTests: [Target] = [
         dependencies: [
             "EdgePublisher", "EdgeOutbox", "EdgeCore", "EdgeConfiguration", "GNSS", "FleetProtocol", "MQTT",
             "FleetcastTestSupport", "EdgeTestSupport", "FleetcastCore",
-            .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            logging, inMemoryLogging,
         ]
     ),
     .testTarget(
@@ -242,7 +254,7 @@ let edgeTests: [Target] = [
         dependencies: [
             "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "EdgeCore", "GNSS", "FleetProtocol", "MQTT",
             "FleetcastTestSupport", "EdgeTestSupport", "FleetcastCore",
-            .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            logging, inMemoryLogging,
         ]
     ),
 ]
@@ -259,8 +271,8 @@ let fleetModules: [Target] = [
         name: "FleetWatch",
         dependencies: [
             "FleetCore", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "JSONEscaping",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            logging,
+            serviceLifecycle,
         ]
     ),
     // Track history: the fleet's fixes and headings into PostgreSQL (`fleet-watch record`)
@@ -269,10 +281,10 @@ let fleetModules: [Target] = [
         name: "FleetHistory",
         dependencies: [
             "FleetCore", "GNSS", "FleetProtocol", "FleetWatch", "FleetcastCore", "FleetOperations", "JSONEscaping",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
+            logging,
+            asyncAlgorithms,
+            serviceLifecycle,
+            postgresNIO,
         ]
     ),
     // The bridges: the fleet's messages republished in Home Assistant's MQTT discovery and
@@ -281,8 +293,8 @@ let fleetModules: [Target] = [
         name: "FleetBridges",
         dependencies: [
             "FleetCore", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastCore",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            logging,
+            serviceLifecycle,
         ]
     ),
     // The live map: an HTTP server pushing the fleet to browsers (Leaflet page, SSE).
@@ -292,14 +304,14 @@ let fleetModules: [Target] = [
             "FleetCore", "FleetWatch", "FleetProtocol", "FleetcastCore", "JSONEscaping", "GNSS",
             .product(name: "Hummingbird", package: "hummingbird"),
             .product(name: "HummingbirdCore", package: "hummingbird"),
-            .product(name: "HummingbirdTLS", package: "hummingbird"),
+            hummingbirdTLS,
             .product(name: "HTTPTypes", package: "swift-http-types"),
             .product(name: "HummingbirdAuth", package: "hummingbird-auth"),
             .product(name: "HummingbirdBasicAuth", package: "hummingbird-auth"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "NIOCore", package: "swift-nio"),
-            .product(name: "OrderedCollections", package: "swift-collections"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            logging,
+            nioCore,
+            orderedCollections,
+            serviceLifecycle,
         ],
         // The page: HTML, script and style, embedded in the binary (MapPage).
         resources: [.embedInCode("Page/map.html"), .embedInCode("Page/map.js"), .embedInCode("Page/map.css")]
@@ -312,11 +324,11 @@ let fleetModules: [Target] = [
             "JSONEscaping",
             "CMalloc",
             "FleetcastCommandLine",
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "HummingbirdTLS", package: "hummingbird"),
-            .product(name: "ArgumentParser", package: "swift-argument-parser"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "ServiceLifecycle", package: "swift-service-lifecycle"),
+            postgresNIO,
+            hummingbirdTLS,
+            argumentParser,
+            logging,
+            serviceLifecycle,
         ]
     ),
     // The benchmarks: a development tool, not a product, never packaged (`swift build -c
@@ -329,9 +341,9 @@ let fleetModules: [Target] = [
             "EdgePublisher", "FleetHistory", "FleetOperations",
             // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
             "GNSSSources", "FleetcastTestSupport", "FleetcastCore",
-            .product(name: "AsyncAlgorithms", package: "swift-async-algorithms"),
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
+            asyncAlgorithms,
+            logging,
+            postgresNIO,
         ],
         // openpty(3) for the pseudo-terminal: in libc since glibc 2.34, in libutil before.
         linkerSettings: [.linkedLibrary("util", .when(platforms: [.linux]))]
@@ -342,7 +354,7 @@ let fleetTests: [Target] = [
         name: "GNSSSourcesTests",
         dependencies: [
             "GNSSSources", "GNSS", "FleetProtocol", "NMEA", "FleetcastCore", "FleetcastTestSupport",
-            .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            logging, inMemoryLogging,
         ],
         resources: [.copy("Fixtures")]
     ),
@@ -350,8 +362,8 @@ let fleetTests: [Target] = [
         name: "FleetWatchTests",
         dependencies: [
             "FleetCore",
-            "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", .product(name: "Logging", package: "swift-log"),
-            .product(name: "InMemoryLogging", package: "swift-log"),
+            "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", logging,
+            inMemoryLogging,
         ]
     ),
     .testTarget(
@@ -363,8 +375,8 @@ let fleetTests: [Target] = [
         dependencies: [
             "FleetCore",
             "FleetHistory", "FleetWatch", "FleetProtocol", "GNSS", "FleetcastTestSupport",
-            .product(name: "Logging", package: "swift-log"),
-            .product(name: "PostgresNIO", package: "postgres-nio"),
+            logging,
+            postgresNIO,
         ],
         resources: [.copy("Fixtures")]
     ),
@@ -373,9 +385,9 @@ let fleetTests: [Target] = [
         dependencies: [
             "FleetCore",
             "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", "FleetHistory",
-            .product(name: "PostgresNIO", package: "postgres-nio"),
-            .product(name: "NIOCore", package: "swift-nio"), .product(name: "NIOEmbedded", package: "swift-nio"),
-            .product(name: "Logging", package: "swift-log"), .product(name: "InMemoryLogging", package: "swift-log"),
+            postgresNIO,
+            nioCore, .product(name: "NIOEmbedded", package: "swift-nio"),
+            logging, inMemoryLogging,
         ]
     ),
 ]
