@@ -33,14 +33,16 @@ package final class HoldingSender: MessageSending {
         var held: [Int: CheckedContinuation<Void, any Error>] = [:]
         var results: [Int: Bool] = [:]  // completion decided before the send registered: ok?
         var automatic: Duration?
-        var watchers: [(id: Int, predicate: @Sendable (Snapshot) -> Bool, continuation: CheckedContinuation<Void, Never>)] = []
-        var nextWatcher = 0
+        var watchers: [(predicate: @Sendable (Snapshot) -> Bool, waiter: Waiter<Void>)] = []
 
-        mutating func readyWatchers() -> [CheckedContinuation<Void, Never>] {
+        /// Takes the watchers whose condition now holds, to resume once the lock is released.
+        /// (Checked here, under the lock, at every change: some are equalities a later change
+        /// would pass by.)
+        mutating func readyWatchers() -> [Waiter<Void>] {
             let snapshot = self.snapshot
             let ready = watchers.filter { $0.predicate(snapshot) }
             watchers.removeAll { $0.predicate(snapshot) }
-            return ready.map(\.continuation)
+            return ready.map(\.waiter)
         }
     }
 
@@ -55,14 +57,14 @@ package final class HoldingSender: MessageSending {
 
     package func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         // Everything up to the first suspension is synchronous: the "transport" has the message.
-        let (index, automatic, ready) = state.withLock { state -> (Int, Duration?, [CheckedContinuation<Void, Never>]) in
+        let (index, automatic, ready) = state.withLock { state -> (Int, Duration?, [Waiter<Void>]) in
             let index = state.snapshot.started.count
             state.snapshot.started.append(Started(topic: topic, payload: payload, qos: qos, retain: retain))
             state.snapshot.outstanding.insert(index)
             state.snapshot.mostOutstanding = max(state.snapshot.mostOutstanding, state.snapshot.outstanding.count)
             return (index, state.automatic, state.readyWatchers())
         }
-        for continuation in ready { continuation.resume() }
+        for waiter in ready { waiter.resume() }
         if let automatic {
             try? await Task.sleep(for: automatic)
             finish(index, ok: true)
@@ -106,34 +108,25 @@ package final class HoldingSender: MessageSending {
 
     /// Returns once `predicate` holds for the sender's state (bounded by the caller's timeout).
     package func waitUntil(_ predicate: @escaping @Sendable (Snapshot) -> Bool) async {
-        let id = state.withLock { state -> Int in
-            state.nextWatcher += 1
-            return state.nextWatcher
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { state -> Bool in
-                    if predicate(state.snapshot) || Task.isCancelled { return true }
-                    state.watchers.append((id, predicate, continuation))
-                    return false
+        await suspend(
+            register: { waiter in
+                state.withLock { state in
+                    if predicate(state.snapshot) || Task.isCancelled { return false }
+                    state.watchers.append((predicate, waiter))
+                    return true
                 }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                defer { state.watchers.removeAll { $0.id == id } }
-                return state.watchers.filter { $0.id == id }.map(\.continuation)
-            }
-            for continuation in waiting { continuation.resume() }
-        }
+            },
+            cancel: { id in
+                state.withLock { state in state.watchers.firstIndex { $0.waiter.id == id }.map { state.watchers.remove(at: $0).waiter } }
+            })
     }
 
     private func finish(_ index: Int, ok: Bool) {
-        let ready = state.withLock { state -> [CheckedContinuation<Void, Never>] in
+        let ready = state.withLock { state -> [Waiter<Void>] in
             guard state.snapshot.outstanding.remove(index) != nil else { return [] }
             if ok { state.snapshot.succeeded.append(index) }
             return state.readyWatchers()
         }
-        for continuation in ready { continuation.resume() }
+        for waiter in ready { waiter.resume() }
     }
 }

@@ -32,15 +32,13 @@ package final class RecordingSender: MessageSending {
         var refusal: (@Sendable (String, Int) -> Int?)?
         /// Send attempts so far: a waiter that read the snapshot at one count waits for the next.
         var generation = 0
-        var watchers: [(id: Int, continuation: CheckedContinuation<Void, Never>)] = []
-        var nextWatcher = 0
+        var watchers = Waiters<Waiter<Void>>()
 
         /// Counts an attempt and takes every watcher, to resume once the lock is released (each
         /// checks its condition again, outside the lock).
-        mutating func readyWatchers() -> [CheckedContinuation<Void, Never>] {
+        mutating func readyWatchers() -> [Waiter<Void>] {
             generation += 1
-            defer { watchers.removeAll() }
-            return watchers.map(\.continuation)
+            return watchers.removeAll()
         }
     }
 
@@ -63,14 +61,14 @@ package final class RecordingSender: MessageSending {
     package func send(topic: String, payload: [UInt8], qos: MQTTQoS, retain: Bool) async throws {
         try Task.checkCancellation()
         let message = Sent(topic: topic, payload: payload, qos: qos, retain: retain)
-        let (ready, failed, refused) = state.withLock { state -> ([CheckedContinuation<Void, Never>], Bool, Int?) in
+        let (ready, failed, refused) = state.withLock { state -> ([Waiter<Void>], Bool, Int?) in
             state.snapshot.attempted.append(message)
             if state.failing { return (state.readyWatchers(), true, nil) }
             if let code = state.refusal?(topic, payload.count) { return (state.readyWatchers(), false, code) }
             state.snapshot.sent.append(message)
             return (state.readyWatchers(), false, nil)
         }
-        for continuation in ready { continuation.resume() }
+        for waiter in ready { waiter.resume() }
         if failed { throw Unreachable() }
         if let refused { throw MQTTError.publishRejected(topic: topic, reasonCode: refused, reason: "refused by the test broker") }
     }
@@ -106,26 +104,15 @@ package final class RecordingSender: MessageSending {
 
     /// Returns once a send attempt after the `generation`th was made, or when cancelled.
     private func nextAttempt(after generation: Int) async {
-        let id = state.withLock { state -> Int in
-            state.nextWatcher += 1
-            return state.nextWatcher
-        }
-        await withTaskCancellationHandler {
-            await withCheckedContinuation { (continuation: CheckedContinuation<Void, Never>) in
-                let now = state.withLock { state -> Bool in
-                    if state.generation != generation || Task.isCancelled { return true }
-                    state.watchers.append((id, continuation))
-                    return false
+        await suspend(
+            register: { waiter in
+                state.withLock { state in
+                    if state.generation != generation || Task.isCancelled { return false }
+                    state.watchers.insert(waiter, id: waiter.id)
+                    return true
                 }
-                if now { continuation.resume() }
-            }
-        } onCancel: {
-            let waiting = state.withLock { state -> [CheckedContinuation<Void, Never>] in
-                defer { state.watchers.removeAll { $0.id == id } }
-                return state.watchers.filter { $0.id == id }.map(\.continuation)
-            }
-            for continuation in waiting { continuation.resume() }
-        }
+            },
+            cancel: { id in state.withLock { $0.watchers.remove(id: id) } })
     }
 }
 
