@@ -155,7 +155,8 @@ public final class AgentService: Service {
             store.degradedReason == nil
             ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
         let publisher = Publisher(
-            settings: settings, sender: link, store: store, logger: logger, clockSynchronized: clockSynchronized)
+            settings: settings, sender: link, store: store, logger: logger, clockSynchronized: clockSynchronized,
+            awaitsConnection: true)
         logStart(outboxPath: outboxPath)
         let events = FiniteOrLive(finite: finiteSource, hub: hub)
         // The configuration is loaded, the store open and the source started (the hub starts

@@ -154,6 +154,12 @@ package struct OutboxState<LiveWaiter> {
     private var liveWaiter: LiveWaiter?
     /// A live back-off is in progress: nothing goes live until it ends.
     package private(set) var liveHeld = false
+    /// The broker link is down (lost, or not connected yet): nothing goes live until it is
+    /// back. What would have gone waits as the newest of its kind, or as backlog.
+    package private(set) var linkDown = false
+    /// The link has just connected: nothing goes live before the status of that connection
+    /// (``linkConnected(statusFirst:)``, then ``setStatus(_:)``) has been handed out.
+    package private(set) var statusFirst = false
     /// Per kind, the newest record the broker acknowledged live: an older one that failed must
     /// not replace it as the retained message, so it is sent as backlog instead.
     private var newestLiveAcknowledged: [OutboundMessage.Kind: UInt64] = [:]
@@ -183,14 +189,18 @@ package struct OutboxState<LiveWaiter> {
     package private(set) var drops = VehicleStatus.Drops()
     package private(set) var closed = false
 
-    /// A state starting from what the store held.
-    package init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool) {
+    /// A state starting from what the store held; `linkDown`: nothing goes live until
+    /// ``linkConnected(statusFirst:)`` (a sender that reports its connections).
+    package init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool, linkDown: Bool = false) {
         self.settings = settings
+        self.linkDown = linkDown
         self.nextSeq = opening.nextSeq
         self.memoryOnly = memoryOnly
         self.reservedSeq = memoryOnly ? .max : opening.reservedSeq
         self.storedCount = opening.count
-        self.drops.unclean = opening.uncleanSkipped
+        // Numbers skipped after an unclean stop are not losses: they were reserved, not all
+        // used, and a new numbering run begins (no reader sees a gap). What the crash did lose
+        // (numbered in its last sync interval, neither stored nor delivered) is not known here.
     }
 
     // MARK: Intake
@@ -250,7 +260,7 @@ package struct OutboxState<LiveWaiter> {
     /// record (within the window and the reservation). `.some(nil)`: closed and nothing left;
     /// `nil`: wait with ``setLiveWaiter(_:)``.
     package mutating func nextLive() -> LiveItem?? {
-        if liveHeld { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
+        if liveHeld || linkDown { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
         let inflight = liveInflight.count + (statusInflight == nil ? 0 : 1)
         if inflight >= settings.liveWindow { liveRefilling = true }
         if liveRefilling, inflight > settings.liveWindow / 2 {
@@ -260,8 +270,10 @@ package struct OutboxState<LiveWaiter> {
         if let status = pendingStatus, statusInflight == nil, inflight < settings.liveWindow {
             pendingStatus = nil
             statusInflight = status
+            statusFirst = false
             return .some(.status(status))
         }
+        if statusFirst { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
         if inflight < settings.liveWindow, let first = liveQueue.first, first.seq < reservedSeq {
             liveQueue.removeFirst()
             liveInflight[first.seq] = first
@@ -274,6 +286,25 @@ package struct OutboxState<LiveWaiter> {
     /// Holds live sending back (a live send failed: the publisher backs off) or lets it go on.
     package mutating func holdLive(_ held: Bool) -> Resumptions {
         liveHeld = held
+        return serve()
+    }
+
+    /// The broker link was lost: nothing goes live until it connects again (a message handed
+    /// over now would wait inside the MQTT client and reach the next connection before its
+    /// status).
+    package mutating func linkLost() -> Resumptions {
+        linkDown = true
+        return serve()
+    }
+
+    /// The broker link connected. `statusFirst`: a status of this connection is coming
+    /// (``setStatus(_:)``); it supersedes one not yet sent, and goes before any record.
+    package mutating func linkConnected(statusFirst: Bool) -> Resumptions {
+        linkDown = false
+        if statusFirst {
+            self.statusFirst = true
+            pendingStatus = nil
+        }
         return serve()
     }
 
@@ -325,7 +356,8 @@ package struct OutboxState<LiveWaiter> {
     /// The status in flight was delivered (`true`) or not; an undelivered one is sent again
     /// unless a newer one is waiting.
     package mutating func statusSent(_ delivered: Bool) -> Resumptions {
-        if !delivered, pendingStatus == nil { pendingStatus = statusInflight }
+        // (Not after a new connection: its own status is coming, and goes first.)
+        if !delivered, pendingStatus == nil, !statusFirst { pendingStatus = statusInflight }
         statusInflight = nil
         return serve()
     }
@@ -499,8 +531,11 @@ package struct OutboxState<LiveWaiter> {
 
     // MARK: Internals
 
+    /// What a commit must not drop for age or size: what is live (waiting or in flight) or in a
+    /// backlog batch on its way, which will be delivered.
     private var protectedSeqs: Set<UInt64> {
         var protected = Set(liveInflight.keys)
+        for record in liveQueue { protected.insert(record.seq) }
         for seq in backlogInflight ?? [] { protected.insert(seq) }
         return protected
     }
@@ -551,11 +586,13 @@ package struct OutboxState<LiveWaiter> {
         generation += 1
     }
 
-    /// Drops the oldest unwritten heading, else fix, that is not in flight; `false` when every
+    /// Drops the oldest unwritten heading, else fix, that is not in flight (live, or in a
+    /// backlog batch read from memory: delivered, it would be no loss); `false` when every
     /// unwritten record is in flight (nothing can be dropped now).
     private mutating func dropOldestUnwritten() -> Bool {
+        let batch = Set(backlogInflight ?? [])
         for kind in [OutboundMessage.Kind.heading, .fix] {
-            if let index = unwritten.firstIndex(where: { $0.kind == kind && liveInflight[$0.seq] == nil }) {
+            if let index = unwritten.firstIndex(where: { $0.kind == kind && liveInflight[$0.seq] == nil && !batch.contains($0.seq) }) {
                 let seq = unwritten.remove(at: index).seq
                 liveQueue.removeAll { $0.seq == seq }
                 drops.full += 1

@@ -27,8 +27,9 @@ import MQTT
 /// - *sync*: once per ``Settings/syncInterval`` (sooner when the reserved numbers run out) one
 ///   transaction writes what is unacknowledged and deletes what was acknowledged.
 ///
-/// A failed send is retried after a jittered back-off, or at once after ``retryNow()``. The
-/// retained `status` goes at start, on a GNSS or storage change, and at most once per
+/// A failed send is retried after a jittered back-off, or at once after ``retryNow()`` or
+/// ``linkConnected()``. The retained `status` goes at start, first on every connection (`since`
+/// that connection), on a GNSS or storage change, and at most once per
 /// ``Settings/statusInterval`` while counts move; ``finish()`` leads to `offline`.
 public final class Publisher: Sendable {
     /// The QoS of status and backlog messages (the contract fixes it at 1).
@@ -57,10 +58,14 @@ public final class Publisher: Sendable {
     ///     check of fix times.
     ///   - clockSynchronized: whether that clock is synchronized now (the check of fix times
     ///     refuses only against a synchronized clock).
+    ///   - awaitsConnection: the sender's connections are reported (``linkConnected()``,
+    ///     ``linkLost()``): nothing goes live before the first, nor while the link is down, and
+    ///     each connection's `online` status goes before anything else on it.
     public init(
         settings: Settings, sender: any MessageSending, store: OutboxStore, logger: Logger,
         now: @escaping @Sendable () -> UTCTimestamp = SystemUTCClock.now,
-        clockSynchronized: @escaping @Sendable () -> Bool = SystemClockSynchronization.isSynchronized
+        clockSynchronized: @escaping @Sendable () -> Bool = SystemClockSynchronization.isSynchronized,
+        awaitsConnection: Bool = false
     ) {
         self.settings = settings
         self.sender = sender
@@ -74,7 +79,9 @@ public final class Publisher: Sendable {
         self.liveTopics = (settings.topics.fix(settings.vehicle), settings.topics.heading(settings.vehicle))
         let report = self.report
         self.edge = EdgeShell(
-            EdgeShell.Edge(settings: settings, opening: store.opening, run: store.run, degraded: store.degradedReason, now: .now),
+            EdgeShell.Edge(
+                settings: settings, opening: store.opening, run: store.run, degraded: store.degradedReason, now: .now,
+                awaitingLink: awaitsConnection),
             logger: logger, outboxPath: store.storage.location,
             writeStatus: { [sender] in report.online(.init($0, traffic: sender.traffic)) })
         let first = report.online(edge.read { [traffic = sender.traffic] in $0.statusFigures(traffic: traffic) })
@@ -233,7 +240,19 @@ public final class Publisher: Sendable {
         edge.act { $0.finish(wallMilliseconds: wall, at: instant) }
     }
 
-    /// Says the transport is usable now (the agent calls it when its MQTT link has connected):
+    /// Says the broker link has connected (the first time, or again after a loss, to any
+    /// broker): an `online` status `since` now goes first, then what waits, with no back-off.
+    public func linkConnected() {
+        let (since, instant) = (now(), ContinuousClock.now)
+        edge.act { $0.linkConnected(since: since, at: instant) }
+    }
+
+    /// Says the broker link was lost: nothing goes live until ``linkConnected()``.
+    public func linkLost() {
+        edge.act { $0.linkLost() }
+    }
+
+    /// Says the transport is usable now (a sender that does not report its connections):
     /// back-offs in progress end at once, so what waits goes out without waiting out a delay
     /// meant for an unreachable broker.
     public func retryNow() {
