@@ -426,13 +426,18 @@ package final class SQLiteOutboxStorage: OutboxStorage {
                 result.bytes -= length + OutboxRecord.overheadBytes
             }
         }
-        // Age limit: everything accepted before the cut-off.
+        // Age limit: everything accepted before the cut-off but what is on its way to the broker
+        // (delivered, it is no loss; it expires at the next commit if it fails).
+        let protected = batch.protected.sorted()
+        let unprotected =
+            protected.isEmpty ? "" : " AND seq NOT IN (\(Array(repeating: "?", count: protected.count).joined(separator: ", ")))"
+        let expiryBinds =
+            [SQLiteData.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))] + protected.map { .integer(SQLiteInt64(clamping: $0)) }
         let expired = try await db.fetch(
-            "SELECT count(*), coalesce(sum(length(payload)), 0) FROM event WHERE storedAt < ?",
-            [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))]
+            "SELECT count(*), coalesce(sum(length(payload)), 0) FROM event WHERE storedAt < ?\(unprotected)", expiryBinds
         ).first
         if let n = expired?.integer(0), n > 0 {
-            _ = try await db.fetch("DELETE FROM event WHERE storedAt < ?", [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))])
+            _ = try await db.fetch("DELETE FROM event WHERE storedAt < ?\(unprotected)", expiryBinds)
             result.expired = UInt64(n)
             result.count -= Int(n)
             result.bytes -= Int(expired?.integer(1) ?? 0) + Int(n) * OutboxRecord.overheadBytes
