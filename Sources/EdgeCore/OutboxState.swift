@@ -39,8 +39,9 @@ package enum OutboxCondition: Hashable, Sendable {
 /// 1. ``accept(_:)`` puts it in `unwritten` (to be written by the next commit) and, as the newest
 ///    of its kind, in the live queue (in batched mode it is backlog from the start). A newer
 ///    record of the same kind that arrives before it was sent takes its place in the live
-///    queue: the older one becomes backlog (in lossless mode, a replay, nothing is displaced:
-///    every record goes live, in order).
+///    queue, unless live sending can take both now (``canGoLiveNow(_:)``): the older one
+///    becomes backlog (in lossless mode, a replay, nothing is displaced: every record goes
+///    live, in order).
 /// 2. The live sender takes it with ``nextLive()`` (up to `liveWindow` in flight), then reports
 ///    ``liveAcknowledged(_:)`` or ``liveFailed(_:)`` (retried live while it is the newest of its
 ///    kind, else backlog).
@@ -157,6 +158,9 @@ package struct OutboxState<LiveWaiter> {
     /// The broker link is down (lost, or not connected yet): nothing goes live until it is
     /// back. What would have gone waits as the newest of its kind, or as backlog.
     package private(set) var linkDown = false
+    /// The sender reports its connections (``linkConnected(statusFirst:)``, ``linkLost()``): the
+    /// link's state is known.
+    private var linkReported = false
     /// The link has just connected: nothing goes live before the status of that connection
     /// (``linkConnected(statusFirst:)``, then ``setStatus(_:)``) has been handed out.
     package private(set) var statusFirst = false
@@ -194,6 +198,7 @@ package struct OutboxState<LiveWaiter> {
     package init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool, linkDown: Bool = false) {
         self.settings = settings
         self.linkDown = linkDown
+        self.linkReported = linkDown
         self.nextSeq = opening.nextSeq
         self.memoryOnly = memoryOnly
         self.reservedSeq = memoryOnly ? .max : opening.reservedSeq
@@ -222,7 +227,7 @@ package struct OutboxState<LiveWaiter> {
         if storageProblem != nil, unwritten.count > settings.memoryLimit { _ = dropOldestUnwritten() }
         // Batched: backlog from the start; the commit that writes it moves the generation.
         guard !settings.batched else { return (true, serve()) }
-        if settings.lossless {
+        if settings.lossless || canGoLiveNow(record) {
             insertSorted(record, into: &liveQueue)
         } else {
             if let index = liveQueue.firstIndex(where: { $0.kind == record.kind }), liveQueue[index].seq < record.seq {
@@ -235,6 +240,22 @@ package struct OutboxState<LiveWaiter> {
             }
         }
         return (true, serve())
+    }
+
+    /// Whether `record` can go live right behind what waits: the link is known to be up (its
+    /// sender reports its connections), nothing holds live sending, the window has room for
+    /// everything queued, and nothing newer of its kind is queued or in flight. Then a record
+    /// of its kind queued an instant before is not displaced into the backlog: it has not
+    /// failed to go live, the live sender was only busy for that instant (with a status, as
+    /// when a source's first fixes come in one burst). Both go, in order; the retained message
+    /// ends with the newer. (Without reports of the link, a record not taken may wait on a link
+    /// that is down: only the newest of its kind waits.)
+    private func canGoLiveNow(_ record: OutboxRecord) -> Bool {
+        guard linkReported, !linkDown, !liveHeld, !liveRefilling,
+            liveInflight.count + liveQueue.count + (statusInflight == nil ? 0 : 1) < settings.liveWindow
+        else { return false }
+        return !liveQueue.contains { $0.kind == record.kind && $0.seq > record.seq }
+            && !liveInflight.values.contains { $0.kind == record.kind && $0.seq > record.seq }
     }
 
     /// Asks for what has been accepted so far to be sent now rather than when its batch is
@@ -294,6 +315,7 @@ package struct OutboxState<LiveWaiter> {
     /// status).
     package mutating func linkLost() -> Resumptions {
         linkDown = true
+        linkReported = true
         return serve()
     }
 
@@ -301,6 +323,7 @@ package struct OutboxState<LiveWaiter> {
     /// (``setStatus(_:)``); it supersedes one not yet sent, and goes before any record.
     package mutating func linkConnected(statusFirst: Bool) -> Resumptions {
         linkDown = false
+        linkReported = true
         if statusFirst {
             self.statusFirst = true
             pendingStatus = nil

@@ -259,6 +259,29 @@ struct EdgeStateTests {
         #expect(edge.outbox.backlogCount == 2)
     }
 
+    @Test(
+        "a source's first fixes in one burst while the live sender is busy with a status: both go live, in order, none as backlog"
+    )
+    func burstWhileBusyGoesLive() throws {
+        var edge = makeEdge()
+        carryOut(edge.linkConnected(since: Fixes.time(0), at: at(0)), &edge)
+        guard case .status = try #require(nextItem(&edge)) else {
+            Issue.record("the connection's status goes first")
+            return
+        }
+        // The GNSS state's status, then two fixes at once, before the sender asks again.
+        carryOut(receive(&edge, second: 1), &edge)
+        carryOut(receive(&edge, second: 2), &edge)
+        #expect(edge.outbox.backlogCount == 0, "nothing failed to go live")
+        _ = edge.liveSent(.status(statusMessage(nil)), topic: "fleet/van-1/status", .success(()), at: at(2010))
+        guard case .status = try #require(nextItem(&edge)) else {
+            Issue.record("the GNSS state's status")
+            return
+        }
+        #expect(liveSeq(&edge) == 1)
+        #expect(liveSeq(&edge) == 2, "then the newer: the retained fix ends with it")
+    }
+
     @Test("a connection during the stop asks for no status and holds nothing back")
     func connectionDuringTheStop() {
         var edge = makeEdge()
