@@ -28,8 +28,8 @@ struct BrokerLinkService: Service {
                 // The first state is the current one: the first connection.
                 for await state in link.connectionStates() {
                     switch state {
-                    case .connected: publisher.linkConnected()
-                    case .disconnected: publisher.linkLost()
+                    case .connected: publisher.link(connected: true)
+                    case .disconnected: publisher.link(connected: false)
                     case .idle, .connecting, .reconnecting, .closed: break
                     }
                 }

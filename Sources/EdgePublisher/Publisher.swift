@@ -27,10 +27,9 @@ import MQTT
 /// - *sync*: once per ``Settings/syncInterval`` (sooner when the reserved numbers run out) one
 ///   transaction writes what is unacknowledged and deletes what was acknowledged.
 ///
-/// A failed send is retried after a jittered back-off, or at once after ``retryNow()`` or
-/// ``linkConnected()``. The retained `status` goes at start, first on every connection (`since`
-/// that connection), on a GNSS or storage change, and at most once per
-/// ``Settings/statusInterval`` while counts move; ``finish()`` leads to `offline`.
+/// A failed send is retried after a jittered back-off, or at once on a connection. The retained
+/// `status` goes first on every connection (``link(connected:)``), on a GNSS or storage change,
+/// and at most once per ``Settings/statusInterval`` while counts move; then `offline`.
 public final class Publisher: Sendable {
     /// The QoS of status and backlog messages (the contract fixes it at 1).
     public static let statusQoS = MQTTQoS.atLeastOnce
@@ -41,7 +40,7 @@ public final class Publisher: Sendable {
     let logger: Logger
     let now: UTCTimestampSource
     private let clockSynchronized: @Sendable () -> Bool
-    /// Writes the statuses (`online` since this run's start, `offline`, the last will).
+    /// Writes the statuses (`online` since the connection, `offline`, the last will).
     private let report: StatusReport
     let storage: any OutboxStorage
     let edge: EdgeShell
@@ -58,14 +57,10 @@ public final class Publisher: Sendable {
     ///     check of fix times.
     ///   - clockSynchronized: whether that clock is synchronized now (the check of fix times
     ///     refuses only against a synchronized clock).
-    ///   - awaitsConnection: the sender's connections are reported (``linkConnected()``,
-    ///     ``linkLost()``): nothing goes live before the first, nor while the link is down, and
-    ///     each connection's `online` status goes before anything else on it.
     public init(
         settings: Settings, sender: any MessageSending, store: OutboxStore, logger: Logger,
         now: @escaping @Sendable () -> UTCTimestamp = SystemUTCClock.now,
-        clockSynchronized: @escaping @Sendable () -> Bool = SystemClockSynchronization.isSynchronized,
-        awaitsConnection: Bool = false
+        clockSynchronized: @escaping @Sendable () -> Bool = SystemClockSynchronization.isSynchronized
     ) {
         self.settings = settings
         self.sender = sender
@@ -79,9 +74,7 @@ public final class Publisher: Sendable {
         self.liveTopics = (settings.topics.fix(settings.vehicle), settings.topics.heading(settings.vehicle))
         let report = self.report
         self.edge = EdgeShell(
-            EdgeShell.Edge(
-                settings: settings, opening: store.opening, run: store.run, degraded: store.degradedReason, now: .now,
-                awaitingLink: awaitsConnection),
+            EdgeShell.Edge(settings: settings, opening: store.opening, run: store.run, degraded: store.degradedReason, now: .now),
             logger: logger, outboxPath: store.storage.location,
             writeStatus: { [sender] in report.online(.init($0, traffic: sender.traffic)) })
         let first = report.online(edge.read { [traffic = sender.traffic] in $0.statusFigures(traffic: traffic) })
@@ -240,16 +233,12 @@ public final class Publisher: Sendable {
         edge.act { $0.finish(wallMilliseconds: wall, at: instant) }
     }
 
-    /// Says the broker link has connected (the first time, or again after a loss, to any
-    /// broker): an `online` status `since` now goes first, then what waits, with no back-off.
-    public func linkConnected() {
+    /// Says the broker link connected (the first time or again, to any broker: an `online`
+    /// status `since` now goes first, then what waits, with no back-off) or was lost (or is
+    /// not connected yet): nothing goes live while it is down.
+    public func link(connected: Bool) {
         let (since, instant) = (now(), ContinuousClock.now)
-        edge.act { $0.linkConnected(since: since, at: instant) }
-    }
-
-    /// Says the broker link was lost: nothing goes live until ``linkConnected()``.
-    public func linkLost() {
-        edge.act { $0.linkLost() }
+        edge.act { connected ? $0.linkConnected(since: since, at: instant) : $0.linkLost() }
     }
 
     /// Says the transport is usable now (a sender that does not report its connections):
@@ -281,8 +270,7 @@ public final class Publisher: Sendable {
             (payload, qos) = (record.payload, record.kind == .fix ? settings.fixQoS : settings.headingQoS)
         }
         sender.send(topic: topic, payload: payload, qos: qos, retain: true) { result in
-            let instant = ContinuousClock.now
-            self.edge.act { $0.liveSent(item, topic: topic, result, at: instant) }
+            self.edge.act { [instant = ContinuousClock.now] in $0.liveSent(item, topic: topic, result, at: instant) }
         }
     }
 
@@ -319,11 +307,9 @@ public final class Publisher: Sendable {
             // Not cancelled with the sync loop at shutdown: a transaction begun is finished
             // (an interrupted one would throw, which would look like a storage failure).
             let result = try await Task { try await storage.commit(commit) }.value
-            let instant = ContinuousClock.now
-            edge.act { $0.committed(commit, result, at: instant) }
+            edge.act { [instant = ContinuousClock.now] in $0.committed(commit, result, at: instant) }
         } catch {
-            let instant = ContinuousClock.now
-            edge.act { $0.commitFailed(error, location: storage.location, at: instant) }
+            edge.act { [instant = ContinuousClock.now] in $0.commitFailed(error, location: storage.location, at: instant) }
         }
     }
 
@@ -336,10 +322,6 @@ public final class Publisher: Sendable {
             await withTimeLimit(settings.drainTimeout) { [sender] in
                 (try? await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: true)) != nil
             } ?? false
-        if sent {
-            edge.act { $0.offlineSent() }
-        } else {
-            logger.info("offline status not sent", metadata: ["mqtt.topic": "\(topic)"])
-        }
+        if sent { edge.act { $0.offlineSent() } } else { logger.info("offline status not sent", metadata: ["mqtt.topic": "\(topic)"]) }
     }
 }
