@@ -27,9 +27,9 @@ import Darwin
 ///
 /// **Numbers.** Each commit records the next `seq` and a reservation above it; the outbox hands
 /// out no number at or above the reservation before the next commit. After an unclean stop the
-/// next run starts at the reservation: numbers are skipped (and counted), never reused, and
-/// a new numbering run begins (`meta` key `run`), so that subscribers never take the skipped
-/// numbers for lost messages. A clean stop keeps the run.
+/// next run starts at the reservation: numbers are skipped (said once in the log, never counted
+/// as losses), never reused, and a new numbering run begins (`meta` key `run`), so that
+/// subscribers never take the skipped numbers for lost messages. A clean stop keeps the run.
 ///
 /// Two connections: the writer, used by the commits only (one at a time: the outbox's sync
 /// loop), and the reader for the backlog, which sees committed transactions only. Both do
