@@ -45,7 +45,8 @@ public final class SoakHarness {
     var agents: [Agent] = []
     var recorders: [TestProcess?] = [nil, nil]
     var watcher: TestProcess?
-    /// `mosquitto_sub` with a persistent session at QoS 1: what reached the broker, by a client
+    /// `mosquitto_sub` with a persistent session at QoS 1 on `…/fix` and `…/backlog` (not the
+    /// batched agents' binary `…/batch`): what reached the broker, by a client
     /// that is not ours (to tell a loss between agent and broker from one between broker and
     /// recorders).
     var witness: TestProcess?
@@ -97,7 +98,10 @@ public final class SoakHarness {
         for index in 0..<2 { soak.recorders[index] = try soak.startRecorder(index) }
         soak.witness = try TestProcess(
             "/usr/bin/mosquitto_sub",
-            ["-h", "127.0.0.1", "-p", "\(broker.port)", "-i", "soak-witness", "-c", "-q", "1", "-t", "fleet/+/fix", "-v"],
+            [
+                "-h", "127.0.0.1", "-p", "\(broker.port)", "-i", "soak-witness", "-c", "-q", "1", "-t", "fleet/+/fix", "-t",
+                "fleet/+/backlog", "-v",
+            ],
             directory: soak.directory, name: "witness")
         soak.watcher = try TestProcess(
             builtProduct("fleet-watch"), ["--broker", broker.url, "--json"], directory: soak.directory, name: "watcher")
@@ -267,13 +271,15 @@ public final class SoakHarness {
                     ORDER BY 1 LIMIT 20) m
                     """, database: database)
                 // Which of them the witness saw: those reached the broker.
-                let seen = (witness?.standardOutput ?? "").split(separator: "\n").filter { $0.hasPrefix("fleet/\(agent.vehicle)/fix ") }
-                    .compactMap { line -> Int? in
-                        let object =
-                            (try? JSONSerialization.jsonObject(with: Data(line.split(separator: " ", maxSplits: 1)[1].utf8)))
-                            as? [String: Any]
-                        return object?["run"] as? Int == cells[0] ? object?["seq"] as? Int : nil
-                    }
+                let seen = (witness?.standardOutput ?? "").split(separator: "\n").flatMap { line -> [Int] in
+                    let parts = line.split(separator: " ", maxSplits: 1)
+                    guard parts.count == 2, parts[0] == "fleet/\(agent.vehicle)/fix" || parts[0] == "fleet/\(agent.vehicle)/backlog",
+                        let object = (try? JSONSerialization.jsonObject(with: Data(parts[1].utf8))) as? [String: Any]
+                    else { return [] }
+                    // A live fix, or a backlog batch's events.
+                    let events = (object["events"] as? [[String: Any]]) ?? [object]
+                    return events.compactMap { $0["run"] as? Int == cells[0] ? $0["seq"] as? Int : nil }
+                }
                 let witnessed = numbers.split(separator: ",").compactMap { Int($0) }.filter { Set(seen).contains($0) }
                 missing.append("run \(cells[0]): \(numbers) (the witness saw \(witnessed))")
             }
