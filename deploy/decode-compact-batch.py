@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Decodes a Fleetcast compact batch (the `…/batch` topic, `uplink.encoding: compact`).
 
-A decoder written from the README's "Compact batch encoding" section alone, in another language
+A decoder written from the "Compact batch encoding" section of docs/contract.md alone, in another language
 than the agent's, for any subscriber to start from. Reads one batch's bytes from the file named
 on the command line (or stdin) and prints each event as one line of the contract's JSON, with
 its "kind", as the JSON layout of a batch carries it:
@@ -9,8 +9,11 @@ its "kind", as the JSON layout of a batch carries it:
     mosquitto_sub -h broker -t 'fleet/+/batch' -C 1 -N > batch.bin
     python3 deploy/decode-compact-batch.py batch.bin
 
-Exit status 0; 1 when the bytes are not a compact batch (it says why on stderr). It checks the
-layout, not the values: a subscriber applies the contract's ranges as it does to JSON.
+Exit status 0; 1 when the bytes are not a compact batch (it says why on stderr), or when one kind
+has more than 30 events within one second of their own time. It checks the layout, not the
+values: a subscriber applies the contract's ranges as it does to JSON. Each field's expected
+value comes from the previous event of the same kind (fixes and headings are two chains); the
+bytes carry no "v" (the layout's version stands for it): each line gets "v":1 as the JSON form.
 """
 
 import datetime
@@ -18,7 +21,7 @@ import json
 import sys
 
 MAGIC = b"\xfc\x01"
-# (key, decimals, moving) in bit order, as the README lists them.
+# (key, decimals, moving) in bit order, as the contract lists them.
 FIX_FIELDS = [
     ("time", 0, True), ("lat", 9, True), ("lon", 9, True), ("altHAE", 4, False), ("altMSL", 4, False),
     ("geoidSep", 3, False), ("speed", 3, False), ("track", 4, False), ("magvar", 1, False), ("climb", 3, False),
@@ -31,6 +34,8 @@ HEADING_FIELDS = [
     ("magvar", 4, False), ("source", 0, False),
 ]
 HEADING_SOURCES = ["HDT", "THS", "HDG", "HDM", "gpsd"]
+# More events of one kind than this within one second of their own time: no receiver gives that.
+MAXIMUM_PER_SECOND = 30
 MASK64 = (1 << 64) - 1
 
 
@@ -104,6 +109,7 @@ def decode(data):
     # Per kind: each field's last value and, for a moving field, its last step.
     state = {0: ([None] * len(FIX_FIELDS), [0] * len(FIX_FIELDS)), 1: ([None] * len(HEADING_FIELDS), [0] * len(HEADING_FIELDS))}
     events = []
+    times = {0: [], 1: []}  # per kind, the times so far (in time order, as agents send them)
     for _ in range(count):
         kind = r.byte()
         if kind not in (0, 1):
@@ -120,6 +126,14 @@ def decode(data):
             if changed >> i & 1:
                 coded = r.varint()
                 new[i] = None if coded == 0 else wrap((expected[i] or 0) + unzigzag(coded - 1))
+        if new[0] is not None:
+            seen = times[kind]
+            if seen and new[0] < seen[-1]:
+                seen.append(None)  # out of order: the rule is judged no further for this kind
+            if None not in seen:
+                seen.append(new[0])
+                if len(seen) > MAXIMUM_PER_SECOND and new[0] - seen[-1 - MAXIMUM_PER_SECOND] < 1000:
+                    raise Malformed("more than %d %s within one second" % (MAXIMUM_PER_SECOND, "fixes" if kind == 0 else "headings"))
         for i in range(len(fields)):
             steps[i] = wrap(new[i] - values[i]) if fields[i][2] and values[i] is not None and new[i] is not None else 0
             values[i] = new[i]

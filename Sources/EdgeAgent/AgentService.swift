@@ -156,6 +156,8 @@ public final class AgentService: Service {
             ? OutboxStore.path(directory: configuration.stateDirectory, vehicle: configuration.vehicle) : "memory"
         let publisher = Publisher(
             settings: settings, sender: link, store: store, logger: logger, clockSynchronized: clockSynchronized)
+        // Not connected yet: nothing goes live before the first connection, its status first.
+        publisher.link(connected: false)
         logStart(outboxPath: outboxPath)
         let events = FiniteOrLive(finite: finiteSource, hub: hub)
         // The configuration is loaded, the store open and the source started (the hub starts

@@ -11,10 +11,11 @@ import ServiceLifecycle
 // then is given up last.
 
 /// Connects the agent to its broker (retrying while it cannot be reached, with the `offline`
-/// status as the last will), then stays until its turn in a graceful shutdown (libmosquitto
-/// keeps the connection; a service that ended on its own while another is being shut down
-/// would cancel the group). Throws what retrying cannot fix (TLS trust, credentials,
-/// authorisation), which shuts the group down.
+/// status as the last will), then tells the publisher of every connection and loss (libmosquitto
+/// reconnects by itself: each new connection, to any broker of the list, gets its `online`
+/// status first) until its turn in a graceful shutdown (a service that ended on its own while
+/// another is being shut down would cancel the group). Throws what retrying cannot fix (TLS
+/// trust, credentials, authorisation), which shuts the group down.
 struct BrokerLinkService: Service {
     let link: MQTTLink
     let will: MQTTWill
@@ -22,8 +23,17 @@ struct BrokerLinkService: Service {
 
     func run() async throws {
         do {
-            try await cancelWhenGracefulShutdown { try await link.connect(will: will) }
-            publisher.retryNow()  // sends that failed before the connection: no back-off
+            try await cancelWhenGracefulShutdown {
+                try await link.connect(will: will)
+                // The first state is the current one: the first connection.
+                for await state in link.connectionStates() {
+                    switch state {
+                    case .connected: publisher.link(connected: true)
+                    case .disconnected: publisher.link(connected: false)
+                    case .idle, .connecting, .reconnecting, .closed: break
+                    }
+                }
+            }
             try await gracefulShutdown()
         } catch is CancellationError {
             // The run is over before a connection was made: nothing to say.

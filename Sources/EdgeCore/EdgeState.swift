@@ -106,8 +106,11 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
     private var liveHold: (until: ContinuousClock.Instant, since: UInt64, expired: Bool)?
 
     /// The edge of a store opened with `opening` (`degraded`: the reason it fell back to memory).
+    /// `awaitingLink`: the sender reports its connections (``linkConnected(since:at:)``,
+    /// ``linkLost()``), and nothing goes live before the first.
     package init(
-        settings: PublisherSettings, opening: OutboxOpening, run: UInt64, degraded: String?, now: ContinuousClock.Instant
+        settings: PublisherSettings, opening: OutboxOpening, run: UInt64, degraded: String?, now: ContinuousClock.Instant,
+        awaitingLink: Bool = false
     ) {
         self.settings = settings
         self.run = run
@@ -118,7 +121,7 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
                 liveWindow: settings.sendWindow, lossless: settings.lossless, memoryLimit: settings.memoryLimit,
                 maximumAgeMilliseconds: maxAge.seconds * 1000 + maxAge.attoseconds / 1_000_000_000_000_000,
                 maximumBytes: settings.maxBytes, batched: settings.uplinkBatch != nil),
-            opening: opening, memoryOnly: degraded != nil)
+            opening: opening, memoryOnly: degraded != nil, linkDown: awaitingLink)
         self.decisions = PublisherState(
             settings: .init(
                 statusInterval: settings.statusInterval, initialRetryDelay: settings.initialRetryDelay,
@@ -137,7 +140,7 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
     package func statusFigures(traffic: MQTTTraffic?) -> StatusReport.Figures {
         StatusReport.Figures(
             gnss: decisions.gnss, backlog: outbox.backlogCount, drops: outbox.drops, storage: storageProblem,
-            implausible: decisions.counters.fixesImplausible, traffic: traffic)
+            implausible: decisions.counters.fixesImplausible, traffic: traffic, since: decisions.connectedSince)
     }
 
     /// Counters so far, the outbox's losses included.
@@ -402,6 +405,31 @@ package struct EdgeState<LiveWaiter, Signal: EdgeWaiter> {
         number(finish.last, flush: false, wallMilliseconds: wallMilliseconds, &actions)
         actions.live += outbox.close().live
         actions.stopIntake = finish.stopIntake
+        serve(&actions)
+        return actions
+    }
+
+    // MARK: The broker link
+
+    /// The broker link connected at `since` (wall clock), the first time or again after any
+    /// loss, to any broker of its list: back-offs end at once, and an `online` status saying
+    /// `since` this connection is due. Nothing else goes live on the connection before it (but
+    /// what the MQTT session itself sends again: messages in flight when the link was lost).
+    /// After ``finish(wallMilliseconds:at:)`` no status is due (`offline` follows).
+    package mutating func linkConnected(since: UTCTimestamp, at now: ContinuousClock.Instant) -> Actions {
+        var actions = Actions()
+        decisions.connected(since: since)
+        queueStatus(force: true, at: now, &actions)
+        actions.live += outbox.linkConnected(statusFirst: actions.status != nil).live
+        serve(&actions)
+        return actions
+    }
+
+    /// The broker link was lost: nothing goes live until it connects again; records wait as
+    /// the newest of their kind, or as backlog.
+    package mutating func linkLost() -> Actions {
+        var actions = Actions()
+        actions.live += outbox.linkLost().live
         serve(&actions)
         return actions
     }

@@ -10,11 +10,13 @@ import GNSS
 ///
 /// **Holding.** The joiner learns whether the source pairs them: once a fix and a heading of
 /// the same time have been seen, the first of the next instant (fix or heading) is held for its
-/// partner. It is let go, alone, by the next event that is not its partner (the next cycle's
-/// fix, a heading of another time, a source state), by ``release()`` (the publisher's tick, once
-/// it has been held ``maximumHold``; the finish), never dropped. A source that stops pairing
-/// (a compass unplugged) costs one fix held for one cycle, after which nothing is held. A
-/// source without headings never has a fix held.
+/// partner. Before anything is known (the run's first instant) the first event is held too, so
+/// that the first instant is one message, not a heading alone and then its fix. What is held is
+/// let go, alone, by the next event that is not its partner (the next cycle's fix, a heading of
+/// another time, a source state), by ``release()`` (the publisher's tick, once it has been held
+/// ``maximumHold``; the finish), never dropped. A source that stops pairing (a compass
+/// unplugged) costs one fix held for one cycle, after which nothing is held. A source without
+/// headings has its first fix held for one cycle (or ``maximumHold``), then none.
 ///
 /// **Alone.** A heading whose instant's fix went out already (a 10 Hz compass beside a 1 Hz
 /// receiver: the nine other readings of the cycle), a heading without time, and a heading while
@@ -37,8 +39,9 @@ package struct InstantJoiner: Sendable {
     /// What waits for its partner, and since when.
     package private(set) var held: Output?
     private(set) var heldSince: ContinuousClock.Instant?
-    /// The last instant paired a fix and a heading: the next one is expected to pair too.
-    package private(set) var pairing = false
+    /// The last instant paired a fix and a heading: the next one is expected to pair too
+    /// (`nil`: not known yet, as at the start; the first event waits for its partner).
+    package private(set) var pairing: Bool?
     /// Times of the last fix and heading let go (alone or joined).
     private var lastFixTime: UTCTimestamp?
     private var lastHeadingTime: UTCTimestamp?
@@ -70,7 +73,7 @@ package struct InstantJoiner: Sendable {
         if lastHeadingTime == fix.time {
             // Its heading went out first and alone: they pair, the next instant will be held.
             pairing = true
-        } else if pairing {
+        } else if pairing != false {
             hold(.fix(fix), at: now)
             return out
         }
@@ -100,7 +103,7 @@ package struct InstantJoiner: Sendable {
         if lastFixTime == time {
             // Its fix went out already: alone, and the next instant's fix waits for its heading.
             pairing = true
-        } else if pairing {
+        } else if pairing != false {
             hold(.heading(heading), at: now)
             return out
         }
@@ -109,9 +112,12 @@ package struct InstantJoiner: Sendable {
         return out
     }
 
-    /// Lets go of what is held (a source state, the finish).
+    /// Lets go of what is held (a source state, a fix without a position, the finish). Held
+    /// before anything was known, its partner did not come first: the source is taken not to
+    /// pair, until an instant shows it does.
     package mutating func release() -> [Output] {
         guard let output = held else { return [] }
+        if pairing == nil { pairing = false }
         held = nil
         heldSince = nil
         switch output {

@@ -39,8 +39,9 @@ package enum OutboxCondition: Hashable, Sendable {
 /// 1. ``accept(_:)`` puts it in `unwritten` (to be written by the next commit) and, as the newest
 ///    of its kind, in the live queue (in batched mode it is backlog from the start). A newer
 ///    record of the same kind that arrives before it was sent takes its place in the live
-///    queue: the older one becomes backlog (in lossless mode, a replay, nothing is displaced:
-///    every record goes live, in order).
+///    queue, unless live sending can take both now (``canGoLiveNow(_:)``): the older one
+///    becomes backlog (in lossless mode, a replay, nothing is displaced: every record goes
+///    live, in order).
 /// 2. The live sender takes it with ``nextLive()`` (up to `liveWindow` in flight), then reports
 ///    ``liveAcknowledged(_:)`` or ``liveFailed(_:)`` (retried live while it is the newest of its
 ///    kind, else backlog).
@@ -154,6 +155,15 @@ package struct OutboxState<LiveWaiter> {
     private var liveWaiter: LiveWaiter?
     /// A live back-off is in progress: nothing goes live until it ends.
     package private(set) var liveHeld = false
+    /// The broker link is down (lost, or not connected yet): nothing goes live until it is
+    /// back. What would have gone waits as the newest of its kind, or as backlog.
+    package private(set) var linkDown = false
+    /// The sender reports its connections (``linkConnected(statusFirst:)``, ``linkLost()``): the
+    /// link's state is known.
+    private var linkReported = false
+    /// The link has just connected: nothing goes live before the status of that connection
+    /// (``linkConnected(statusFirst:)``, then ``setStatus(_:)``) has been handed out.
+    package private(set) var statusFirst = false
     /// Per kind, the newest record the broker acknowledged live: an older one that failed must
     /// not replace it as the retained message, so it is sent as backlog instead.
     private var newestLiveAcknowledged: [OutboundMessage.Kind: UInt64] = [:]
@@ -183,14 +193,19 @@ package struct OutboxState<LiveWaiter> {
     package private(set) var drops = VehicleStatus.Drops()
     package private(set) var closed = false
 
-    /// A state starting from what the store held.
-    package init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool) {
+    /// A state starting from what the store held; `linkDown`: nothing goes live until
+    /// ``linkConnected(statusFirst:)`` (a sender that reports its connections).
+    package init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool, linkDown: Bool = false) {
         self.settings = settings
+        self.linkDown = linkDown
+        self.linkReported = linkDown
         self.nextSeq = opening.nextSeq
         self.memoryOnly = memoryOnly
         self.reservedSeq = memoryOnly ? .max : opening.reservedSeq
         self.storedCount = opening.count
-        self.drops.unclean = opening.uncleanSkipped
+        // Numbers skipped after an unclean stop are not losses: they were reserved, not all
+        // used, and a new numbering run begins (no reader sees a gap). What the crash did lose
+        // (numbered in its last sync interval, neither stored nor delivered) is not known here.
     }
 
     // MARK: Intake
@@ -212,7 +227,7 @@ package struct OutboxState<LiveWaiter> {
         if storageProblem != nil, unwritten.count > settings.memoryLimit { _ = dropOldestUnwritten() }
         // Batched: backlog from the start; the commit that writes it moves the generation.
         guard !settings.batched else { return (true, serve()) }
-        if settings.lossless {
+        if settings.lossless || canGoLiveNow(record) {
             insertSorted(record, into: &liveQueue)
         } else {
             if let index = liveQueue.firstIndex(where: { $0.kind == record.kind }), liveQueue[index].seq < record.seq {
@@ -225,6 +240,22 @@ package struct OutboxState<LiveWaiter> {
             }
         }
         return (true, serve())
+    }
+
+    /// Whether `record` can go live right behind what waits: the link is known to be up (its
+    /// sender reports its connections), nothing holds live sending, the window has room for
+    /// everything queued, and nothing newer of its kind is queued or in flight. Then a record
+    /// of its kind queued an instant before is not displaced into the backlog: it has not
+    /// failed to go live, the live sender was only busy for that instant (with a status, as
+    /// when a source's first fixes come in one burst). Both go, in order; the retained message
+    /// ends with the newer. (Without reports of the link, a record not taken may wait on a link
+    /// that is down: only the newest of its kind waits.)
+    private func canGoLiveNow(_ record: OutboxRecord) -> Bool {
+        guard linkReported, !linkDown, !liveHeld, !liveRefilling,
+            liveInflight.count + liveQueue.count + (statusInflight == nil ? 0 : 1) < settings.liveWindow
+        else { return false }
+        return !liveQueue.contains { $0.kind == record.kind && $0.seq > record.seq }
+            && !liveInflight.values.contains { $0.kind == record.kind && $0.seq > record.seq }
     }
 
     /// Asks for what has been accepted so far to be sent now rather than when its batch is
@@ -250,7 +281,7 @@ package struct OutboxState<LiveWaiter> {
     /// record (within the window and the reservation). `.some(nil)`: closed and nothing left;
     /// `nil`: wait with ``setLiveWaiter(_:)``.
     package mutating func nextLive() -> LiveItem?? {
-        if liveHeld { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
+        if liveHeld || linkDown { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
         let inflight = liveInflight.count + (statusInflight == nil ? 0 : 1)
         if inflight >= settings.liveWindow { liveRefilling = true }
         if liveRefilling, inflight > settings.liveWindow / 2 {
@@ -260,8 +291,10 @@ package struct OutboxState<LiveWaiter> {
         if let status = pendingStatus, statusInflight == nil, inflight < settings.liveWindow {
             pendingStatus = nil
             statusInflight = status
+            statusFirst = false
             return .some(.status(status))
         }
+        if statusFirst { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
         if inflight < settings.liveWindow, let first = liveQueue.first, first.seq < reservedSeq {
             liveQueue.removeFirst()
             liveInflight[first.seq] = first
@@ -274,6 +307,27 @@ package struct OutboxState<LiveWaiter> {
     /// Holds live sending back (a live send failed: the publisher backs off) or lets it go on.
     package mutating func holdLive(_ held: Bool) -> Resumptions {
         liveHeld = held
+        return serve()
+    }
+
+    /// The broker link was lost: nothing goes live until it connects again (a message handed
+    /// over now would wait inside the MQTT client and reach the next connection before its
+    /// status).
+    package mutating func linkLost() -> Resumptions {
+        linkDown = true
+        linkReported = true
+        return serve()
+    }
+
+    /// The broker link connected. `statusFirst`: a status of this connection is coming
+    /// (``setStatus(_:)``); it supersedes one not yet sent, and goes before any record.
+    package mutating func linkConnected(statusFirst: Bool) -> Resumptions {
+        linkDown = false
+        linkReported = true
+        if statusFirst {
+            self.statusFirst = true
+            pendingStatus = nil
+        }
         return serve()
     }
 
@@ -325,7 +379,8 @@ package struct OutboxState<LiveWaiter> {
     /// The status in flight was delivered (`true`) or not; an undelivered one is sent again
     /// unless a newer one is waiting.
     package mutating func statusSent(_ delivered: Bool) -> Resumptions {
-        if !delivered, pendingStatus == nil { pendingStatus = statusInflight }
+        // (Not after a new connection: its own status is coming, and goes first.)
+        if !delivered, pendingStatus == nil, !statusFirst { pendingStatus = statusInflight }
         statusInflight = nil
         return serve()
     }
@@ -499,8 +554,11 @@ package struct OutboxState<LiveWaiter> {
 
     // MARK: Internals
 
+    /// What a commit must not drop for age or size: what is live (waiting or in flight) or in a
+    /// backlog batch on its way, which will be delivered.
     private var protectedSeqs: Set<UInt64> {
         var protected = Set(liveInflight.keys)
+        for record in liveQueue { protected.insert(record.seq) }
         for seq in backlogInflight ?? [] { protected.insert(seq) }
         return protected
     }
@@ -551,11 +609,13 @@ package struct OutboxState<LiveWaiter> {
         generation += 1
     }
 
-    /// Drops the oldest unwritten heading, else fix, that is not in flight; `false` when every
+    /// Drops the oldest unwritten heading, else fix, that is not in flight (live, or in a
+    /// backlog batch read from memory: delivered, it would be no loss); `false` when every
     /// unwritten record is in flight (nothing can be dropped now).
     private mutating func dropOldestUnwritten() -> Bool {
+        let batch = Set(backlogInflight ?? [])
         for kind in [OutboundMessage.Kind.heading, .fix] {
-            if let index = unwritten.firstIndex(where: { $0.kind == kind && liveInflight[$0.seq] == nil }) {
+            if let index = unwritten.firstIndex(where: { $0.kind == kind && liveInflight[$0.seq] == nil && !batch.contains($0.seq) }) {
                 let seq = unwritten.remove(at: index).seq
                 liveQueue.removeAll { $0.seq == seq }
                 drops.full += 1

@@ -27,7 +27,7 @@ public struct PublisherCounters: Sendable, Equatable {
     public var backlogPublished: UInt64 = 0
     /// Status messages the broker acknowledged (online, changes, offline).
     public var statusesPublished: UInt64 = 0
-    /// Fixes and headings lost, by cause (full, expired, skipped after an unclean stop).
+    /// Fixes and headings that will never be delivered, by cause (full, expired, rejected).
     public var drops = VehicleStatus.Drops()
     /// Transactions committed to the outbox store (one WAL `fsync` each).
     public var commits: UInt64 = 0

@@ -93,9 +93,15 @@ package struct PublisherState {
         package var drops: VehicleStatus.Drops
         package var storage: String?
         package var implausible: UInt64
+        /// When the broker connection was made (`nil`: not yet connected).
+        package var since: UTCTimestamp?
 
-        package init(gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64) {
+        package init(
+            gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64,
+            since: UTCTimestamp? = nil
+        ) {
             (self.gnss, self.backlog, self.drops, self.storage, self.implausible) = (gnss, backlog, drops, storage, implausible)
+            self.since = since
         }
     }
 
@@ -130,6 +136,8 @@ package struct PublisherState {
     private var sourceHealth = SourceHealth()
     private var fixTimes: FixTimeCheck?
     private var stopIntake: (@Sendable () -> Void)?
+    /// When the broker link last connected: the `since` of the statuses (`nil`: not yet).
+    package private(set) var connectedSince: UTCTimestamp?
     /// Raised by ``retryNow()``; waiting back-offs end early.
     package private(set) var retryGeneration: UInt64 = 0
     /// In an outage (a send failed; none succeeded since): logged once per outage.
@@ -213,7 +221,13 @@ package struct PublisherState {
             counters.headingsReceived += 1
             decide(joiner.heading(heading, at: now), at: now, &intake)
         case .state(let sourceState):
-            decide(joiner.release(), at: now, &intake)
+            // A source that stops delivering lets go of what waits for its partner; one that
+            // says it delivers (`streaming`, which comes before the first fix, after a heading
+            // that came first) or is connecting does not: the partner may still come.
+            switch sourceState {
+            case .streaming, .connecting: break
+            case .noFix, .reconnecting, .ended: decide(joiner.release(), at: now, &intake)
+            }
             switch sourceState {
             case .connecting, .ended: break  // keeps `starting`/`source-lost`; a replay's end is followed by offline
             case .streaming: setGNSS(.fixing, &intake)
@@ -350,6 +364,13 @@ package struct PublisherState {
         RetryWait(delay: Self.refusedBacklogWait, since: retryGeneration)
     }
 
+    /// The broker link connected at `since` (its first connection or a later one): the
+    /// statuses say so, and back-offs end (``retryNow()``).
+    package mutating func connected(since: UTCTimestamp) {
+        connectedSince = since
+        retryNow()
+    }
+
     /// The transport is usable again: back-offs begun before end (their retry generation
     /// moved), and a refusal is worth saying again.
     package mutating func retryNow() {
@@ -393,7 +414,8 @@ package struct PublisherState {
     ) -> StatusContent? {
         guard !finishing else { return nil }
         let content = StatusContent(
-            gnss: gnss, backlog: backlog, drops: drops, storage: storage, implausible: counters.fixesImplausible)
+            gnss: gnss, backlog: backlog, drops: drops, storage: storage, implausible: counters.fixesImplausible,
+            since: connectedSince)
         if !force {
             guard let last = lastStatus,
                 (settings.backlogTriggersStatus && last.backlog != backlog) || last.drops != drops || last.storage != storage

@@ -11,7 +11,8 @@ package struct StatusReport: Sendable {
 
     /// The publisher's settings (vehicle, topics, source, version, whether fix times are checked).
     package let settings: PublisherSettings
-    /// When this run went online: the `online` status's `since`.
+    /// When this run started: the `since` of an `online` status written before the first
+    /// connection (``Figures/since`` names the connection's once there is one).
     package let onlineSince: UTCTimestamp
 
     /// A report for a run that went online at `onlineSince`.
@@ -33,27 +34,30 @@ package struct StatusReport: Sendable {
         package var implausible: UInt64
         /// The broker link's bytes on the wire so far, when known.
         package var traffic: MQTTTraffic?
+        /// When the broker connection the status goes out on was made (the `online` status's
+        /// `since`); `nil` before the first: the run's start.
+        package var since: UTCTimestamp?
 
         /// The figures of one moment.
         package init(
             gnss: VehicleStatus.GNSSState, backlog: Int, drops: VehicleStatus.Drops, storage: String?, implausible: UInt64,
-            traffic: MQTTTraffic?
+            traffic: MQTTTraffic?, since: UTCTimestamp? = nil
         ) {
             (self.gnss, self.backlog, self.drops, self.storage) = (gnss, backlog, drops, storage)
-            (self.implausible, self.traffic) = (implausible, traffic)
+            (self.implausible, self.traffic, self.since) = (implausible, traffic, since)
         }
 
         /// What the publisher's decisions said a status should carry, with the link's `traffic`.
         package init(_ content: PublisherState.StatusContent, traffic: MQTTTraffic?) {
             self.init(
                 gnss: content.gnss, backlog: content.backlog, drops: content.drops, storage: content.storage,
-                implausible: content.implausible, traffic: traffic)
+                implausible: content.implausible, traffic: traffic, since: content.since)
         }
     }
 
-    /// The `online` status with `figures`.
+    /// The `online` status with `figures`, `since` their connection (else the run's start).
     package func online(_ figures: Figures) -> OutboundMessage {
-        message(state: .online, since: onlineSince, reason: nil, figures)
+        message(state: .online, since: figures.since ?? onlineSince, reason: nil, figures)
     }
 
     /// The `offline` status of a clean stop at `time`, with `figures` and reason `shutdown`.

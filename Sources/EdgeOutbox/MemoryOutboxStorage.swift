@@ -38,7 +38,10 @@ package final class MemoryOutboxStorage: OutboxStorage {
                 contents.bytes += record.accountedBytes
             }
             contents.records.removeAll { record in
-                guard record.storedAtMilliseconds < batch.expiresBeforeMilliseconds else { return false }
+                // Not one on its way to the broker: delivered, it is no loss.
+                guard record.storedAtMilliseconds < batch.expiresBeforeMilliseconds, !batch.protected.contains(record.seq) else {
+                    return false
+                }
                 contents.bytes -= record.accountedBytes
                 result.expired += 1
                 return true

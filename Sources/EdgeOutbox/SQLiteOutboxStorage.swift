@@ -27,9 +27,9 @@ import Darwin
 ///
 /// **Numbers.** Each commit records the next `seq` and a reservation above it; the outbox hands
 /// out no number at or above the reservation before the next commit. After an unclean stop the
-/// next run starts at the reservation: numbers are skipped (and counted), never reused, and
-/// a new numbering run begins (`meta` key `run`), so that subscribers never take the skipped
-/// numbers for lost messages. A clean stop keeps the run.
+/// next run starts at the reservation: numbers are skipped (said once in the log, never counted
+/// as losses), never reused, and a new numbering run begins (`meta` key `run`), so that
+/// subscribers never take the skipped numbers for lost messages. A clean stop keeps the run.
 ///
 /// Two connections: the writer, used by the commits only (one at a time: the outbox's sync
 /// loop), and the reader for the backlog, which sees committed transactions only. Both do
@@ -426,13 +426,18 @@ package final class SQLiteOutboxStorage: OutboxStorage {
                 result.bytes -= length + OutboxRecord.overheadBytes
             }
         }
-        // Age limit: everything accepted before the cut-off.
+        // Age limit: everything accepted before the cut-off but what is on its way to the broker
+        // (delivered, it is no loss; it expires at the next commit if it fails).
+        let protected = batch.protected.sorted()
+        let unprotected =
+            protected.isEmpty ? "" : " AND seq NOT IN (\(Array(repeating: "?", count: protected.count).joined(separator: ", ")))"
+        let expiryBinds =
+            [SQLiteData.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))] + protected.map { .integer(SQLiteInt64(clamping: $0)) }
         let expired = try await db.fetch(
-            "SELECT count(*), coalesce(sum(length(payload)), 0) FROM event WHERE storedAt < ?",
-            [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))]
+            "SELECT count(*), coalesce(sum(length(payload)), 0) FROM event WHERE storedAt < ?\(unprotected)", expiryBinds
         ).first
         if let n = expired?.integer(0), n > 0 {
-            _ = try await db.fetch("DELETE FROM event WHERE storedAt < ?", [.integer(SQLiteInt64(batch.expiresBeforeMilliseconds))])
+            _ = try await db.fetch("DELETE FROM event WHERE storedAt < ?\(unprotected)", expiryBinds)
             result.expired = UInt64(n)
             result.count -= Int(n)
             result.bytes -= Int(expired?.integer(1) ?? 0) + Int(n) * OutboxRecord.overheadBytes

@@ -80,6 +80,14 @@ public final class MQTTLink: MessageSending {
         lastClient.withLock { $0 = connected }
     }
 
+    /// The connection's states (``MQTTClient/connectionStates()``), starting with the current
+    /// one, until the link shuts down; a stream that ends at once before ``connect(will:)``
+    /// has returned.
+    public func connectionStates() -> AsyncStream<MQTTConnectionState> {
+        guard let client = client.withLock({ $0 }) else { return AsyncStream { $0.finish() } }
+        return client.connectionStates()
+    }
+
     /// The bytes on the wire of the broker connection, reconnections included (``MQTTTraffic``);
     /// zero before the first connection.
     public var traffic: MQTTTraffic? { lastClient.withLock { $0 }?.traffic ?? MQTTTraffic() }

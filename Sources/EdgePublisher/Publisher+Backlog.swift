@@ -15,8 +15,7 @@ extension Publisher {
             case .read(let read): step = await self.read(read)
             case .pack(let pack):
                 let batch = edge.read { $0.drainBatcher }.batch(pack.records, maximumBytes: pack.maximumBytes)
-                let instant = ContinuousClock.now
-                step = edge.act { $0.drainPacked(pack, batch, at: instant) }
+                step = edge.act { [instant = ContinuousClock.now] in $0.drainPacked(pack, batch, at: instant) }
             case .send(let batch): step = await send(batch)
             }
         }

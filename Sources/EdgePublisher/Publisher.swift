@@ -27,9 +27,9 @@ import MQTT
 /// - *sync*: once per ``Settings/syncInterval`` (sooner when the reserved numbers run out) one
 ///   transaction writes what is unacknowledged and deletes what was acknowledged.
 ///
-/// A failed send is retried after a jittered back-off, or at once after ``retryNow()``. The
-/// retained `status` goes at start, on a GNSS or storage change, and at most once per
-/// ``Settings/statusInterval`` while counts move; ``finish()`` leads to `offline`.
+/// A failed send is retried after a jittered back-off, or at once on a connection. The retained
+/// `status` goes first on every connection (``link(connected:)``), on a GNSS or storage change,
+/// and at most once per ``Settings/statusInterval`` while counts move; then `offline`.
 public final class Publisher: Sendable {
     /// The QoS of status and backlog messages (the contract fixes it at 1).
     public static let statusQoS = MQTTQoS.atLeastOnce
@@ -40,7 +40,7 @@ public final class Publisher: Sendable {
     let logger: Logger
     let now: UTCTimestampSource
     private let clockSynchronized: @Sendable () -> Bool
-    /// Writes the statuses (`online` since this run's start, `offline`, the last will).
+    /// Writes the statuses (`online` since the connection, `offline`, the last will).
     private let report: StatusReport
     let storage: any OutboxStorage
     let edge: EdgeShell
@@ -233,7 +233,15 @@ public final class Publisher: Sendable {
         edge.act { $0.finish(wallMilliseconds: wall, at: instant) }
     }
 
-    /// Says the transport is usable now (the agent calls it when its MQTT link has connected):
+    /// Says the broker link connected (the first time or again, to any broker: an `online`
+    /// status `since` now goes first, then what waits, with no back-off) or was lost (or is
+    /// not connected yet): nothing goes live while it is down.
+    public func link(connected: Bool) {
+        let (since, instant) = (now(), ContinuousClock.now)
+        edge.act { connected ? $0.linkConnected(since: since, at: instant) : $0.linkLost() }
+    }
+
+    /// Says the transport is usable now (a sender that does not report its connections):
     /// back-offs in progress end at once, so what waits goes out without waiting out a delay
     /// meant for an unreachable broker.
     public func retryNow() {
@@ -262,8 +270,7 @@ public final class Publisher: Sendable {
             (payload, qos) = (record.payload, record.kind == .fix ? settings.fixQoS : settings.headingQoS)
         }
         sender.send(topic: topic, payload: payload, qos: qos, retain: true) { result in
-            let instant = ContinuousClock.now
-            self.edge.act { $0.liveSent(item, topic: topic, result, at: instant) }
+            self.edge.act { [instant = ContinuousClock.now] in $0.liveSent(item, topic: topic, result, at: instant) }
         }
     }
 
@@ -300,11 +307,9 @@ public final class Publisher: Sendable {
             // Not cancelled with the sync loop at shutdown: a transaction begun is finished
             // (an interrupted one would throw, which would look like a storage failure).
             let result = try await Task { try await storage.commit(commit) }.value
-            let instant = ContinuousClock.now
-            edge.act { $0.committed(commit, result, at: instant) }
+            edge.act { [instant = ContinuousClock.now] in $0.committed(commit, result, at: instant) }
         } catch {
-            let instant = ContinuousClock.now
-            edge.act { $0.commitFailed(error, location: storage.location, at: instant) }
+            edge.act { [instant = ContinuousClock.now] in $0.commitFailed(error, location: storage.location, at: instant) }
         }
     }
 
@@ -317,10 +322,6 @@ public final class Publisher: Sendable {
             await withTimeLimit(settings.drainTimeout) { [sender] in
                 (try? await sender.send(topic: topic, payload: payload, qos: Self.statusQoS, retain: true)) != nil
             } ?? false
-        if sent {
-            edge.act { $0.offlineSent() }
-        } else {
-            logger.info("offline status not sent", metadata: ["mqtt.topic": "\(topic)"])
-        }
+        if sent { edge.act { $0.offlineSent() } } else { logger.info("offline status not sent", metadata: ["mqtt.topic": "\(topic)"]) }
     }
 }

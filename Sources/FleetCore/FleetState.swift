@@ -62,14 +62,17 @@ public struct FleetState: Sendable {
         index.values.map { slots[$0].snapshot }.sorted { $0.vehicle < $1.vehicle }
     }
 
-    /// Folds one event in, received at `now` (local wall clock, UTC).
-    public mutating func apply(_ event: FleetEvent, at now: UTCTimestamp) {
+    /// Folds one event in, received at `now` (local wall clock, UTC); `retained`: it came in a
+    /// retained message (sent before the subscription), so the numbers it skips are not gaps.
+    public mutating func apply(_ event: FleetEvent, at now: UTCTimestamp, retained: Bool = false) {
         eventCount &+= 1
         switch event {
         case .fix(let vehicle, let seq, let fix):
             update(vehicle, now: now) { s in
                 s.messages &+= 1
-                guard Self.isNewer(seq, time: fix.time, than: s.lastFixSeq, shownTime: s.fix?.time, snapshot: &s) else { return false }
+                guard
+                    Self.isNewer(seq, time: fix.time, than: s.lastFixSeq, shownTime: s.fix?.time, history: retained, snapshot: &s)
+                else { return false }
                 s.fix = fix
                 s.lastFixSeq = seq ?? s.lastFixSeq
                 // The heading of the fix's instant, carried in its message, unless a heading
@@ -84,7 +87,9 @@ public struct FleetState: Sendable {
         case .heading(let vehicle, let seq, let heading):
             update(vehicle, now: now) { s in
                 s.messages &+= 1
-                guard Self.isNewer(seq, time: heading.time, than: s.lastHeadingSeq, shownTime: s.heading?.time, snapshot: &s)
+                guard
+                    Self.isNewer(
+                        seq, time: heading.time, than: s.lastHeadingSeq, shownTime: s.heading?.time, history: retained, snapshot: &s)
                 else { return false }
                 s.heading = heading
                 s.lastHeadingSeq = seq ?? s.lastHeadingSeq
@@ -97,7 +102,7 @@ public struct FleetState: Sendable {
                 // like any late message, does not refresh lastSeen.
                 s.messages &+= 1
                 s.backlog &+= 1
-                if let number = entry.number { s.record(number) }
+                if let number = entry.number { s.record(number, history: retained) }
                 return false
             }
         case .status(let status):
@@ -136,7 +141,7 @@ public struct FleetState: Sendable {
     ///   while the vehicle's clock was wrong, not a redelivery of the past;
     /// - without a number (not a Fleetcast publisher), by time alone.
     private static func isNewer(
-        _ number: MessageNumber?, time: UTCTimestamp?, than last: MessageNumber?, shownTime: UTCTimestamp?,
+        _ number: MessageNumber?, time: UTCTimestamp?, than last: MessageNumber?, shownTime: UTCTimestamp?, history: Bool,
         snapshot: inout VehicleSnapshot
     ) -> Bool {
         let laterInTime: Bool = {
@@ -144,7 +149,7 @@ public struct FleetState: Sendable {
             return time >= shownTime
         }()
         guard let number else { return laterInTime }
-        if case .duplicate = snapshot.record(number) { return false }
+        if case .duplicate = snapshot.record(number, history: history) { return false }
         guard let last else { return true }
         if number.run == last.run { return number.seq > last.seq }
         return number.run > last.run || laterInTime

@@ -6,7 +6,10 @@ import GNSS
 /// in place.
 ///
 /// The state column says `online`, `offline`, `stale` (nothing new for longer than
-/// ``staleAfter``; offline vehicles stay `offline`) or `-` (no status yet).
+/// ``staleAfter``; offline vehicles stay `offline`) or `-` (no status yet). The age column is
+/// the shown fix's age by its own time (``VehicleSnapshot/fixAge(now:)``), or, without a fix,
+/// the time since the vehicle's last message; gaps count only numbers that can be missing
+/// (``VehicleSnapshot/gaps``).
 public struct FleetTable: Sendable {
     /// How long without a new message before a vehicle is marked stale.
     public var staleAfter: Duration
@@ -33,7 +36,7 @@ public struct FleetTable: Sendable {
         }
         let headingDegrees = v.heading?.trueHeading ?? v.heading?.magneticHeading
         return [
-            v.vehicle.rawValue, state, Self.format(age: v.age(now: now)),
+            v.vehicle.rawValue, state, Self.format(age: v.fixAge(now: now) ?? v.age(now: now)),
             v.fix.map { Self.fixed($0.latitude, 6) } ?? "-",
             v.fix.map { Self.fixed($0.longitude, 6) } ?? "-",
             v.fix?.speed.map { Self.fixed($0 * 3.6, 1) } ?? "-",

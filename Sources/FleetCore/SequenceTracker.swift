@@ -7,7 +7,10 @@
 /// kept as a small sorted list of intervals, not a window. A number seen before is a duplicate.
 /// The first number seen starts the count: a number below it (history from before fleet-watch
 /// subscribed, as a backlog brings) is late but was never missing; the tracker still remembers
-/// it, so that its redelivery is a duplicate.
+/// it, so that its redelivery is a duplicate. A number recorded as *history* (a retained
+/// message: the newest of its topic from before the subscription) opens no counted hole either:
+/// the retained heading and the retained fix say nothing of the numbers between them, which
+/// went out before the subscriber was there.
 ///
 /// Memory is bounded: at most ``maximumHoles`` intervals (24 bytes each) per tracker, none
 /// while nothing is missing. Beyond the cap the smallest hole (the lowest of equals) is
@@ -59,19 +62,20 @@ public struct SequenceTracker: Sendable, Equatable {
     /// The number of holes remembered (at most ``maximumHoles``).
     public var holeCount: Int { holes.count }
 
-    /// Records `seq` and says whether it is new, late or a duplicate.
+    /// Records `seq` and says whether it is new, late or a duplicate; `history`: it was sent
+    /// before the subscription (a retained message), so the numbers it skips cannot be missing.
     @discardableResult
-    public mutating func record(_ seq: UInt64) -> Outcome {
+    public mutating func record(_ seq: UInt64, history: Bool = false) -> Outcome {
         guard let top = highest, let bottom = lowest else {
             highest = seq
             lowest = seq
             return .newest(skipped: 0)
         }
         if seq > top {
-            let skipped = seq - top - 1
-            if skipped > 0 {
+            let skipped = history ? 0 : seq - top - 1
+            if seq - top > 1 {
                 missing &+= skipped
-                holes.append(Hole(lower: top + 1, upper: seq - 1, counted: true))
+                holes.append(Hole(lower: top + 1, upper: seq - 1, counted: !history))
                 enforceCap()
             }
             highest = seq

@@ -73,18 +73,25 @@ public struct VehicleSnapshot: Sendable, Equatable {
     /// heartbeat (`report.stoppedInterval`, one hour) and a quarter more.
     public static let parkedStaleAfter: Duration = .seconds(4_500)
 
+    /// How old the shown fix is at `now`, by its own time (zero for one stamped ahead of this
+    /// clock); `nil` without a fix. A retained fix 20 s old is 20 s old, however recently it
+    /// arrived (``age(now:)`` says when something last arrived).
+    public func fixAge(now: UTCTimestamp) -> Duration? {
+        fix.map { .milliseconds(max(0, now.millisecondsSince1970 - $0.time.millisecondsSince1970)) }
+    }
+
     /// Records a message number in the gap count: a message of the current run goes to
     /// ``sequence``; one of a later run starts the count afresh for that run; one of an earlier
     /// run (a late redelivery of history from before the vehicle's store was lost) is not
     /// counted, and is reported late.
     @discardableResult
-    package mutating func record(_ number: MessageNumber) -> SequenceTracker.Outcome {
+    package mutating func record(_ number: MessageNumber, history: Bool = false) -> SequenceTracker.Outcome {
         if let run, number.run < run { return .late(filledGap: false) }
         if let run, number.run > run {
             sequence = SequenceTracker()
             runsStarted &+= 1
         }
         run = number.run
-        return sequence.record(number.seq)
+        return sequence.record(number.seq, history: history)
     }
 }

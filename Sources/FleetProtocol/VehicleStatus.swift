@@ -41,9 +41,12 @@ public struct VehicleStatus: Sendable, Equatable {
         public var full: UInt64
         /// Dropped because they were older than the outbox's maximum age.
         public var expired: UInt64
-        /// `seq` numbers skipped after an unclean stop (a crash or power cut): messages that
-        /// were not yet stored, or numbers reserved and never used. At most the last sync
-        /// interval's worth.
+        /// What agents before this version counted after an unclean stop (`droppedUnclean`):
+        /// the `seq` numbers it skipped, which were reserved, mostly never used, and are no
+        /// loss (a new numbering run begins). Read from such agents' statuses; an agent of this
+        /// version leaves it 0 and the key out, since what a crash really loses (what it had
+        /// numbered in its last sync interval and neither stored nor delivered) cannot be
+        /// counted after it.
         public var unclean: UInt64
         /// Refused by the broker for good (its ACL does not allow the topic, the topic or the
         /// payload is invalid for it): dropped after one try, each refusal logged once as an
@@ -133,7 +136,7 @@ extension FleetPayload {
         w.int("dropped", status.droppedFixes)
         w.int("droppedFull", status.drops?.full)
         w.int("droppedExpired", status.drops?.expired)
-        w.int("droppedUnclean", status.drops?.unclean)
+        w.int("droppedUnclean", status.drops.flatMap { $0.unclean == 0 ? nil : $0.unclean })
         w.int("rejected", status.drops?.rejected)
         w.int("implausible", status.implausibleFixes)
         w.int("backlog", status.backlog)

@@ -18,6 +18,15 @@ extension FleetSubscriber {
     /// - Returns: the events in arrival order.
     public func retainedSnapshot(quietPeriod: Duration = .milliseconds(500), timeout: Duration = .seconds(10)) async throws -> [FleetEvent]
     {
+        try await receivedSnapshot(quietPeriod: quietPeriod, timeout: timeout).map(\.event)
+    }
+
+    /// As ``retainedSnapshot(quietPeriod:timeout:)``, each event with whether it came retained.
+    public func receivedSnapshot(
+        quietPeriod: Duration = .milliseconds(500), timeout: Duration = .seconds(10)
+    ) async throws
+        -> [ReceivedEvent]
+    {
         let clock = ContinuousClock()
         let deadline = clock.now + timeout
         let client = try await MQTTClient.connectRetrying(configuration: configuration, deadline: deadline, logger: logger)
@@ -58,7 +67,7 @@ extension FleetSubscriber {
 /// task that receives and the one that waits for quiet.
 private final class SnapshotCollector: Sendable {
     private struct State {
-        var events: [FleetEvent] = []
+        var events: [FleetSubscriber.ReceivedEvent] = []
         var lastArrival: ContinuousClock.Instant
     }
 
@@ -69,11 +78,11 @@ private final class SnapshotCollector: Sendable {
     /// Adds an event; only a retained one moves ``lastArrival``.
     func add(_ event: FleetEvent, at instant: ContinuousClock.Instant, retained: Bool) {
         state.withLock {
-            $0.events.append(event)
+            $0.events.append(FleetSubscriber.ReceivedEvent(event: event, retained: retained))
             if retained { $0.lastArrival = instant }
         }
     }
 
     var lastArrival: ContinuousClock.Instant { state.withLock { $0.lastArrival } }
-    var events: [FleetEvent] { state.withLock { $0.events } }
+    var events: [FleetSubscriber.ReceivedEvent] { state.withLock { $0.events } }
 }

@@ -119,6 +119,26 @@ public struct FleetSubscriber: Sendable {
     /// A configuration that acknowledges after handling is for ``deliveries()``: this stream
     /// acknowledges nothing, so it ends at once with an error.
     public func events() -> AsyncThrowingStream<FleetEvent, any Error> {
+        decodedEvents { event, _ in event }
+    }
+
+    /// An event and whether its message was a retained one (sent by the broker because of the
+    /// subscription: the newest of its topic from before it, not news).
+    public struct ReceivedEvent: Sendable {
+        public var event: FleetEvent
+        public var retained: Bool
+    }
+
+    /// As ``events()``, each event with whether it came retained: what a fleet state needs to
+    /// tell a `seq` gap from the numbers sent before it subscribed
+    /// (``FleetCore/FleetState/apply(_:at:retained:)``).
+    public func receivedEvents() -> AsyncThrowingStream<ReceivedEvent, any Error> {
+        decodedEvents { ReceivedEvent(event: $0, retained: $1) }
+    }
+
+    private func decodedEvents<Element: Sendable>(
+        _ make: @escaping @Sendable (FleetEvent, _ retained: Bool) -> Element
+    ) -> AsyncThrowingStream<Element, any Error> {
         guard configuration.acknowledgement == .onReceipt else {
             return AsyncThrowingStream {
                 throw MQTTError.invalidConfiguration(
@@ -127,11 +147,11 @@ public struct FleetSubscriber: Sendable {
         }
         let decoder = FleetMessageDecoder(topics: options.topics)
         let policy = AsyncThrowingStream<MQTTMessage, any Error>.Continuation.BufferingPolicy.bufferingNewest(options.bufferLimit)
-        return stream(of: FleetEvent.self, .bufferingNewest(options.bufferLimit), subscription: policy) { [options, logger] continuation in
+        return stream(of: Element.self, .bufferingNewest(options.bufferLimit), subscription: policy) { [options, logger] continuation in
             var dropped: UInt64 = 0
             return { message, _ in
                 decoder.decode(topic: message.topic, payload: message.payload) { event in
-                    if case .dropped = continuation.yield(event) {
+                    if case .dropped = continuation.yield(make(event, message.retain)) {
                         dropped &+= 1
                         if dropped.isMultiple(of: 1000) || dropped == 1 {
                             logger.log(

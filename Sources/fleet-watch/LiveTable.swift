@@ -20,15 +20,15 @@ struct LiveTable: Sendable {
         init(topics: FleetTopics) { value = SanitizerVisibleMutex(Value(state: FleetState(topics: topics))) }
     }
 
-    func run(_ events: AsyncThrowingStream<FleetEvent, any Error>) async throws {
+    func run(_ events: AsyncThrowingStream<FleetSubscriber.ReceivedEvent, any Error>) async throws {
         let shared = Shared(topics: topics)
         output.write("\u{1B}[2J")
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask {
-                for try await event in events {
+                for try await received in events {
                     let now = UTCTimestamp.wallClockNow
                     shared.value.withLock {
-                        $0.state.apply(event, at: now)
+                        $0.state.apply(received.event, at: now, retained: received.retained)
                         $0.changed = true
                     }
                 }

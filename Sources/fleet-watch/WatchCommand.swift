@@ -51,14 +51,14 @@ struct WatchCommand: AsyncParsableCommand {
         let output = StandardOutput()
 
         if once {
-            let events = try await subscriber.retainedSnapshot(
+            let events = try await subscriber.receivedSnapshot(
                 quietPeriod: .milliseconds(Int64(quietPeriod * 1000)), timeout: .milliseconds(Int64(timeout * 1000)))
             if json {
-                for event in events { output.writeLine(formatter.jsonLine(event)) }
+                for received in events { output.writeLine(formatter.jsonLine(received.event)) }
             } else {
                 var state = FleetState(topics: topics)
                 let now = UTCTimestamp.wallClockNow
-                for event in events { state.apply(event, at: now) }
+                for received in events { state.apply(received.event, at: now, retained: received.retained) }
                 output.write(table.render(state, now: now))
             }
             return

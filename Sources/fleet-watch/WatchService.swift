@@ -24,7 +24,7 @@ struct WatchService: Service {
         var zones = self.zones
         switch output {
         case .table(let table):
-            try await table.run(subscriber.events())
+            try await table.run(subscriber.receivedEvents())
         case .json(let formatter, let output):
             for try await event in subscriber.events() {
                 output.writeLine(formatter.jsonLine(event))

@@ -1,4 +1,6 @@
-// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|cpu|latency|outbox|drain|footprint|record|serve|wire|nats|operations] [options]
+// fleetcast-bench: prints speed figures. Usage: fleetcast-bench [decode|hub|all|mqtt|subscribe|watch|e2e|cpu|latency|outbox|drain|footprint|record|serve|wire|nats|operations|soak] [options]
+import Foundation
+
 let arguments = Array(CommandLine.arguments.dropFirst())
 let which = arguments.first ?? "all"
 if which == "decode" || which == "all" { await runDecodeBenchmark(arguments: Array(arguments.dropFirst())) }
@@ -23,3 +25,5 @@ if which == "wire" { await runWireBenchmark(arguments: Array(arguments.dropFirst
 if which == "nats" { await runNATSBenchmark(arguments: Array(arguments.dropFirst())) }
 // operations: trips and zones per second of fixes (in memory)
 if which == "operations" { await runOperationsBenchmark(arguments: Array(arguments.dropFirst())) }
+// soak: agents, recorders and a watcher under seeded faults, judged by an oracle of its own (exit 1 when it fails)
+if which == "soak", await !runSoakBenchmark(arguments: Array(arguments.dropFirst())) { exit(1) }

@@ -54,7 +54,7 @@ struct OutboxStoreTests {
         #expect(backlog.first == record(3), "payload, kind and time come back as stored")
     }
 
-    @Test("after an unclean stop numbering resumes past the reservation, and the skip is counted")
+    @Test("after an unclean stop numbering resumes past the reservation (the skip is said at open, never counted as a loss)")
     func uncleanStopSkipsReservation() async throws {
         let dir = try TemporaryDirectory()
         defer { dir.remove() }
@@ -149,6 +149,22 @@ struct OutboxStoreTests {
         #expect(expired.expired == 3)
         let after = try await store.storage.backlog(after: 0, limit: 20, maximumBytes: 1 << 20, excluding: []).map(\.seq)
         #expect(after == [9])
+    }
+
+    @Test(
+        "the age limit keeps what is on its way to the broker (a backlog batch in flight): delivered, it is no loss, and counted as none",
+        arguments: [false, true])
+    func expiryKeepsWhatIsBeingSent(memory: Bool) async throws {
+        let dir = try TemporaryDirectory()
+        defer { dir.remove() }
+        let store = memory ? OutboxStore.memory() : await OutboxStore.open(directory: dir.path, vehicle: vehicle, logger: Self.quiet)
+        _ = try await commit(store, inserts: (1...4).map { record(UInt64($0), at: Int64($0) * 1000) }, next: 5, reserved: 100)
+        var aged = OutboxCommit(nextSeq: 5, reservedSeq: 100, expiresBeforeMilliseconds: 10_000, maximumBytes: 1 << 30)
+        aged.protected = [1, 2]
+        let result = try await store.storage.commit(aged)
+        #expect(result.expired == 2, "only the two not being sent expire")
+        let left = try await store.storage.backlog(after: 0, limit: 20, maximumBytes: 1 << 20, excluding: []).map(\.seq)
+        #expect(left == [1, 2])
     }
 
     @Test("a record stored again (the same seq) is not counted twice")

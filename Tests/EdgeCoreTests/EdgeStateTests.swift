@@ -38,11 +38,21 @@ struct EdgeStateTests {
             run: 1, degraded: nil, now: Self.start)
     }
 
-    /// A fix of the drive `seconds` in, received at that instant.
+    /// A fix of the drive `seconds` in, received at that instant. The run's first fix waits for
+    /// a heading of its instant (nothing is known yet; these drives have none): the source's
+    /// next event that is not its partner, here a state, lets it go at once.
     private func receive(_ edge: inout Edge, second: Int) -> Edge.Actions {
-        edge.receive(
+        let first = edge.decisions.counters.fixesReceived == 0
+        var actions = edge.receive(
             .fix(Fixes.fix(at: Double(second), east: Double(second) * 12.5)), clocks: nil,
             wallMilliseconds: Self.wallStart + Int64(second) * 1000, at: at(second * 1000))
+        if first {
+            let released = edge.receive(
+                .state(.ended), clocks: nil, wallMilliseconds: Self.wallStart + Int64(second) * 1000, at: at(second * 1000))
+            actions.live += released.live
+            actions.signals += released.signals
+        }
+        return actions
     }
 
     /// The store in memory: what commits wrote, what the drain reads.
@@ -183,6 +193,102 @@ struct EdgeStateTests {
         #expect(liveSeq(&edge) == nil)
         _ = edge.retryNow()
         #expect(liveSeq(&edge) == 1, "retried at once")
+    }
+
+    // MARK: The broker link
+
+    /// A status message standing for what the driver writes from `content` (its `since` as
+    /// the payload, so a test can tell which connection's it is).
+    private func statusMessage(_ content: PublisherState.StatusContent?) -> OutboundMessage {
+        OutboundMessage(
+            kind: .status, topic: "fleet/van-1/status", payload: Array("\(content?.since?.millisecondsSince1970 ?? 0)".utf8),
+            qos: .atLeastOnce, retain: true)
+    }
+
+    /// The driver's part of an event: the status it asks for, written and queued.
+    private func carryOut(_ actions: Edge.Actions, _ edge: inout Edge) {
+        if let content = actions.status { _ = edge.setStatus(statusMessage(content)) }
+    }
+
+    @Test(
+        "awaiting the link: nothing goes live before the first connection, then that connection's online status (since it) first, then the fix; no backlog"
+    )
+    func firstConnectionStatusFirst() throws {
+        var edge = Edge(
+            settings: PublisherSettings(vehicle: VehicleID("van-1")!),
+            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 10_000), run: 1, degraded: nil,
+            now: Self.start, awaitingLink: true)
+        _ = edge.setStatus(statusMessage(nil))  // the publisher's first, before any connection
+        carryOut(receive(&edge, second: 0), &edge)
+        #expect(nextItem(&edge) == nil, "not connected: nothing goes, not even a status")
+        let connected = edge.linkConnected(since: Fixes.time(0.05), at: at(50))
+        let content = try #require(connected.status, "a status of the connection is due")
+        #expect(content.since == Fixes.time(0.05) && content.gnss == .fixing)
+        #expect(nextItem(&edge) == nil, "the connection's status goes first: nothing before it is queued")
+        carryOut(connected, &edge)
+        #expect(nextItem(&edge) == .status(statusMessage(content)), "then it goes, not the one written before the connection")
+        #expect(liveSeq(&edge) == 1, "then the fix, live")
+        #expect(edge.outbox.backlogCount == 0, "nothing failed to go live")
+    }
+
+    @Test(
+        "a link lost and back: nothing live meanwhile, then online since the new connection before the newest fix, even with the old status still in flight"
+    )
+    func reconnectionStatusFirst() throws {
+        var edge = makeEdge()
+        carryOut(edge.linkConnected(since: Fixes.time(0), at: at(0)), &edge)
+        guard case .status = try #require(nextItem(&edge)) else {
+            Issue.record("the first connection's status goes first")
+            return
+        }
+        // The status is still in flight (its acknowledgement lost with the link) when the link goes.
+        carryOut(receive(&edge, second: 1), &edge)
+        #expect(liveSeq(&edge) == 1)
+        _ = edge.linkLost()
+        for second in 2...4 { carryOut(receive(&edge, second: second), &edge) }
+        #expect(nextItem(&edge) == nil, "the link is down: nothing is handed to the MQTT client")
+        let back = edge.linkConnected(since: Fixes.time(5), at: at(5000))
+        #expect(back.status?.since == Fixes.time(5), "online, since the new connection")
+        carryOut(back, &edge)
+        #expect(nextItem(&edge) == nil, "the old status settles first: nothing overtakes the new one")
+        // The MQTT session sends the old one again on the new connection, and it is acknowledged.
+        _ = edge.liveSent(.status(statusMessage(nil)), topic: "fleet/van-1/status", .success(()), at: at(5010))
+        #expect(nextItem(&edge) == .status(statusMessage(back.status)), "then the new connection's status")
+        #expect(liveSeq(&edge) == 4, "then the newest fix; the outage's others are backlog")
+        #expect(edge.outbox.backlogCount == 2)
+    }
+
+    @Test(
+        "a source's first fixes in one burst while the live sender is busy with a status: both go live, in order, none as backlog"
+    )
+    func burstWhileBusyGoesLive() throws {
+        var edge = makeEdge()
+        carryOut(edge.linkConnected(since: Fixes.time(0), at: at(0)), &edge)
+        guard case .status = try #require(nextItem(&edge)) else {
+            Issue.record("the connection's status goes first")
+            return
+        }
+        // The GNSS state's status, then two fixes at once, before the sender asks again.
+        carryOut(receive(&edge, second: 1), &edge)
+        carryOut(receive(&edge, second: 2), &edge)
+        #expect(edge.outbox.backlogCount == 0, "nothing failed to go live")
+        _ = edge.liveSent(.status(statusMessage(nil)), topic: "fleet/van-1/status", .success(()), at: at(2010))
+        guard case .status = try #require(nextItem(&edge)) else {
+            Issue.record("the GNSS state's status")
+            return
+        }
+        #expect(liveSeq(&edge) == 1)
+        #expect(liveSeq(&edge) == 2, "then the newer: the retained fix ends with it")
+    }
+
+    @Test("a connection during the stop asks for no status and holds nothing back")
+    func connectionDuringTheStop() {
+        var edge = makeEdge()
+        _ = edge.linkLost()
+        _ = receive(&edge, second: 0)
+        _ = edge.finish(wallMilliseconds: Self.wallStart, at: at(100))
+        #expect(edge.linkConnected(since: Fixes.time(0.2), at: at(200)).status == nil, "offline follows")
+        #expect(liveSeq(&edge) == 1, "what is live goes")
     }
 
     // MARK: Backlog

@@ -28,26 +28,26 @@ import Testing
         return .fix(fix)
     }
 
-    @Test("a receiver that sends its heading after the fix (RMC GGA GSA VTG HDT): from the second instant on, one message each")
+    @Test("a receiver that sends its heading after the fix (RMC GGA GSA VTG HDT): one message each, from the first instant on")
     func headingAfterFix() {
         var joiner = InstantJoiner()
-        // First instant: nothing is known, both go at once, and the joiner learns they pair.
-        #expect(joiner.fix(Fixes.fix(at: 0), at: at(0)) == [.fix(Fixes.fix(at: 0))])
-        #expect(joiner.heading(heading(at: 0), at: at(5)) == [.heading(heading(at: 0))])
+        // First instant: nothing is known, the first event waits for its partner, which comes.
+        #expect(joiner.fix(Fixes.fix(at: 0), at: at(0)).isEmpty)
+        #expect(joiner.heading(heading(at: 0), at: at(5)) == [joined(Fixes.fix(at: 0), heading(at: 0))])
         for second in 1...5 {
             let t = Double(second)
             #expect(joiner.fix(Fixes.fix(at: t), at: at(second * 1000)).isEmpty, "held for its heading")
             #expect(joiner.heading(heading(at: t), at: at(second * 1000 + 5)) == [joined(Fixes.fix(at: t), heading(at: t))])
         }
-        #expect(joiner.joined == 5)
+        #expect(joiner.joined == 6)
         #expect(joiner.held == nil)
     }
 
-    @Test("a receiver that sends its heading before the fix: the heading waits for the fix")
+    @Test("a receiver that sends its heading before the fix: the heading waits for the fix, the first instant's too")
     func headingBeforeFix() {
         var joiner = InstantJoiner()
-        #expect(joiner.heading(heading(at: 0), at: at(0)) == [.heading(heading(at: 0))])
-        #expect(joiner.fix(Fixes.fix(at: 0), at: at(5)) == [.fix(Fixes.fix(at: 0))], "learns they pair")
+        #expect(joiner.heading(heading(at: 0), at: at(0)).isEmpty, "nothing known yet: it waits")
+        #expect(joiner.fix(Fixes.fix(at: 0), at: at(5)) == [joined(Fixes.fix(at: 0), heading(at: 0))], "one message, not split")
         #expect(joiner.heading(heading(at: 1), at: at(1000)).isEmpty)
         #expect(joiner.fix(Fixes.fix(at: 1), at: at(1005)) == [joined(Fixes.fix(at: 1), heading(at: 1))])
     }
@@ -66,7 +66,7 @@ import Testing
         let alone = out.count - fixes.count
         #expect(fixes.count == 3)
         #expect(alone + Int(joiner.joined) == 30, "every reading is published, in a fix or alone")
-        #expect(joiner.joined == 2, "the first instant teaches the pairing")
+        #expect(joiner.joined == 3, "the first instant waits for its partner too")
     }
 
     @Test("a compass that stops: one fix waits one cycle, the next go at once")
@@ -76,15 +76,25 @@ import Testing
         // No heading: the next cycle's fix lets it go, alone, and is not held itself.
         #expect(joiner.fix(Fixes.fix(at: 2), at: at(2000)) == [.fix(Fixes.fix(at: 1)), .fix(Fixes.fix(at: 2))])
         #expect(joiner.fix(Fixes.fix(at: 3), at: at(3000)) == [.fix(Fixes.fix(at: 3))])
-        #expect(!joiner.pairing)
+        #expect(joiner.pairing == false)
     }
 
-    @Test("a source without headings never has a fix held")
+    @Test("a source without headings has its first fix held one cycle (nothing is known yet), then never")
     func noHeadings() {
         var joiner = InstantJoiner()
-        for second in 0..<10 {
+        #expect(joiner.fix(Fixes.fix(at: 0), at: at(0)).isEmpty)
+        #expect(joiner.fix(Fixes.fix(at: 1), at: at(1000)) == [.fix(Fixes.fix(at: 0)), .fix(Fixes.fix(at: 1))])
+        for second in 2..<10 {
             #expect(joiner.fix(Fixes.fix(at: Double(second)), at: at(second * 1000)) == [.fix(Fixes.fix(at: Double(second)))])
         }
+    }
+
+    @Test("a compass without fixes: the first heading waits for a fix at most until the next reading, then none waits")
+    func headingsOnly() {
+        var joiner = InstantJoiner()
+        #expect(joiner.heading(heading(at: 0), at: at(0)).isEmpty)
+        #expect(joiner.heading(heading(at: 0.1), at: at(100)) == [.heading(heading(at: 0)), .heading(heading(at: 0.1))])
+        #expect(joiner.heading(heading(at: 0.2), at: at(200)) == [.heading(heading(at: 0.2))])
     }
 
     @Test("what is held goes alone after the longest hold, on a source state, and at the finish")
@@ -93,7 +103,7 @@ import Testing
         #expect(joiner.fix(Fixes.fix(at: 1), at: at(1000)).isEmpty)
         #expect(joiner.releaseOverdue(at: at(1499)).isEmpty, "not yet")
         #expect(joiner.releaseOverdue(at: at(1500)) == [.fix(Fixes.fix(at: 1))])
-        #expect(!joiner.pairing, "a partner that late is not waited for")
+        #expect(joiner.pairing == false, "a partner that late is not waited for")
 
         _ = joiner.heading(heading(at: 1), at: at(1600))  // late, alone: pairing again
         #expect(joiner.fix(Fixes.fix(at: 2), at: at(2000)).isEmpty)

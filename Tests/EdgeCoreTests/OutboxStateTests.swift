@@ -42,6 +42,37 @@ struct OutboxStateTests {
         #expect(request?.excluding == [4, 5], "what is live is not read as backlog")
     }
 
+    @Test("numbers skipped after an unclean stop are no loss: nothing is counted dropped")
+    func uncleanSkipIsNoLoss() {
+        let state = State(
+            settings: .init(liveWindow: 4, lossless: false, memoryLimit: 100, maximumAgeMilliseconds: 1000, maximumBytes: 1 << 20),
+            opening: OutboxOpening(count: 3, bytes: 300, nextSeq: 200, uncleanSkipped: 128, reservedSeq: 328), memoryOnly: false)
+        #expect(state.drops.total == 0 && state.drops.unclean == 0)
+    }
+
+    @Test("a full memory while the store fails drops what is not on its way: a record in a backlog batch in flight is kept")
+    func memoryLimitKeepsTheBatchInFlight() throws {
+        var state = State(
+            settings: .init(liveWindow: 4, lossless: false, memoryLimit: 3, maximumAgeMilliseconds: 1000, maximumBytes: 1 << 20),
+            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 65), memoryOnly: false)
+        for _ in 0..<3 { add(&state, .fix) }  // 1, 2 backlog; 3 live
+        let commit = state.takeCommit(nowMilliseconds: 0)
+        #expect(commit != nil)
+        _ = state.commitFailed(reason: "disk full")
+        let requested = state.backlogRequest()
+        let request = try #require(requested)
+        let batch = state.unwrittenBacklog(after: request.after, limit: 10, maximumBytes: 1 << 20, excluding: request.excluding)
+        #expect(batch.map(\.seq) == [1, 2])
+        state.backlogSending(batch.map(\.seq))
+        add(&state, .fix)  // 4 is live, 3 backlog: four in memory, one too many
+        #expect(state.drops.full == 1)
+        _ = state.backlogAcknowledged()
+        #expect(
+            state.unwrittenBacklog(after: 0, limit: 10, maximumBytes: 1 << 20, excluding: []).map(\.seq) == [4],
+            "1 and 2 delivered, 3 dropped, 4 left (live)")
+        #expect(liveSeq(&state) == 4)
+    }
+
     @Test("the backlog is idle again once the batch in flight is acknowledged, refused or failed")
     func backlogIdle() {
         var state = makeState()

@@ -35,12 +35,25 @@ struct PublisherStateTests {
         var state = makeState()
         let fix = Fixes.fix(at: 0)
         let first = state.receive(.fix(fix), clocks: nil, at: at(0))
-        #expect(first.publish == [.fix(fix)])
+        #expect(first.publish.isEmpty, "the run's first waits for a heading of its instant: nothing is known yet")
         #expect(first.gnssChange == .fixing)
         let second = state.receive(.fix(Fixes.fix(at: 1)), clocks: nil, at: at(1))
+        #expect(second.publish == [.fix(fix), .fix(Fixes.fix(at: 1))], "none came: it goes, and no fix waits again")
         #expect(second.gnssChange == nil, "no change, no status")
         #expect(state.counters.fixesReceived == 2)
         #expect(state.gnss == .fixing)
+    }
+
+    @Test("the run's first instant is one message: a heading that comes first waits for its fix, across the source's streaming state")
+    func firstInstantJoined() {
+        var state = makeState()
+        let heading = Heading(time: Fixes.time(0), trueHeading: 90, source: .hdt)
+        #expect(state.receive(.heading(heading), clocks: nil, at: at(0)).publish.isEmpty, "nothing known yet: it waits")
+        // A source says `streaming` before its first fix (after a heading that came first).
+        #expect(state.receive(.state(.streaming), clocks: nil, at: at(0)).publish.isEmpty, "still waiting")
+        var joined = Fixes.fix(at: 0)
+        joined.heading = heading
+        #expect(state.receive(.fix(Fixes.fix(at: 0)), clocks: nil, at: at(0)).publish == [.fix(joined)], "one message, seq 1 on …/fix")
     }
 
     @Test("a fix without a position is counted, not published, and the GNSS state says no-fix")
@@ -55,8 +68,10 @@ struct PublisherStateTests {
     @Test("the reporting policy holds fixes and headings back, and counts them")
     func policySkips() {
         var state = makeState(policy: ReportingPolicy(minInterval: 10))
-        #expect(state.receive(.fix(Fixes.fix(at: 0)), clocks: nil, at: at(0)).publish.count == 1)
-        #expect(state.receive(.fix(Fixes.fix(at: 1)), clocks: nil, at: at(1)).publish.isEmpty)
+        #expect(state.receive(.fix(Fixes.fix(at: 0)), clocks: nil, at: at(0)).publish.isEmpty, "the first waits for a partner")
+        #expect(
+            state.receive(.fix(Fixes.fix(at: 1)), clocks: nil, at: at(1)).publish == [.fix(Fixes.fix(at: 0))], "then goes; fix 1 is skipped"
+        )
         #expect(state.counters.fixesSkippedByPolicy == 1)
         #expect(state.receive(.heading(Self.heading), clocks: nil, at: at(1)).publish == [.heading(Self.heading)])
         #expect(state.counters.headingsReceived == 1)
@@ -90,8 +105,10 @@ struct PublisherStateTests {
         let quiet = state.receive(.fix(Fixes.fix(at: 1)), clocks: (tomorrow, true), at: at(1))
         #expect(quiet.publish.isEmpty && quiet.fixTimeLog == nil, "said once per run")
         let unsynchronized = state.receive(.fix(Fixes.fix(at: 2)), clocks: (tomorrow, false), at: at(2))
-        #expect(!unsynchronized.publish.isEmpty, "an unsynchronized clock does not judge")
         #expect(unsynchronized.fixTimeLog == .accepting(refused: 2))
+        #expect(
+            state.releaseOverdue(at: at(3)).publish == [.fix(Fixes.fix(at: 2))],
+            "an unsynchronized clock does not judge: it goes (the run's first, after its wait for a partner)")
         let status = state.status(force: true, backlog: 0, drops: .init(), storage: nil, at: at(2))
         #expect(status?.implausible == 2)
     }

@@ -126,6 +126,39 @@ struct CompactBatchTests {
     }
 
     @Test(
+        "deploy/decode-compact-batch.py and the agent's decoder agree key by key, on every field of every event (JSON form, no v in the bytes)"
+    )
+    func pythonDecoderAgreesOnEveryField() async throws {
+        let events = drive(40)
+        let payload = compact(events)
+        let directory = try makeTemporaryDirectory(prefix: "compact-fields")
+        let file = "\(directory)/batch.bin"
+        try Data(payload).write(to: URL(fileURLWithPath: file))
+        let python = try TestProcess(
+            "/usr/bin/python3", [RepositoryPath.of("deploy/decode-compact-batch.py"), file], directory: directory, name: "decode")
+        #expect(try await python.waitForExitOrStop(timeout: .seconds(30)) == 0, "\(python.standardError)")
+        func object(_ bytes: [UInt8]) -> NSDictionary? {
+            (try? JSONSerialization.jsonObject(with: Data(bytes))) as? NSDictionary
+        }
+        let viaPython = python.standardOutput.split(separator: "\n").map { object(Array($0.utf8)) }
+        // The agent's decoder, each event written back as the contract's JSON (every field).
+        let viaSwift = try FleetPayload.decodeCompactBatch(payload, vehicle: van).events.map { event -> NSDictionary? in
+            switch event {
+            case .fix(let f): object(FleetPayload.encode(f.fix, vehicle: "van-7", seq: f.seq, run: f.run, includeKind: true))
+            case .heading(let h): object(FleetPayload.encode(h.heading, vehicle: "van-7", seq: h.seq, run: h.run, includeKind: true))
+            }
+        }
+        #expect(viaPython.count == events.count && viaSwift.count == events.count)
+        for (index, (python, swift)) in zip(viaPython, viaSwift).enumerated() {
+            #expect(
+                python != nil && python == swift,
+                "event \(index): Python \(python.map { "\($0)" } ?? "-") vs \(swift.map { "\($0)" } ?? "-")")
+        }
+        // The interleaving the contract names: moving fields step within their own kind.
+        #expect(events.contains { if case .heading = $0.event { true } else { false } })
+    }
+
+    @Test(
         "a minute of a noisy drive at 1 Hz (fields changing every second) is a tenth of its JSON batch; a steady one under 8 bytes per fix and heading"
     )
     func size() {

@@ -77,10 +77,10 @@ import Testing
             .fix(
                 van, seq: 1,
                 Fix(
-                    time: t0, latitude: 48.858222, longitude: 2.2945, speed: 13.9,
+                    time: at(100), latitude: 48.858222, longitude: 2.2945, speed: 13.9,
                     mode: .threeD, satellitesUsed: 11)), at: at(100))
         state.apply(.heading(van, seq: 2, Heading(trueHeading: 271.04, source: .hdt)), at: at(100))
-        state.apply(.fix(bus, seq: 5, Fix(time: t0, latitude: -33.8568, longitude: 151.2153, mode: .twoD)), at: at(10))
+        state.apply(.fix(bus, seq: 5, Fix(time: at(10), latitude: -33.8568, longitude: 151.2153, mode: .twoD)), at: at(10))
         state.apply(.status(VehicleStatus(vehicle: tram, state: .offline)), at: at(0))
         let table = FleetTable(staleAfter: .seconds(30))
         let text = table.render(state, now: at(105))
@@ -98,6 +98,28 @@ import Testing
         #expect(ansi.contains("\u{1B}[2mbus-1"))  // stale row dimmed
         #expect(ansi.contains("… 2 more"))
         #expect(!ansi.contains("van-7"))
+    }
+
+    /// What `--once` folds in: a vehicle's retained heading (seq 1, from its first instant) and
+    /// retained fix (seq 60, 20 s old), then a live fix. The numbers between the two retained
+    /// ones went out before the subscription: no gap. The age is the fix's own, not its arrival's.
+    @Test func retainedMessagesOpenNoGapsAndTheAgeIsTheFixes() {
+        var state = FleetState()
+        state.apply(.status(VehicleStatus(vehicle: van, state: .online)), at: at(100), retained: true)
+        state.apply(.heading(van, seq: 1, Heading(time: at(0), trueHeading: 90, source: .hdt)), at: at(100), retained: true)
+        let fix = Fix(time: at(80), latitude: 48.85, longitude: 2.29, speed: 12, mode: .threeD)
+        state.apply(.fix(van, seq: 60, fix), at: at(100), retained: true)
+        var lines = FleetTable().render(state, now: at(100)).split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        #expect(lines[1][0] == "van-7" && lines[1][2] == "20s" && lines[1][9] == "0", "\(lines)")
+        // A live fix that skips a number: that one can be missing, and is counted.
+        state.apply(.fix(van, seq: 62, Fix(time: at(101), latitude: 48.85, longitude: 2.29, mode: .threeD)), at: at(101))
+        lines = FleetTable().render(state, now: at(101)).split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
+        #expect(lines[1][2] == "0s" && lines[1][9] == "1", "\(lines)")
+        // Not retained, the same two messages would say 58 numbers are missing.
+        var live = FleetState()
+        live.apply(.heading(van, seq: 1, Heading(time: at(0), trueHeading: 90, source: .hdt)), at: at(100))
+        live.apply(.fix(van, seq: 60, fix), at: at(100))
+        #expect(live[van]?.gaps == 58)
     }
 
     /// The agent's default policy reports a parked vehicle once an hour: an online vehicle

@@ -56,10 +56,37 @@ import Testing
             #expect(status == 0, "\(err)")
             let lines = out.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }
             #expect(lines.first == ["VEHICLE", "STATE", "AGE", "LAT", "LON", "KM/H", "HDG", "SATS", "MODE", "GAPS"])
-            #expect(lines.contains(["bus-1", "-", "0s", "-33.250000", "-3.250000", "36.0", "180.0", "7", "3D", "0"]))
-            #expect(lines.contains(["van-7", "online", "0s", "48.500000", "-3.250000", "36.0", "-", "7", "3D", "0"]))
+            // (The age is the fixes' own, from their time in January: see the next test.)
+            func withoutAge(_ row: [String]) -> [String] { row.count > 2 ? Array(row[..<2] + row[3...]) : row }
+            #expect(lines.map(withoutAge).contains(["bus-1", "-", "-33.250000", "-3.250000", "36.0", "180.0", "7", "3D", "0"]))
+            #expect(lines.map(withoutAge).contains(["van-7", "online", "48.500000", "-3.250000", "36.0", "-", "7", "3D", "0"]))
             #expect(out.contains("2 vehicles, 1 malformed messages"))
             #expect(!out.contains("\u{1B}"))
+        }
+    }
+
+    @Test("--once: a retained fix 20 s old shows an age of 20 s, and a vehicle's retained heading and fix open no gaps")
+    func onceShowsTheFixesAgeAndNoGapsBetweenRetainedMessages() async throws {
+        try await withBroker { broker in
+            let now = UTCTimestamp.wallClockNow.millisecondsSince1970
+            let heading = Heading(time: UTCTimestamp(millisecondsSince1970: now - 25_000), trueHeading: 90, source: .hdt)
+            let fix = Fix(
+                time: UTCTimestamp(millisecondsSince1970: now - 20_000), latitude: 48.5, longitude: -3.25, speed: 10, mode: .threeD,
+                satellitesUsed: 7)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/heading",
+                message: String(decoding: FleetPayload.encode(heading, seq: 1), as: UTF8.self),
+                retain: true)
+            try await MosquittoCLI.publish(
+                broker: broker, topic: "fleet/van-7/fix", message: String(decoding: FleetPayload.encode(fix, seq: 60), as: UTF8.self),
+                retain: true)
+            let (status, out, err) = try await run(["--broker", broker.url, "--once", "--quiet-period", "0.3"], in: broker.directory)
+            #expect(status == 0, "\(err)")
+            let row = try #require(
+                out.split(separator: "\n").map { $0.split(separator: " ").map(String.init) }.first { $0.first == "van-7" })
+            let age = Int(row[2].dropLast()) ?? -1
+            #expect(row[2].hasSuffix("s") && (19...25).contains(age), "the fix's own age: \(row)")
+            #expect(row[9] == "0", "no gap between the retained heading and fix: \(row)")
         }
     }
 
