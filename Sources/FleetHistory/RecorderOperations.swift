@@ -42,6 +42,22 @@ struct RecorderOperations {
     private(set) var ignored = 0
     /// Fixes older than this (7 days) are not derived.
     static let maximumLatenessSeconds = 7.0 * 86_400
+    /// The most stored fixes one rebuild reads: 100,000 (a day of a 1 Hz vehicle, about a
+    /// second's work). A vehicle with more since its resume point is rebuilt from its newest
+    /// 100,000; what closed before them stands as stored.
+    static let maximumRebuildFixes = 100_000
+    /// Zone events announced (logged at info and published over MQTT) per vehicle: 20 at once,
+    /// then one every 3 s. Past that they are stored and not announced, counted, and said once
+    /// per episode: a vehicle cannot turn 144 KB of fixes into 20,000 messages and log lines.
+    static let announcementBurst = 20.0
+    static let announcementsPerSecond = 1.0 / 3
+    private var announcementTokens: [VehicleID: (tokens: Double, at: ContinuousClock.Instant)] = [:]
+    /// Zone events stored and not announced (see ``announcementBurst``).
+    private(set) var unannounced = 0
+    /// Vehicles in an episode of impossible implied speeds, or of zone events past their rate,
+    /// already said.
+    private var impossibleSaid: Set<VehicleID> = []
+    private var quietedSaid: Set<VehicleID> = []
 
     init(settings: OperationsSettings, store: TrackStore, logger: Logger) {
         (self.settings, self.store, self.logger) = (settings, store, logger)
@@ -76,6 +92,7 @@ struct RecorderOperations {
         }
         for (vehicle, points) in byVehicle.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
             var announced: [StoredZoneEvent] = []
+            let impossibleBefore = vehicles[vehicle]?.impossibleForZones ?? 0
             if var operations = vehicles[vehicle], case .closed(let closed, let events) = operations.add(points) {
                 vehicles[vehicle] = operations
                 guard !closed.isEmpty || !events.isEmpty else { continue }
@@ -104,6 +121,8 @@ struct RecorderOperations {
                     metadata: ["vehicle": "\(vehicle.rawValue)", "from": "\(reaching)"])
             }
             stored.zoneEvents += announced.count
+            sayImpossibleSpeeds(vehicle, before: impossibleBefore)
+            announced = rateLimited(announced, of: vehicle)
             for event in announced {
                 logger.info(
                     "Zone \(event.kind.rawValue)",
@@ -113,20 +132,69 @@ struct RecorderOperations {
         }
     }
 
+    /// Says once per episode, at warning, that `vehicle`'s fixes imply an impossible speed and
+    /// are not fed to zones (``VehicleOperations/maximumZoneSpeedMetresPerSecond``); a batch
+    /// without such a fix ends the episode.
+    private mutating func sayImpossibleSpeeds(_ vehicle: VehicleID, before: Int) {
+        let now = vehicles[vehicle]?.impossibleForZones ?? 0
+        guard now > before else {
+            impossibleSaid.remove(vehicle)
+            return
+        }
+        guard impossibleSaid.count < 10_000, impossibleSaid.insert(vehicle).inserted else { return }
+        logger.warning(
+            "A vehicle's fixes imply an impossible speed; they are stored, and not fed to zones while they do",
+            metadata: [
+                "vehicle": "\(vehicle.rawValue)", "fixes": "\(now - before)",
+                "speed.maximum_mps": "\(VehicleOperations.maximumZoneSpeedMetresPerSecond)",
+            ])
+    }
+
+    /// The part of `events` within `vehicle`'s rate of announcements (``announcementBurst``);
+    /// the rest is counted, and said once per episode.
+    private mutating func rateLimited(_ events: [StoredZoneEvent], of vehicle: VehicleID) -> [StoredZoneEvent] {
+        guard !events.isEmpty else { return events }
+        let now = ContinuousClock.now
+        var bucket = announcementTokens[vehicle] ?? (Self.announcementBurst, now)
+        let elapsed = bucket.at.duration(to: now).components
+        let seconds = Double(elapsed.seconds) + Double(elapsed.attoseconds) * 1e-18
+        bucket = (min(Self.announcementBurst, bucket.tokens + seconds * Self.announcementsPerSecond), now)
+        let allowed = min(events.count, Int(bucket.tokens))
+        bucket.tokens -= Double(allowed)
+        if announcementTokens.count > 100_000 { announcementTokens.removeAll() }
+        announcementTokens[vehicle] = bucket
+        guard allowed < events.count else {
+            quietedSaid.remove(vehicle)
+            return events
+        }
+        unannounced += events.count - allowed
+        if quietedSaid.count < 10_000, quietedSaid.insert(vehicle).inserted {
+            logger.warning(
+                "A vehicle's zone events come faster than they are announced; they are stored, and the rest of them are not logged or published",
+                metadata: [
+                    "vehicle": "\(vehicle.rawValue)", "events.per_second": "\(Self.announcementsPerSecond)",
+                    "events.burst": "\(Int(Self.announcementBurst))",
+                ])
+        }
+        return Array(events.prefix(allowed))
+    }
+
     /// `vehicle`'s operations rebuilt from its stored fixes, for fixes from `reaching` on; what
     /// the rebuild derived replaces what was stored from its start.
     private static func rebuild(
         _ vehicle: VehicleID, reaching: UTCTimestamp, store: TrackStore, settings: OperationsSettings
     ) async throws -> (VehicleOperations, [StoredZoneEvent], Int) {
         let tripEnd = try await store.settledTripEnd(vehicle: vehicle.rawValue, decidedBefore: reaching)
-        let from = VehicleOperations.resumePoint(after: tripEnd, reaching: reaching)
+        let resume = VehicleOperations.resumePoint(after: tripEnd, reaching: reaching)
+        // Bounded in rows: from the newest ``maximumRebuildFixes`` at most.
+        let from = try await store.rebuildStart(vehicle: vehicle, from: resume, maximumFixes: maximumRebuildFixes)
         let inside = settings.zones == nil ? [] : try await store.zonesInside(vehicle: vehicle.rawValue, before: from)
         var operations = VehicleOperations(
             rules: settings.rules, zones: settings.zones, hysteresisMetres: settings.hysteresisMetres, inside: inside)
         var closed: [VehicleOperations.Closed] = []
         var events: [ZoneEvent] = []
         let until = UTCTimestamp(millisecondsSince1970: store.now().millisecondsSince1970 + 600_001)
-        try await store.track(vehicle: vehicle, since: from, until: until) { point in
+        try await store.track(vehicle: vehicle, since: from, until: until, limit: maximumRebuildFixes + 1) { point in
             let (segments, zoneEvents) = operations.replay(
                 TripPoint(time: point.time, latitude: point.latitude, longitude: point.longitude, speed: point.speed))
             closed += segments
