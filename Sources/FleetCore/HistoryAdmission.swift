@@ -77,6 +77,8 @@ public struct HistoryAdmission: Sendable {
     public var keptFrom: HistoryDay?
     /// Per vehicle that made partitions lately: tokens left, and when counted (ms since 1970).
     private var budgets: [VehicleID: (tokens: Double, at: Int64)] = [:]
+    /// The vehicle each partition named by the last ``admit(_:now:force:)`` is charged to.
+    public private(set) var charges: [HistoryDay: VehicleID] = [:]
 
     /// Nothing known yet.
     public init(known: Set<HistoryDay>? = nil, keptFrom: HistoryDay? = nil) {
@@ -100,6 +102,7 @@ public struct HistoryAdmission: Sendable {
         verdicts: [VehicleDay: Verdict], missing: [HistoryDay]
     ) {
         let today = HistoryDay(now)
+        charges = [:]
         var verdicts: [VehicleDay: Verdict] = [:]
         var missing: Set<HistoryDay> = []
         let known = self.known ?? []
@@ -124,11 +127,20 @@ public struct HistoryAdmission: Sendable {
             } else if take(key.vehicle, now: now.millisecondsSince1970) {
                 verdicts[key] = .stored
                 missing.insert(day)
+                charges[day] = key.vehicle
             } else {
                 verdicts[key] = .overVehicleBudget
             }
         }
         return (verdicts, missing.sorted())
+    }
+
+    /// Takes into account that `vehicle` made `count` partitions within the last day, the last
+    /// at `at` (ms since 1970): what a recorder finds recorded at its start, so that a restart
+    /// does not give a vehicle a full budget again (the retained batch that spent it comes back).
+    public mutating func spent(_ count: Int, by vehicle: VehicleID, at: Int64) {
+        let capacity = Double(Self.newPartitionsPerVehiclePerDay)
+        budgets[vehicle] = (max(0, capacity - Double(count)), at)
     }
 
     /// Records that `days` now have their partitions.

@@ -139,14 +139,34 @@ extension TrackStore {
             // partition: another recorder's retention dropped it), with the database's horizon.
             let found = try await partitionDays()
             let horizon = try await retentionHorizon().map(HistoryDay.init)
+            let spent = try await partitionsMadeLately()
             partitionState.state.withLock { state in
                 state.admission.known = found
                 if let horizon { state.admission.keptFrom = max(state.admission.keptFrom ?? horizon, horizon) }
+                for (vehicle, count, at) in spent { state.admission.spent(count, by: vehicle, at: at) }
             }
         }
-        let (verdicts, missing) = partitionState.state.withLock { $0.admission.admit(days, now: now, force: force) }
-        if !missing.isEmpty { try await createPartitions(missing) }
+        let (verdicts, missing, charges) = partitionState.state.withLock { state in
+            let (verdicts, missing) = state.admission.admit(days, now: now, force: force)
+            return (verdicts, missing, state.admission.charges)
+        }
+        if !missing.isEmpty { try await createPartitions(missing, charges: charges) }
         return verdicts
+    }
+
+    /// Per vehicle, the partitions its messages made within the last day and when the last was
+    /// (`fleetcast_partition_makers`).
+    private func partitionsMadeLately() async throws -> [(VehicleID, Int, Int64)] {
+        var spent: [(VehicleID, Int, Int64)] = []
+        let rows = try await client.query(
+            """
+            SELECT vehicle, count(*), (extract(epoch FROM max(made_at)) * 1000)::bigint FROM fleetcast_partition_makers
+            WHERE made_at > now() - interval '1 day' GROUP BY vehicle
+            """, logger: logger)
+        for try await (vehicle, count, at) in rows.decode((String, Int64, Int64).self) {
+            if let id = VehicleID(vehicle) { spent.append((id, Int(count), at)) }
+        }
+        return spent
     }
 
     /// Makes `days`' partitions in both tables, ``partitionsPerTransaction`` days a
@@ -154,20 +174,32 @@ extension TrackStore {
     /// on where it was), each one made apart and then attached (which locks the parent only
     /// against other attaches and drops, never against writes or reads), under an advisory
     /// lock so that two recorders never make the same one.
-    func createPartitions(_ days: [HistoryDay]) async throws {
+    func createPartitions(_ days: [HistoryDay], charges: [HistoryDay: VehicleID] = [:]) async throws {
         var start = 0
         while start < days.count {
             let part = Array(days[start..<min(start + Self.partitionsPerTransaction, days.count)])
-            try await createPartitionsInOneTransaction(part)
+            try await createPartitionsInOneTransaction(part, charges: charges)
             partitionState.state.withLock { state in state.admission.made(part) }
             start += part.count
         }
         logger.debug("Partitions made", metadata: ["days": "\(days.map(\.description).joined(separator: " "))"])
     }
 
-    private func createPartitionsInOneTransaction(_ days: [HistoryDay]) async throws {
+    private func createPartitionsInOneTransaction(_ days: [HistoryDay], charges: [HistoryDay: VehicleID]) async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.partitionLockKey))", logger: logger)
+            // Who made them, for a restarted recorder's budgets (two days kept).
+            let charged = days.compactMap { day in charges[day].map { (Date(day.start), $0.rawValue) } }
+            if !charged.isEmpty {
+                try await connection.query(
+                    """
+                    INSERT INTO fleetcast_partition_makers (day, vehicle)
+                    SELECT (d AT TIME ZONE 'UTC')::date, v FROM unnest(\(charged.map(\.0)), \(charged.map(\.1))) AS made (d, v)
+                    ON CONFLICT (day) DO NOTHING
+                    """, logger: logger)
+                try await connection.query(
+                    "DELETE FROM fleetcast_partition_makers WHERE made_at < now() - interval '2 days'", logger: logger)
+            }
             // Never a day retention has dropped (this recorder's view of it may be a day late).
             var keptFrom: Date?
             for try await kept in try await connection.query("SELECT kept_from FROM fleetcast_retention", logger: logger).decode(Date.self)

@@ -39,6 +39,15 @@ extension TrackStore {
         )
         """,
         "CREATE INDEX fleetcast_quarantine_vehicle ON fleetcast_quarantine (vehicle, set_aside_at)",
+        // Which vehicle's message made each partition of the last two days: a restarted
+        // recorder starts each vehicle with the budget it had left (HistoryAdmission).
+        """
+        CREATE TABLE fleetcast_partition_makers (
+            day date PRIMARY KEY,
+            vehicle text NOT NULL,
+            made_at timestamptz NOT NULL DEFAULT now()
+        )
+        """,
     ]
 
     /// The most messages one vehicle may have set aside: past them its messages are counted

@@ -61,4 +61,13 @@ import Testing
         let (_, charged) = admission.admit(days(bomb, (-29...0).map { $0 }), now: now)
         #expect(charged.count == 30)
     }
+
+    @Test func aRestartedRecorderStartsAVehicleWithTheBudgetItHadLeft() {
+        var admission = HistoryAdmission(known: [])
+        // Recorded at the start: the bomb made 30 partitions an hour ago.
+        admission.spent(30, by: bomb, at: now.millisecondsSince1970 - 3_600_000)
+        let (_, missing) = admission.admit(days(bomb, (10..<60).map { -$0 }), now: now)
+        #expect(missing.count == 3, "2 left and about 1.3 refilled in the hour: \(missing.count)")
+        #expect(Set(admission.charges.values) == [bomb] && Set(admission.charges.keys) == Set(missing))
+    }
 }

@@ -52,7 +52,7 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
                 "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fleetcast_%' ORDER BY tablename", database: database)
             #expect(
                 tables
-                    == "fleetcast_fixes\nfleetcast_headings\nfleetcast_quarantine\nfleetcast_retention\nfleetcast_schema\nfleetcast_segments\nfleetcast_zone_events",
+                    == "fleetcast_fixes\nfleetcast_headings\nfleetcast_partition_makers\nfleetcast_quarantine\nfleetcast_retention\nfleetcast_schema\nfleetcast_segments\nfleetcast_zone_events",
                 "nothing left to move; trips, stops and zone events (version 5)")
             let indexes = try await postgres.psql(
                 "SELECT indexdef FROM pg_indexes WHERE indexname = 'fleetcast_fixes_vehicle_time'", database: database)
