@@ -12,8 +12,8 @@ import GNSS
 /// - while fewer than ``maximumPartitions`` exist (more than the days between those two bounds,
 ///   so no sender can reach it alone);
 /// - and while the vehicle that needs it has not made ``newPartitionsPerVehiclePerDay`` already
-///   within the last day (a bucket refilled continuously; kept in memory, so a restart of the
-///   recorder starts every vehicle with a full one).
+///   within the last day (a bucket refilled continuously; the recorder records who made each
+///   partition, and a restarted one starts each vehicle with what it had left: ``spent(_:by:at:)``).
 ///
 /// A plain value: the caller passes the recorder's clock in and makes the partitions it names.
 public struct HistoryAdmission: Sendable {
