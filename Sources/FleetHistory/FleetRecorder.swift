@@ -219,7 +219,12 @@ public struct FleetRecorder: Service {
             guard !toDerive.isEmpty else { return }
             let records = toDerive
             toDerive.removeAll(keepingCapacity: true)
-            try await operations?.process(records) { what, step in try await retrying(what, step) }
+            try await operations?.process(
+                records, retrying: { what, step in try await retrying(what, step) },
+                bounded: { limit, step in
+                    guard let events = try await withTimeLimit(limit, step) else { throw NoAnswer(limit: limit) }
+                    return events
+                })
         }
         let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
         for try await deliveries in batches {
@@ -286,7 +291,7 @@ public struct FleetRecorder: Service {
                 metadata: [
                     "segments.stored": "\(operations.stored.segments)", "zone_events.new": "\(operations.stored.zoneEvents)",
                     "vehicles.rebuilt": "\(operations.stored.rebuilds)", "fixes.not_derived": "\(operations.ignored)",
-                    "zone_events.unannounced": "\(operations.unannounced)",
+                    "zone_events.unannounced": "\(operations.unannounced)", "rebuilds.abandoned": "\(operations.abandoned)",
                 ])
         }
     }

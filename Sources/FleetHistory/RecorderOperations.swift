@@ -42,10 +42,14 @@ struct RecorderOperations {
     private(set) var ignored = 0
     /// Fixes older than this (7 days) are not derived.
     static let maximumLatenessSeconds = 7.0 * 86_400
-    /// The most stored fixes one rebuild reads: 100,000 (a day of a 1 Hz vehicle, about a
-    /// second's work). A vehicle with more since its resume point is rebuilt from its newest
-    /// 100,000; what closed before them stands as stored.
-    static let maximumRebuildFixes = 100_000
+    /// The most stored fixes one rebuild reads: 20,000 (five and a half hours of a 1 Hz
+    /// vehicle). A vehicle with more since its resume point is rebuilt from its newest 20,000;
+    /// what closed before them stands as stored.
+    static let maximumRebuildFixes = 20_000
+    /// The longest one rebuild may take (2 s); past it the rebuild is given up and counted.
+    static let rebuildTimeLimit: Duration = .seconds(2)
+    /// Rebuilds given up (``rebuildTimeLimit``).
+    private(set) var abandoned = 0
     /// Zone events announced (logged at info and published over MQTT) per vehicle: 20 at once,
     /// then one every 3 s. Past that they are stored and not announced, counted, and said once
     /// per episode: a vehicle cannot turn 144 KB of fixes into 20,000 messages and log lines.
@@ -65,9 +69,14 @@ struct RecorderOperations {
 
     /// Takes a committed batch. `retrying` runs a database step until it succeeds (or the
     /// recording is cancelled).
+    ///
+    /// `bounded` runs a rebuild once within a time limit (it throws past it): a rebuild that
+    /// does not finish in time is given up, never retried (a rebuild of 1.4 million fixes once
+    /// was, for ever).
     mutating func process(
         _ records: [TrackRecord],
-        retrying: (String, @escaping @Sendable () async throws -> [StoredZoneEvent]) async throws -> [StoredZoneEvent]
+        retrying: (String, @escaping @Sendable () async throws -> [StoredZoneEvent]) async throws -> [StoredZoneEvent],
+        bounded: (Duration, @escaping @Sendable () async throws -> [StoredZoneEvent]) async throws -> [StoredZoneEvent]
     ) async throws {
         // Only fixes a real vehicle's receiver can send now: at most 10 minutes ahead of this
         // clock (a fix dated ahead would become the vehicle's newest, and every later one would
@@ -106,10 +115,28 @@ struct RecorderOperations {
                 vehicles[vehicle] = nil
                 let (store, settings) = (self.store, self.settings)
                 let rebuilt = SanitizerVisibleMutex<(VehicleOperations, Int)?>(nil)
-                announced = try await retrying("rebuild trips and zone events") {
-                    let (operations, new, segments) = try await Self.rebuild(vehicle, reaching: reaching, store: store, settings: settings)
-                    rebuilt.withLock { $0 = (operations, segments) }
-                    return new
+                do {
+                    // One attempt, within ``rebuildTimeLimit``: a rebuild is never retried.
+                    announced = try await bounded(Self.rebuildTimeLimit) {
+                        let (operations, new, segments) = try await Self.rebuild(
+                            vehicle, reaching: reaching, store: store, settings: settings)
+                        rebuilt.withLock { $0 = (operations, segments) }
+                        return new
+                    }
+                } catch is CancellationError {
+                    throw CancellationError()
+                } catch {
+                    // Given up: the vehicle's trips go on from its new fixes; what was stored stands.
+                    abandoned += 1
+                    if abandoned == 1 {
+                        logger.warning(
+                            "A vehicle's trips and zone events could not be rebuilt in time; they go on from its new fixes, and such rebuilds are counted",
+                            metadata: ["vehicle": "\(vehicle.rawValue)", "error": "\(describePostgresError(error))"])
+                    }
+                    var fresh = VehicleOperations(rules: settings.rules, zones: settings.zones, hysteresisMetres: settings.hysteresisMetres)
+                    _ = fresh.add(points)
+                    vehicles[vehicle] = fresh
+                    continue
                 }
                 if let (operations, segments) = rebuilt.withLock({ $0 }) {
                     vehicles[vehicle] = operations

@@ -351,4 +351,68 @@ import Testing
             }
         }
     }
+
+    @Test func theRebuildAttackKeepsASteadyVehiclesLagUnderFiveSecondsBeforeAndAfterARestart() async throws {
+        let directory = try TemporaryDirectory(prefix: "fleetcast-rebuild-attack")
+        defer { directory.remove() }
+        try await withBroker { broker in
+            try await withPostgres { postgres in
+                let database = try await postgres.createDatabase()
+                var recorder = try FleetRecorderTests.startRecorder(
+                    "recorder-rebuild", broker: broker, postgres: postgres, database: database, directory: directory)
+                try await FleetRecorderDurabilityTests.waitForLog(recorder, "Subscribed to the fleet")
+                // 300,000 plausible fixes of the attacker in the last 21 hours (4 Hz), stored.
+                let now = Self.nowMilliseconds()
+                let run = UInt64(now - 86_400_000)
+                _ = try await postgres.psql(
+                    """
+                    INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, speed, mode, backlog)
+                    SELECT 'hog', \(run), n, to_timestamp((\(now) - 76000000 + n * 250) / 1000.0), 48 + n * 1e-6, 11, 12, 3, false
+                    FROM generate_series(1, 300000) AS n
+                    """, database: database)
+                let steadyClient = try await Self.client(broker, user: "steady")
+                let hogClient = try await Self.client(broker, user: "hog")
+                let last = Locked<UInt64>(0)
+                let driving = Task { await Self.drive(steadyClient, vehicle: "steady", run: UInt64(now), from: 1, last: last) }
+                // The attack: a live fix, then every 300 ms one 26 s older than the newest (each a
+                // rebuild of the vehicle's history before).
+                let attacking = Task {
+                    var seq: UInt64 = 300_001
+                    while !Task.isCancelled {
+                        let newest = Self.nowMilliseconds()
+                        for time in [newest, newest - 26_000] {
+                            let fix = Fix(
+                                time: UTCTimestamp(millisecondsSince1970: time), latitude: 48.3, longitude: 11, speed: 12, mode: .threeD)
+                            let payload = FleetPayload.encode(fix, vehicle: "hog", seq: seq, run: run)
+                            _ = try? await hogClient.publish(topic: "fleet/hog/fix", payload: payload, qos: .atLeastOnce)
+                            seq += 1
+                        }
+                        try? await Task.sleep(for: .milliseconds(300))
+                    }
+                }
+                for phase in ["before a restart", "after a restart"] {
+                    try await Task.sleep(for: .seconds(8))
+                    let lag = try await Self.waitStored(
+                        postgres, database, vehicle: "steady", seq: last.withLock { $0 }, within: .seconds(30), recorder: recorder)
+                    #expect(lag < .seconds(5), "\(phase): the steady vehicle's last fix stored \(lag) after it was sent")
+                    if phase == "before a restart" {
+                        recorder.send(SIGTERM)
+                        #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError.suffix(2000))")
+                        recorder = try FleetRecorderTests.startRecorder(
+                            "recorder-rebuild", broker: broker, postgres: postgres, database: database, directory: directory)
+                        try await FleetRecorderDurabilityTests.waitForLog(recorder, "Subscribed to the fleet")
+                    }
+                }
+                attacking.cancel()
+                driving.cancel()
+                await attacking.value
+                await driving.value
+                recorder.send(SIGTERM)
+                #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError.suffix(2000))")
+                #expect(recorder.standardError.contains("vehicles.rebuilt="))
+                await steadyClient.shutdown()
+                await hogClient.shutdown()
+            }
+        }
+    }
 }
