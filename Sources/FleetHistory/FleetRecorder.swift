@@ -133,6 +133,12 @@ public struct FleetRecorder: Service {
         var setAside = (messages: 0, rows: 0)
         var operations = options.operations.map { RecorderOperations(settings: $0, store: store, logger: logger) }
         var toDerive: [TrackRecord] = []
+        /// A step run once within `limit` (a rebuild: never retried).
+        let bounded: (Duration, @escaping @Sendable () async throws -> [StoredZoneEvent]) async throws -> [StoredZoneEvent] = {
+            limit, step in
+            guard let events = try await withTimeLimit(limit, step) else { throw NoAnswer(limit: limit) }
+            return events
+        }
         /// Sets `delivery` aside (``TrackStore/setAside(vehicle:topic:payload:reason:rows:)``),
         /// names it once per vehicle at warning; the caller acknowledges it with its batch.
         func quarantine(_ delivery: FleetDelivery, reason: String, rows: Int) async throws {
@@ -219,12 +225,7 @@ public struct FleetRecorder: Service {
             guard !toDerive.isEmpty else { return }
             let records = toDerive
             toDerive.removeAll(keepingCapacity: true)
-            try await operations?.process(
-                records, retrying: { what, step in try await retrying(what, step) },
-                bounded: { limit, step in
-                    guard let events = try await withTimeLimit(limit, step) else { throw NoAnswer(limit: limit) }
-                    return events
-                })
+            try await operations?.process(records, retrying: { what, step in try await retrying(what, step) }, bounded: bounded)
         }
         let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
         for try await deliveries in batches {
@@ -276,6 +277,7 @@ public struct FleetRecorder: Service {
             deliveries.last?.acknowledge()
             try await deriveOperations()
         }
+        try await operations?.finish(bounded: bounded)
         let refused = store.refusals.total
         logger.info(
             "Recorder stopped; everything received is written",

@@ -50,6 +50,13 @@ struct RecorderOperations {
     static let rebuildTimeLimit: Duration = .seconds(2)
     /// Rebuilds given up (``rebuildTimeLimit``).
     private(set) var abandoned = 0
+    /// After a rebuild for a late fix, the vehicle's next late fixes within this (10 s) wait
+    /// and are rebuilt together, once, when it is over: a vehicle sending a fix 26 s late every
+    /// 300 ms costs one bounded rebuild every 10 s, not one a batch.
+    static let lateRebuildInterval: Duration = .seconds(10)
+    private var lateRebuiltAt: [VehicleID: ContinuousClock.Instant] = [:]
+    /// Vehicles whose late fixes wait for their rebuild, from the earliest of them.
+    private var pendingRebuilds: [VehicleID: UTCTimestamp] = [:]
     /// Zone events announced (logged at info and published over MQTT) per vehicle: 20 at once,
     /// then one every 3 s. Past that they are stored and not announced, counted, and said once
     /// per episode: a vehicle cannot turn 144 KB of fixes into 20,000 messages and log lines.
@@ -100,8 +107,18 @@ struct RecorderOperations {
                 TripPoint(time: fix.time, latitude: fix.latitude, longitude: fix.longitude, speed: fix.speed))
         }
         for (vehicle, points) in byVehicle.sorted(by: { $0.key.rawValue < $1.key.rawValue }) {
-            var announced: [StoredZoneEvent] = []
+            var points = points
             let impossibleBefore = vehicles[vehicle]?.impossibleForZones ?? 0
+            if let operations = vehicles[vehicle], let last = operations.last, let late = points.map(\.time).min(), late <= last,
+                let at = lateRebuiltAt[vehicle], ContinuousClock.now - at < Self.lateRebuildInterval
+            {
+                // Late again soon after a rebuild: coalesced into one rebuild when the interval
+                // is over; what is newer than the newest fed is derived now.
+                pendingRebuilds[vehicle] = min(pendingRebuilds[vehicle] ?? late, late)
+                points = points.filter { $0.time > last }
+                if points.isEmpty { continue }
+            }
+            var announced: [StoredZoneEvent] = []
             if var operations = vehicles[vehicle], case .closed(let closed, let events) = operations.add(points) {
                 vehicles[vehicle] = operations
                 guard !closed.isEmpty || !events.isEmpty else { continue }
@@ -111,52 +128,93 @@ struct RecorderOperations {
                 }
                 stored.segments += closed.count
             } else {
-                let reaching = points.map(\.time).min()!
-                vehicles[vehicle] = nil
-                let (store, settings) = (self.store, self.settings)
-                let rebuilt = SanitizerVisibleMutex<(VehicleOperations, Int)?>(nil)
-                do {
-                    // One attempt, within ``rebuildTimeLimit``: a rebuild is never retried.
-                    announced = try await bounded(Self.rebuildTimeLimit) {
-                        let (operations, new, segments) = try await Self.rebuild(
-                            vehicle, reaching: reaching, store: store, settings: settings)
-                        rebuilt.withLock { $0 = (operations, segments) }
-                        return new
-                    }
-                } catch is CancellationError {
-                    throw CancellationError()
-                } catch {
-                    // Given up: the vehicle's trips go on from its new fixes; what was stored stands.
-                    abandoned += 1
-                    if abandoned == 1 {
-                        logger.warning(
-                            "A vehicle's trips and zone events could not be rebuilt in time; they go on from its new fixes, and such rebuilds are counted",
-                            metadata: ["vehicle": "\(vehicle.rawValue)", "error": "\(describePostgresError(error))"])
-                    }
-                    var fresh = VehicleOperations(rules: settings.rules, zones: settings.zones, hysteresisMetres: settings.hysteresisMetres)
-                    _ = fresh.add(points)
-                    vehicles[vehicle] = fresh
-                    continue
-                }
-                if let (operations, segments) = rebuilt.withLock({ $0 }) {
-                    vehicles[vehicle] = operations
-                    stored.segments += segments
-                }
-                stored.rebuilds += 1
-                logger.debug(
-                    "Trips and zone events rebuilt from the stored fixes",
-                    metadata: ["vehicle": "\(vehicle.rawValue)", "from": "\(reaching)"])
+                let late = vehicles[vehicle] != nil
+                announced = try await rebuild(vehicle, reaching: points.map(\.time).min()!, feeding: points, late: late, bounded: bounded)
             }
             stored.zoneEvents += announced.count
             sayImpossibleSpeeds(vehicle, before: impossibleBefore)
-            announced = rateLimited(announced, of: vehicle)
-            for event in announced {
-                logger.info(
-                    "Zone \(event.kind.rawValue)",
-                    metadata: ["vehicle": "\(event.vehicle)", "zone": "\(JSONString.escaped(event.zone))", "time": "\(event.time)"])
-            }
-            if !announced.isEmpty, let announce = settings.announce { await announce(announced) }
+            await announce(announced, of: vehicle)
         }
+        // The coalesced rebuilds whose interval is over.
+        for (vehicle, reaching) in pendingRebuilds.sorted(by: { $0.key.rawValue < $1.key.rawValue })
+        where lateRebuiltAt[vehicle].map({ ContinuousClock.now - $0 >= Self.lateRebuildInterval }) ?? true {
+            pendingRebuilds[vehicle] = nil
+            let announced = try await rebuild(vehicle, reaching: reaching, feeding: [], late: true, bounded: bounded)
+            stored.zoneEvents += announced.count
+            await announce(announced, of: vehicle)
+        }
+    }
+
+    /// At a graceful stop: the coalesced rebuilds still waiting, as many as fit in 5 s (a
+    /// vehicle left is rebuilt when the next recorder first sees it).
+    mutating func finish(
+        bounded: (Duration, @escaping @Sendable () async throws -> [StoredZoneEvent]) async throws -> [StoredZoneEvent]
+    ) async throws {
+        let start = ContinuousClock.now
+        for (vehicle, reaching) in pendingRebuilds.sorted(by: { $0.key.rawValue < $1.key.rawValue })
+        where ContinuousClock.now - start < .seconds(5) {
+            pendingRebuilds[vehicle] = nil
+            await announce(try await rebuild(vehicle, reaching: reaching, feeding: [], late: true, bounded: bounded), of: vehicle)
+        }
+    }
+
+    /// Logs `events` at info and hands them to the announcer, within `vehicle`'s rate.
+    private mutating func announce(_ events: [StoredZoneEvent], of vehicle: VehicleID) async {
+        let announced = rateLimited(events, of: vehicle)
+        for event in announced {
+            logger.info(
+                "Zone \(event.kind.rawValue)",
+                metadata: ["vehicle": "\(event.vehicle)", "zone": "\(JSONString.escaped(event.zone))", "time": "\(event.time)"])
+        }
+        if !announced.isEmpty, let announce = settings.announce { await announce(announced) }
+    }
+
+    /// Rebuilds `vehicle` for fixes from `reaching` on, one attempt within ``rebuildTimeLimit``;
+    /// given up past it (its trips go on afresh from `feeding`, its new fixes). `late`: for a
+    /// fix older than its newest (then the next one within ``lateRebuildInterval`` waits).
+    private mutating func rebuild(
+        _ vehicle: VehicleID, reaching: UTCTimestamp, feeding points: [TripPoint], late: Bool,
+        bounded: (Duration, @escaping @Sendable () async throws -> [StoredZoneEvent]) async throws -> [StoredZoneEvent]
+    ) async throws -> [StoredZoneEvent] {
+        let previous = vehicles[vehicle]
+        vehicles[vehicle] = nil
+        if late { lateRebuiltAt[vehicle] = ContinuousClock.now }
+        if lateRebuiltAt.count > 100_000 {
+            lateRebuiltAt = lateRebuiltAt.filter { ContinuousClock.now - $0.value < Self.lateRebuildInterval }
+        }
+        let (store, settings) = (self.store, self.settings)
+        let rebuilt = SanitizerVisibleMutex<(VehicleOperations, Int)?>(nil)
+        let announced: [StoredZoneEvent]
+        do {
+            announced = try await bounded(Self.rebuildTimeLimit) {
+                let (operations, new, segments) = try await Self.rebuild(vehicle, reaching: reaching, store: store, settings: settings)
+                rebuilt.withLock { $0 = (operations, segments) }
+                return new
+            }
+        } catch is CancellationError {
+            throw CancellationError()
+        } catch {
+            // Given up: the vehicle's trips go on from its new fixes; what was stored stands.
+            abandoned += 1
+            if abandoned == 1 {
+                logger.warning(
+                    "A vehicle's trips and zone events could not be rebuilt in time; they go on from its new fixes, and such rebuilds are counted",
+                    metadata: ["vehicle": "\(vehicle.rawValue)", "error": "\(describePostgresError(error))"])
+            }
+            var fresh =
+                previous ?? VehicleOperations(rules: settings.rules, zones: settings.zones, hysteresisMetres: settings.hysteresisMetres)
+            _ = fresh.add(points.filter { point in fresh.last.map { point.time > $0 } ?? true })
+            vehicles[vehicle] = fresh
+            return []
+        }
+        if let (operations, segments) = rebuilt.withLock({ $0 }) {
+            vehicles[vehicle] = operations
+            stored.segments += segments
+        }
+        stored.rebuilds += 1
+        logger.debug(
+            "Trips and zone events rebuilt from the stored fixes", metadata: ["vehicle": "\(vehicle.rawValue)", "from": "\(reaching)"])
+        return announced
     }
 
     /// Says once per episode, at warning, that `vehicle`'s fixes imply an impossible speed and
