@@ -68,8 +68,20 @@ import Testing
             guard (try? await client.publish(topic: "fleet/\(vehicle)/fix", payload: payload, qos: .atLeastOnce)) != nil else { return }
             last.withLock { $0 = seq }
             seq += 1
-            try? await Task.sleep(for: .milliseconds(200))
+            await pace(.milliseconds(200))
         }
+    }
+
+    /// A sending vehicle's pace: the one wait for time in these tests (everything else waits
+    /// for what happens).
+    static func pace(_ interval: Duration) async {
+        try? await Task.sleep(for: interval)
+    }
+
+    /// Waits until the steady vehicle has sent `count` more fixes.
+    static func waitSent(_ count: UInt64, more last: Locked<UInt64>) async throws {
+        let mark = last.withLock { $0 } + count
+        try await waitUntil("\(count) more fixes sent", timeout: .seconds(60)) { last.withLock { $0 } >= mark }
     }
 
     /// Waits until `vehicle`'s fix `seq` is stored; returns how long it took.
@@ -149,7 +161,7 @@ import Testing
                     qos: .atLeastOnce)
 
                 // The steady vehicle's fixes go on being stored within seconds of being sent.
-                try await Task.sleep(for: .seconds(3))
+                try await Self.waitSent(15, more: last)
                 let lag = try await Self.waitStored(
                     postgres, database, vehicle: "steady", seq: last.withLock { $0 }, within: .seconds(30), recorder: recorder)
                 #expect(lag < .seconds(30))
@@ -187,7 +199,7 @@ import Testing
                 // After a restart (the retained bomb comes back), new fixes are stored at once.
                 recorder = try start()
                 try await FleetRecorderDurabilityTests.waitForLog(recorder, "Subscribed to the fleet")
-                try await Task.sleep(for: .seconds(1))
+                try await Self.waitSent(5, more: last)
                 let afterRestart = try await Self.waitStored(
                     postgres, database, vehicle: "steady", seq: last.withLock { $0 }, within: .seconds(10), recorder: recorder)
                 #expect(afterRestart < .seconds(5))
@@ -342,7 +354,10 @@ import Testing
                 try await waitUntil("the takeover named", timeout: .seconds(30)) {
                     (a.standardError + b.standardError).contains("takes this client's session over")
                 }
-                try await Task.sleep(for: .seconds(3))
+                // The takeover goes on (each throws the other out); it is not said again.
+                try await waitUntil("six more connections lost", timeout: .seconds(30)) {
+                    (a.standardError + b.standardError).components(separatedBy: "MQTT connection lost").count > 7
+                }
                 let both = a.standardError + b.standardError
                 #expect(both.components(separatedBy: "takes this client's session over").count <= 3, "once per recorder at most")
                 #expect(both.contains("mqtt.client_id=one-id") && both.contains("--client-id"), "\(both.suffix(2000))")
@@ -387,11 +402,11 @@ import Testing
                             _ = try? await hogClient.publish(topic: "fleet/hog/fix", payload: payload, qos: .atLeastOnce)
                             seq += 1
                         }
-                        try? await Task.sleep(for: .milliseconds(300))
+                        await Self.pace(.milliseconds(300))
                     }
                 }
                 for phase in ["before a restart", "after a restart"] {
-                    try await Task.sleep(for: .seconds(8))
+                    try await Self.waitSent(40, more: last)
                     let lag = try await Self.waitStored(
                         postgres, database, vehicle: "steady", seq: last.withLock { $0 }, within: .seconds(30), recorder: recorder)
                     #expect(lag < .seconds(5), "\(phase): the steady vehicle's last fix stored \(lag) after it was sent")
