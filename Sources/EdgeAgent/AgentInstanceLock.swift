@@ -1,4 +1,5 @@
 import FleetProtocol
+import FleetcastCore
 
 #if canImport(Glibc)
 import Glibc
@@ -37,17 +38,14 @@ public final class AgentInstanceLock: Sendable {
         case refused(path: String, reason: String)
     }
 
-    /// The open lock file's descriptor; closed (and the lock let go) on deinit.
-    private let descriptor: Int32
+    /// The lock held (``ExclusiveFileLock``); let go on deinit.
+    private let lock: ExclusiveFileLock
     /// The lock file.
-    public let path: String
+    public var path: String { lock.path }
 
-    private init(descriptor: Int32, path: String) {
-        self.descriptor = descriptor
-        self.path = path
+    private init(_ lock: ExclusiveFileLock) {
+        self.lock = lock
     }
-
-    deinit { close(descriptor) }
 
     /// Takes the lock for this process, creating the file (0600) when it is missing.
     ///
@@ -55,22 +53,13 @@ public final class AgentInstanceLock: Sendable {
     /// FIFO put there cannot hang it): a link in its place, dangling or not, is ``Acquisition/refused(path:reason:)``,
     /// and so is anything but a regular file (checked with `fstat` on the descriptor opened).
     public static func acquire(directory: String, vehicle: VehicleID) -> Acquisition {
-        let path = path(directory: directory, vehicle: vehicle)
-        let descriptor = open(path, O_RDWR | O_CREAT | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK | O_NOCTTY, 0o600)
-        guard descriptor >= 0 else {
-            let error = errno
-            if error == ELOOP { return .refused(path: path, reason: symbolicLinkReason) }
-            return .unavailable(path: path, reason: String(cString: strerror(error)))
+        switch ExclusiveFileLock.acquire(path: path(directory: directory, vehicle: vehicle)) {
+        case .acquired(let lock): .acquired(AgentInstanceLock(lock))
+        case .heldByAnother(let path): .heldByAnother(path: path)
+        case .unavailable(let path, let reason): .unavailable(path: path, reason: reason)
+        case .refused(let path, let reason):
+            .refused(path: path, reason: reason == ExclusiveFileLock.symbolicLinkReason ? symbolicLinkReason : reason)
         }
-        if let reason = notRegularFileReason(descriptor) {
-            close(descriptor)
-            return .refused(path: path, reason: reason)
-        }
-        if flock(descriptor, LOCK_EX | LOCK_NB) == 0 { return .acquired(AgentInstanceLock(descriptor: descriptor, path: path)) }
-        let error = errno
-        close(descriptor)
-        if error == EWOULDBLOCK { return .heldByAnother(path: path) }
-        return .unavailable(path: path, reason: String(cString: strerror(error)))
     }
 
     /// What ``probe(directory:vehicle:)`` found.
@@ -111,9 +100,7 @@ public final class AgentInstanceLock: Sendable {
 
     /// Why the open `descriptor` is not a lock file, or `nil` when it is a regular file.
     private static func notRegularFileReason(_ descriptor: Int32) -> String? {
-        var info = stat()
-        guard fstat(descriptor, &info) == 0 else { return String(cString: strerror(errno)) }
-        return info.st_mode & S_IFMT == S_IFREG ? nil : "it is not a regular file; remove it and check who put it there"
+        ExclusiveFileLock.notRegularFileReason(descriptor)
     }
 }
 

@@ -3,7 +3,8 @@ import GNSS
 
 /// Turns one received MQTT message (topic and payload bytes) into ``FleetEvent``s.
 ///
-/// Pure and synchronous: no I/O, no clock. Anything that does not fit the contract — a topic
+/// Pure and synchronous: no I/O; its clock (the consumer's, ``FleetPlausibility``'s `now`)
+/// is a function it is given, read once per message. Anything that does not fit the contract — a topic
 /// outside the layout, a payload the ``FleetPayload`` decoders refuse — becomes
 /// ``FleetEvent/malformed(topic:reason:)``; nothing throws. A `backlog` batch becomes one
 /// ``FleetEvent/backlog(_:)`` per entry, in the batch's order, with one `malformed` event in
@@ -19,9 +20,15 @@ public struct FleetMessageDecoder: Sendable {
     /// The topic layout messages are expected in.
     public let topics: FleetTopics
 
-    /// A decoder for the given layout (default prefix `fleet`).
-    public init(topics: FleetTopics = .default) {
+    /// The consumer's clock, read once per message: an event timed, or numbered, more than
+    /// ``FleetPlausibility/maximumLeadMilliseconds`` ahead of it is refused.
+    public let clock: @Sendable () -> UTCTimestamp
+
+    /// A decoder for the given layout (default prefix `fleet`), judging against `clock`
+    /// (this machine's wall clock by default; tests pass a virtual one).
+    public init(topics: FleetTopics = .default, clock: @escaping @Sendable () -> UTCTimestamp = { .wallClockNow }) {
         self.topics = topics
+        self.clock = clock
     }
 
     /// Decodes one message and hands its events to `body`, in order: exactly one for a `fix`,
@@ -37,7 +44,7 @@ public struct FleetMessageDecoder: Sendable {
             return
         }
         guard channel == .backlog || channel == .batch else {
-            body(Self.singleEvent(channel, vehicle: vehicle, topic: topic, payload: payload))
+            body(Self.singleEvent(channel, vehicle: vehicle, topic: topic, payload: payload, now: clock()))
             return
         }
         let batch: FleetPayload.DecodedBacklog
@@ -54,22 +61,24 @@ public struct FleetMessageDecoder: Sendable {
             body(.malformed(topic: topic, reason: "implausible \(channel.rawValue): \(problem)"))
             return
         }
-        Self.splice(batch, topic: topic, live: channel == .batch, body)
+        Self.splice(batch, topic: topic, live: channel == .batch, now: clock(), body)
     }
 
     /// The event of a single-event message (`fix`, `heading`, `status`).
-    private static func singleEvent(_ channel: FleetTopics.Channel, vehicle: VehicleID, topic: String, payload: [UInt8]) -> FleetEvent {
+    private static func singleEvent(
+        _ channel: FleetTopics.Channel, vehicle: VehicleID, topic: String, payload: [UInt8], now: UTCTimestamp
+    ) -> FleetEvent {
         do {
             switch channel {
             case .fix:
                 let d = try FleetPayload.decodeFix(payload, vehicle: vehicle)
-                if let problem = FleetPlausibility.numberProblem(d.number, time: d.fix.time) {
+                if let problem = FleetPlausibility.numberProblem(d.number, time: d.fix.time, now: now) {
                     return .malformed(topic: topic, reason: "implausible fix: \(problem)")
                 }
                 return .fix(d.vehicle, seq: d.number, d.fix)
             case .heading:
                 let d = try FleetPayload.decodeHeading(payload, vehicle: vehicle)
-                if let problem = FleetPlausibility.numberProblem(d.number, time: d.heading.time) {
+                if let problem = FleetPlausibility.numberProblem(d.number, time: d.heading.time, now: now) {
                     return .malformed(topic: topic, reason: "implausible heading: \(problem)")
                 }
                 return .heading(d.vehicle, seq: d.number, d.heading)
@@ -92,7 +101,9 @@ public struct FleetMessageDecoder: Sendable {
 
     /// The batch's good entries and its refused ones, back in the batch's order; `live`: as
     /// live events (a `batch` message) rather than backlog ones.
-    private static func splice(_ batch: FleetPayload.DecodedBacklog, topic: String, live: Bool, _ body: (FleetEvent) -> Void) {
+    private static func splice(
+        _ batch: FleetPayload.DecodedBacklog, topic: String, live: Bool, now: UTCTimestamp, _ body: (FleetEvent) -> Void
+    ) {
         var good = batch.events.makeIterator()
         var refused = batch.refused.makeIterator()
         var nextRefused = refused.next()
@@ -106,7 +117,7 @@ public struct FleetMessageDecoder: Sendable {
                     case .fix(let f): f.fix.time
                     case .heading(let h): h.heading.time
                     }
-                if let problem = FleetPlausibility.numberProblem(event.number, time: time) {
+                if let problem = FleetPlausibility.numberProblem(event.number, time: time, now: now) {
                     body(.malformed(topic: topic, reason: "\(live ? "batch" : "backlog") event \(index): implausible: \(problem)"))
                     continue
                 }

@@ -6,18 +6,25 @@ import GNSS
 /// `bridge` and `record` alike), so that one vehicle's hostile or broken messages cost the
 /// fleet side little and never what a real vehicle could not have sent.
 ///
-/// Pure: it looks only at the events' own times and numbers, never at a clock.
+/// Pure: it looks at the events' own times and numbers, and at the consumer's clock only as a
+/// value it is given (``FleetMessageDecoder`` reads its clock once per message). A sender
+/// chooses its events' times, so nothing is judged against them alone: a time or a numbering
+/// run ahead of the consumer's own clock is what pins a live position, while an old time is
+/// honest history (a replayed recording, a backlog).
 public enum FleetPlausibility {
     /// The most events of one kind (fixes, or headings) a batch may carry within any one second
     /// of their own time: a 20 Hz receiver (the fastest common ones; an agent publishes at its
     /// receiver's rate), with half as much again for jitter in the receiver's time stamps.
     public static let maximumEventsPerSecond = FleetPayload.maximumEventsPerSecond
 
-    /// How far a numbering run (the agent's clock, in milliseconds since 1970, when its
-    /// numbering began) may lie ahead of the event's own time: a day. A run further ahead is a
-    /// clock set years ahead or a forged number; taken as the newest numbering, it would pin the
-    /// vehicle's live position until every consumer restarts (a run of 2⁶⁴−1 dated 9999).
-    public static let maximumRunLeadMilliseconds: Int64 = 86_400_000
+    /// How far an event's time, or its numbering run (the agent's clock, in milliseconds since
+    /// 1970, when its numbering began), may lie ahead of the consumer's own clock: a day. A
+    /// receiver or an agent a few hours off passes; further ahead is a clock set years ahead
+    /// or a forged value, which, taken as the newest, would pin the vehicle's live position
+    /// until that date (a fix dated 9999 with a run of that date). An event older than the
+    /// consumer's clock, however old, is never refused here: a recording replayed a month
+    /// later starts its run now and carries its own, old times.
+    public static let maximumLeadMilliseconds: Int64 = 86_400_000
 
     /// The largest `seq` or `run` a consumer takes: 2⁶³−1, which PostgreSQL's `bigint` holds
     /// (the recorder's key), so the live side and the history agree on what is a message.
@@ -59,16 +66,20 @@ public enum FleetPlausibility {
         return densest
     }
 
-    /// Why an event's number is implausible, or `nil`: a `seq` or `run` above
-    /// ``maximumNumber``, or a run more than ``maximumRunLeadMilliseconds`` ahead of the event's
-    /// own `time` (when it has one).
-    public static func numberProblem(_ number: MessageNumber?, time: UTCTimestamp?) -> String? {
-        guard let number else { return nil }
-        if number.seq > maximumNumber || number.run > maximumNumber {
-            return "seq \(number.seq) or run \(number.run) above 2^63-1"
+    /// Why an event's number or time is implausible at `now` (the consumer's clock), or `nil`:
+    /// a `seq` or `run` above ``maximumNumber``, or a run or a time more than
+    /// ``maximumLeadMilliseconds`` ahead of `now`.
+    public static func numberProblem(_ number: MessageNumber?, time: UTCTimestamp?, now: UTCTimestamp) -> String? {
+        if let number {
+            if number.seq > maximumNumber || number.run > maximumNumber {
+                return "seq \(number.seq) or run \(number.run) above 2^63-1"
+            }
+            if number.run > 0, Int64(number.run) &- now.millisecondsSince1970 > maximumLeadMilliseconds {
+                return "run \(number.run) is more than a day ahead of this consumer's clock \(now.millisecondsSince1970)"
+            }
         }
-        if let time, number.run > 0, Int64(number.run) &- time.millisecondsSince1970 > maximumRunLeadMilliseconds {
-            return "run \(number.run) is more than a day ahead of the event's own time \(time.millisecondsSince1970)"
+        if let time, time.millisecondsSince1970 &- now.millisecondsSince1970 > maximumLeadMilliseconds {
+            return "time \(time) is more than a day ahead of this consumer's clock \(now)"
         }
         return nil
     }

@@ -5,6 +5,7 @@ import FleetWatch
 import FleetcastCore
 import Foundation
 import GNSS
+import JSONEscaping
 import Logging
 import PostgresNIO
 import ServiceLifecycle
@@ -128,26 +129,108 @@ public struct FleetRecorder: Service {
         var received = 0
         var skipped: [TrackRecord.Skip: Int] = [:]
         var malformed = MalformedMessageReport()
-        var refusalsSaid = TrackRefusals()
+        var said = RecorderWarnings()
+        var setAside = (messages: 0, rows: 0)
         var operations = options.operations.map { RecorderOperations(settings: $0, store: store, logger: logger) }
-        /// Writes `records` (retrying while PostgreSQL is away); the caller then acknowledges.
-        func write(_ records: [TrackRecord]) async throws {
-            received += records.count
+        var toDerive: [TrackRecord] = []
+        /// A step run once within `limit` (a rebuild: never retried).
+        let bounded: (Duration, @escaping @Sendable () async throws -> [StoredZoneEvent]) async throws -> [StoredZoneEvent] = {
+            limit, step in
+            guard let events = try await withTimeLimit(limit, step) else { throw NoAnswer(limit: limit) }
+            return events
+        }
+        /// Sets `delivery` aside (``TrackStore/setAside(vehicle:topic:payload:reason:rows:)``),
+        /// names it once per vehicle at warning; the caller acknowledges it with its batch.
+        func quarantine(_ delivery: FleetDelivery, reason: String, rows: Int) async throws {
+            let vehicle = delivery.vehicle?.rawValue ?? ""
+            setAside.messages += 1
+            setAside.rows += rows
             do {
-                written += try await retrying("write \(records.count) rows") { [records] in try await store.insert(records) }
+                _ = try await retrying("set a message aside", poison: true) { [store] in
+                    try await store.setAside(vehicle: vehicle, topic: delivery.topic, payload: delivery.payload, reason: reason, rows: rows)
+                }
+            } catch let failure as PoisonWrite {
+                logger.error(
+                    "A message that could not be stored could not be set aside either; it is dropped",
+                    metadata: ["vehicle": "\(vehicle)", "mqtt.topic": "\(JSONString.escaped(delivery.topic))", "error": "\(failure)"])
+                return
+            }
+            if said.first("set aside", vehicle) {
+                logger.warning(
+                    "A message cannot be stored; it is set aside in fleetcast_quarantine, and the others go on",
+                    metadata: [
+                        "vehicle": "\(vehicle)", "mqtt.topic": "\(JSONString.escaped(delivery.topic))", "reason": "\(reason)",
+                        "rows": "\(rows)",
+                    ])
+            }
+        }
+        /// Writes `records` (`owners[i]`: the index in `deliveries` of record i's message),
+        /// retrying while PostgreSQL is unreachable; the caller then acknowledges. A write
+        /// PostgreSQL refuses for another reason is tried again in two halves, cut between
+        /// messages, down to one message, which is then set aside.
+        func write(_ records: ArraySlice<TrackRecord>, owners: ArraySlice<Int>, of deliveries: [FleetDelivery]) async throws {
+            let outcome: TrackStore.WriteOutcome
+            do {
+                outcome = try await retrying("write \(records.count) rows", poison: true) { [store, part = Array(records)] in
+                    try await store.write(part)
+                }
+            } catch let failure as PoisonWrite {
+                guard let first = owners.first, let last = owners.last else { return }
+                guard first != last else {
+                    try await quarantine(deliveries[first], reason: failure.description, rows: records.count)
+                    return
+                }
+                // The cut between two messages nearest the middle.
+                let middle = owners.startIndex + owners.count / 2
+                var cut = middle
+                while cut > owners.startIndex && owners[cut - 1] == owners[middle] { cut -= 1 }
+                if cut == owners.startIndex {
+                    cut = middle
+                    while cut < owners.endIndex && owners[cut] == owners[middle] { cut += 1 }
+                }
+                try await write(records[..<cut], owners: owners[..<cut], of: deliveries)
+                try await write(records[cut...], owners: owners[cut...], of: deliveries)
+                return
             } catch {
                 // Not acknowledged: the broker sends them again to the next recorder of the session.
                 logger.warning("Rows received but not written; the broker keeps them", metadata: ["rows": "\(records.count)"])
                 throw error
             }
+            written += outcome.new
             logger.trace("Batch written", metadata: ["rows": "\(records.count)"])
-            sayRefusals(store.refusals, said: &refusalsSaid)
-            // Committed: what the fixes close is derived from what is now stored.
-            try await operations?.process(records) { what, step in try await retrying(what, step) }
+            var stored: [TrackRecord] = []
+            stored.reserveCapacity(records.count - outcome.refused.count)
+            var overBudget: [Int: Int] = [:]
+            for (offset, record) in zip(records.indices, records) {
+                guard let verdict = outcome.refused[offset - records.startIndex] else {
+                    stored.append(record)
+                    continue
+                }
+                sayRefusal(verdict, vehicle: record.vehicle.rawValue, said: &said)
+                if verdict == .overVehicleBudget { overBudget[owners[offset], default: 0] += 1 }
+            }
+            // A vehicle's days past its budget of new partitions: kept to be replayed later.
+            for (owner, rows) in overBudget.sorted(by: { $0.key < $1.key }) {
+                try await quarantine(
+                    deliveries[owner],
+                    reason: "its vehicle made \(HistoryAdmission.newPartitionsPerVehiclePerDay) new daily partitions within a day",
+                    rows: rows)
+            }
+            // Derived once the batch is acknowledged (``deriveOperations()``), off the write's path.
+            if operations != nil { toDerive += stored }
+        }
+        /// Committed and acknowledged: what the fixes close is derived from what is now stored
+        /// (bounded per vehicle: RecorderOperations).
+        func deriveOperations() async throws {
+            guard !toDerive.isEmpty else { return }
+            let records = toDerive
+            toDerive.removeAll(keepingCapacity: true)
+            try await operations?.process(records, retrying: { what, step in try await retrying(what, step) }, bounded: bounded)
         }
         let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
         for try await deliveries in batches {
             var records: [TrackRecord] = []
+            var owners: [Int] = []
             records.reserveCapacity(min(deliveries.count, options.maximumRowsPerWrite))
             // Round-robin by vehicle: one vehicle's thousand messages do not go before another's one.
             var prefix = WrittenPrefix(count: deliveries.count)
@@ -158,7 +241,9 @@ public struct FleetRecorder: Service {
                 // Decoded one message at a time: what is held is bytes, and one write's rows.
                 for event in delivery.events {
                     switch TrackRecord.from(event) {
-                    case .success(let record): records.append(record)
+                    case .success(let record):
+                        records.append(record)
+                        owners.append(index)
                     case .failure(.notAPosition):
                         // A malformed or implausible message is counted and named once per
                         // vehicle; a status is simply not history.
@@ -175,21 +260,31 @@ public struct FleetRecorder: Service {
                 if records.count >= options.maximumRowsPerWrite {
                     // A part of the batch, committed: the broker may forget what of the batch's
                     // start is now all written.
-                    try await write(records)
+                    received += records.count
+                    try await write(records[...], owners: owners[...], of: deliveries)
                     records.removeAll(keepingCapacity: true)
+                    owners.removeAll(keepingCapacity: true)
                     if let through = prefix.markWritten(inWrite) { deliveries[through].acknowledge() }
                     inWrite.removeAll(keepingCapacity: true)
+                    try await deriveOperations()
                 }
             }
-            if !records.isEmpty { try await write(records) }
+            if !records.isEmpty {
+                received += records.count
+                try await write(records[...], owners: owners[...], of: deliveries)
+            }
             // Committed (or nothing to keep): the broker may forget these messages now.
             deliveries.last?.acknowledge()
+            try await deriveOperations()
         }
+        try await operations?.finish(bounded: bounded)
+        let refused = store.refusals.total
         logger.info(
             "Recorder stopped; everything received is written",
             metadata: [
                 "rows.received": "\(received)", "rows.new": "\(written)",
-                "rows.duplicate": "\(received - written - store.refusals.total)", "rows.refused": "\(store.refusals.total)",
+                "rows.duplicate": "\(max(0, received - written - refused - setAside.rows))", "rows.refused": "\(refused)",
+                "messages.set_aside": "\(setAside.messages)", "rows.set_aside": "\(setAside.rows)",
                 "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed.count)",
             ])
         if let operations {
@@ -198,37 +293,36 @@ public struct FleetRecorder: Service {
                 metadata: [
                     "segments.stored": "\(operations.stored.segments)", "zone_events.new": "\(operations.stored.zoneEvents)",
                     "vehicles.rebuilt": "\(operations.stored.rebuilds)", "fixes.not_derived": "\(operations.ignored)",
+                    "zone_events.unannounced": "\(operations.unannounced)", "rebuilds.abandoned": "\(operations.abandoned)",
                 ])
         }
     }
 
-    /// Names each kind of refusal the first time it happens (a warning: these messages are not
-    /// stored), and counts the rest into the final summary.
-    private func sayRefusals(_ refusals: TrackRefusals, said: inout TrackRefusals) {
-        guard refusals != said else { return }
-        let kinds: [(Int, Int, String)] = [
-            (
-                refusals.olderThanRetention, said.olderThanRetention,
-                "Messages older than the retention keeps are not stored; such messages are counted"
-            ),
-            (
-                refusals.aheadOfClock, said.aheadOfClock,
-                "Messages timed days ahead of this recorder's clock are not stored; such messages are counted"
-            ),
-            (
-                refusals.noPartition, said.noPartition,
-                "Messages of a day that can have no partition are not stored; such messages are counted"
-            ),
-        ]
-        for (count, before, message) in kinds where before == 0 && count > 0 {
-            logger.warning(
-                "\(message)",
-                metadata: [
-                    "retention": "\(options.retention)", "retention.kept_from": "\(store.keptFrom.map(\.description) ?? "-")",
-                    "partitions.maximum": "\(TrackStore.maximumPartitions)", "messages": "\(count)",
-                ])
+    /// Names each kind of refusal the first time it happens to each vehicle (a warning: these
+    /// messages are not stored; see ``RecorderWarnings``), and counts the rest into the final
+    /// summary.
+    private func sayRefusal(_ verdict: HistoryAdmission.Verdict, vehicle: String, said: inout RecorderWarnings) {
+        let message: String
+        switch verdict {
+        case .stored: return
+        case .olderThanRetention: message = "Messages older than the retention keeps are not stored; such messages are counted"
+        case .olderThanHorizon:
+            message =
+                "Messages timed more than 3650 days before this recorder's clock are not stored while history is kept for ever; such messages are counted"
+        case .aheadOfClock: message = "Messages timed days ahead of this recorder's clock are not stored; such messages are counted"
+        case .noPartition: message = "Messages of a day that can have no partition are not stored; such messages are counted"
+        case .overVehicleBudget:
+            message = "A vehicle made its new daily partitions of the day; its messages of further days are set aside"
         }
-        said = refusals
+        guard said.first("\(verdict)", vehicle) else { return }
+        logger.warning(
+            "\(message)",
+            metadata: [
+                "vehicle": "\(vehicle)", "retention": "\(options.retention)",
+                "retention.kept_from": "\(store.keptFrom.map(\.description) ?? "-")",
+                "partitions.maximum": "\(TrackStore.maximumPartitions)",
+                "partitions.per_vehicle_per_day": "\(HistoryAdmission.newPartitionsPerVehiclePerDay)",
+            ])
     }
 
     /// Makes the partitions of the days ahead and applies the retention, saying what it
@@ -299,8 +393,12 @@ public struct FleetRecorder: Service {
     /// logs the first failure (warning) and the recovery (notice), each once. Throws
     /// `CancellationError` when the task is cancelled, and ``TrackStore/NewerSchema`` at once
     /// (retrying cannot mend it).
+    ///
+    /// With `poison`, a failure that is not PostgreSQL being unreachable or unable to work
+    /// (``isUnavailable(_:)``: a refusal of these rows, which another attempt would meet again)
+    /// throws ``PoisonWrite`` at once.
     private func retrying<T: Sendable>(
-        _ what: String, limit: Duration? = nil, _ operation: @escaping @Sendable () async throws -> T
+        _ what: String, limit: Duration? = nil, poison: Bool = false, _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let limit = limit ?? options.attemptTimeout
         var backoff = options.backoff
@@ -318,6 +416,12 @@ public struct FleetRecorder: Service {
                 throw error
             } catch {
                 try Task.checkCancellation()
+                if poison && !isUnavailable(error) {
+                    if failures > 0 {
+                        logger.notice("PostgreSQL is back", metadata: ["attempts": "\(failures + 1)", "postgres.task": "\(what)"])
+                    }
+                    throw PoisonWrite(error: describePostgresError(error))
+                }
                 failures += 1
                 if failures == 1 {
                     logger.warning(
@@ -327,6 +431,47 @@ public struct FleetRecorder: Service {
                 try await Task.sleep(for: backoff.next())
             }
         }
+    }
+}
+
+/// A write PostgreSQL refused for a reason of its rows (not its being unreachable): tried
+/// again in smaller parts, and what still fails is set aside.
+struct PoisonWrite: Error, CustomStringConvertible {
+    let error: String
+    var description: String { error }
+}
+
+/// Whether `error` is PostgreSQL being unreachable or unable to work now (wait and try again:
+/// nothing is set aside for that), rather than a refusal of what was written. Without a
+/// SQLSTATE (no connection, no answer in time, a closed connection) it is; with one, the
+/// classes of the server's condition are: connection exceptions (08), insufficient resources
+/// (53) but the lock table (53200, which a statement too wide exhausts), operator intervention
+/// (57: a shutdown, a restart), system errors (58), transaction rollbacks (40: serialization,
+/// deadlock), objects in use or locked (55), configuration (F0), internal errors (XX), a
+/// read-only standby (25006), and missing privileges or tables (42501, 42P01: a database being
+/// set up).
+func isUnavailable(_ error: any Error) -> Bool {
+    if let error = error as? PostgresTransactionError {
+        guard let inner = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError else { return true }
+        return isUnavailable(inner)
+    }
+    guard let error = error as? PSQLError, let state = error.serverInfo?[.sqlState] else { return true }
+    if state.hasPrefix("53") { return state != "53200" }
+    return ["08", "57", "58", "40", "55", "F0", "XX"].contains(where: { state.hasPrefix($0) })
+        || ["25006", "42501", "42P01"].contains(state)
+}
+
+/// What the recorder has named once per vehicle: each kind of refusal, and the messages set
+/// aside. At most ``maximumVehicles`` vehicles a kind are named; past them the final summary
+/// counts the rest (a thousand forged vehicles cannot flood the log).
+struct RecorderWarnings {
+    static let maximumVehicles = 1_000
+    private var said: [String: Set<String>] = [:]
+
+    /// Whether `kind` is to be said for `vehicle` now (the first time, and within the bound).
+    mutating func first(_ kind: String, _ vehicle: String) -> Bool {
+        guard (said[kind]?.count ?? 0) < Self.maximumVehicles else { return false }
+        return said[kind, default: []].insert(vehicle).inserted
     }
 }
 
@@ -342,6 +487,11 @@ struct NoAnswer: Error, CustomStringConvertible {
 /// data), and its `String(reflecting:)` includes the whole query with its bound values — a
 /// batch's thousands of rows.
 public func describePostgresError(_ error: any Error) -> String {
+    if let error = error as? PostgresTransactionError,
+        let inner = error.closureError ?? error.beginError ?? error.commitError ?? error.rollbackError
+    {
+        return describePostgresError(inner)
+    }
     guard let error = error as? PSQLError else { return "\(error)" }
     var parts = ["\(error.code)"]
     if let state = error.serverInfo?[.sqlState] { parts.append("SQLSTATE \(state)") }

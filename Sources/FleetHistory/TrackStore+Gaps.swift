@@ -72,12 +72,16 @@ public struct CompletenessReport: Sendable, Equatable {
     /// When retention removed the history before it: the first instant kept, from which each
     /// run was checked (what was removed is not missing).
     public var retainedFrom: UTCTimestamp?
+    /// Messages the recorder set aside in `fleetcast_quarantine` (of the vehicle checked, or
+    /// of all): received and not stored, kept to be read and replayed.
+    public var setAside: Int
 
     /// A report of `runs` and their `gaps`.
-    public init(runs: [SequenceRunSummary], gaps: [SequenceGap], retainedFrom: UTCTimestamp? = nil) {
+    public init(runs: [SequenceRunSummary], gaps: [SequenceGap], retainedFrom: UTCTimestamp? = nil, setAside: Int = 0) {
         self.runs = runs
         self.gaps = gaps
         self.retainedFrom = retainedFrom
+        self.setAside = setAside
     }
 
     /// Whether nothing is missing.
@@ -124,15 +128,16 @@ extension TrackStore {
                     held: UInt64(clamping: held)))
         }
         var gaps: [SequenceGap] = []
+        let setAside = try await quarantinedCount(vehicle: vehicle)
         guard runs.contains(where: { $0.missing > 0 }) else {
-            return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: scope.horizon)
+            return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: scope.horizon, setAside: setAside)
         }
         let gapRows = try await client.query(Self.completenessQuery(Self.gapsSelect, scope), logger: logger)
         for try await (vehicle, run, first, last) in gapRows.decode((String, Int64, Int64, Int64).self) {
             gaps.append(
                 SequenceGap(vehicle: vehicle, run: UInt64(clamping: run), first: UInt64(clamping: first), last: UInt64(clamping: last)))
         }
-        return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: scope.horizon)
+        return CompletenessReport(runs: runs, gaps: gaps, retainedFrom: scope.horizon, setAside: setAside)
     }
 
     /// What one completeness check reads.
@@ -198,52 +203,75 @@ extension TrackStore {
         ORDER BY vehicle, run, seq
         """
 
-    /// `numbered (vehicle, run, seq)`: every message number held, of fixes and headings, for
-    /// `$1` (a vehicle, or NULL for all); with `$2`, only within each run's range of `seq` of
-    /// fixes timed in `[$3, $4)`.
-    fileprivate static func numberedCTE(fixes: String, headings: String) -> String {
-        """
-        bounds AS (
-            SELECT vehicle, run, min(seq) AS low, max(seq) AS high FROM \(fixes) fb
-            WHERE $2 AND ($1::text IS NULL OR vehicle = $1) AND time >= $3 AND time < $4
-            GROUP BY vehicle, run
-        ),
-        lows AS (
-            SELECT vehicle, run, min(seq) AS low FROM \(fixes) fl
-            WHERE NOT $2 AND $6 AND ($1::text IS NULL OR vehicle = $1) AND time >= $5
-            GROUP BY vehicle, run
-        ),
-        numbered AS (
-            SELECT vehicle, run, seq FROM \(fixes) fa
-            WHERE NOT $2 AND ($1::text IS NULL OR vehicle = $1) AND time >= $5
-            UNION ALL
-            SELECT vehicle, run, seq FROM \(headings) ha
-            WHERE NOT $2 AND NOT $6 AND ($1::text IS NULL OR vehicle = $1)
-            UNION ALL
-            SELECT ha.vehicle, ha.run, ha.seq FROM \(headings) ha JOIN lows l USING (vehicle, run)
-            WHERE NOT $2 AND $6 AND ($1::text IS NULL OR ha.vehicle = $1) AND ha.placed_at >= $5 AND ha.seq >= l.low
-            UNION ALL
-            SELECT f.vehicle, f.run, f.seq FROM \(fixes) f JOIN bounds b USING (vehicle, run)
-            WHERE $2 AND ($1::text IS NULL OR f.vehicle = $1) AND f.seq BETWEEN b.low AND b.high
-            UNION ALL
-            SELECT h.vehicle, h.run, h.seq FROM \(headings) h JOIN bounds b USING (vehicle, run)
-            WHERE $2 AND ($1::text IS NULL OR h.vehicle = $1) AND h.seq BETWEEN b.low AND b.high
-        )
-        """
+    /// `numbered (vehicle, run, seq)`: every message number held, of fixes and headings, of
+    /// the scope's vehicle (or all); windowed, only within each run's range of `seq` of fixes
+    /// timed in the window; otherwise from the retention's floor on, when there is one. Only
+    /// the branches the scope needs are in the text (one constant text per kind of scope, the
+    /// values bound): a branch guarded by a bound boolean is still planned over every
+    /// partition, which at thousands of partitions exhausts PostgreSQL's lock table
+    /// (SQLSTATE 53200), and a time bound in each branch lets the planner prune the others.
+    fileprivate static func numberedCTE(_ scope: CompletenessScope, _ bindings: inout PostgresBindings) -> String {
+        var count = 0
+        func bind(_ date: Date) -> String {
+            bindings.append(date)
+            count += 1
+            return "$\(count)"
+        }
+        var vehicleParameter: String?
+        if let vehicle = scope.vehicle {
+            bindings.append(vehicle)
+            count += 1
+            vehicleParameter = "$\(count)"
+        }
+        func ofVehicle(_ alias: String) -> String { vehicleParameter.map { " AND \(alias).vehicle = \($0)" } ?? "" }
+        let (fixes, headings) = (scope.fixes, scope.headings)
+        if scope.windowed {
+            let (from, to) = (bind(scope.from), bind(scope.to))
+            return """
+                bounds AS (
+                    SELECT fb.vehicle, fb.run, min(fb.seq) AS low, max(fb.seq) AS high FROM \(fixes) fb
+                    WHERE fb.time >= \(from) AND fb.time < \(to)\(ofVehicle("fb"))
+                    GROUP BY fb.vehicle, fb.run
+                ),
+                numbered AS (
+                    SELECT f.vehicle, f.run, f.seq FROM \(fixes) f JOIN bounds b USING (vehicle, run)
+                    WHERE f.seq BETWEEN b.low AND b.high\(ofVehicle("f"))
+                    UNION ALL
+                    SELECT h.vehicle, h.run, h.seq FROM \(headings) h JOIN bounds b USING (vehicle, run)
+                    WHERE h.seq BETWEEN b.low AND b.high\(ofVehicle("h"))
+                )
+                """
+        }
+        guard scope.floor != Date.distantPast else {
+            return """
+                numbered AS (
+                    SELECT fa.vehicle, fa.run, fa.seq FROM \(fixes) fa WHERE true\(ofVehicle("fa"))
+                    UNION ALL
+                    SELECT ha.vehicle, ha.run, ha.seq FROM \(headings) ha WHERE true\(ofVehicle("ha"))
+                )
+                """
+        }
+        let floor = bind(scope.floor)
+        return """
+            lows AS (
+                SELECT fl.vehicle, fl.run, min(fl.seq) AS low FROM \(fixes) fl
+                WHERE fl.time >= \(floor)\(ofVehicle("fl"))
+                GROUP BY fl.vehicle, fl.run
+            ),
+            numbered AS (
+                SELECT fa.vehicle, fa.run, fa.seq FROM \(fixes) fa WHERE fa.time >= \(floor)\(ofVehicle("fa"))
+                UNION ALL
+                SELECT ha.vehicle, ha.run, ha.seq FROM \(headings) ha JOIN lows l USING (vehicle, run)
+                WHERE ha.placed_at >= \(floor) AND ha.seq >= l.low\(ofVehicle("ha"))
+            )
+            """
     }
 
-    /// `WITH numbered … ` + `select`, with `$1`…`$6` bound: a constant text (but for the
-    /// tables read), values bound.
+    /// `WITH numbered … ` + `select`, its values bound: a constant text per kind of scope (but
+    /// for the tables read).
     fileprivate static func completenessQuery(_ select: String, _ scope: CompletenessScope, explain: Bool = false) -> PostgresQuery {
-        var bindings = PostgresBindings(capacity: 6)
-        bindings.append(scope.vehicle)
-        bindings.append(scope.windowed)
-        bindings.append(scope.from)
-        bindings.append(scope.to)
-        bindings.append(scope.floor)
-        bindings.append(scope.floor != Date.distantPast)
-        return PostgresQuery(
-            unsafeSQL: (explain ? "EXPLAIN (ANALYZE, BUFFERS) " : "") + "WITH " + numberedCTE(fixes: scope.fixes, headings: scope.headings)
-                + "\n" + select, binds: bindings)
+        var bindings = PostgresBindings(capacity: 3)
+        let cte = numberedCTE(scope, &bindings)
+        return PostgresQuery(unsafeSQL: (explain ? "EXPLAIN (ANALYZE, BUFFERS) " : "") + "WITH " + cte + "\n" + select, binds: bindings)
     }
 }

@@ -91,6 +91,21 @@ extension TrackStore {
         return found
     }
 
+    /// Where a rebuild of `vehicle` from `from` starts when it reads at most `maximumFixes`:
+    /// `from`, or the time of the newest `maximumFixes`-th fix after it (one index range of
+    /// `(vehicle, time)`, newest first: the attack was a rebuild that read 1.4 million fixes
+    /// inside the write).
+    package func rebuildStart(vehicle: VehicleID, from: UTCTimestamp, maximumFixes: Int) async throws -> UTCTimestamp {
+        let rows = try await client.query(
+            """
+            SELECT time FROM fleetcast_fixes WHERE vehicle = \(vehicle.rawValue) AND time >= \(Date(from))
+            ORDER BY time DESC OFFSET \(Int64(max(0, maximumFixes - 1))) LIMIT 1
+            """, logger: logger)
+        var start = from
+        for try await time in rows.decode(Date.self) { start = max(from, UTCTimestamp(time)) }
+        return start
+    }
+
     /// The zones `vehicle` was in just before `time`, by its stored events (a zone whose last
     /// event before then is an enter).
     package func zonesInside(vehicle: String, before time: UTCTimestamp) async throws -> Set<String> {
@@ -265,7 +280,7 @@ extension TrackStore {
     /// `until` make under `rules`, the last one open (a trip or stop in progress, as far as the
     /// last fix). Whether the recorder has caught up or not, the listing is the same.
     package func listSegments(
-        vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, rules: TripRules
+        vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp, rules: TripRules, maximumFixes: Int = maximumDerivedFixes
     ) async throws
         -> [ListedSegment]
     {
@@ -276,7 +291,7 @@ extension TrackStore {
         var operations = VehicleOperations(rules: rules, zones: nil)
         var derived: [TripEvent] = []
         // Bounded: a vehicle that made no trip for days, at 20 Hz, is not read whole per request.
-        try await track(vehicle: vehicle, since: from, until: until, limit: Self.maximumDerivedFixes) { point in
+        try await track(vehicle: vehicle, since: from, until: until, limit: maximumFixes) { point in
             derived += operations.replay(
                 TripPoint(time: point.time, latitude: point.latitude, longitude: point.longitude, speed: point.speed)
             ).0.map(\.segment)

@@ -1,4 +1,5 @@
 import FleetCore
+import FleetProtocol
 import FleetcastCore
 import Foundation
 import GNSS
@@ -6,37 +7,67 @@ import Logging
 import PostgresNIO
 
 /// Messages ``TrackStore/insert(_:)`` did not store because of their day, by reason; counted
-/// since the store was made (all copies of a store share the count).
+/// since the store was made (all copies of a store share the count). See ``HistoryAdmission``.
 public struct TrackRefusals: Sendable, Equatable {
     /// Timed before the first day retention keeps (their day is dropped, or due to be).
     public var olderThanRetention = 0
+    /// Timed more than ``HistoryAdmission/maximumDaysBehindWithoutRetention`` days before the
+    /// recorder's clock while history is kept for ever.
+    public var olderThanHorizon = 0
     /// Timed more than ``TrackStore/maximumDaysAhead`` days after the recorder's clock (a
     /// clock set ahead, or a forged time): their day gets no partition.
     public var aheadOfClock = 0
-    /// Timed on a day without a partition while ``TrackStore/maximumPartitions`` already exist
-    /// (a sender spreading its times over thousands of days), or outside years 0–9999.
+    /// Timed on a day without a partition while ``TrackStore/maximumPartitions`` already exist,
+    /// or outside years 1–9999.
     public var noPartition = 0
+    /// Timed on a day without a partition while their vehicle had made its
+    /// ``HistoryAdmission/newPartitionsPerVehiclePerDay`` (a sender spreading its times over
+    /// thousands of days); the recorder sets their messages aside.
+    public var overVehicleBudget = 0
 
     /// Counts of each.
-    public init(olderThanRetention: Int = 0, aheadOfClock: Int = 0, noPartition: Int = 0) {
+    public init(
+        olderThanRetention: Int = 0, olderThanHorizon: Int = 0, aheadOfClock: Int = 0, noPartition: Int = 0, overVehicleBudget: Int = 0
+    ) {
         self.olderThanRetention = olderThanRetention
+        self.olderThanHorizon = olderThanHorizon
         self.aheadOfClock = aheadOfClock
         self.noPartition = noPartition
+        self.overVehicleBudget = overVehicleBudget
     }
 
     /// All of them.
-    public var total: Int { olderThanRetention + aheadOfClock + noPartition }
+    public var total: Int { olderThanRetention + olderThanHorizon + aheadOfClock + noPartition + overVehicleBudget }
+
+    /// Counts `n` more of `verdict` (nothing for `.stored`).
+    mutating func count(_ verdict: HistoryAdmission.Verdict, _ n: Int = 1) {
+        switch verdict {
+        case .stored: break
+        case .olderThanRetention: olderThanRetention += n
+        case .olderThanHorizon: olderThanHorizon += n
+        case .aheadOfClock: aheadOfClock += n
+        case .noPartition: noPartition += n
+        case .overVehicleBudget: overVehicleBudget += n
+        }
+    }
+
+    /// Adds `other`'s counts.
+    mutating func add(_ other: TrackRefusals) {
+        olderThanRetention += other.olderThanRetention
+        olderThanHorizon += other.olderThanHorizon
+        aheadOfClock += other.aheadOfClock
+        noPartition += other.noPartition
+        overVehicleBudget += other.overVehicleBudget
+    }
 }
 
 /// What a ``TrackStore`` and its copies know of the daily partitions, under one lock: the
-/// days that have one, the first day retention keeps, and what was refused.
+/// days that have one, the first day retention keeps and the vehicles' budgets
+/// (``HistoryAdmission``), and what was refused.
 final class TrackPartitionState: Sendable {
     struct State {
-        /// Days known to have their partition in both tables; `nil` until read from the catalog.
-        var known: Set<HistoryDay>?
-        /// The first day kept: this store's retention, or the database's (another recorder's),
-        /// whichever is later.
-        var keptFrom: HistoryDay?
+        /// The days known, the first day kept and the budgets.
+        var admission = HistoryAdmission()
         var refusals = TrackRefusals()
         /// Whether the tables of schema 3 are known gone (they never come back).
         var unpartitionedGone = false
@@ -45,53 +76,22 @@ final class TrackPartitionState: Sendable {
         var movePage: [String: Int64] = [:]
     }
 
-    /// The verdict on one day of a batch.
-    enum Admission: Equatable {
-        case stored, olderThanRetention, aheadOfClock, noPartition
-    }
-
     let state = SanitizerVisibleMutex(State())
-
-    /// The days of a batch, judged; `missing` are the admitted days that need a partition made.
-    func admit(
-        _ days: Set<HistoryDay>, today: HistoryDay, limit: Int, force: Bool
-    ) -> (
-        verdicts: [HistoryDay: Admission], missing: [HistoryDay]
-    ) {
-        state.withLock { state in
-            var verdicts: [HistoryDay: Admission] = [:]
-            var missing: [HistoryDay] = []
-            let known = state.known ?? []
-            for day in days {
-                if let kept = state.keptFrom, day < kept {
-                    verdicts[day] = .olderThanRetention
-                } else if !day.isNameable {
-                    verdicts[day] = .noPartition
-                } else if known.contains(day) {
-                    verdicts[day] = .stored
-                } else if !force && day > today.adding(Int64(TrackStore.maximumDaysAhead)) {
-                    verdicts[day] = .aheadOfClock
-                } else if !force && known.count + missing.count >= limit {
-                    verdicts[day] = .noPartition
-                } else {
-                    verdicts[day] = .stored
-                    missing.append(day)
-                }
-            }
-            return (verdicts, missing.sorted())
-        }
-    }
 }
 
 extension TrackStore {
     /// The most days after the recorder's clock a message may be timed and still get its day's
-    /// partition: today and the next two (a receiver's clock may run ahead of the server's by a
-    /// little, never by days).
-    public static let maximumDaysAhead = 2
+    /// partition (``HistoryAdmission/maximumDaysAhead``).
+    public static let maximumDaysAhead = Int(HistoryAdmission.maximumDaysAhead)
 
-    /// The most daily partitions of each table this store creates (about 11 years): a sender
-    /// that spreads forged times over thousands of days cannot fill the catalog.
-    public static let maximumPartitions = 4_000
+    /// The most daily partitions of each table this store creates
+    /// (``HistoryAdmission/maximumPartitions``).
+    public static let maximumPartitions = HistoryAdmission.maximumPartitions
+
+    /// The most days made in one transaction: each takes about ten locks (two tables, their
+    /// indexes, the parents), and PostgreSQL's default lock table holds 64 a transaction on
+    /// average; a batch spread over a thousand days once exhausted it ("out of shared memory").
+    public static let partitionsPerTransaction = 4
 
     /// The days created ahead at start and at each maintenance: today and the next three, so
     /// that midnight never waits for a partition.
@@ -112,7 +112,7 @@ extension TrackStore {
     public var refusals: TrackRefusals { partitionState.state.withLock { $0.refusals } }
 
     /// The first day kept by the retention this store last applied, if any.
-    public var keptFrom: HistoryDay? { partitionState.state.withLock { $0.keptFrom } }
+    public var keptFrom: HistoryDay? { partitionState.state.withLock { $0.admission.keptFrom } }
 
     /// The days that have a partition of `fleetcast_fixes` (attached), from the catalog.
     public func partitionDays() async throws -> Set<HistoryDay> {
@@ -128,31 +128,78 @@ extension TrackStore {
         return days
     }
 
-    /// The verdict on each day of a batch, making the partitions it needs; `force` (the move of
-    /// rows already stored) ignores the clock and the partition limit, never retention.
-    func admit(_ days: Set<HistoryDay>, now: UTCTimestamp, force: Bool = false) async throws -> [HistoryDay: TrackPartitionState.Admission]
-    {
-        if partitionState.state.withLock({ $0.known == nil }) {
+    /// The verdict on each vehicle's day of a batch, making the partitions it needs (see
+    /// ``HistoryAdmission``); `force` (the days ahead, the move of rows already stored) ignores
+    /// the clock, the partition limit and the vehicles' budgets, never retention.
+    func admit(
+        _ days: Set<HistoryAdmission.VehicleDay>, now: UTCTimestamp, force: Bool = false
+    ) async throws -> [HistoryAdmission.VehicleDay: HistoryAdmission.Verdict] {
+        if partitionState.state.withLock({ $0.admission.known == nil }) {
             // Read again from the catalog (at first, and after a write found a day without its
             // partition: another recorder's retention dropped it), with the database's horizon.
             let found = try await partitionDays()
             let horizon = try await retentionHorizon().map(HistoryDay.init)
+            let spent = try await partitionsMadeLately()
             partitionState.state.withLock { state in
-                state.known = found
-                if let horizon { state.keptFrom = max(state.keptFrom ?? horizon, horizon) }
+                state.admission.known = found
+                if let horizon { state.admission.keptFrom = max(state.admission.keptFrom ?? horizon, horizon) }
+                for (vehicle, count, at) in spent { state.admission.spent(count, by: vehicle, at: at) }
             }
         }
-        let (verdicts, missing) = partitionState.admit(days, today: HistoryDay(now), limit: Self.maximumPartitions, force: force)
-        if !missing.isEmpty { try await createPartitions(missing) }
+        let (verdicts, missing, charges) = partitionState.state.withLock { state in
+            let (verdicts, missing) = state.admission.admit(days, now: now, force: force)
+            return (verdicts, missing, state.admission.charges)
+        }
+        if !missing.isEmpty { try await createPartitions(missing, charges: charges) }
         return verdicts
     }
 
-    /// Makes `days`' partitions in both tables, each one made apart and then attached (which
-    /// locks the parent only against other attaches and drops, never against writes or
-    /// reads), under an advisory lock so that two recorders never make the same one.
-    func createPartitions(_ days: [HistoryDay]) async throws {
+    /// Per vehicle, the partitions its messages made within the last day and when the last was
+    /// (`fleetcast_partition_makers`).
+    private func partitionsMadeLately() async throws -> [(VehicleID, Int, Int64)] {
+        var spent: [(VehicleID, Int, Int64)] = []
+        let rows = try await client.query(
+            """
+            SELECT vehicle, count(*), (extract(epoch FROM max(made_at)) * 1000)::bigint FROM fleetcast_partition_makers
+            WHERE made_at > now() - interval '1 day' GROUP BY vehicle
+            """, logger: logger)
+        for try await (vehicle, count, at) in rows.decode((String, Int64, Int64).self) {
+            if let id = VehicleID(vehicle) { spent.append((id, Int(count), at)) }
+        }
+        return spent
+    }
+
+    /// Makes `days`' partitions in both tables, ``partitionsPerTransaction`` days a
+    /// transaction (each day known as soon as its transaction commits: an interrupted call goes
+    /// on where it was), each one made apart and then attached (which locks the parent only
+    /// against other attaches and drops, never against writes or reads), under an advisory
+    /// lock so that two recorders never make the same one.
+    func createPartitions(_ days: [HistoryDay], charges: [HistoryDay: VehicleID] = [:]) async throws {
+        var start = 0
+        while start < days.count {
+            let part = Array(days[start..<min(start + Self.partitionsPerTransaction, days.count)])
+            try await createPartitionsInOneTransaction(part, charges: charges)
+            partitionState.state.withLock { state in state.admission.made(part) }
+            start += part.count
+        }
+        logger.debug("Partitions made", metadata: ["days": "\(days.map(\.description).joined(separator: " "))"])
+    }
+
+    private func createPartitionsInOneTransaction(_ days: [HistoryDay], charges: [HistoryDay: VehicleID]) async throws {
         try await client.withTransaction(logger: logger) { connection in
             try await connection.query("SELECT pg_advisory_xact_lock(\(Self.partitionLockKey))", logger: logger)
+            // Who made them, for a restarted recorder's budgets (two days kept).
+            let charged = days.compactMap { day in charges[day].map { (Date(day.start), $0.rawValue) } }
+            if !charged.isEmpty {
+                try await connection.query(
+                    """
+                    INSERT INTO fleetcast_partition_makers (day, vehicle)
+                    SELECT (d AT TIME ZONE 'UTC')::date, v FROM unnest(\(charged.map(\.0)), \(charged.map(\.1))) AS made (d, v)
+                    ON CONFLICT (day) DO NOTHING
+                    """, logger: logger)
+                try await connection.query(
+                    "DELETE FROM fleetcast_partition_makers WHERE made_at < now() - interval '2 days'", logger: logger)
+            }
             // Never a day retention has dropped (this recorder's view of it may be a day late).
             var keptFrom: Date?
             for try await kept in try await connection.query("SELECT kept_from FROM fleetcast_retention", logger: logger).decode(Date.self)
@@ -183,15 +230,17 @@ extension TrackStore {
                 }
             }
         }
-        partitionState.state.withLock { state in state.known = (state.known ?? []).union(days) }
-        logger.debug("Partitions made", metadata: ["days": "\(days.map(\.description).joined(separator: " "))"])
     }
+
+    /// `day` of no vehicle in particular (the days made ahead, the move of schema 3's rows:
+    /// forced, never charged to a vehicle).
+    static func anyVehicle(_ day: HistoryDay) -> HistoryAdmission.VehicleDay { HistoryAdmission.VehicleDay(VehicleID("-")!, day) }
 
     /// Makes the partitions of yesterday, today and the next ``partitionsAhead`` days that are
     /// missing (a message timed at 23:59:59.9 on a receiver a little behind, and the days to come).
     public func preparePartitions(now: UTCTimestamp) async throws {
         let today = HistoryDay(now)
-        _ = try await admit(Set((-1...Int64(Self.partitionsAhead)).map { today.adding($0) }), now: now, force: true)
+        _ = try await admit(Set((-1...Int64(Self.partitionsAhead)).map { Self.anyVehicle(today.adding($0)) }), now: now, force: true)
     }
 
     /// Applies `retention` at `now`: records the first day kept (``keptFrom``, and in
@@ -201,7 +250,7 @@ extension TrackStore {
     @discardableResult
     public func applyRetention(_ retention: HistoryRetention, now: UTCTimestamp) async throws -> [HistoryDay] {
         guard let keptFrom = retention.keptFrom(now: now) else { return [] }
-        partitionState.state.withLock { state in state.keptFrom = max(state.keptFrom ?? keptFrom, keptFrom) }
+        partitionState.state.withLock { state in state.admission.keptFrom = max(state.admission.keptFrom ?? keptFrom, keptFrom) }
         // One connection, under the partitions' advisory lock for the session (a concurrent
         // detach cannot run in a transaction): no other recorder makes or drops a partition
         // meanwhile, nor attaches again a table detached here and not yet dropped.
@@ -217,7 +266,7 @@ extension TrackStore {
                 throw error
             }
         }
-        partitionState.state.withLock { state in state.known?.subtract(dropped) }
+        partitionState.state.withLock { state in state.admission.known?.subtract(dropped) }
         return dropped
     }
 
@@ -306,7 +355,7 @@ extension TrackStore {
         var total = RowsMoved()
         var chunks = 0
         let firstYear = HistoryDay(year: 1, month: 1, day: 1)!
-        let keptFrom = Date(max(partitionState.state.withLock { $0.keptFrom } ?? firstYear, firstYear).start)
+        let keptFrom = Date(max(partitionState.state.withLock { $0.admission.keptFrom } ?? firstYear, firstYear).start)
         // The last instant of year 9999: later ones cannot name a partition.
         let end = Date(timeIntervalSince1970: 253_402_300_800)
         for (table, placement, moving) in [
@@ -315,11 +364,11 @@ extension TrackStore {
             let source = "\(table)_unpartitioned"
             if !partitionState.state.withLock({ $0.moveReady.contains(source) }) {
                 // The partitions of every day there, once (one pass over the table).
-                var days = Set<HistoryDay>()
+                var days = Set<HistoryAdmission.VehicleDay>()
                 let dayRows = try await client.query(
                     PostgresQuery(unsafeSQL: "SELECT DISTINCT floor(extract(epoch FROM \(placement)) / 86400)::bigint FROM \(source)"),
                     logger: logger)
-                for try await day in dayRows.decode(Int64.self) { days.insert(HistoryDay(daysSince1970: day)) }
+                for try await day in dayRows.decode(Int64.self) { days.insert(Self.anyVehicle(HistoryDay(daysSince1970: day))) }
                 _ = try await admit(days, now: now, force: true)
                 partitionState.state.withLock { _ = $0.moveReady.insert(source) }
             }

@@ -194,6 +194,9 @@ public struct TrackStore: Sendable {
         // Version 5: trips and stops, and zone events (`fleet-watch record --zones`), derived
         // from the fixes as they are recorded (see TrackStore+Operations).
         operationsMigration,
+        // Version 6: messages set aside, whole, when they cannot be stored (see
+        // TrackStore+Quarantine).
+        quarantineMigration,
     ]
 
     /// A constant key for `pg_advisory_xact_lock`: recorders started together migrate one
@@ -258,51 +261,62 @@ public struct TrackStore: Sendable {
 
     // MARK: Writing
 
-    /// Writes `records`, in statements of at most ``maximumRowsPerStatement`` rows; a record
-    /// whose `(vehicle, run, seq)` is already stored is skipped. Returns how many rows were new.
-    /// Each statement is atomic; a failure throws and the caller retries the whole batch
-    /// (the rows already written are then duplicates, which cost nothing).
+    /// What one ``write(_:)`` did: the rows that were new, and the records not stored because
+    /// of their day (by index in the records written, with why: ``HistoryAdmission``).
+    public struct WriteOutcome: Sendable, Equatable {
+        /// Rows stored by this write (not there before).
+        public var new = 0
+        /// Indices of the records refused, and why.
+        public var refused: [Int: HistoryAdmission.Verdict] = [:]
+    }
+
+    /// The most days one INSERT statement writes into: each partition it touches is locked
+    /// with its indexes until the statement ends, and a batch spread over a thousand days would
+    /// exhaust PostgreSQL's lock table.
+    public static let maximumDaysPerStatement = 8
+
+    /// Writes `records`, in statements of at most ``maximumRowsPerStatement`` rows and
+    /// ``maximumDaysPerStatement`` days; a record whose `(vehicle, run, seq)` is already stored
+    /// is skipped. Returns how many rows were new. Each statement is atomic; a failure throws
+    /// and the caller retries the whole batch (the rows already written are then duplicates,
+    /// which cost nothing).
     ///
     /// Each record goes into its day's partition (a fix by its time; a heading by its time, or
     /// by the day it is first stored when it has none), made first when missing. A record
     /// whose day retention no longer keeps, lies more than ``maximumDaysAhead`` days ahead of
-    /// the clock, or would need a partition past ``maximumPartitions``, is not stored and is
-    /// counted in ``refusals``.
+    /// the clock or further back than the horizon, would need a partition past
+    /// ``maximumPartitions`` or past its vehicle's budget (``HistoryAdmission``), is not
+    /// stored and is counted in ``refusals``.
     @discardableResult
     public func insert(_ records: some Collection<TrackRecord>) async throws -> Int {
+        try await write(Array(records)).new
+    }
+
+    /// As ``insert(_:)``, saying which records were refused and why.
+    public func write(_ records: [TrackRecord]) async throws -> WriteOutcome {
         let now = self.now()
         let today = HistoryDay(now)
-        var days = Set<HistoryDay>()
-        for record in records { days.insert(Self.day(of: record, today: today)) }
+        var days = Set<HistoryAdmission.VehicleDay>()
+        for record in records { days.insert(HistoryAdmission.VehicleDay(record.vehicle, Self.day(of: record, today: today))) }
         let verdicts = try await admit(days, now: now)
-        var fixes: [TrackRecord] = []
-        var headings: [TrackRecord] = []
+        var fixes: [(day: HistoryDay, record: TrackRecord)] = []
+        var headings: [(day: HistoryDay, record: TrackRecord)] = []
+        var outcome = WriteOutcome()
         var refused = TrackRefusals()
-        for record in records {
-            switch verdicts[Self.day(of: record, today: today)] ?? .noPartition {
-            case .stored: break
-            case .olderThanRetention:
-                refused.olderThanRetention += 1
-                continue
-            case .aheadOfClock:
-                refused.aheadOfClock += 1
-                continue
-            case .noPartition:
-                refused.noPartition += 1
+        for (index, record) in records.enumerated() {
+            let day = Self.day(of: record, today: today)
+            let verdict = verdicts[HistoryAdmission.VehicleDay(record.vehicle, day)] ?? .noPartition
+            guard verdict == .stored else {
+                refused.count(verdict)
+                outcome.refused[index] = verdict
                 continue
             }
             switch record.payload {
-            case .fix: fixes.append(record)
-            case .heading: headings.append(record)
+            case .fix: fixes.append((day, record))
+            case .heading: headings.append((day, record))
             }
         }
-        if refused.total > 0 {
-            partitionState.state.withLock { state in
-                state.refusals.olderThanRetention += refused.olderThanRetention
-                state.refusals.aheadOfClock += refused.aheadOfClock
-                state.refusals.noPartition += refused.noPartition
-            }
-        }
+        if refused.total > 0 { partitionState.state.withLock { $0.refusals.add(refused) } }
         let placement = Date(now)
         // While the rows of schema 3 are being moved, a message stored there is not stored
         // again here (its copy would be read twice until the move ends, and an untimed
@@ -314,27 +328,43 @@ public struct TrackStore: Sendable {
                 partitionState.state.withLock { $0.unpartitionedGone = true }
             }
         }
-        var inserted = 0
         do {
-            var start = 0
-            while start < fixes.count {
-                let end = min(start + Self.maximumRowsPerStatement, fixes.count)
-                inserted += try await insertFixes(fixes[start..<end], skipping: unpartitioned.fixes)
-                start = end
+            for part in Self.statements(fixes) {
+                outcome.new += try await insertFixes(part, skipping: unpartitioned.fixes)
             }
-            start = 0
-            while start < headings.count {
-                let end = min(start + Self.maximumRowsPerStatement, headings.count)
-                inserted += try await insertHeadings(headings[start..<end], untimedAt: placement, skipping: unpartitioned.headings)
-                start = end
+            for part in Self.statements(headings) {
+                outcome.new += try await insertHeadings(part, untimedAt: placement, skipping: unpartitioned.headings)
             }
         } catch let error as PSQLError where error.serverInfo?[.sqlState] == "23514" {
             // No partition for a row: another recorder's retention dropped a day this one still
             // knew. The next attempt reads the partitions and the horizon again.
-            partitionState.state.withLock { $0.known = nil }
+            partitionState.state.withLock { $0.admission.known = nil }
             throw error
         }
-        return inserted
+        return outcome
+    }
+
+    /// `rows` cut into statements of at most ``maximumRowsPerStatement`` rows and
+    /// ``maximumDaysPerStatement`` days, in day order (a batch is mostly one or two days: one
+    /// statement, in the batch's order).
+    static func statements(_ rows: [(day: HistoryDay, record: TrackRecord)]) -> [ArraySlice<TrackRecord>] {
+        var sorted = rows
+        if zip(rows, rows.dropFirst()).contains(where: { $0.day > $1.day }) { sorted.sort { $0.day < $1.day } }
+        var parts: [ArraySlice<TrackRecord>] = []
+        let records = sorted.map(\.record)
+        var start = 0
+        var days = 0
+        for index in sorted.indices {
+            let newDay = index == 0 || sorted[index].day != sorted[index - 1].day
+            if index > start && (index - start == maximumRowsPerStatement || (newDay && days == maximumDaysPerStatement)) {
+                parts.append(records[start..<index])
+                start = index
+                days = 0
+            }
+            if newDay || days == 0 { days += 1 }
+        }
+        if start < records.count { parts.append(records[start...]) }
+        return parts
     }
 
     /// `AND NOT EXISTS` the message in `table` (the rows of schema 3 not yet moved), or nothing.

@@ -312,8 +312,9 @@ public struct FleetMapServer: Service {
             Self.events(feed, peer: context.peer, close: { [channel = context.channel] in channel.close(promise: nil) })
         }
         if let history {
-            router.get("/api/track") { request, _ in try await Self.track(request, from: history, logger: logger) }
-            router.get("/api/trips") { request, _ in try await Self.trips(request, from: history, logger: logger) }
+            let gate = HistoryReadGate()
+            router.get("/api/track") { request, _ in try await Self.track(request, from: history, gate: gate, logger: logger) }
+            router.get("/api/trips") { request, _ in try await Self.trips(request, from: history, gate: gate, logger: logger) }
         }
         if let zones {
             router.get("/api/zones") { _, _ in Self.response(zones, type: "application/json") }
@@ -322,8 +323,10 @@ public struct FleetMapServer: Service {
     }
 
     /// `/api/track?vehicle=V&since=T1&until=T2`: the vehicle's recorded fixes in that range
-    /// (``MapTrackRequest``); 400 for a bad query, 503 (logged) when the history cannot be read.
-    static func track(_ request: Request, from history: any MapTrackSource, logger: Logger) async throws -> Response {
+    /// (``MapTrackRequest``); 400 for a bad query, 503 (logged) when the history cannot be read,
+    /// and 503 past the ``HistoryReadGate``'s bounds (reads at once, deadline).
+    static func track(_ request: Request, from history: any MapTrackSource, gate: HistoryReadGate, logger: Logger) async throws -> Response
+    {
         let query = request.uri.queryParameters
         let wanted: MapTrackRequest
         do {
@@ -334,8 +337,12 @@ public struct FleetMapServer: Service {
         }
         let points: [MapTrackPoint]
         do {
-            points = try await history.track(
-                vehicle: wanted.vehicle, since: wanted.since, until: wanted.until, limit: MapTrackRequest.maximumPoints + 1)
+            points = try await gate.run {
+                try await history.track(
+                    vehicle: wanted.vehicle, since: wanted.since, until: wanted.until, limit: MapTrackRequest.maximumPoints + 1)
+            }
+        } catch let refusal as HTTPError {
+            throw refusal
         } catch {
             logger.warning("Cannot read a track from the history", metadata: ["vehicle": "\(wanted.vehicle)", "error": "\(error)"])
             throw HTTPError(.serviceUnavailable, message: "the track history cannot be read now")
@@ -346,7 +353,8 @@ public struct FleetMapServer: Service {
     /// `/api/trips?vehicle=V&since=T1&until=T2`: the vehicle's trips and stops that began in
     /// that range, checked as `/api/track`'s query; 400 for a bad query, 503 (logged) when the
     /// history cannot be read.
-    static func trips(_ request: Request, from history: any MapTrackSource, logger: Logger) async throws -> Response {
+    static func trips(_ request: Request, from history: any MapTrackSource, gate: HistoryReadGate, logger: Logger) async throws -> Response
+    {
         let query = request.uri.queryParameters
         let wanted: MapTrackRequest
         do {
@@ -355,8 +363,10 @@ public struct FleetMapServer: Service {
             throw HTTPError(.badRequest, message: error.reason)
         }
         do {
-            return response(
-                try await history.trips(vehicle: wanted.vehicle, since: wanted.since, until: wanted.until), type: "application/json")
+            let trips = try await gate.run { try await history.trips(vehicle: wanted.vehicle, since: wanted.since, until: wanted.until) }
+            return response(trips, type: "application/json")
+        } catch let refusal as HTTPError {
+            throw refusal
         } catch {
             logger.warning("Cannot read trips from the history", metadata: ["vehicle": "\(wanted.vehicle)", "error": "\(error)"])
             throw HTTPError(.serviceUnavailable, message: "the trips cannot be read now")

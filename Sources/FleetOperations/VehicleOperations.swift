@@ -11,6 +11,17 @@ package struct VehicleOperations: Sendable {
     package private(set) var tracker: ZoneTracker?
     /// The time of the newest fix fed.
     package private(set) var last: UTCTimestamp?
+    /// The fix before the next one for zones: a fix whose implied speed from it is impossible
+    /// is not fed to zones (it becomes the next one's reference all the same, so a receiver
+    /// that jumped once and stays is followed again from its second fix).
+    private var zoneReference: TripPoint?
+    /// Fixes not fed to zones for an impossible implied speed, since the vehicle's start.
+    package private(set) var impossibleForZones = 0
+
+    /// The fastest a vehicle is taken to move between two fixes for zones: 150 m/s (540 km/h).
+    /// A vehicle jumping across a 100 m zone 25 times a second implies 2,500 m/s; each jump
+    /// would have been an enter or an exit.
+    package static let maximumZoneSpeedMetresPerSecond = 150.0
 
     /// A trip or stop closed, and the time of the fix that closed it: the detector decided it
     /// from the fixes up to then, so fixes arriving later with later times cannot change it.
@@ -79,8 +90,16 @@ package struct VehicleOperations: Sendable {
         var events: [ZoneEvent] = []
         var previous: UTCTimestamp?
         for point in sorted where previous.map({ point.time > $0 }) ?? true {
-            events += tracker!.add(point)
             previous = point.time
+            defer { zoneReference = point }
+            if let reference = zoneReference {
+                let seconds = Double(point.time.millisecondsSince1970 - reference.time.millisecondsSince1970) / 1000
+                if point.distance(to: reference) > Self.maximumZoneSpeedMetresPerSecond * max(seconds, 0.001) {
+                    impossibleForZones += 1
+                    continue
+                }
+            }
+            events += tracker!.add(point)
         }
         return events
     }

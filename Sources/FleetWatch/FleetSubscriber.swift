@@ -1,6 +1,7 @@
 import FleetCore
 import FleetProtocol
 import FleetcastCore
+import JSONEscaping
 import Logging
 import MQTT
 import ServiceLifecycle
@@ -292,12 +293,32 @@ public struct FleetSubscriber: Sendable {
     }
 
     /// Follows the client's reconnections after the first connection, at debug: the MQTT
-    /// client already logs each loss and each reconnection once, at info, with its cause.
+    /// client already logs each loss and each reconnection once, at info, with its cause. A
+    /// session another client takes over (``SessionTakeover``: two consumers under one client
+    /// id) is named once, at error, with the id and the remedy.
     private func logConnectionChanges(_ client: MQTTClient) async {
+        let clock = ContinuousClock()
+        let start = clock.now
+        func milliseconds() -> Int64 {
+            let elapsed = start.duration(to: clock.now).components
+            return elapsed.seconds * 1_000 + elapsed.attoseconds / 1_000_000_000_000_000
+        }
+        var takeover = SessionTakeover()
+        _ = takeover.observe(.connected, at: milliseconds())
         for await state in client.connectionStates() {
             switch state {
             case .disconnected(let reason):
                 logger.debug("MQTT connection lost", metadata: ["mqtt.broker": "\(configuration.brokerList)", "error": "\(reason)"])
+                if takeover.observe(.disconnected(reason: reason), at: milliseconds()) {
+                    logger.error(
+                        "Another MQTT client takes this client's session over: two consumers share one client id, and each throws the other out",
+                        metadata: [
+                            "mqtt.broker": "\(configuration.brokerList)", "mqtt.client_id": "\(JSONString.escaped(configuration.clientID))",
+                            "error": "\(reason)",
+                            "remedy":
+                                "give each consumer its own --client-id (fleet-watch record takes a distinct one per instance from its --state-dir), or its own user where the broker makes the client id the user name (docs/broker.md)",
+                        ])
+                }
             case .reconnecting(let attempt, let delay):
                 logger.debug(
                     "MQTT reconnecting",
@@ -306,6 +327,7 @@ public struct FleetSubscriber: Sendable {
                     ])
             case .connected:
                 logger.debug("MQTT connected", metadata: ["mqtt.broker": "\(configuration.brokerList)"])
+                _ = takeover.observe(.connected, at: milliseconds())
             case .idle, .connecting, .closed:
                 break
             }
@@ -334,6 +356,12 @@ public struct FleetDelivery: Sendable {
 
     /// The size of the message's payload, in bytes.
     public var payloadBytes: Int { message.payload.count }
+
+    /// The message's topic, as received.
+    public var topic: String { message.topic }
+
+    /// The message's payload, as received (what a consumer sets aside to replay later).
+    public var payload: [UInt8] { message.payload }
 
     /// Tells the broker that this message and every earlier one are handled (written
     /// durably): it then forgets them, and sends more. Call it in order; calling it for a

@@ -33,7 +33,7 @@ struct ConnectionOptions: ParsableArguments {
 
     @Option(
         help:
-            "The MQTT client id (default: fleet-watch-<host>-<pid>; record: fleet-watch-record-<host>[-<share group>], the same at every start)."
+            "The MQTT client id (default: fleet-watch-<host>-<pid>; record: fleet-watch-record-<host>[-<share group>], then -2, -3… for the next recorders running at the same time on the host, the same again after a restart: see --state-dir)."
     )
     var clientID: String?
 

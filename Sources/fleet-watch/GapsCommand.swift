@@ -95,6 +95,9 @@ struct GapsCommand: AsyncParsableCommand {
         if let kept = report.retainedFrom {
             lines.append("checked from \(kept) on: retention removed the history before it")
         }
+        if report.setAside > 0 {
+            lines.append("\(report.setAside) messages set aside by the recorder, not stored: see fleetcast_quarantine")
+        }
         lines.append(
             report.isComplete
                 ? "complete: \(held) messages of \(vehicles) vehicles in \(report.runs.count) numbering runs, none missing"
@@ -103,7 +106,7 @@ struct GapsCommand: AsyncParsableCommand {
         return lines.joined(separator: "\n") + "\n"
     }
 
-    /// `{"complete":…,"missing":…,"held":…,"runs":[{"vehicle","run","first","last","held","missing"}],"gaps":[{"vehicle","run","first","last","missing"}]}`.
+    /// `{"complete":…,"missing":…,"held":…,"setAside":…,"runs":[{"vehicle","run","first","last","held","missing"}],"gaps":[{"vehicle","run","first","last","missing"}]}`.
     static func json(_ report: CompletenessReport) -> String {
         func object(_ fields: [(String, String)]) -> String {
             "{" + fields.map { "\(JSONString.quoted($0.0)):\($0.1)" }.joined(separator: ",") + "}"
@@ -122,7 +125,7 @@ struct GapsCommand: AsyncParsableCommand {
         }
         var fields = [
             ("complete", report.isComplete ? "true" : "false"), ("missing", "\(report.missing)"),
-            ("held", "\(report.held)"),
+            ("held", "\(report.held)"), ("setAside", "\(report.setAside)"),
             ("runs", "[" + runs.joined(separator: ",") + "]"), ("gaps", "[" + gaps.joined(separator: ",") + "]"),
         ]
         if let kept = report.retainedFrom { fields.append(("retainedFrom", JSONString.quoted("\(kept)"))) }

@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetHistory
 import FleetWatch
+import FleetcastCore
 import Foundation
 import Logging
 import PostgresNIO
@@ -17,8 +18,8 @@ struct RecordCommand: AsyncParsableCommand {
             Creates or migrates its tables (fleetcast_fixes, fleetcast_headings) at start. Rows \
             are keyed by (vehicle, run, seq): a message delivered twice is stored once, a new \
             fix after a vehicle's numbering began again (its store lost) is always stored. It \
-            keeps a persistent MQTT session under a client id that stays the same (give each \
-            recorder its own --client-id when several run on one machine) and acknowledges \
+            keeps a persistent MQTT session under a client id that stays the same (several \
+            recorders on one machine take distinct ones, kept in --state-dir) and acknowledges \
             a message to the broker only once its row is committed: killed, it misses nothing \
             the broker kept for it (within --session-expiry and the broker's \
             max_queued_messages). While PostgreSQL is away, at most --buffer messages wait in \
@@ -59,6 +60,12 @@ struct RecordCommand: AsyncParsableCommand {
         })
     var retention: HistoryRetention = .forever
 
+    @Option(
+        help: ArgumentHelp(
+            "Where each running recorder keeps the lock of its default client id (fleet-watch-record-<host>[-<group>], then -2, -3… for the next ones at the same time): $STATE_DIRECTORY (systemd), $XDG_STATE_HOME/fleetcast or ~/.local/state/fleetcast by default.",
+            valueName: "directory"))
+    var stateDir: String?
+
     @OptionGroup var tripRules: TripRuleOptions
 
     @OptionGroup var zoneOptions: ZoneOptions
@@ -87,10 +94,16 @@ struct RecordCommand: AsyncParsableCommand {
         // The recorder subscribes once its schema is migrated: then it is ready.
         let readiness = Readiness(["subscribed"])
         let shareSuffix = connection.shareGroup.map { "-\($0.prefix(32))" } ?? ""
+        // Distinct per running instance on this host, and the same again after a restart.
+        let base = "fleet-watch-record-\(ConnectionOptions.hostName)\(shareSuffix)"
+        let instance: (clientID: String, lock: ExclusiveFileLock?) =
+            connection.clientID == nil
+            ? RecorderInstance.claim(base: base, directory: RecorderInstance.directory(stateDir), logger: logger) : (base, nil)
+        defer { withExtendedLifetime(instance.lock) {} }
         let subscriber = try connection.makeSubscriber(
             logger: logger, dropLogLevel: .warning,
             durability: .init(
-                defaultClientID: "fleet-watch-record-\(ConnectionOptions.hostName)\(shareSuffix)", sessionExpiry: .seconds(sessionExpiry),
+                defaultClientID: instance.clientID, sessionExpiry: .seconds(sessionExpiry),
                 inFlight: buffer,
                 // Of the 25 s a stop may take (the unit's TimeoutStopSec is 30 s): 15 s to take
                 // what the broker had queued for this member, and room for the rest of a clean

@@ -269,6 +269,9 @@ private struct ListeningMapServer: Service {
 
 /// The map's past tracks from the track history in PostgreSQL.
 struct RecordedTracks: MapTrackSource {
+    /// The most fixes one `/api/trips` request derives its open segments from: 50,000.
+    static let maximumDerivedFixes = 50_000
+
     let store: TrackStore
     /// The rules of the trip still open (the recorder's, when they are not the defaults).
     var rules = TripRules()
@@ -292,7 +295,9 @@ struct RecordedTracks: MapTrackSource {
 
     func trips(vehicle: VehicleID, since: UTCTimestamp, until: UTCTimestamp) async throws -> [UInt8] {
         do {
-            let listed = try await store.listSegments(vehicle: vehicle, since: since, until: until, rules: rules)
+            // A tenth of `trips`' bound per request (about 14 hours at 1 Hz): the map is public.
+            let listed = try await store.listSegments(
+                vehicle: vehicle, since: since, until: until, rules: rules, maximumFixes: Self.maximumDerivedFixes)
             return Array(("[" + OperationsOutput.trips(vehicle: vehicle.rawValue, listed, format: .json).joined(separator: ",") + "]").utf8)
         } catch {
             throw Unavailable(description: describePostgresError(error))

@@ -16,6 +16,8 @@ final class ZoneAnnouncer: Service, Sendable {
     let logger: Logger
     private let events: AsyncStream<StoredZoneEvent>
     private let intake: AsyncStream<StoredZoneEvent>.Continuation
+    /// Events waiting, and whether this episode of drops (until the queue is empty) was said.
+    private let backlog = SanitizerVisibleMutex((waiting: 0, dropsSaid: false))
 
     init(subscribing: MQTTConfiguration, topic: String, logger: Logger) {
         var publishing = subscribing
@@ -33,12 +35,23 @@ final class ZoneAnnouncer: Service, Sendable {
         (events, intake) = AsyncStream.makeStream(of: StoredZoneEvent.self, bufferingPolicy: .bufferingNewest(10_000))
     }
 
-    /// Queues `new` for publishing (never waits).
+    /// Queues `new` for publishing (never waits). Drops are said once per episode (until the
+    /// queue has emptied), with how many there were so far.
     func announce(_ new: [StoredZoneEvent]) {
+        var dropped = 0
         for event in new {
-            if case .dropped = intake.yield(event) {
-                logger.warning("Zone events come faster than the broker takes them; the oldest waiting is not published")
-            }
+            if case .dropped = intake.yield(event) { dropped += 1 }
+        }
+        let say = backlog.withLock { state in
+            state.waiting += new.count - dropped
+            guard dropped > 0, !state.dropsSaid else { return false }
+            state.dropsSaid = true
+            return true
+        }
+        if say {
+            logger.warning(
+                "Zone events come faster than the broker takes them; the oldest waiting are not published (said once until the queue empties)",
+                metadata: ["events.dropped": "\(dropped)"])
         }
     }
 
@@ -62,6 +75,10 @@ final class ZoneAnnouncer: Service, Sendable {
         var failuresSaid = false
         await withGracefulShutdownHandler {
             for await event in events {
+                backlog.withLock { state in
+                    state.waiting = max(0, state.waiting - 1)
+                    if state.waiting == 0 { state.dropsSaid = false }
+                }
                 let topic = "\(self.topic)/\(event.vehicle)"
                 do {
                     // A stop does not wait for a broker that is away: the message is handed to

@@ -8,8 +8,8 @@ import Testing
 /// real PostgreSQL, and read back with `fleet-watch trips` and `zone-events`, as an operator
 /// would.
 @Suite struct OperationsRecordingTests {
-    /// The drive's start: two hours ago, to the minute. (Readers refuse a fix more than a day
-    /// older than its agent's numbering run, which a replay begins now: see FleetPlausibility.)
+    /// The drive's start: two hours ago, to the minute (trips and zones are derived from fixes
+    /// at most 7 days old: RecorderOperations).
     static let start: UTCTimestamp = {
         let now = UTCTimestamp.wallClockNow.millisecondsSince1970
         return UTCTimestamp(millisecondsSince1970: now - now % 60_000 - 2 * 3_600_000)

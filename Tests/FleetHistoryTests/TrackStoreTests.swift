@@ -46,12 +46,13 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
             async let second = withStore(postgres, database: database) { store, _ in try await store.migrate() }
             let found = try await [first, second].sorted()
             #expect(found == [0, TrackStore.schemaVersion], "one migrated from an empty database, the other found it done")
-            #expect(try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1\n2\n3\n4\n5")
+            #expect(
+                try await postgres.psql("SELECT version FROM fleetcast_schema ORDER BY version", database: database) == "1\n2\n3\n4\n5\n6")
             let tables = try await postgres.psql(
                 "SELECT tablename FROM pg_tables WHERE tablename LIKE 'fleetcast_%' ORDER BY tablename", database: database)
             #expect(
                 tables
-                    == "fleetcast_fixes\nfleetcast_headings\nfleetcast_retention\nfleetcast_schema\nfleetcast_segments\nfleetcast_zone_events",
+                    == "fleetcast_fixes\nfleetcast_headings\nfleetcast_partition_makers\nfleetcast_quarantine\nfleetcast_retention\nfleetcast_schema\nfleetcast_segments\nfleetcast_zone_events",
                 "nothing left to move; trips, stops and zone events (version 5)")
             let indexes = try await postgres.psql(
                 "SELECT indexdef FROM pg_indexes WHERE indexname = 'fleetcast_fixes_vehicle_time'", database: database)

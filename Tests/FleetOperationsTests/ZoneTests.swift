@@ -1,5 +1,6 @@
 import FleetOperations
 import FleetcastTestSupport
+import GNSS
 import Testing
 
 /// Zones from GeoJSON, and their enter and exit events with hysteresis.
@@ -30,6 +31,41 @@ struct ZoneTests {
                 abs(Double($0.point.time.millisecondsSince1970 - Self.drive.points[0].time.millisecondsSince1970) / 1000 - 294) <= 2
             } == true)
         #expect(tracker.inside.isEmpty)
+    }
+
+    @Test("a vehicle jumping across a 100 m zone 25 times a second is not fed to zones; one that jumped once is followed again")
+    func impossibleJumpsAreNotFedToZones() throws {
+        let file = """
+            {"type": "FeatureCollection", "features": [{"type": "Feature", "properties": {"name": "Small", "radius": 100},
+             "geometry": {"type": "Point", "coordinates": \(Self.position(0, 0))}}]}
+            """
+        var operations = VehicleOperations(rules: TripRules(), zones: try ZoneSet.parse(Array(file.utf8)))
+        let start = Self.drive.points[0].time.millisecondsSince1970
+        func point(_ index: Int, north: Double) -> TripPoint {
+            let c = GeneratedDrive.coordinate(north: north, east: 0)
+            return TripPoint(
+                time: UTCTimestamp(millisecondsSince1970: start + Int64(index) * 40), latitude: c.latitude, longitude: c.longitude)
+        }
+        // 20,480 fixes, alternately 300 m south of the zone and at its centre, 40 ms apart.
+        let jumps = (0..<20_480).map { point($0, north: $0.isMultiple(of: 2) ? -300 : 0) }
+        var events: [ZoneEvent] = []
+        for chunk in stride(from: 0, to: jumps.count, by: 2_048) {
+            if case .closed(_, let new) = operations.add(Array(jumps[chunk..<min(chunk + 2_048, jumps.count)])) { events += new }
+        }
+        #expect(events.isEmpty, "\(events.count) zone events from impossible jumps")
+        #expect(operations.impossibleForZones == 20_479)
+        // A receiver that jumped once and stays there (a second later) is followed again: it enters.
+        let base = 20_480 * 40 / 1000 + 2
+        var stay: [TripPoint] = []
+        for second in 0..<10 {
+            let c = GeneratedDrive.coordinate(north: 0, east: 0)
+            stay.append(
+                TripPoint(
+                    time: UTCTimestamp(millisecondsSince1970: start + Int64(base + second) * 1000), latitude: c.latitude,
+                    longitude: c.longitude))
+        }
+        if case .closed(_, let new) = operations.add(stay) { events += new }
+        #expect(events.map(\.kind.rawValue) == ["enter"])
     }
 
     @Test("a vehicle parked on a circle's boundary, its position wandering 5 m, enters once and never flaps")

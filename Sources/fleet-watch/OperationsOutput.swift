@@ -1,3 +1,4 @@
+import FleetHistory
 import FleetOperations
 import Foundation
 import GNSS
