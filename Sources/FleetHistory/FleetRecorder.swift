@@ -131,6 +131,8 @@ public struct FleetRecorder: Service {
         var malformed = MalformedMessageReport()
         var said = RecorderWarnings()
         var setAside = (messages: 0, rows: 0)
+        /// Messages neither stored nor newly set aside (the quarantine held them already, or was full).
+        var notKept = 0
         var operations = options.operations.map { RecorderOperations(settings: $0, store: store, logger: logger) }
         var toDerive: [TrackRecord] = []
         /// A step run once within `limit` (a rebuild: never retried).
@@ -143,24 +145,36 @@ public struct FleetRecorder: Service {
         /// names it once per vehicle at warning; the caller acknowledges it with its batch.
         func quarantine(_ delivery: FleetDelivery, reason: String, rows: Int) async throws {
             let vehicle = delivery.vehicle?.rawValue ?? ""
-            setAside.messages += 1
-            setAside.rows += rows
+            let added: Bool
             do {
-                _ = try await retrying("set a message aside", poison: true) { [store] in
+                added = try await retrying("set a message aside", poison: true) { [store] in
                     try await store.setAside(vehicle: vehicle, topic: delivery.topic, payload: delivery.payload, reason: reason, rows: rows)
                 }
             } catch let failure as PoisonWrite {
+                notKept += 1
                 logger.error(
                     "A message that could not be stored could not be set aside either; it is dropped",
                     metadata: ["vehicle": "\(vehicle)", "mqtt.topic": "\(JSONString.escaped(delivery.topic))", "error": "\(failure)"])
                 return
             }
+            // Not added: the quarantine holds this message already, or its vehicle's share is full.
+            guard added else {
+                notKept += 1
+                if said.first("not kept", vehicle) {
+                    logger.warning(
+                        "A message cannot be stored and is not set aside again: the quarantine holds it already, or holds this vehicle's most",
+                        metadata: ["vehicle": "\(vehicle)", "mqtt.topic": "\(JSONString.escaped(delivery.topic))", "rows": "\(rows)"])
+                }
+                return
+            }
+            setAside.messages += 1
+            setAside.rows += rows
             if said.first("set aside", vehicle) {
                 logger.warning(
                     "A message cannot be stored; it is set aside in fleetcast_quarantine, and the others go on",
                     metadata: [
-                        "vehicle": "\(vehicle)", "mqtt.topic": "\(JSONString.escaped(delivery.topic))", "reason": "\(reason)",
-                        "rows": "\(rows)",
+                        "vehicle": "\(vehicle)", "mqtt.topic": "\(JSONString.escaped(delivery.topic))",
+                        "reason": "\(JSONString.escaped(reason))", "rows": "\(rows)",
                     ])
             }
         }
@@ -285,6 +299,7 @@ public struct FleetRecorder: Service {
                 "rows.received": "\(received)", "rows.new": "\(written)",
                 "rows.duplicate": "\(max(0, received - written - refused - setAside.rows))", "rows.refused": "\(refused)",
                 "messages.set_aside": "\(setAside.messages)", "rows.set_aside": "\(setAside.rows)",
+                "messages.not_kept": "\(notKept)",
                 "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed.count)",
             ])
         if let operations {
