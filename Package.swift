@@ -79,6 +79,9 @@ let pureModules: [Target] = [
 ]
 /// The pure modules only the fleet side uses (left out of the ThreadSanitizer build).
 let pureFleetModules: [Target] = [
+    // The recorder's decisions, pure: which days a vehicle's messages may lie on, and which
+    // daily partitions a batch may make (its bounds per vehicle).
+    .target(name: "FleetHistoryCore", dependencies: ["GNSS", "FleetProtocol"]),
     // The fleet side's decisions and formats, pure: fleet state, sequence tracking, the
     // plausibility check, the browser queues, the bridges' translators, the export writers.
     .target(
@@ -92,6 +95,7 @@ let pureFleetModules: [Target] = [
     .target(name: "FleetOperations", dependencies: ["GNSS"]),
 ]
 let pureTests: [Target] = [
+    .testTarget(name: "FleetHistoryCoreTests", dependencies: ["FleetHistoryCore", "FleetProtocol", "GNSS"]),
     .testTarget(name: "GNSSTests", dependencies: ["GNSS"]),
     .testTarget(name: "FleetcastCoreTests", dependencies: ["FleetcastCore", "JSONEscaping", "FleetcastTestSupport"]),
     .testTarget(
@@ -280,7 +284,7 @@ let fleetModules: [Target] = [
     .target(
         name: "FleetHistory",
         dependencies: [
-            "FleetCore", "GNSS", "FleetProtocol", "FleetWatch", "FleetcastCore", "FleetOperations", "JSONEscaping",
+            "FleetCore", "FleetHistoryCore", "GNSS", "FleetProtocol", "FleetWatch", "FleetcastCore", "FleetOperations", "JSONEscaping",
             logging,
             asyncAlgorithms,
             serviceLifecycle,
@@ -338,7 +342,7 @@ let fleetModules: [Target] = [
         name: "fleetcast-bench",
         dependencies: [
             "GNSS", "NMEA", "TelemetryHub", "FleetProtocol", "MQTT", "FleetCore", "FleetWatch", "EdgeCore", "EdgeOutbox",
-            "EdgePublisher", "FleetHistory", "FleetOperations",
+            "EdgePublisher", "FleetHistory", "FleetHistoryCore", "FleetOperations",
             // e2e / latency: the NMEA generator, and a real mosquitto and agent process.
             "GNSSSources", "FleetcastTestSupport", "FleetcastCore",
             asyncAlgorithms,
@@ -374,7 +378,7 @@ let fleetTests: [Target] = [
         name: "FleetHistoryTests",
         dependencies: [
             "FleetCore",
-            "FleetHistory", "FleetWatch", "FleetProtocol", "GNSS", "FleetcastTestSupport",
+            "FleetHistory", "FleetHistoryCore", "FleetWatch", "FleetProtocol", "GNSS", "FleetcastTestSupport",
             logging,
             postgresNIO,
         ],

@@ -1,5 +1,6 @@
 import AsyncAlgorithms
 import FleetCore
+import FleetHistoryCore
 import FleetProtocol
 import FleetWatch
 import FleetcastCore

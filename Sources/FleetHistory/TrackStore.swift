@@ -1,4 +1,5 @@
 import FleetCore
+import FleetHistoryCore
 import FleetProtocol
 import FleetWatch
 import Foundation

@@ -1,6 +1,7 @@
 import EdgeCore
 import FleetCore
 import FleetHistory
+import FleetHistoryCore
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation

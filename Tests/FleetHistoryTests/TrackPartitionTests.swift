@@ -1,5 +1,6 @@
 import FleetCore
 import FleetHistory
+import FleetHistoryCore
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation

@@ -10,40 +10,31 @@ import Testing
     static let root = URL(fileURLWithPath: RepositoryPath.of("."))
 
     /// Each target of `Package.swift` with its direct dependencies (targets by name, products
-    /// as `product:Name`), and which targets are C (system libraries and C-only targets).
+    /// as `product:Name`), and which targets are C (system libraries and C-only targets): the
+    /// manifest as SwiftPM reads it (`swift package dump-package`, every part declared), since
+    /// it is code (named product dependencies, parts chosen by FLEETCAST_TIER).
     struct Manifest {
         var dependencies: [String: [String]] = [:]
         var cTargets: Set<String> = []
 
-        init(text: String, sources: URL) throws {
-            let declaration = try Regex(#"\.(target|systemLibrary|executableTarget|testTarget)\(\s*name:\s*"([A-Za-z0-9_-]+)""#)
-            let matches = text.matches(of: declaration)
-            for (index, match) in matches.enumerated() {
-                let kind = String(match.output[1].substring ?? "")
-                let name = String(match.output[2].substring ?? "")
-                let end = index + 1 < matches.count ? matches[index + 1].range.lowerBound : text.endIndex
-                let body = text[match.range.upperBound..<end]
+        init(dump: Data, sources: URL) throws {
+            let object = try JSONSerialization.jsonObject(with: dump) as? [String: Any]
+            for target in object?["targets"] as? [[String: Any]] ?? [] {
+                guard let name = target["name"] as? String else { continue }
                 var found: [String] = []
-                if let list = body.firstRange(of: "dependencies: [") {
-                    var depth = 1
-                    var cursor = list.upperBound
-                    while cursor < body.endIndex, depth > 0 {
-                        if body[cursor] == "[" { depth += 1 } else if body[cursor] == "]" { depth -= 1 }
-                        cursor = body.index(after: cursor)
-                    }
-                    let entries = body[list.upperBound..<cursor]
-                    for product in entries.matches(of: try Regex(#"\.product\(name:\s*"([A-Za-z0-9_-]+)""#)) {
-                        found.append("product:" + String(product.output[1].substring ?? ""))
-                    }
-                    let withoutProducts = entries.replacing(try Regex(#"\.product\([^)]*\)"#), with: "")
-                    for target in withoutProducts.matches(of: try Regex(#""([A-Za-z0-9_-]+)""#)) {
-                        found.append(String(target.output[1].substring ?? ""))
+                for dependency in target["dependencies"] as? [[String: Any]] ?? [] {
+                    if let product = dependency["product"] as? [Any], let productName = product.first as? String {
+                        found.append("product:" + productName)
+                    } else if let named = (dependency["byName"] ?? dependency["target"]) as? [Any], let targetName = named.first as? String
+                    {
+                        found.append(targetName)
                     }
                 }
                 dependencies[name] = found
                 let folder = sources.appendingPathComponent(name)
                 let files = (try? FileManager.default.contentsOfDirectory(atPath: folder.path)) ?? []
-                if kind == "systemLibrary" || (kind == "target" && !files.isEmpty && !files.contains { $0.hasSuffix(".swift") }) {
+                let kind = target["type"] as? String
+                if kind == "system" || (kind == "regular" && !files.isEmpty && !files.contains { $0.hasSuffix(".swift") }) {
                     cTargets.insert(name)
                 }
             }
@@ -62,8 +53,25 @@ import Testing
     }
 
     static func manifest() throws -> Manifest {
-        let text = try String(contentsOf: root.appendingPathComponent("Package.swift"), encoding: .utf8)
-        return try Manifest(text: text, sources: root.appendingPathComponent("Sources"))
+        // A scratch folder of its own: the test command's build holds the package's own.
+        let scratch = FileManager.default.temporaryDirectory.appendingPathComponent("fleetcast-dump-\(UUID().uuidString)")
+        defer { try? FileManager.default.removeItem(at: scratch) }
+        let process = Process()
+        process.executableURL = URL(fileURLWithPath: "/usr/bin/env")
+        process.arguments = ["swift", "package", "--package-path", root.path, "--scratch-path", scratch.path, "dump-package"]
+        var environment = ProcessInfo.processInfo.environment
+        environment["FLEETCAST_TIER"] = ""  // every part
+        process.environment = environment
+        let output = Pipe()
+        process.standardOutput = output
+        process.standardError = FileHandle.nullDevice
+        try process.run()
+        let dump = output.fileHandleForReading.readDataToEndOfFile()
+        process.waitUntilExit()
+        guard process.terminationStatus == 0 else {
+            throw CocoaError(.fileReadUnknown, userInfo: [NSLocalizedDescriptionKey: "swift package dump-package failed"])
+        }
+        return try Manifest(dump: dump, sources: root.appendingPathComponent("Sources"))
     }
 
     /// Packages that do I/O (sockets, files, processes, databases, HTTP) or need a C library.
@@ -77,7 +85,10 @@ import Testing
     func pureCoresArePure() throws {
         let manifest = try Self.manifest()
         #expect(manifest.cTargets.isSuperset(of: ["CMosquitto", "CYAML", "CTimex", "CLoadedCode", "CTCPTraffic"]), "\(manifest.cTargets)")
-        for core in ["GNSS", "JSONEscaping", "NMEA", "FleetProtocol", "MQTTCore", "EdgeCore", "FleetCore", "FleetOperations"] {
+        let cores = [
+            "GNSS", "JSONEscaping", "NMEA", "FleetProtocol", "MQTTCore", "EdgeCore", "FleetCore", "FleetOperations", "FleetHistoryCore",
+        ]
+        for core in cores {
             #expect(manifest.dependencies[core] != nil, "\(core) is a target")
             let reached = manifest.closure(of: core)
             #expect(reached.isDisjoint(with: manifest.cTargets), "\(core) reaches \(reached.intersection(manifest.cTargets))")

@@ -1,4 +1,4 @@
-import FleetCore
+import FleetHistoryCore
 import FleetProtocol
 import GNSS
 import Testing
