@@ -323,7 +323,8 @@ let fleetModules: [Target] = [
     .executableTarget(
         name: "fleet-watch",
         dependencies: [
-            "FleetCore", "FleetWatch", "FleetHistory", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS", "FleetcastCore",
+            "FleetCore", "FleetWatch", "FleetHistory", "FleetHistoryCore", "FleetMap", "FleetBridges", "FleetProtocol", "MQTT", "GNSS",
+            "FleetcastCore",
             "FleetOperations",
             "JSONEscaping",
             "CMalloc",

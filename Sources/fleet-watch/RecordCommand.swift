@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetHistory
+import FleetHistoryCore
 import FleetWatch
 import FleetcastCore
 import Foundation
