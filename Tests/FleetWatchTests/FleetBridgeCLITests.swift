@@ -262,14 +262,23 @@ import Testing
             }
             #expect(try await MosquittoCLI.retained(broker: broker, topic: "ha/#", timeoutSeconds: 2) == nil, "removed")
 
-            // Started again at once: discovered again, with no bridge restart, within 10 s (the
-            // configs' rate limit, HomeAssistantTranslator.rediscoveryInterval, included).
+            // Started again at once, and driving on as a vehicle does (a fix each check):
+            // discovered again, with no bridge restart, within 10 s (the configs' rate limit,
+            // HomeAssistantTranslator.rediscoveryInterval, included).
             let started = ContinuousClock.now
             try await drive(from: 5, at: 600)
-            for topic in configTopics {
-                try await waitUntilAsync("\(topic) retained again", timeout: .seconds(10)) {
-                    try await retainedPayload(broker, topic) != nil
-                }
+            var seq: UInt64 = 9
+            try await waitUntil("every config retained again", timeout: .seconds(10), interval: .milliseconds(500)) {
+                let position = GeneratedDrive.position(north: 4_500, east: 1_500 + Double(seq))
+                let fix = Fix(
+                    time: later(600 + Int64(seq) * 60), latitude: position.latitude, longitude: position.longitude, speed: 10,
+                    mode: .threeD, eph: 3.2)
+                try await MosquittoCLI.publish(
+                    broker: broker, topic: "fleet/van-7/fix",
+                    message: String(decoding: FleetPayload.encode(fix, vehicle: "van-7", seq: seq), as: UTF8.self), retain: true)
+                seq += 1
+                for topic in configTopics where try await retainedPayload(broker, topic) == nil { return false }
+                return true
             }
             let elapsed = ContinuousClock.now - started
             #expect(elapsed < .seconds(10), "rediscovered after \(elapsed)")
