@@ -34,7 +34,7 @@ summary() {
   local status=$?
   step ""
   for pid in "${background[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
-  echo "==> step durations (total $SECONDS s)$([ "$status" -ne 0 ] && echo ", failed in the last one")"
+  echo "==> step durations (total $SECONDS s; processor time, user and system: $(times | tail -n 1))$([ "$status" -ne 0 ] && echo ", failed in the last one")"
   printf '%s\n' "${steps[@]}"
 }
 trap summary EXIT
@@ -53,7 +53,8 @@ start() {
   (
     started=$SECONDS status=0
     "$@" || status=$?
-    echo "    ($name: $((SECONDS - started)) s, exit $status)"
+    # `times`' second line: the processor time of everything the job ran (user, then system).
+    echo "    ($name: $((SECONDS - started)) s, exit $status; processor time $(times | tail -n 1))"
     exit $status
   ) >"$logs/$name.log" 2>&1 &
   set +m

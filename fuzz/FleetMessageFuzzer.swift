@@ -5,6 +5,8 @@ import FleetProtocol
 import GNSS
 
 let layouts = [FleetTopics.default, try! FleetTopics(prefix: "acme/fleet")]
+/// The consumer's clock, fixed (2026-01-01T00:00:00Z): the same judgement on every run.
+let now = UTCTimestamp(millisecondsSince1970: 1_767_225_600_000)
 
 @_cdecl("LLVMFuzzerTestOneInput")
 public func fuzzFleetMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
@@ -14,7 +16,7 @@ public func fuzzFleetMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
     let payload = Array(bytes[min(newline + 1, size)...])
 
     for topics in layouts {
-        let decoder = FleetMessageDecoder(topics: topics)
+        let decoder = FleetMessageDecoder(topics: topics, clock: { now })
         let events = decoder.events(topic: topic, payload: payload)
         guard let (vehicle, channel) = topics.parse(topic) else {
             if topics.isCheck(topic) {
@@ -64,7 +66,7 @@ public func fuzzFleetMessage(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt
                         case .fix(let f): f.fix.time
                         case .heading(let h): h.heading.time
                         }
-                    return FleetPlausibility.numberProblem(entry.number, time: time) == nil
+                    return FleetPlausibility.numberProblem(entry.number, time: time, now: now) == nil
                 }
             check(live.count == plausible.count, "a batch gave other events than decodeBatch")
             for (event, entry) in zip(live, plausible) {
