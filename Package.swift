@@ -62,13 +62,18 @@ let pureModules: [Target] = [
     // topic filters, QoS, will, broker URLs, the reconnect policy, errors and traffic figures.
     // No C, no I/O, no clock: its tests drive it with plain values.
     .target(name: "MQTTCore", dependencies: ["FleetcastCore", "JSONEscaping"]),
-    // The agent's decisions, pure: the outbox's and the publisher's states, the reporting
-    // policy, the fix-time policy, the token bucket, source health, the publisher's settings.
-    // No C, no I/O, no clock: time comes in as values, and its tests run without tasks.
+    // The outbox's decisions, pure: numbering, what waits to be written, what goes live, what
+    // the backlog drain reads, each in a state machine of plain values (its phases and parts
+    // on their own), and the storage's interface that EdgeOutbox implements.
+    .target(name: "OutboxCore", dependencies: ["FleetProtocol", "MQTTCore", dequeModule]),
+    // The agent's decisions, pure: the edge's and the publisher's states around the outbox's,
+    // the reporting policy, the fix-time policy, the token bucket, source health, the
+    // publisher's settings. No C, no I/O, no clock: time comes in as values, and its tests run
+    // without tasks.
     .target(
         name: "EdgeCore",
         dependencies: [
-            "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore",
+            "GNSS", "FleetProtocol", "MQTTCore", "FleetcastCore", "OutboxCore",
             dequeModule,
             logging,
         ]
@@ -109,9 +114,10 @@ let pureTests: [Target] = [
     .testTarget(
         name: "EdgeCoreTests",
         dependencies: [
-            "EdgeCore", "FleetProtocol", "GNSS", "FleetcastTestSupport", logging,
+            "EdgeCore", "OutboxCore", "FleetProtocol", "GNSS", "FleetcastTestSupport", logging,
         ]
     ),
+    .testTarget(name: "OutboxCoreTests", dependencies: ["OutboxCore"]),
     .testTarget(name: "FleetOperationsTests", dependencies: ["FleetOperations", "GNSS", "FleetcastTestSupport", "NMEA"]),
     .testTarget(
         name: "FleetCoreTests",
@@ -173,11 +179,11 @@ let edgeModules: [Target] = [
         ]
     ),
     // The agent's durable outbox: everything unacknowledged, in SQLite (or memory), with its
-    // limits, the order it drains in and what it drops first (decided in EdgeCore).
+    // limits, the order it drains in and what it drops first (decided in OutboxCore).
     .target(
         name: "EdgeOutbox",
         dependencies: [
-            "EdgeCore", "FleetcastCore", "GNSS", "FleetProtocol",
+            "EdgeCore", "OutboxCore", "FleetcastCore", "GNSS", "FleetProtocol",
             nioCore,
             logging,
             dequeModule,
@@ -189,7 +195,7 @@ let edgeModules: [Target] = [
     .target(
         name: "EdgePublisher",
         dependencies: [
-            "EdgeCore", "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "CTimex",
+            "EdgeCore", "OutboxCore", "EdgeOutbox", "GNSS", "FleetProtocol", "MQTT", "FleetcastCore", "CTimex",
             logging,
         ]
     ),
@@ -248,7 +254,7 @@ let edgeTests: [Target] = [
     .testTarget(
         name: "EdgePublisherTests",
         dependencies: [
-            "EdgePublisher", "EdgeOutbox", "EdgeCore", "EdgeConfiguration", "GNSS", "FleetProtocol", "MQTT",
+            "EdgePublisher", "EdgeOutbox", "EdgeCore", "OutboxCore", "EdgeConfiguration", "GNSS", "FleetProtocol", "MQTT",
             "FleetcastTestSupport", "EdgeTestSupport", "FleetcastCore",
             logging, inMemoryLogging,
         ]
@@ -256,7 +262,8 @@ let edgeTests: [Target] = [
     .testTarget(
         name: "EdgeAgentTests",
         dependencies: [
-            "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "EdgeCore", "GNSS", "FleetProtocol", "MQTT",
+            "NMEA", "EdgeAgent", "EdgeConfiguration", "EdgePublisher", "EdgeOutbox", "EdgeCore", "OutboxCore", "GNSS",
+            "FleetProtocol", "MQTT",
             "FleetcastTestSupport", "EdgeTestSupport", "FleetcastCore",
             logging, inMemoryLogging,
         ]

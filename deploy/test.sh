@@ -119,7 +119,7 @@ swift format lint --strict --recursive Sources Tests Package.swift
 # then the main build's, compiled once (a module may import only the modules it declares).
 build_flags=(--explicit-target-dependency-import-check error)
 
-# The first tier: the pure modules (GNSS, NMEA, the contract, MQTTCore, EdgeCore, FleetCore,
+# The first tier: the pure modules (GNSS, NMEA, the contract, MQTTCore, OutboxCore, EdgeCore, FleetCore,
 # FleetOperations) and their tests, declared by the one manifest when FLEETCAST_TIER=pure (its
 # header says how), built without swift-nio, PostgreSQL, HTTP or libmosquitto. A failure here
 # ends the command before the long build.

@@ -1,4 +1,5 @@
 import FleetProtocol
+import OutboxCore
 
 /// How the drain packs stored records into one `backlog` or `batch` message: the backlog's JSON
 /// layout, or (batched, `uplink.encoding: compact`) the compact one. A plain value: records in,

@@ -1,5 +1,6 @@
 import FleetProtocol
 import MQTTCore
+import OutboxCore
 
 // The backlog drain's decisions: what to read, whether a batched uplink holds it for company,
 // when the drain rate lets it go, and what a send's outcome leads to.

@@ -3,6 +3,7 @@ import FleetcastCore
 import GNSS
 import Logging
 import MQTTCore
+import OutboxCore
 
 /// What a task of the edge waits for, besides (or instead of) a deadline.
 package enum EdgeCondition: Hashable, Sendable {

@@ -1,6 +1,7 @@
 import FleetProtocol
 import GNSS
 import MQTTCore
+import OutboxCore
 
 /// The vehicle's retained status messages (`{prefix}/{vehicle}/status`, QoS 1, retained): the
 /// `online` status with what the publisher reports, the `offline` one of a clean stop, and the

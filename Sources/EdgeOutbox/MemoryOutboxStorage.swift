@@ -1,6 +1,7 @@
 import DequeModule
 import EdgeCore
 import FleetcastCore
+import OutboxCore
 
 /// The outbox's fallback store when no database can be used (a read-only or full state
 /// directory, a store that cannot be created): the same rules as the SQLite store, in memory,

@@ -3,6 +3,7 @@ import FleetProtocol
 import FleetcastCore
 import GNSS
 import Logging
+import OutboxCore
 import SQLiteNIO
 
 #if canImport(Glibc)

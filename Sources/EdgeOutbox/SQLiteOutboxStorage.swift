@@ -2,6 +2,7 @@ import EdgeCore
 import FleetcastCore
 import Logging
 import NIOCore
+import OutboxCore
 import SQLiteNIO
 
 #if canImport(Glibc)

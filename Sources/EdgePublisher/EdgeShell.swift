@@ -1,6 +1,7 @@
 import EdgeCore
 import FleetcastCore
 import Logging
+import OutboxCore
 
 /// The ``EdgeCore/EdgeState`` under its one lock, and what carries out its actions once the lock
 /// is released: it resumes the tasks the state lets go, wakes the state at the instants it asks

@@ -1,5 +1,6 @@
 import EdgeCore
 import FleetcastCore
+import OutboxCore
 
 // The backlog drain: it reads, waits and sends as the state's drain steps say.
 extension Publisher {

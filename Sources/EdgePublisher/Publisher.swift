@@ -5,6 +5,7 @@ import FleetcastCore
 import GNSS
 import Logging
 import MQTT
+import OutboxCore
 
 /// Turns a vehicle's GNSS events into MQTT messages of the public contract and delivers them,
 /// losing nothing the store can hold.
@@ -24,8 +25,7 @@ import MQTT
 ///   most 32 KiB and ``Settings/drainRate`` events per second; with a batched uplink
 ///   (``Settings/uplinkBatch``) everything, as retained `…/batch` messages, once the oldest
 ///   has waited the window, a batch is full, or the vehicle starts or stops.
-/// - *sync*: once per ``Settings/syncInterval`` (sooner when the reserved numbers run out) one
-///   transaction writes what is unacknowledged and deletes what was acknowledged.
+/// - *sync*: once per ``Settings/syncInterval`` (sooner when numbers run out) a transaction stores the unacknowledged, deletes the rest.
 ///
 /// A failed send is retried after a jittered back-off, or at once on a connection. The retained
 /// `status` goes first on every connection (``link(connected:)``), on a GNSS or storage change,
@@ -47,7 +47,6 @@ public final class Publisher: Sendable {
     private let liveTopics: (fix: String, heading: String)  // made once: every live send names one
 
     /// A publisher over an opened store; it queues the `online` status at once.
-    ///
     /// - Parameters:
     ///   - sender: delivers messages (the MQTT client).
     ///   - store: the vehicle's outbox store (``OutboxStore/open(directory:vehicle:logger:now:)``).

@@ -6,6 +6,7 @@ import Foundation
 import GNSS
 import InMemoryLogging
 import Logging
+import OutboxCore
 import Testing
 
 #if canImport(Glibc)

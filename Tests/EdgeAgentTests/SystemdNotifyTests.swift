@@ -8,6 +8,7 @@ import FleetcastCore
 import FleetcastTestSupport
 import Foundation
 import Logging
+import OutboxCore
 import Testing
 
 #if canImport(Glibc)

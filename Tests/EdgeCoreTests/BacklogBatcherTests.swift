@@ -1,5 +1,6 @@
 import EdgeCore
 import FleetProtocol
+import OutboxCore
 import Testing
 
 /// The batched uplink's hold, as plain values: how long a batch that is not full waits for

@@ -3,6 +3,7 @@ import FleetProtocol
 import FleetcastTestSupport
 import GNSS
 import MQTTCore
+import OutboxCore
 import Testing
 
 /// The edge's scenarios on a virtual clock: an outage and its back-offs, a backlog drained at its

@@ -6,6 +6,7 @@ import FleetcastTestSupport
 import Foundation
 import GNSS
 import Logging
+import OutboxCore
 import Testing
 
 /// The publisher's live loop with many sends outstanding (the lossless intake of a replay,

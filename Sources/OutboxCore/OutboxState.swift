@@ -126,13 +126,10 @@ package struct OutboxState<LiveWaiter> {
     // MARK: Persistence
     /// Accepted, not written, not acknowledged; rising `seq`.
     private var unwritten: Deque<OutboxRecord> = []
-    /// The records of the commit in progress (restored to `unwritten` if it fails).
-    private var writing: [OutboxRecord] = []
-    /// The deletions of the commit in progress.
-    private var deleting: Set<UInt64> = []
+    /// The commit in progress, if any: what it writes and deletes.
+    private var commitPhase = OutboxCommitPhase.idle
     /// Stored (or being stored) records acknowledged since the last commit was taken.
     private var acknowledgedStored: Set<UInt64> = []
-    package private(set) var commitInProgress = false
     /// Records in the store, as of the last commit.
     package private(set) var storedCount = 0
     /// The store's last commit failed; `storageProblem` says why.
@@ -155,38 +152,30 @@ package struct OutboxState<LiveWaiter> {
     private var liveWaiter: LiveWaiter?
     /// A live back-off is in progress: nothing goes live until it ends.
     package private(set) var liveHeld = false
-    /// The broker link is down (lost, or not connected yet): nothing goes live until it is
-    /// back. What would have gone waits as the newest of its kind, or as backlog.
-    package private(set) var linkDown = false
-    /// The sender reports its connections (``linkConnected(statusFirst:)``, ``linkLost()``): the
-    /// link's state is known.
-    private var linkReported = false
-    /// The link has just connected: nothing goes live before the status of that connection
-    /// (``linkConnected(statusFirst:)``, then ``setStatus(_:)``) has been handed out.
-    package private(set) var statusFirst = false
+    /// The broker link: while it is down (lost, or not connected yet) nothing goes live, and
+    /// what would have gone waits as the newest of its kind, or as backlog; once it connects,
+    /// nothing goes live before the status of that connection (``linkConnected(statusFirst:)``,
+    /// then ``setStatus(_:)``) has been handed out.
+    package private(set) var link: OutboxLinkPhase
     /// Per kind, the newest record the broker acknowledged live: an older one that failed must
     /// not replace it as the retained message, so it is sent as backlog instead.
     private var newestLiveAcknowledged: [OutboundMessage.Kind: UInt64] = [:]
 
     // MARK: Backlog
-    private var backlogCursor: UInt64 = 0
-    private var backlogInflight: [UInt64]?
-    /// The lowest point the cursor was rewound to since the drain's last request: a record
-    /// that joined the backlog while the drain was reading (it was live then, so excluded).
-    private var rewoundSinceRequest: UInt64?
+    /// The drain's place in the store and its batch on the way.
+    private var backlog = OutboxBacklogCursor()
     /// Rises whenever the backlog may hold records the drain has not read.
     package private(set) var generation: UInt64 = 1
 
     // MARK: Flushing (batched mode)
-    /// A flush was asked for and no commit has taken it yet.
-    private var flushRequested = false
-    /// The commit in progress carries a flush.
-    private var flushInCommit = false
+    private var flush = OutboxFlush()
     /// Records numbered below this were accepted before the last completed flush: the drain
     /// sends them without waiting for a batch to fill.
-    package private(set) var flushBelow: UInt64 = 0
+    package var flushBelow: UInt64 { flush.below }
     /// Rises when a flush has been committed (what it covers can be read from the store).
-    package private(set) var flushGeneration: UInt64 = 0
+    package var flushGeneration: UInt64 { flush.generation }
+    /// A commit is in progress.
+    package var commitInProgress: Bool { commitPhase.inFlight != nil }
 
     // MARK: Counters and lifecycle
     /// Records lost, by cause, since start.
@@ -197,8 +186,7 @@ package struct OutboxState<LiveWaiter> {
     /// ``linkConnected(statusFirst:)`` (a sender that reports its connections).
     package init(settings: Settings, opening: OutboxOpening, memoryOnly: Bool, linkDown: Bool = false) {
         self.settings = settings
-        self.linkDown = linkDown
-        self.linkReported = linkDown
+        self.link = linkDown ? .down(statusOwed: false) : .unreported
         self.nextSeq = opening.nextSeq
         self.memoryOnly = memoryOnly
         self.reservedSeq = memoryOnly ? .max : opening.reservedSeq
@@ -251,7 +239,7 @@ package struct OutboxState<LiveWaiter> {
     /// ends with the newer. (Without reports of the link, a record not taken may wait on a link
     /// that is down: only the newest of its kind waits.)
     private func canGoLiveNow(_ record: OutboxRecord) -> Bool {
-        guard linkReported, !linkDown, !liveHeld, !liveRefilling,
+        guard link.isReported, !link.isDown, !liveHeld, !liveRefilling,
             liveInflight.count + liveQueue.count + (statusInflight == nil ? 0 : 1) < settings.liveWindow
         else { return false }
         return !liveQueue.contains { $0.kind == record.kind && $0.seq > record.seq }
@@ -265,7 +253,7 @@ package struct OutboxState<LiveWaiter> {
     /// ``Condition/commitDue`` holds until a commit takes it: the sync loop is woken so that
     /// the commit is not a sync interval away.
     package mutating func requestFlush() -> Resumptions {
-        flushRequested = true
+        flush.request()
         return Resumptions()
     }
 
@@ -281,7 +269,7 @@ package struct OutboxState<LiveWaiter> {
     /// record (within the window and the reservation). `.some(nil)`: closed and nothing left;
     /// `nil`: wait with ``setLiveWaiter(_:)``.
     package mutating func nextLive() -> LiveItem?? {
-        if liveHeld || linkDown { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
+        if liveHeld || link.isDown { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
         let inflight = liveInflight.count + (statusInflight == nil ? 0 : 1)
         if inflight >= settings.liveWindow { liveRefilling = true }
         if liveRefilling, inflight > settings.liveWindow / 2 {
@@ -291,10 +279,10 @@ package struct OutboxState<LiveWaiter> {
         if let status = pendingStatus, statusInflight == nil, inflight < settings.liveWindow {
             pendingStatus = nil
             statusInflight = status
-            statusFirst = false
+            link.statusHandedOut()
             return .some(.status(status))
         }
-        if statusFirst { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
+        if link.owesStatus { return closed && liveQueue.isEmpty && pendingStatus == nil ? .some(nil) : nil }
         if inflight < settings.liveWindow, let first = liveQueue.first, first.seq < reservedSeq {
             liveQueue.removeFirst()
             liveInflight[first.seq] = first
@@ -314,20 +302,15 @@ package struct OutboxState<LiveWaiter> {
     /// over now would wait inside the MQTT client and reach the next connection before its
     /// status).
     package mutating func linkLost() -> Resumptions {
-        linkDown = true
-        linkReported = true
+        link.lost()
         return serve()
     }
 
     /// The broker link connected. `statusFirst`: a status of this connection is coming
     /// (``setStatus(_:)``); it supersedes one not yet sent, and goes before any record.
     package mutating func linkConnected(statusFirst: Bool) -> Resumptions {
-        linkDown = false
-        linkReported = true
-        if statusFirst {
-            self.statusFirst = true
-            pendingStatus = nil
-        }
+        link.connected(statusFirst: statusFirst)
+        if statusFirst { pendingStatus = nil }
         return serve()
     }
 
@@ -380,7 +363,7 @@ package struct OutboxState<LiveWaiter> {
     /// unless a newer one is waiting.
     package mutating func statusSent(_ delivered: Bool) -> Resumptions {
         // (Not after a new connection: its own status is coming, and goes first.)
-        if !delivered, pendingStatus == nil, !statusFirst { pendingStatus = statusInflight }
+        if !delivered, pendingStatus == nil, !link.owesStatus { pendingStatus = statusInflight }
         statusInflight = nil
         return serve()
     }
@@ -400,12 +383,10 @@ package struct OutboxState<LiveWaiter> {
     /// clean stop (then the next run continues at `nextSeq`).
     package mutating func takeCommit(nowMilliseconds: Int64, clean: Bool = false) -> OutboxCommit? {
         guard !commitInProgress else { return nil }
-        commitInProgress = true
-        flushInCommit = flushRequested
-        flushRequested = false
-        writing = Self.array(unwritten)
+        let writing = Self.array(unwritten)
+        let deleting = acknowledgedStored
+        commitPhase = .writing(.init(records: writing, deleting: deleting, carriesFlush: flush.take()))
         unwritten.removeAll()
-        deleting = acknowledgedStored
         acknowledgedStored.removeAll()
         // The stored reservation never falls below what may already have been sent.
         let durable = storageProblem == nil && !memoryOnly
@@ -425,17 +406,15 @@ package struct OutboxState<LiveWaiter> {
 
     /// The commit succeeded. Returns whether the storage recovered from a failure, and what to resume.
     package mutating func committed(_ commit: OutboxCommit, _ result: OutboxCommitResult) -> (recovered: Bool, resumptions: Resumptions) {
-        commitInProgress = false
+        let done = commitPhase.end()
         let recovered = storageProblem != nil
         storageProblem = nil
         if !memoryOnly, !commit.clean { reservedSeq = commit.reservedSeq }
         storedCount = result.count
         drops.expired += result.expired
         drops.full += result.full
-        if !writing.isEmpty { generation += 1 }
-        writing.removeAll()
-        deleting.removeAll()
-        completeFlush(below: commit.nextSeq)
+        if !done.records.isEmpty { generation += 1 }
+        if done.carriesFlush { flush.completed(below: commit.nextSeq) }
         return (recovered, serve())
     }
 
@@ -444,24 +423,22 @@ package struct OutboxState<LiveWaiter> {
     /// so live sending goes on without waiting for a reservation. Returns whether this is a
     /// new problem (to log once).
     package mutating func commitFailed(reason: String) -> (newProblem: Bool, resumptions: Resumptions) {
-        commitInProgress = false
+        let failed = commitPhase.end()
         let newProblem = storageProblem == nil
         storageProblem = reason
         reservedSeq = .max
-        for record in writing.reversed() { unwritten.prepend(record) }
-        writing.removeAll()
-        acknowledgedStored.formUnion(deleting)
-        deleting.removeAll()
+        for record in failed.records.reversed() { unwritten.prepend(record) }
+        acknowledgedStored.formUnion(failed.deleting)
         while unwritten.count > settings.memoryLimit, dropOldestUnwritten() {}
         generation += 1  // the drain may now read the records held in memory
-        completeFlush(below: nextSeq)  // they are readable there too
+        if failed.carriesFlush { flush.completed(below: nextSeq) }  // they are readable there too
         return (newProblem, serve())
     }
 
     /// Whether a commit has anything to do: records to write or delete, numbers running out,
     /// or a failed store to retry. A healthy link at 10 Hz needs one only every few seconds.
     package var commitNeeded: Bool {
-        !unwritten.isEmpty || !acknowledgedStored.isEmpty || storageProblem != nil || flushRequested
+        !unwritten.isEmpty || !acknowledgedStored.isEmpty || storageProblem != nil || flush.requested
             || nextSeq + settings.minimumReserve / 2 >= reservedSeq
     }
 
@@ -472,24 +449,23 @@ package struct OutboxState<LiveWaiter> {
 
     /// Records in the store (as of the last commit) not acknowledged: what the drain can read.
     package var storedPending: Int {
-        max(0, storedCount - acknowledgedStored.count - deleting.count)
+        max(0, storedCount - acknowledgedStored.count - commitPhase.deleting.count)
     }
 
     /// Records accepted and not acknowledged, live ones included.
     package var unacknowledgedCount: Int {
-        max(0, storedCount - acknowledgedStored.count - deleting.count) + unwritten.count + writing.count
+        storedPending + unwritten.count + commitPhase.records.count
     }
 
     // MARK: Backlog
 
     /// What the drain should read next; `nil` while a batch is in flight.
     package mutating func backlogRequest() -> BacklogRequest? {
-        guard backlogInflight == nil else { return nil }
-        rewoundSinceRequest = nil
-        var excluding = acknowledgedStored.union(deleting)
+        guard let after = backlog.read() else { return nil }
+        var excluding = acknowledgedStored.union(commitPhase.deleting)
         for record in liveQueue { excluding.insert(record.seq) }
         for seq in liveInflight.keys { excluding.insert(seq) }
-        return BacklogRequest(after: backlogCursor, excluding: excluding, generation: generation)
+        return BacklogRequest(after: after, excluding: excluding, generation: generation)
     }
 
     /// Backlog records held in memory because the store cannot be written (a full disk):
@@ -501,7 +477,7 @@ package struct OutboxState<LiveWaiter> {
         var total = 0
         // Not at or above the reservation: a trial commit after a failure holds numbering there
         // until it is known to have worked (a crash right after could reuse a number sent).
-        for record in writing + Self.array(unwritten)
+        for record in commitPhase.records + Self.array(unwritten)
         where record.seq > after && record.seq < reservedSeq && !excluding.contains(record.seq) {
             if records.count >= limit || (!records.isEmpty && total + record.payload.count > maximumBytes) { break }
             total += record.payload.count
@@ -514,33 +490,28 @@ package struct OutboxState<LiveWaiter> {
     /// ``backlogRequest()``. The cursor moves past them, but not past a record that joined the
     /// backlog since that request (it was live, so the read skipped it): that one is read next.
     package mutating func backlogSending(_ seqs: [UInt64]) {
-        backlogInflight = seqs
-        if let last = seqs.last { backlogCursor = max(backlogCursor, last) }
-        if let rewound = rewoundSinceRequest { backlogCursor = min(backlogCursor, rewound) }
-        rewoundSinceRequest = nil
+        backlog.sending(seqs)
     }
 
     /// The batch in flight was acknowledged.
     package mutating func backlogAcknowledged() -> Resumptions {
-        for seq in backlogInflight ?? [] { acknowledge(seq) }
-        backlogInflight = nil
+        for seq in backlog.finished() { acknowledge(seq) }
         return serve()
     }
 
     /// The broker refused the batch in flight for good: its records leave the outbox, counted
     /// as `rejected`.
     package mutating func backlogRejected() -> Resumptions {
-        let seqs = backlogInflight ?? []
+        let seqs = backlog.finished()
         for seq in seqs { acknowledge(seq) }
         drops.rejected += UInt64(seqs.count)
-        backlogInflight = nil
         return serve()
     }
 
     /// The batch in flight failed: the cursor goes back before it, to send it again.
     package mutating func backlogFailed() -> Resumptions {
-        if let first = backlogInflight?.first { rewindCursor(before: first) }
-        backlogInflight = nil
+        if backlog.inFlight?.first != nil { generation += 1 }
+        backlog.failed()
         return serve()
     }
 
@@ -559,7 +530,7 @@ package struct OutboxState<LiveWaiter> {
     private var protectedSeqs: Set<UInt64> {
         var protected = Set(liveInflight.keys)
         for record in liveQueue { protected.insert(record.seq) }
-        for seq in backlogInflight ?? [] { protected.insert(seq) }
+        for seq in backlog.inFlight ?? [] { protected.insert(seq) }
         return protected
     }
 
@@ -570,8 +541,8 @@ package struct OutboxState<LiveWaiter> {
         switch condition {
         case .liveRoom: closed || liveCount < (waking ? settings.liveWindow + 1 : settings.liveWindow * 2)
         case .liveIdle: liveInflight.isEmpty && statusInflight == nil
-        case .backlogIdle: backlogInflight == nil
-        case .commitDue: closed || flushRequested || nextSeq + settings.minimumReserve / 2 >= reservedSeq
+        case .backlogIdle: backlog.inFlight == nil
+        case .commitDue: closed || flush.requested || nextSeq + settings.minimumReserve / 2 >= reservedSeq
         case .backlog(let seen): closed || generation > seen
         case .batchReady(let seen, let stored):
             closed || flushGeneration > seen || storedPending >= stored || storageProblem != nil
@@ -588,24 +559,9 @@ package struct OutboxState<LiveWaiter> {
         }
     }
 
-    /// The commit that carried a flush is over: what was numbered below `seq` is readable.
-    private mutating func completeFlush(below seq: UInt64) {
-        guard flushInCommit else { return }
-        flushInCommit = false
-        flushBelow = max(flushBelow, seq)
-        flushGeneration += 1
-    }
-
     /// A record that will not go live joins the backlog: the drain must be able to read it.
     private mutating func demote(_ seq: UInt64) {
-        rewindCursor(before: seq)
-        generation += 1
-    }
-
-    private mutating func rewindCursor(before seq: UInt64) {
-        let target = seq &- 1
-        backlogCursor = min(backlogCursor, target)
-        rewoundSinceRequest = min(rewoundSinceRequest ?? target, target)
+        backlog.rewind(before: seq)
         generation += 1
     }
 
@@ -613,7 +569,7 @@ package struct OutboxState<LiveWaiter> {
     /// backlog batch read from memory: delivered, it would be no loss); `false` when every
     /// unwritten record is in flight (nothing can be dropped now).
     private mutating func dropOldestUnwritten() -> Bool {
-        let batch = Set(backlogInflight ?? [])
+        let batch = Set(backlog.inFlight ?? [])
         for kind in [OutboundMessage.Kind.heading, .fix] {
             if let index = unwritten.firstIndex(where: { $0.kind == kind && liveInflight[$0.seq] == nil && !batch.contains($0.seq) }) {
                 let seq = unwritten.remove(at: index).seq

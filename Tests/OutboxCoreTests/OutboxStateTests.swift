@@ -1,4 +1,4 @@
-import EdgeCore
+import OutboxCore
 import Testing
 
 /// The outbox's state machine, driven with plain values: no tasks, no storage.
