@@ -2,10 +2,11 @@
 //
 // Fleetcast: vehicles on a map through MQTT. See README.md and docs/design.md.
 //
-// One manifest for the three builds of the test command (deploy/test.sh); each target is declared
-// once, in the part it belongs to, and FLEETCAST_TIER picks the parts a build declares:
+// One manifest for the builds of the test command (deploy/test.sh); each target is declared once,
+// in the part it belongs to, and FLEETCAST_TIER picks the parts a build declares:
 //
-// - unset: everything (the programs, the benchmarks, every test target): `swift build`, `swift test`.
+// - unset: everything (the programs, the benchmarks, every test target): `swift build`, `swift test`,
+//   and the release builds of the Debian packages (deploy/package.sh).
 // - `pure`: the first tier, the pure modules (decisions and formats: no I/O, no C, no clock) and
 //   their tests, without swift-nio, PostgreSQL, HTTP or libmosquitto, so a broken pure function is
 //   known in a couple of minutes from a clean clone and in seconds after an edit:
@@ -14,18 +15,26 @@
 //   MQTT, the publisher, the agent), over the pure modules, without the fleet side (fleet-watch,
 //   the map's web server, the PostgreSQL client, the benchmarks), so the instrumented build holds
 //   what it checks and not minutes of BoringSSL and HTTP:
-//   `FLEETCAST_TIER=edge swift test --sanitize=thread --scratch-path .build-tsan`.
+//   `FLEETCAST_TIER=edge swift test --sanitize=thread --scratch-path .build-tsan`. The agent's
+//   tests run here only: each test of the command runs once.
+// - `fleet`: the fleet side and its tests over the shared shells, without the agent's part and
+//   the benchmarks; its end-to-end tests run the agent of the release build the packages are made
+//   from (FLEETCAST_PRODUCT_PATH, read by FleetcastTestSupport's `builtProduct`).
 //
 // (Package traits gate dependencies and code, not targets, and `swift test` builds every target
 // of a package: the tier is the documented alternative. Use one scratch folder per tier.)
 import PackageDescription
 
 let tier = Context.environment["FLEETCAST_TIER"] ?? ""
-precondition(["", "pure", "edge"].contains(tier), "FLEETCAST_TIER is unset, pure or edge, not '\(tier)'")
-/// Whether this build declares the agent's part (every build but the first tier's).
-let declaresEdge = tier != "pure"
-/// Whether this build declares the fleet side, the programs' products and the benchmarks.
-let declaresFleet = tier == ""
+precondition(["", "pure", "edge", "fleet"].contains(tier), "FLEETCAST_TIER is unset, pure, edge or fleet, not '\(tier)'")
+/// Whether this build declares the shells both sides share (every build but the first tier's).
+let declaresShared = tier != "pure"
+/// Whether this build declares the agent's part and its tests.
+let declaresAgent = tier == "" || tier == "edge"
+/// Whether this build declares the fleet side and its tests.
+let declaresFleet = tier == "" || tier == "fleet"
+/// Whether this build declares everything: the programs' products and the benchmarks.
+let declaresAll = tier == ""
 
 /// The products of the mirrored packages that several targets use, named once.
 let logging = Target.Dependency.product(name: "Logging", package: "swift-log")
@@ -125,20 +134,15 @@ let pureTests: [Target] = [
     ),
 ]
 
-// MARK: The agent's part: its shells, the agent, and the concurrency tests
+// MARK: The shells both sides share, and the agent's part
 
-/// The vehicle's side over the pure modules: the hub, the sources, the MQTT client over
-/// libmosquitto, the outbox in SQLite, the publisher, the configuration, the agent. Their tests
-/// are the concurrency tests ThreadSanitizer runs again.
-let edgeModules: [Target] = [
+/// The shells over the pure modules that the agent and fleet-watch both use: the shared
+/// command-line options, the receivers (the fleet side's tests and benchmarks drive them), the
+/// MQTT client over libmosquitto and the kernel's TCP counters of its socket.
+let sharedModules: [Target] = [
     // The command-line options fleetcast-agent and fleet-watch share (broker credentials).
     .target(
         name: "FleetcastCommandLine", dependencies: [argumentParser]
-    ),
-    // The multi-subscriber broadcaster between sources and consumers.
-    .target(
-        name: "TelemetryHub",
-        dependencies: ["FleetcastCore", dequeModule]
     ),
     // Serial, gpsd, replay and simulated receivers as restartable async sequences.
     .target(
@@ -156,6 +160,26 @@ let edgeModules: [Target] = [
         pkgConfig: "libmosquitto",
         providers: [.apt(["libmosquitto-dev"])]
     ),
+    // The kernel's TCP counters of a socket (Linux TCP_INFO): what the broker link costs.
+    .target(name: "CTCPTraffic"),
+    // An async MQTT 5 / 3.1.1 client over libmosquitto: the shell around MQTTCore.
+    .target(
+        name: "MQTT",
+        dependencies: [
+            "MQTTCore", "CMosquitto", "CTCPTraffic", "FleetcastCore", "JSONEscaping",
+            logging,
+        ]
+    ),
+]
+/// The vehicle's side: the hub, the outbox in SQLite, the publisher, the configuration, the
+/// agent. With the shared shells, their tests are the concurrency tests the test command runs
+/// under ThreadSanitizer (FLEETCAST_TIER=edge).
+let agentModules: [Target] = [
+    // The multi-subscriber broadcaster between sources and consumers.
+    .target(
+        name: "TelemetryHub",
+        dependencies: ["FleetcastCore", dequeModule]
+    ),
     // libyaml, Debian's YAML 1.1 parser, as a system library: the agent's configuration file.
     .systemLibrary(
         name: "CYAML",
@@ -168,16 +192,6 @@ let edgeModules: [Target] = [
     // The loader's list of loaded segments (dl_iterate_phdr, which needs _GNU_SOURCE and so
     // a C file of its own): StartupPages gives back the pages of the read-only ones.
     .target(name: "CLoadedCode"),
-    // The kernel's TCP counters of a socket (Linux TCP_INFO): what the broker link costs.
-    .target(name: "CTCPTraffic"),
-    // An async MQTT 5 / 3.1.1 client over libmosquitto: the shell around MQTTCore.
-    .target(
-        name: "MQTT",
-        dependencies: [
-            "MQTTCore", "CMosquitto", "CTCPTraffic", "FleetcastCore", "JSONEscaping",
-            logging,
-        ]
-    ),
     // The agent's durable outbox: everything unacknowledged, in SQLite (or memory), with its
     // limits, the order it drains in and what it drops first (decided in OutboxCore).
     .target(
@@ -343,6 +357,9 @@ let fleetModules: [Target] = [
             serviceLifecycle,
         ]
     ),
+]
+/// The benchmarks, declared only when everything is (they drive every part).
+let benchModules: [Target] = [
     // The benchmarks: a development tool, not a product, never packaged (`swift build -c
     // release` builds it). It starts real brokers, PostgreSQL servers and agents through the
     // tests' support library, which therefore stays out of every product.
@@ -359,7 +376,7 @@ let fleetModules: [Target] = [
         ],
         // openpty(3) for the pseudo-terminal: in libc since glibc 2.34, in libutil before.
         linkerSettings: [.linkedLibrary("util", .when(platforms: [.linux]))]
-    ),
+    )
 ]
 let fleetTests: [Target] = [
     .testTarget(
@@ -411,10 +428,12 @@ let pureDependencies: [Package.Dependency] = [
     .package(url: "https://github.com/apple/swift-log", from: "1.6.0"),
     .package(url: "https://github.com/apple/swift-collections", from: "1.1.0"),
 ]
-let edgeDependencies: [Package.Dependency] = [
+let sharedDependencies: [Package.Dependency] = [
     .package(url: "https://github.com/apple/swift-argument-parser", from: "1.5.0"),
     .package(url: "https://github.com/apple/swift-nio", from: "2.80.0"),
     .package(url: "https://github.com/swift-server/swift-service-lifecycle", from: "2.8.0"),
+]
+let agentDependencies: [Package.Dependency] = [
     // No traits: the agent's YAML file is read by our own snapshot over libyaml (CYAML), not
     // Yams, whose full Foundation (ICU) the agent would otherwise carry.
     .package(url: "https://github.com/apple/swift-configuration", from: "1.0.0", traits: []),
@@ -434,7 +453,7 @@ let fleetDependencies: [Package.Dependency] = [
 let package = Package(
     name: "fleetcast",
     platforms: [.macOS(.v15)],
-    products: declaresFleet
+    products: declaresAll
         ? [
             .executable(name: "fleetcast-agent", targets: ["fleetcast-agent"]),
             .executable(name: "fleet-watch", targets: ["fleet-watch"]),
@@ -449,9 +468,13 @@ let package = Package(
             .library(name: "FleetMap", targets: ["FleetMap"]),
             .library(name: "FleetBridges", targets: ["FleetBridges"]),
         ] : [],
-    dependencies: pureDependencies + (declaresEdge ? edgeDependencies : []) + (declaresFleet ? fleetDependencies : []),
-    targets: pureModules + (tier == "edge" ? [] : pureFleetModules + pureTests)
-        + (declaresEdge ? edgeModules + edgeTests : [])
-        + (declaresFleet ? fleetModules + fleetTests : []),
+    dependencies: pureDependencies + (declaresShared ? sharedDependencies : []) + (declaresAgent ? agentDependencies : [])
+        + (declaresFleet ? fleetDependencies : []),
+    targets: pureModules
+        + (tier == "pure" || tier == "" ? pureFleetModules + pureTests : tier == "fleet" ? pureFleetModules : [])
+        + (declaresShared ? sharedModules : [])
+        + (declaresAgent ? agentModules + edgeTests : [])
+        + (declaresFleet ? fleetModules + fleetTests : [])
+        + (declaresAll ? benchModules : []),
     swiftLanguageModes: [.v6]
 )

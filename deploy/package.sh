@@ -23,8 +23,10 @@
 # (libmosquitto-dev, libyaml-dev, pkg-config). Prints the two packages' paths last, one a line:
 # the vehicle's, then the fleet side's.
 # FLEETCAST_DEB_SCRATCH: the build folder (default .build-deb; kept, so a rebuild is quick).
-# FLEETCAST_DEB_BUILD_ONLY=1: build the two programs and stop (deploy/test.sh builds them while
-# the tests run, and packages them after).
+# FLEETCAST_DEB_BUILD_ONLY=1: build the programs and stop (deploy/test.sh builds them while the
+# tests run, and packages them after); FLEETCAST_DEB_PRODUCTS: which (default "fleetcast-agent
+# fleet-watch"). FLEETCAST_DEB_BUILT=1: package what the build folder holds, without building
+# (deploy/test.sh, which built both).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -35,16 +37,26 @@ arch=$(dpkg --print-architecture)
 # loader reads 20 KB of them instead of 2.4 MB; and no symbol exported (--no-export-dynamic
 # after the static standard library's -export-dynamic), so 22,000 Swift symbols are not
 # looked up by the loader. Together 3.7 MB less resident at 10 Hz (fleetcast-bench footprint).
+# No debug information (-gnone, and -g0 for the C and C++ of the dependencies): the binaries
+# are stripped below, so it would only be compiled, linked and thrown away (BoringSSL's C++,
+# twice, is most of a release build here).
 build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch" -Xswiftc -use-ld=lld
+       -Xswiftc -gnone -Xcc -g0
        -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
        -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
 
-echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationEssentials)" >&2
-"${build[@]}" --product fleetcast-agent >&2
-echo "==> building fleet-watch (release, static Swift stdlib and Foundation)" >&2
-"${build[@]}" --product fleet-watch >&2
-bin=$("${build[@]}" --show-bin-path)
+if [ -z "${FLEETCAST_DEB_BUILT:-}" ]; then
+  for product in ${FLEETCAST_DEB_PRODUCTS:-fleetcast-agent fleet-watch}; do
+    case $product in
+      fleetcast-agent) echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationEssentials)" >&2 ;;
+      fleet-watch) echo "==> building fleet-watch (release, static Swift stdlib and Foundation)" >&2 ;;
+      *) echo "package.sh: no program $product (fleetcast-agent, fleet-watch)" >&2; exit 2 ;;
+    esac
+    "${build[@]}" --product "$product" >&2
+  done
+fi
 if [ -n "${FLEETCAST_DEB_BUILD_ONLY:-}" ]; then exit 0; fi
+bin=$("${build[@]}" --show-bin-path)
 
 # Full Foundation (and ICU, its tens of MB) must stay out of the vehicle's binary: the agent
 # and its dependencies use FoundationEssentials only. A new `import Foundation` brings it back.

@@ -1,48 +1,68 @@
 #!/usr/bin/env bash
 # The README's test command: on a fresh Debian machine with the Swift toolchain, installs the
 # system packages the tests use, runs the first tier (the pure modules' tests: it stops here when
-# one fails), builds, runs every test, runs the concurrency tests again under ThreadSanitizer,
-# runs each libFuzzer target for 20 s (deploy/fuzz.sh), then tests the Debian packages: builds
-# them, installs them, runs the installed binaries and purges them (deploy/package-test.sh).
-# Run as root or as a user with sudo.
+# one fails), builds, runs every test once (the fleet side's with the release build's agent, the
+# agent's under ThreadSanitizer), runs each libFuzzer target for 20 s (deploy/fuzz.sh), then tests
+# the Debian packages: installs them, runs the installed binaries and purges them
+# (deploy/package-test.sh). Run as root or as a user with sudo.
 #
-# Two cores go a long way when nothing waits for what it does not need: the system packages the
-# tests use install while the build runs (the build needs only three of them), and the release
-# builds of the packages and the ThreadSanitizer build run at the lowest priority while the tests,
-# which mostly wait on brokers, databases and timers, take what they need of the processors.
+# Two cores go a long way when nothing is built twice and nothing waits for what it does not
+# need: the system packages the tests use install while the builds run (they need only three of
+# them), and what no step waits for yet (the release build of fleet-watch, the ThreadSanitizer
+# build, the fuzzers) runs at the lowest priority on what the steps leave idle: the tests mostly
+# wait on brokers, databases and timers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 as_root() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo "$@"; fi; }
 as_root_quietly() { if [ "$(id -u)" -eq 0 ]; then "$@"; else sudo -n "$@"; fi; }
 
-# Each step says its name as it starts and its duration as it ends; at the end (or at a failure)
-# every step's duration again, so a slow step shows where the time goes. A background job says
-# its own duration in its log, printed when the step that waits for it ends.
+mkdir -p .build
+logs=.build/test-logs
+rm -rf "$logs"
+mkdir -p "$logs"
+
+# Each step says its name as it starts; at the end (or at a failure) every step's duration and
+# processor time, so a slow step shows where the time goes (on 2 cores the processor time is
+# what bounds the whole). A background job says its own in its log, printed when the step that
+# waits for it ends; its processor time counts in that step's.
 steps=()
 step_name=""
 step_started=$SECONDS
+step_cpu=0
 step() {
-  if [ -n "$step_name" ]; then steps+=("$(printf '%5d s  %s' $((SECONDS - step_started)) "$step_name")"); fi
+  processor_time
+  if [ -n "$step_name" ]; then
+    steps+=("$(printf '%5d s %6d processor-s  %s' $((SECONDS - step_started)) $((cpu_seconds - step_cpu)) "$step_name")")
+  fi
   step_name="$1"
   step_started=$SECONDS
+  step_cpu=$cpu_seconds
   [ -n "$step_name" ] && echo "==> $step_name"
   return 0
+}
+# cpu=the processor time of everything this shell has run and waited for, user and system: the
+# second line of `times`, which must run in this shell itself (in a pipe or in $(...) it would
+# report the children of that subshell: none).
+# cpu_seconds=the two added, in whole seconds.
+processor_time() {
+  times >"$logs/.times"
+  local user system
+  { read -r _; read -r user system; } <"$logs/.times"
+  cpu="user $user, system $system"
+  cpu_seconds=$(awk -v u="$user" -v s="$system" 'function sec(t) { split(t, p, "m"); return p[1] * 60 + p[2] }
+    BEGIN { printf "%d", sec(u) + sec(s) }')
 }
 background=()
 summary() {
   local status=$?
   step ""
   for pid in "${background[@]}"; do kill -- "-$pid" 2>/dev/null || true; done
-  echo "==> step durations (total $SECONDS s; processor time, user and system: $(times | tail -n 1))$([ "$status" -ne 0 ] && echo ", failed in the last one")"
+  processor_time
+  echo "==> step durations (total $SECONDS s; processor time $cpu)$([ "$status" -ne 0 ] && echo ", failed in the last one")"
   printf '%s\n' "${steps[@]}"
 }
 trap summary EXIT
-
-mkdir -p .build
-logs=.build/test-logs
-rm -rf "$logs"
-mkdir -p "$logs"
 
 # A job in the background, in its own process group (so a failure of the command stops all of it),
 # its output in $logs/NAME.log; `finish NAME` waits for it and fails with its log's end if it failed.
@@ -53,8 +73,8 @@ start() {
   (
     started=$SECONDS status=0
     "$@" || status=$?
-    # `times`' second line: the processor time of everything the job ran (user, then system).
-    echo "    ($name: $((SECONDS - started)) s, exit $status; processor time $(times | tail -n 1))"
+    processor_time
+    echo "    ($name: $((SECONDS - started)) s, exit $status; processor time $cpu)"
     exit $status
   ) >"$logs/$name.log" 2>&1 &
   set +m
@@ -115,58 +135,81 @@ start packages install_test_packages
 step "swift format lint (the repository's .swift-format; any warning fails)"
 swift format lint --strict --recursive Sources Tests Package.swift
 
-# The build's flags, the same in the first tier and the main build: the first tier's modules are
-# then the main build's, compiled once (a module may import only the modules it declares).
-build_flags=(--explicit-target-dependency-import-check error)
+# The debug builds' flags, the same in the first tier and the fleet side's build: the first tier's
+# modules are then that build's, compiled once (a module may import only the modules it
+# declares). No index store: nothing here reads it, and writing it costs a tenth of a build.
+build_flags=(--explicit-target-dependency-import-check error --disable-index-store)
 
-# The first tier: the pure modules (GNSS, NMEA, the contract, MQTTCore, OutboxCore, EdgeCore, FleetCore,
-# FleetOperations) and their tests, declared by the one manifest when FLEETCAST_TIER=pure (its
-# header says how), built without swift-nio, PostgreSQL, HTTP or libmosquitto. A failure here
-# ends the command before the long build.
+# The first tier: the pure modules (GNSS, NMEA, the contract, MQTTCore, OutboxCore, EdgeCore,
+# FleetCore, FleetOperations) and their tests, declared by the one manifest when FLEETCAST_TIER=pure
+# (its header says how), built without swift-nio, PostgreSQL, HTTP or libmosquitto. A failure
+# here ends the command before the long builds.
 step "first tier: the pure modules' tests (FLEETCAST_TIER=pure)"
 FLEETCAST_TIER=pure swift test "${build_flags[@]}"
 
-step "building everything and every test"
-swift build --build-tests "${build_flags[@]}"
-
-step "waiting for the tests' system packages"
-finish packages
-
-# While the tests run: the release builds of the two programs for the Debian packages (the last
-# step packages what they built), then the ThreadSanitizer build of the concurrency tests
-# (FLEETCAST_TIER=edge: the agent's modules and their tests, without the fleet side), both at
-# the lowest priority. FLEETCAST_DEB_BUILD_ONLY: build only; the package step packages.
-release_and_tsan_builds() {
-  FLEETCAST_DEB_BUILD_ONLY=1 nice -n 19 bash deploy/package.sh &&
-    FLEETCAST_TIER=edge nice -n 19 swift build --build-tests --sanitize=thread --scratch-path "$PWD/.build-tsan"
+# Four builds, and each test runs once. On two cores the processors are what bounds the command,
+# so nothing is built twice and nothing waits for what it does not need; what no step waits for
+# yet builds at the lowest priority, on what the steps leave idle (tests mostly wait on brokers,
+# databases and timers):
+# - the release builds the Debian packages are made from (deploy/package.sh, static): the agent
+#   first, at normal priority (the fleet side's end-to-end tests run it: the agent a vehicle
+#   runs), then fleet-watch at the lowest;
+# - the ThreadSanitizer build of the agent's part and its tests (FLEETCAST_TIER=edge), lowest;
+# - the fleet side and its tests (FLEETCAST_TIER=fleet), in the foreground.
+release=$PWD/.build-deb/release
+release_builds() {
+  FLEETCAST_DEB_BUILD_ONLY=1 FLEETCAST_DEB_PRODUCTS=fleetcast-agent bash deploy/package.sh &&
+    touch "$logs/agent.built" &&
+    renice -n 19 -p "$BASHPID" >/dev/null &&
+    FLEETCAST_DEB_BUILD_ONLY=1 FLEETCAST_DEB_PRODUCTS=fleet-watch bash deploy/package.sh
 }
-start builds release_and_tsan_builds
+start release release_builds
+start tsan-build env FLEETCAST_TIER=edge nice -n 19 swift build --build-tests --sanitize=thread --scratch-path "$PWD/.build-tsan" \
+  "${build_flags[@]}"
 
-# Every test, at most 16 at a time (Swift Testing's own bound: SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH,
+step "building the fleet side and its tests (FLEETCAST_TIER=fleet)"
+FLEETCAST_TIER=fleet swift build --build-tests "${build_flags[@]}"
+
+step "waiting for the tests' system packages and the release build of the agent"
+finish packages
+while [ ! -e "$logs/agent.built" ]; do
+  if ! kill -0 "${job_pid[release]}" 2>/dev/null; then finish release; fi
+  sleep 1
+done
+
+# While the tests run, the fuzzers too, at the lowest priority: each libFuzzer target for 20 s
+# on what the tests leave idle (deploy/fuzz.sh).
+start fuzz nice -n 19 bash deploy/fuzz.sh 20
+
+# The fleet side's tests, at most 16 at a time (Swift Testing's own bound: SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH,
 # the only one Swift 6.3 offers; an unbounded run here had 5 timing failures, none at 16). The
 # suites that load the whole machine (tagged loadsTheMachine: a 3-node NATS cluster with killed
 # nodes, a thousand queued batches, a bridge under a flood, sixteen clients running bcrypt, 8,000
 # fixes a second against a stalled browser) take turns, one at a time (MachineLoadTrait), beside
-# the rest: two at once starved each other's timing.
-step "running every test"
-SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=16 swift test --skip-build "${build_flags[@]}"
+# the rest: two at once starved each other's timing. Their agents are the release build's
+# (FLEETCAST_PRODUCT_PATH: the build declares no agent).
+step "the fleet side's tests, with the release build's agent"
+FLEETCAST_TIER=fleet FLEETCAST_PRODUCT_PATH="$release" SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=16 \
+  swift test --skip-build "${build_flags[@]}"
 
-step "waiting for the release and ThreadSanitizer builds"
-finish builds
+step "waiting for the ThreadSanitizer build and the release build of fleet-watch"
+finish tsan-build
+finish release
 
-step "concurrency tests under ThreadSanitizer"
-# deploy/tsan.supp: the one runtime hand-over ThreadSanitizer cannot see (its comment says why).
-# The tests that run fleet-watch are skipped here (the build leaves the fleet side out); they ran
-# in the step above. At most 8 tests at a time: instrumented agents and clients run several times
-# slower, and an unbounded run here starved gpsd's end-to-end test and mosquitto_sub's own time-out.
+# The agent's part and its tests: the hub, MQTT, the publisher, the agent, run here only, under
+# ThreadSanitizer. deploy/tsan.supp: the one runtime hand-over ThreadSanitizer cannot see (its
+# comment says why). The tests that run fleet-watch run the release build's. At most 8 tests at a
+# time: instrumented agents and clients run several times slower, and an unbounded run here
+# starved gpsd's end-to-end test and mosquitto_sub's own time-out.
+step "the agent's tests, under ThreadSanitizer"
 TSAN_OPTIONS="suppressions=$PWD/deploy/tsan.supp" SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=8 FLEETCAST_TIER=edge \
-  swift test --skip-build --sanitize=thread --scratch-path "$PWD/.build-tsan"
+  FLEETCAST_PRODUCT_PATH="$release" swift test --skip-build --sanitize=thread --scratch-path "$PWD/.build-tsan" "${build_flags[@]}"
 
-step "fuzzing the decoders of untrusted input, 20 s per target"
-bash deploy/fuzz.sh 20
+step "waiting for the fuzzers (deploy/fuzz.sh, 20 s per target)"
+finish fuzz
+sed -n '/^==> fuzz summary/,/^    (fuzz:/p' "$logs/fuzz.log" | grep -v '^    (fuzz:'
 
 step "the Debian packages (vehicle and fleet side): package, install, run the installed binaries, purge"
 # fleet-watch is not in the vehicle's package: the package test reads the installed agents with
-# this build's (resolved here, as the building user, not as root).
-fleet_watch="$(swift build --show-bin-path)/fleet-watch"
-as_root env "PATH=$PATH" "FLEET_WATCH=$fleet_watch" bash deploy/package-test.sh
+# the fleet side's debug build's. FLEETCAST_DEB_BUILT: the release builds above are what is packaged.
+as_root env "PATH=$PATH" "FLEET_WATCH=$PWD/.build/debug/fleet-watch" FLEETCAST_DEB_BUILT=1 bash deploy/package-test.sh

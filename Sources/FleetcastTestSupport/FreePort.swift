@@ -67,18 +67,25 @@ public enum FreePort {
     }
 }
 
-/// The path of an executable product of this package (`fleetcast-agent`, `fleet-watch`…) in
-/// the build directory the running tests were built into (`swift test` builds every product).
+/// The path of an executable product of this package (`fleetcast-agent`, `fleet-watch`…): in
+/// the build directory the running tests were built into (`swift test` builds every product it
+/// declares), else in the first directory of `FLEETCAST_PRODUCT_PATH` (colon-separated) that
+/// holds it: the test command's builds that leave a program out run the one of its release build
+/// (deploy/test.sh). Where neither has it, the build directory's path (which does not exist).
 public func builtProduct(_ name: String) -> String {
     let runner = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath()
     var directory = runner.deletingLastPathComponent()
     // On macOS the runner sits inside `…/PackageTests.xctest/Contents/MacOS/`.
     while directory.path.contains(".xctest") { directory = directory.deletingLastPathComponent() }
-    return directory.appendingPathComponent(name).path
+    let own = directory.appendingPathComponent(name).path
+    if FileManager.default.isExecutableFile(atPath: own) { return own }
+    let elsewhere = (ProcessInfo.processInfo.environment["FLEETCAST_PRODUCT_PATH"] ?? "").split(separator: ":")
+        .map { URL(fileURLWithPath: String($0)).appendingPathComponent(name).path }
+    return elsewhere.first { FileManager.default.isExecutableFile(atPath: $0) } ?? own
 }
 
-/// Whether the build the running tests came from built the executable product `name` (the
-/// ThreadSanitizer build leaves the fleet side, and so `fleet-watch`, out).
+/// Whether the executable product `name` is there to run (``builtProduct(_:)``): the
+/// ThreadSanitizer build leaves the fleet side, and so `fleet-watch`, out.
 public func isBuilt(_ name: String) -> Bool {
     FileManager.default.isExecutableFile(atPath: builtProduct(name))
 }

@@ -242,7 +242,8 @@ struct BrokerIdentityTests {
 
     @Test(
         "passwords: both bridges run as their shipped users (bridge+…, bridge+…-pub), Home Assistant's and OwnTracks' logins read what they publish, nothing refused",
-        .enabled(if: isBuilt("fleet-watch"), "fleet-watch is built by the main build (the ThreadSanitizer build leaves the fleet side out)")
+        .enabled(
+            if: isBuilt("fleet-watch"), "no fleet-watch: the ThreadSanitizer build leaves it out (FLEETCAST_PRODUCT_PATH names another)")
     )
     func bridgesWithPasswords() async throws {
         try await Self.bridgesWork(.passwords)
@@ -250,7 +251,8 @@ struct BrokerIdentityTests {
 
     @Test(
         "certificates: both bridges run with a certificate per connection (--publish-cert-file), nothing refused",
-        .enabled(if: isBuilt("fleet-watch"), "fleet-watch is built by the main build (the ThreadSanitizer build leaves the fleet side out)")
+        .enabled(
+            if: isBuilt("fleet-watch"), "no fleet-watch: the ThreadSanitizer build leaves it out (FLEETCAST_PRODUCT_PATH names another)")
     )
     func bridgesWithCertificates() async throws {
         try await Self.bridgesWork(.clientCertificates)

@@ -98,9 +98,10 @@ struct ConfigurationFileSizeTests {
             errors.contains("cannot read configuration file \(path): it has 600000000 bytes, more than the 1048576 (1 MiB)"), "\(errors)")
         let rss = errors.split(separator: "\n").compactMap { $0.hasPrefix("maxrss-kib=") ? Int($0.dropFirst(11)) : nil }.last
         let kib = try #require(rss, "\(errors)")
-        // Under ThreadSanitizer (the test command's second run, built in .build-tsan) the agent
-        // carries the sanitizer's shadow memory, about 5 MiB more here: the bound there is the
-        // one that tells a bounded read from the 634 MB of reading the whole file.
+        // Under ThreadSanitizer (where the test command runs the agent's tests, built in
+        // .build-tsan) the agent carries the sanitizer's shadow memory, about 5 MiB more here: the
+        // bound there is the one that tells a bounded read from the 634 MB of reading the whole
+        // file.
         let sanitized = builtProduct("fleetcast-agent").contains(".build-tsan")
         let limit = sanitized ? 256 << 10 : 64 << 10
         #expect(kib < limit, "under \(sanitized ? "256 MiB (ThreadSanitizer)" : "the unit's MemoryMax=64M"): \(kib) KiB")

@@ -86,7 +86,8 @@ import Testing
         let manifest = try Self.manifest()
         #expect(manifest.cTargets.isSuperset(of: ["CMosquitto", "CYAML", "CTimex", "CLoadedCode", "CTCPTraffic"]), "\(manifest.cTargets)")
         let cores = [
-            "GNSS", "JSONEscaping", "NMEA", "FleetProtocol", "MQTTCore", "OutboxCore", "EdgeCore", "FleetCore", "FleetOperations", "FleetHistoryCore",
+            "GNSS", "JSONEscaping", "NMEA", "FleetProtocol", "MQTTCore", "OutboxCore", "EdgeCore", "FleetCore", "FleetOperations",
+            "FleetHistoryCore",
         ]
         for core in cores {
             #expect(manifest.dependencies[core] != nil, "\(core) is a target")
