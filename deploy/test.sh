@@ -137,8 +137,8 @@ swift format lint --strict --recursive Sources Tests Package.swift
 
 # The debug builds' flags, the same in the first tier and the fleet side's build: the first tier's
 # modules are then that build's, compiled once (a module may import only the modules it
-# declares). No index store: nothing here reads it, and writing it costs a tenth of a build.
-build_flags=(--explicit-target-dependency-import-check error --disable-index-store)
+# declares). (The index store stays: test discovery on Linux reads it.)
+build_flags=(--explicit-target-dependency-import-check error)
 
 # The first tier: the pure modules (GNSS, NMEA, the contract, MQTTCore, OutboxCore, EdgeCore,
 # FleetCore, FleetOperations) and their tests, declared by the one manifest when FLEETCAST_TIER=pure
