@@ -25,7 +25,7 @@ mkdir -p "$logs"
 # Each step says its name as it starts; at the end (or at a failure) every step's duration and
 # processor time, so a slow step shows where the time goes (on 2 cores the processor time is
 # what bounds the whole). A background job says its own in its log, printed when the step that
-# waits for it ends; its processor time counts in that step's.
+# waits for it ends; its processor time counts in the step during which it ended.
 steps=()
 step_name=""
 step_started=$SECONDS

@@ -3,6 +3,7 @@ import Foundation
 
 #if canImport(Glibc)
 import Glibc
+import Testing
 #endif
 
 /// One page of a headless Chromium started with `--remote-debugging-port`, driven through the
@@ -75,6 +76,13 @@ final class DevToolsPage {
     func scriptErrors() throws -> [String] {
         try call("Runtime.evaluate", ["expression": "0"])  // everything reported before its answer is in
         return errorsSeen
+    }
+
+    /// Records the page's script errors, if any, as an issue of the running test: a test that
+    /// fails for another reason (a wait that timed out) then says what broke the page.
+    func recordScriptErrors(sourceLocation: SourceLocation = #_sourceLocation) {
+        guard let errors = try? scriptErrors(), !errors.isEmpty else { return }
+        Issue.record("the page's script reported errors: \(errors)", sourceLocation: sourceLocation)
     }
 
     /// Notes `event` if it reports a script error.

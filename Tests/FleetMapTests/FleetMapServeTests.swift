@@ -387,6 +387,7 @@ import Testing
                 let scriptErrors = try page.scriptErrors()
                 #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)")
             } catch {
+                page.recordScriptErrors()
                 await chrome.stop(grace: .seconds(1))
                 await fleet.stop()
                 throw error

@@ -94,6 +94,7 @@ import Testing
                         let scriptErrors = try page.scriptErrors()
                         #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)")
                     } catch {
+                        page.recordScriptErrors()
                         await chrome.stop(grace: .seconds(1))
                         throw error
                     }
@@ -216,6 +217,7 @@ import Testing
                         let scriptErrors = try page.scriptErrors()
                         #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)")
                     } catch {
+                        page.recordScriptErrors()
                         await chrome.stop(grace: .seconds(1))
                         throw error
                     }
