@@ -78,7 +78,7 @@ extension EdgeState {
     /// backlog stays in the store for the next run, or for ``drainFinal()``).
     package mutating func drainNext() -> DrainStep {
         if outbox.closed, !drain.final { return .stop }
-        guard let request = outbox.backlogRequest() else { return drain.final ? .stop : .wait(.outbox(.backlogIdle), until: nil) }
+        guard let request = outbox.backlogRequest() else { return drain.final ? .stop : .wait(.outbox(.backlogReadable), until: nil) }
         // A full batch every time, paced by the bucket: reading only what the bucket holds
         // would, once a burst is spent, send a message per event or two (each with its own TLS
         // record, TCP segments and acknowledgement on the link). The stored JSON of a compact

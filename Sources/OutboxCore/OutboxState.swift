@@ -16,6 +16,9 @@ package enum OutboxCondition: Hashable, Sendable {
     /// No backlog batch is on its way to the broker (the drain's last one was acknowledged,
     /// refused or failed).
     case backlogIdle
+    /// The drain may read again (``OutboxState/backlogRequest()``): no batch is on its way, and
+    /// the link owes no status.
+    case backlogReadable
     /// A commit should happen now (numbers reserved are running out, or closing).
     case commitDue
     /// The backlog may have records the drain has not seen (the state's generation moved
@@ -459,9 +462,11 @@ package struct OutboxState<LiveWaiter> {
 
     // MARK: Backlog
 
-    /// What the drain should read next; `nil` while a batch is in flight.
+    /// What the drain should read next; `nil` while a batch is in flight, or while the link
+    /// owes its status: a connection's `online` goes before any backlog (batched mode included,
+    /// where everything but the status is backlog), as it goes before any live record.
     package mutating func backlogRequest() -> BacklogRequest? {
-        guard let after = backlog.read() else { return nil }
+        guard !link.owesStatus, let after = backlog.read() else { return nil }
         var excluding = acknowledgedStored.union(commitPhase.deleting)
         for record in liveQueue { excluding.insert(record.seq) }
         for seq in liveInflight.keys { excluding.insert(seq) }
@@ -542,6 +547,7 @@ package struct OutboxState<LiveWaiter> {
         case .liveRoom: closed || liveCount < (waking ? settings.liveWindow + 1 : settings.liveWindow * 2)
         case .liveIdle: liveInflight.isEmpty && statusInflight == nil
         case .backlogIdle: backlog.inFlight == nil
+        case .backlogReadable: backlog.inFlight == nil && !link.owesStatus
         case .commitDue: closed || flush.requested || nextSeq + settings.minimumReserve / 2 >= reservedSeq
         case .backlog(let seen): closed || generation > seen
         case .batchReady(let seen, let stored):

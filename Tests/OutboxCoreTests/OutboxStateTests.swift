@@ -286,6 +286,33 @@ struct OutboxStateTests {
         #expect(state.nextLive() == .some(.status(newer)), "the newer one, not the failed one")
     }
 
+    @Test("batched: after a connection no backlog is read before its status is handed out; a stop still finds the backlog idle")
+    func backlogWaitsForTheConnectionsStatus() throws {
+        var state = State(
+            settings: .init(
+                liveWindow: 4, lossless: false, memoryLimit: 100, maximumAgeMilliseconds: 1000, maximumBytes: 1 << 20,
+                minimumReserve: 64, batched: true),
+            opening: OutboxOpening(count: 0, bytes: 0, nextSeq: 1, uncleanSkipped: 0, reservedSeq: 65), memoryOnly: false,
+            linkDown: true)
+        for _ in 0..<3 { add(&state, .fix) }
+        let taken = state.takeCommit(nowMilliseconds: 0)
+        let commit = try #require(taken)
+        _ = state.committed(commit, OutboxCommitResult(count: 3, bytes: 6))
+        _ = state.linkConnected(statusFirst: true)
+        let early = state.backlogRequest()
+        #expect(early == nil, "the connection's online goes first")
+        #expect(!state.holds(.backlogReadable) && state.holds(.backlogIdle))
+        let online = OutboundMessage(kind: .status, topic: "s", payload: [1], qos: .atLeastOnce, retain: true)
+        _ = state.setStatus(online)
+        let item = state.nextLive()
+        #expect(item == .some(.status(online)))
+        #expect(state.holds(.backlogReadable), "the drain's wait ends")
+        let request = state.backlogRequest()
+        #expect(request?.after == 0, "and it reads from the start")
+        _ = state.linkLost()
+        #expect(state.holds(.backlogReadable), "a link lost after its status owes none")
+    }
+
     @Test(
         "a record that joins the backlog while the drain reads (it was live, so the read skipped it) is read next, not left behind the cursor"
     )
