@@ -184,8 +184,8 @@ start fuzz nice -n 19 bash deploy/fuzz.sh 20
 # The fleet side's tests, at most 16 at a time (Swift Testing's own bound: SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH,
 # the only one Swift 6.3 offers; an unbounded run here had 5 timing failures, none at 16). The
 # suites that load the whole machine (tagged loadsTheMachine: a 3-node NATS cluster with killed
-# nodes, a thousand queued batches, a bridge under a flood, sixteen clients running bcrypt, 8,000
-# fixes a second against a stalled browser) take turns, one at a time (MachineLoadTrait), beside
+# nodes, a thousand queued batches, a partition bomb and a million-fix rebuild, a bridge under a
+# flood, sixteen clients running bcrypt, 8,000 fixes a second against a stalled browser) take turns, one at a time (MachineLoadTrait), beside
 # the rest: two at once starved each other's timing. Their agents are the release build's
 # (FLEETCAST_PRODUCT_PATH: the build declares no agent).
 step "the fleet side's tests, with the release build's agent"

@@ -10,8 +10,9 @@ import Testing
 /// with valid credentials for its own topics only (mosquitto with the shipped ACL) sends what
 /// would once have stopped all recording, while another drives; and an operator replays a
 /// drive recorded a month before. Real mosquitto, PostgreSQL at its default settings, agent
-/// and `fleet-watch record`.
-@Suite struct HostileVehicleTests {
+/// and `fleet-watch record`. The partition bomb and the rebuild attack load the machine (a million
+/// fixes into PostgreSQL): they take their turns with the other suites that do.
+@Suite(.serialized, .tags(.loadsTheMachine), .oneMachineLoadAtATime) struct HostileVehicleTests {
     static let password = "s3cret-for-tests"
 
     /// mosquitto with the shipped ACL and a password for each of `users`.
