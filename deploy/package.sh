@@ -27,6 +27,12 @@
 # tests run, and packages them after); FLEETCAST_DEB_PRODUCTS: which (default "fleetcast-agent
 # fleet-watch"). FLEETCAST_DEB_BUILT=1: package what the build folder holds, without building
 # (deploy/test.sh, which built both).
+# FLEETCAST_DEB_FLEET_WATCH_FROM=DIR: the fleet side's fleet-watch is not built here but linked
+# from the objects of the debug build in DIR (.build/debug), statically with the Swift standard
+# library and Foundation as above, with the same linker flags (deploy/test.sh: its tests need
+# that build anyway, and a second, optimised compile of the whole fleet side would cost a third
+# of the test command's processor time; the package it tests is then made as this script makes
+# it, around a binary that is not optimised).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,13 +47,15 @@ arch=$(dpkg --print-architecture)
 # binaries are stripped below, so it would only be compiled, linked and thrown away (measured:
 # fleet-watch 121 MB unstripped instead of 165 MB). The C and C++ of the dependencies keep
 # theirs: the package manager puts its own -g after any -Xcc flag.
+link_flags=(-Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
+            -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
 build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch" -Xswiftc -use-ld=lld
-       -Xswiftc -gnone
-       -Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
-       -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
+       -Xswiftc -gnone "${link_flags[@]}")
+fleet_watch_from=${FLEETCAST_DEB_FLEET_WATCH_FROM:-}
 
 if [ -z "${FLEETCAST_DEB_BUILT:-}" ]; then
-  for product in ${FLEETCAST_DEB_PRODUCTS:-fleetcast-agent fleet-watch}; do
+  products=${FLEETCAST_DEB_PRODUCTS:-fleetcast-agent $([ -n "$fleet_watch_from" ] || echo fleet-watch)}
+  for product in $products; do
     case $product in
       fleetcast-agent) echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationEssentials)" >&2 ;;
       fleet-watch) echo "==> building fleet-watch (release, static Swift stdlib and Foundation)" >&2 ;;
@@ -58,6 +66,27 @@ if [ -z "${FLEETCAST_DEB_BUILT:-}" ]; then
 fi
 if [ -n "${FLEETCAST_DEB_BUILD_ONLY:-}" ]; then exit 0; fi
 bin=$("${build[@]}" --show-bin-path)
+
+# fleet-watch linked from a debug build's objects (FLEETCAST_DEB_FLEET_WATCH_FROM): the link the
+# package manager makes for it, with -static-stdlib. The objects were compiled against the shared
+# Foundation's modules, which name no static library to link, so the static Foundation's are named
+# here (what its own modules name when compiled with --static-swift-stdlib; a toolchain that
+# splits Foundation otherwise fails this link with the missing symbols named).
+fleet_watch=$bin/fleet-watch
+if [ -n "$fleet_watch_from" ]; then
+  objects=$fleet_watch_from/fleet-watch.product/Objects.LinkFileList
+  if [ ! -s "$objects" ]; then
+    echo "package.sh: no $objects (FLEETCAST_DEB_FLEET_WATCH_FROM: a build folder that built fleet-watch)" >&2
+    exit 1
+  fi
+  fleet_watch=$scratch/fleet-watch-static
+  echo "==> linking fleet-watch from $fleet_watch_from's objects (static Swift stdlib and Foundation)" >&2
+  swiftc -static-stdlib -emit-executable -module-name fleet_watch -o "$fleet_watch" "@$objects" \
+    -L "$fleet_watch_from" -lmosquitto -lstdc++ -use-ld=lld -Xlinker --gc-sections \
+    -Xlinker --defsym -Xlinker main=fleet_watch_main "${link_flags[@]}" \
+    -lFoundation -lFoundationInternationalization -lFoundationEssentials -l_FoundationICU \
+    -l_FoundationCShims -l_FoundationCollections -lCoreFoundation -lswiftDispatch -ldispatch -lBlocksRuntime
+fi
 
 # Full Foundation (and ICU, its tens of MB) must stay out of the vehicle's binary: the agent
 # and its dependencies use FoundationEssentials only. A new `import Foundation` brings it back.
@@ -88,7 +117,7 @@ strip --remove-section=.comment --remove-section=.note --strip-unneeded \
 
 fleet=$work/fleet
 mkdir -p "$fleet/DEBIAN"
-install -D -m 0755 "$bin/fleet-watch" "$fleet/usr/bin/fleet-watch"
+install -D -m 0755 "$fleet_watch" "$fleet/usr/bin/fleet-watch"
 strip --remove-section=.comment --remove-section=.note --strip-unneeded "$fleet/usr/bin/fleet-watch"
 
 # No Swift or Foundation library may be needed at run time: neither a vehicle nor the fleet's
