@@ -30,8 +30,8 @@
 # FLEETCAST_DEB_FLEET_WATCH_FROM=DIR: the fleet side's fleet-watch is not built here but linked
 # from the objects of the debug build in DIR (.build/debug), statically with the Swift standard
 # library and Foundation as above, with the same linker flags (deploy/test.sh: its tests need
-# that build anyway, and a second, optimised compile of the whole fleet side would cost a third
-# of the test command's processor time; the package it tests is then made as this script makes
+# that build anyway, and a second, optimised compile of the whole fleet side cost about 650
+# processor-s, a fifth of the test command; the package it tests is then made as this script makes
 # it, around a binary that is not optimised).
 set -euo pipefail
 cd "$(dirname "$0")/.."

@@ -139,8 +139,9 @@ swift format lint --strict --recursive Sources Tests Package.swift
 # declares). (The index store stays: test discovery on Linux reads it.) No debug information for
 # the Swift code (-gnone, after the package manager's -g): nothing here runs a debugger, a failed
 # expectation names its file and line without it, a crash's backtrace still names the functions,
-# and it is an eighth of the build (measured, the first tier and the fleet side built from clean:
-# 1,268 processor-s, against about 1,460 with it). The ThreadSanitizer build keeps line tables
+# and it is an eighth of the build (the first tier and the fleet side built from clean: 1,268
+# processor-s measured; with it, about 1,460 from the last full run's steps, the first tier's 204
+# and the fleet build's 1,289 less the first tier's test run). The ThreadSanitizer build keeps line tables
 # (-gline-tables-only): its reports name the file and line of each access.
 build_flags=(--explicit-target-dependency-import-check error -Xswiftc -gnone)
 tsan_flags=(--explicit-target-dependency-import-check error -Xswiftc -gline-tables-only)
@@ -162,7 +163,8 @@ FLEETCAST_TIER=pure swift test "${build_flags[@]}"
 # - the fleet side and its tests (FLEETCAST_TIER=fleet), in the foreground. The fleet side's
 #   package is made around this build's fleet-watch, linked statically from its objects as
 #   deploy/package.sh links its own (FLEETCAST_DEB_FLEET_WATCH_FROM): an optimised compile of the
-#   whole fleet side only for the package would cost 900 processor-s, a quarter of the command;
+#   whole fleet side only for the package cost about 650 processor-s (the release job 1,251, the
+#   agent alone 597), a fifth of the command;
 # - then the ThreadSanitizer build of the agent's part and its tests (FLEETCAST_TIER=edge), at
 #   the lowest priority while the fleet side's tests run (their suites that load the machine take
 #   turns, and the processors are half idle meanwhile), rather than slowing the build they wait
