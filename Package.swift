@@ -17,9 +17,10 @@
 //   what it checks and not minutes of BoringSSL and HTTP:
 //   `FLEETCAST_TIER=edge swift test --sanitize=thread --scratch-path .build-tsan`. The agent's
 //   tests run here only: each test of the command runs once.
-// - `fleet`: the fleet side and its tests over the shared shells, without the agent's part and
-//   the benchmarks; its end-to-end tests run the agent of the release build the packages are made
-//   from (FLEETCAST_PRODUCT_PATH, read by FleetcastTestSupport's `builtProduct`).
+// - `fleet`: the fleet side and its tests over the shared shells, with the agent's program (not
+//   its tests) and without the benchmarks: the end-to-end tests run this build's agent, and the
+//   test command links both packages' programs from its objects (deploy/package.sh,
+//   FLEETCAST_DEB_LINK_FROM), so nothing is compiled twice.
 //
 // (Package traits gate dependencies and code, not targets, and `swift test` builds every target
 // of a package: the tier is the documented alternative. Use one scratch folder per tier.)
@@ -29,8 +30,11 @@ let tier = Context.environment["FLEETCAST_TIER"] ?? ""
 precondition(["", "pure", "edge", "fleet"].contains(tier), "FLEETCAST_TIER is unset, pure, edge or fleet, not '\(tier)'")
 /// Whether this build declares the shells both sides share (every build but the first tier's).
 let declaresShared = tier != "pure"
-/// Whether this build declares the agent's part and its tests.
+/// Whether this build declares the agent's tests (and their support).
 let declaresAgent = tier == "" || tier == "edge"
+/// Whether this build declares the agent's program and modules: the fleet side's build too, whose
+/// end-to-end tests run the agent, and whose agent the test command's vehicle package is linked from.
+let declaresAgentProgram = declaresAgent || tier == "fleet"
 /// Whether this build declares the fleet side and its tests.
 let declaresFleet = tier == "" || tier == "fleet"
 /// Whether this build declares everything: the programs' products and the benchmarks.
@@ -245,13 +249,13 @@ let agentModules: [Target] = [
     ),
     // Senders that hold or record what the publisher sends, and a test's quick timings: for
     // the publisher's tests and the agent's.
+]
+let edgeTests: [Target] = [
     .target(
         name: "EdgeTestSupport",
         dependencies: ["EdgePublisher", "FleetcastTestSupport", "FleetcastCore", "FleetProtocol", "MQTT"],
         path: "Sources/EdgeTestSupport"
     ),
-]
-let edgeTests: [Target] = [
     .testTarget(
         name: "TelemetryHubTests",
         dependencies: ["TelemetryHub", "FleetcastTestSupport", dequeModule]
@@ -468,12 +472,13 @@ let package = Package(
             .library(name: "FleetMap", targets: ["FleetMap"]),
             .library(name: "FleetBridges", targets: ["FleetBridges"]),
         ] : [],
-    dependencies: pureDependencies + (declaresShared ? sharedDependencies : []) + (declaresAgent ? agentDependencies : [])
+    dependencies: pureDependencies + (declaresShared ? sharedDependencies : []) + (declaresAgentProgram ? agentDependencies : [])
         + (declaresFleet ? fleetDependencies : []),
     targets: pureModules
         + (tier == "pure" || tier == "" ? pureFleetModules + pureTests : tier == "fleet" ? pureFleetModules : [])
         + (declaresShared ? sharedModules : [])
-        + (declaresAgent ? agentModules + edgeTests : [])
+        + (declaresAgentProgram ? agentModules : [])
+        + (declaresAgent ? edgeTests : [])
         + (declaresFleet ? fleetModules + fleetTests : [])
         + (declaresAll ? benchModules : []),
     swiftLanguageModes: [.v6]

@@ -27,12 +27,12 @@
 # tests run, and packages them after); FLEETCAST_DEB_PRODUCTS: which (default "fleetcast-agent
 # fleet-watch"). FLEETCAST_DEB_BUILT=1: package what the build folder holds, without building
 # (deploy/test.sh, which built both).
-# FLEETCAST_DEB_FLEET_WATCH_FROM=DIR: the fleet side's fleet-watch is not built here but linked
-# from the objects of the debug build in DIR (.build/debug), statically with the Swift standard
-# library and Foundation as above, with the same linker flags (deploy/test.sh: its tests need
-# that build anyway, and a second, optimised compile of the whole fleet side cost about 650
-# processor-s, a fifth of the test command; the package it tests is then made as this script makes
-# it, around a binary that is not optimised).
+# FLEETCAST_DEB_LINK_FROM=DIR: nothing is built here; both programs are linked from the objects of
+# the debug build in DIR (.build/debug), statically with the Swift standard library (and
+# FoundationEssentials, or Foundation) as above, with the same linker flags (deploy/test.sh: its
+# tests need that build anyway, and a second, optimised compile cost about 1,250 processor-s, two
+# fifths of the test command; the packages it tests are then made as this script makes them,
+# around binaries that are not optimised).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -51,10 +51,10 @@ link_flags=(-Xlinker -z -Xlinker relro -Xlinker -z -Xlinker now
             -Xlinker -z -Xlinker pack-relative-relocs -Xlinker --no-export-dynamic)
 build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch" -Xswiftc -use-ld=lld
        -Xswiftc -gnone "${link_flags[@]}")
-fleet_watch_from=${FLEETCAST_DEB_FLEET_WATCH_FROM:-}
+link_from=${FLEETCAST_DEB_LINK_FROM:-}
 
-if [ -z "${FLEETCAST_DEB_BUILT:-}" ]; then
-  products=${FLEETCAST_DEB_PRODUCTS:-fleetcast-agent $([ -n "$fleet_watch_from" ] || echo fleet-watch)}
+if [ -z "${FLEETCAST_DEB_BUILT:-}" ] && [ -z "$link_from" ]; then
+  products=${FLEETCAST_DEB_PRODUCTS:-fleetcast-agent fleet-watch}
   for product in $products; do
     case $product in
       fleetcast-agent) echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationEssentials)" >&2 ;;
@@ -65,28 +65,37 @@ if [ -z "${FLEETCAST_DEB_BUILT:-}" ]; then
   done
 fi
 if [ -n "${FLEETCAST_DEB_BUILD_ONLY:-}" ]; then exit 0; fi
-bin=$("${build[@]}" --show-bin-path)
 
-# fleet-watch linked from a debug build's objects (FLEETCAST_DEB_FLEET_WATCH_FROM): the link the
-# package manager makes for it, with -static-stdlib. The objects were compiled against the shared
-# Foundation's modules, which name no static library to link, so the static Foundation's are named
-# here (what its own modules name when compiled with --static-swift-stdlib; a toolchain that
-# splits Foundation otherwise fails this link with the missing symbols named).
-fleet_watch=$bin/fleet-watch
-if [ -n "$fleet_watch_from" ]; then
-  objects=$fleet_watch_from/fleet-watch.product/Objects.LinkFileList
+# The programs linked from a debug build's objects (FLEETCAST_DEB_LINK_FROM): the link the package
+# manager makes for each, with -static-stdlib. The objects were compiled against the shared
+# Foundation's modules, which name no static library to link, so the static ones are named here
+# (what their own modules name when compiled with --static-swift-stdlib; a toolchain that splits
+# Foundation otherwise fails this link with the missing symbols named). The other libraries are
+# those the package manager's own link names: libmosquitto and libyaml from pkg-config, and
+# libstdc++ for fleet-watch (BoringSSL is C++).
+# link_static PRODUCT LIBRARY...: $bin/PRODUCT from $link_from's objects.
+link_static() {
+  local product=$1; shift
+  local objects=$link_from/$product.product/Objects.LinkFileList module=${product//-/_}
   if [ ! -s "$objects" ]; then
-    echo "package.sh: no $objects (FLEETCAST_DEB_FLEET_WATCH_FROM: a build folder that built fleet-watch)" >&2
+    echo "package.sh: no $objects (FLEETCAST_DEB_LINK_FROM: a build folder that built $product)" >&2
     exit 1
   fi
-  fleet_watch=$scratch/fleet-watch-static
-  echo "==> linking fleet-watch from $fleet_watch_from's objects (static Swift stdlib and Foundation)" >&2
-  swiftc -static-stdlib -emit-executable -module-name fleet_watch -o "$fleet_watch" "@$objects" \
-    -L "$fleet_watch_from" -lmosquitto -lstdc++ -use-ld=lld -Xlinker --gc-sections \
-    -Xlinker --defsym -Xlinker main=fleet_watch_main "${link_flags[@]}" \
-    -lFoundation -lFoundationInternationalization -lFoundationEssentials -l_FoundationICU \
-    -l_FoundationCShims -l_FoundationCollections -lCoreFoundation -lswiftDispatch -ldispatch -lBlocksRuntime
+  echo "==> linking $product from $link_from's objects (static Swift stdlib)" >&2
+  swiftc -static-stdlib -emit-executable -module-name "$module" -o "$bin/$product" "@$objects" \
+    -L "$link_from" -use-ld=lld -Xlinker --gc-sections -Xlinker --defsym -Xlinker "main=${module}_main" \
+    "${link_flags[@]}" "$@" -lswiftDispatch -ldispatch -lBlocksRuntime
+}
+if [ -n "$link_from" ]; then
+  bin=$scratch/linked
+  mkdir -p "$bin"
+  link_static fleetcast-agent -lyaml -lmosquitto -lFoundationEssentials -l_FoundationCShims -l_FoundationCollections
+  link_static fleet-watch -lmosquitto -lstdc++ -lFoundation -lFoundationInternationalization -lFoundationEssentials -l_FoundationICU \
+    -l_FoundationCShims -l_FoundationCollections -lCoreFoundation
+else
+  bin=$("${build[@]}" --show-bin-path)
 fi
+fleet_watch=$bin/fleet-watch
 
 # Full Foundation (and ICU, its tens of MB) must stay out of the vehicle's binary: the agent
 # and its dependencies use FoundationEssentials only. A new `import Foundation` brings it back.

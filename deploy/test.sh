@@ -1,15 +1,16 @@
 #!/usr/bin/env bash
 # The README's test command: on a fresh Debian machine with the Swift toolchain, installs the
 # system packages the tests use, runs the first tier (the pure modules' tests: it stops here when
-# one fails), builds, runs every test once (the fleet side's with the release build's agent, the
+# one fails), builds, runs every test once (the fleet side's with the agent of the same build, the
 # agent's under ThreadSanitizer), runs each libFuzzer target for 20 s (deploy/fuzz.sh), then tests
 # the Debian packages: installs them, runs the installed binaries and purges them
 # (deploy/package-test.sh). Run as root or as a user with sudo.
 #
 # Two cores go a long way when nothing is built twice and nothing waits for what it does not
 # need: the system packages the tests use install while the builds run (they need only three of
-# them), and what no step waits for yet (the ThreadSanitizer build, the fuzzers) runs at the lowest priority on what the steps leave idle: the tests mostly
-# wait on brokers, databases and timers.
+# them), and what no step waits for yet (the Debian packages, the ThreadSanitizer build, the
+# fuzzers) runs at the lowest priority on what the steps leave idle: the tests mostly wait on
+# brokers, databases and timers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -153,35 +154,30 @@ tsan_flags=(--explicit-target-dependency-import-check error -Xswiftc -gline-tabl
 step "first tier: the pure modules' tests (FLEETCAST_TIER=pure)"
 FLEETCAST_TIER=pure swift test "${build_flags[@]}"
 
-# Four builds, and each test runs once. On two cores the processors are what bounds the command,
+# Three builds, and each test runs once. On two cores the processors are what bounds the command,
 # so nothing is built twice and nothing waits for what it does not need; what no step waits for
 # yet builds at the lowest priority, on what the steps leave idle (tests mostly wait on brokers,
 # databases and timers):
-# - the release build of the agent, the vehicle's package is made from (deploy/package.sh,
-#   static), beside the fleet side's: the fleet side's end-to-end tests run it (the agent a
-#   vehicle runs);
-# - the fleet side and its tests (FLEETCAST_TIER=fleet), in the foreground. The fleet side's
-#   package is made around this build's fleet-watch, linked statically from its objects as
-#   deploy/package.sh links its own (FLEETCAST_DEB_FLEET_WATCH_FROM): an optimised compile of the
-#   whole fleet side only for the package cost about 650 processor-s (the release job 1,251, the
-#   agent alone 597), a fifth of the command;
-# - then the ThreadSanitizer build of the agent's part and its tests (FLEETCAST_TIER=edge), at
-#   the lowest priority while the fleet side's tests run (their suites that load the machine take
-#   turns, and the processors are half idle meanwhile), rather than slowing the build they wait
-#   for.
-release=$PWD/.build-deb/release
+# - the fleet side, the agent's program and their tests (FLEETCAST_TIER=fleet), in the
+#   foreground: the fleet side's end-to-end tests run this build's agent, and both Debian
+#   packages are made around this build's programs, linked statically from its objects as
+#   deploy/package.sh links its own (FLEETCAST_DEB_LINK_FROM). An optimised compile of both
+#   programs only for the packages cost about 1,250 processor-s (the agent's 597, fleet-watch's
+#   about 650), two fifths of the command;
+# - then, at the lowest priority while the fleet side's tests run (their suites that load the
+#   machine take turns, and the processors are half idle meanwhile): the Debian packages, the
+#   ThreadSanitizer build of the agent's part and its tests (FLEETCAST_TIER=edge), and the fuzzers
+#   (each libFuzzer target for 20 s, deploy/fuzz.sh).
 debug=$PWD/.build/debug
-start release env FLEETCAST_DEB_BUILD_ONLY=1 FLEETCAST_DEB_PRODUCTS=fleetcast-agent bash deploy/package.sh
 
-step "building the fleet side and its tests (FLEETCAST_TIER=fleet)"
+step "building the fleet side, the agent's program and their tests (FLEETCAST_TIER=fleet)"
 FLEETCAST_TIER=fleet swift build --build-tests "${build_flags[@]}"
 
-step "waiting for the tests' system packages and the release build of the agent"
+step "waiting for the tests' system packages"
 finish packages
-finish release
 
-# While the tests run, at the lowest priority on what they leave idle: the ThreadSanitizer build,
-# then the fuzzers (each libFuzzer target for 20 s, deploy/fuzz.sh).
+# (package.sh prints the packages' paths on its standard output, kept for package-test.sh.)
+start debs env FLEETCAST_DEB_LINK_FROM="$debug" nice -n 19 bash -c 'bash deploy/package.sh >"$0"' "$logs/debs.paths"
 start tsan-build env FLEETCAST_TIER=edge nice -n 19 swift build --build-tests --sanitize=thread --scratch-path "$PWD/.build-tsan" \
   "${tsan_flags[@]}"
 start fuzz nice -n 19 bash deploy/fuzz.sh 20
@@ -191,11 +187,9 @@ start fuzz nice -n 19 bash deploy/fuzz.sh 20
 # suites that load the whole machine (tagged loadsTheMachine: a 3-node NATS cluster with killed
 # nodes, a thousand queued batches, a partition bomb and a million-fix rebuild, a bridge under a
 # flood, sixteen clients running bcrypt, 8,000 fixes a second against a stalled browser) take turns, one at a time (MachineLoadTrait), beside
-# the rest: two at once starved each other's timing. Their agents are the release build's
-# (FLEETCAST_PRODUCT_PATH: the build declares no agent).
-step "the fleet side's tests, with the release build's agent"
-FLEETCAST_TIER=fleet FLEETCAST_PRODUCT_PATH="$release" SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=16 \
-  swift test --skip-build "${build_flags[@]}"
+# the rest: two at once starved each other's timing.
+step "the fleet side's tests"
+FLEETCAST_TIER=fleet SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=16 swift test --skip-build "${build_flags[@]}"
 
 step "waiting for the ThreadSanitizer build"
 finish tsan-build
@@ -207,16 +201,16 @@ finish tsan-build
 # starved gpsd's end-to-end test and mosquitto_sub's own time-out.
 step "the agent's tests, under ThreadSanitizer"
 TSAN_OPTIONS="suppressions=$PWD/deploy/tsan.supp" SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=8 FLEETCAST_TIER=edge \
-  FLEETCAST_PRODUCT_PATH="$release:$debug" swift test --skip-build --sanitize=thread --scratch-path "$PWD/.build-tsan" "${tsan_flags[@]}"
+  FLEETCAST_PRODUCT_PATH="$debug" swift test --skip-build --sanitize=thread --scratch-path "$PWD/.build-tsan" "${tsan_flags[@]}"
 
 step "waiting for the fuzzers (deploy/fuzz.sh, 20 s per target)"
 finish fuzz
 sed -n '/^==> fuzz summary/,/^    (fuzz:/p' "$logs/fuzz.log" | grep -v '^    (fuzz:'
 
-step "the Debian packages (vehicle and fleet side): package, install, run the installed binaries, purge"
+step "waiting for the Debian packages"
+finish debs
+
+step "the Debian packages (vehicle and fleet side): install, run the installed binaries, purge"
 # fleet-watch is not in the vehicle's package: the package test reads the installed agents with
-# the fleet side's debug build's. FLEETCAST_DEB_BUILT: the agent's release build above is what is
-# packaged; FLEETCAST_DEB_FLEET_WATCH_FROM: the fleet side's fleet-watch, linked statically from
-# the debug build's objects.
-as_root env "PATH=$PATH" "FLEET_WATCH=$debug/fleet-watch" FLEETCAST_DEB_BUILT=1 FLEETCAST_DEB_FLEET_WATCH_FROM="$debug" \
-  bash deploy/package-test.sh
+# the fleet side's debug build's.
+as_root env "PATH=$PATH" "FLEET_WATCH=$debug/fleet-watch" FLEETCAST_DEBS="$logs/debs.paths" bash deploy/package-test.sh
