@@ -161,8 +161,18 @@ import Glibc
                     "/usr/bin/curl", ["-sS", "-N", "--max-time", "60", "http://127.0.0.1:\(port)/events"], directory: broker.directory,
                     name: "reader")
                 reader = fast
-                try await waitUntil("the stalled browser dropped", timeout: .seconds(60), interval: .milliseconds(50)) {
-                    memory.entries.contains { $0.message.description == "Dropped a slow browser" }
+                do {
+                    try await waitUntil("the stalled browser dropped", timeout: .seconds(60), interval: .milliseconds(50)) {
+                        memory.entries.contains { $0.message.description == "Dropped a slow browser" }
+                    }
+                } catch {
+                    // What the server said meanwhile, and how far the reading browser got: whether
+                    // the writes never blocked, the write time-out closed the connection first, or
+                    // the fleet's updates never reached the feed.
+                    let said = memory.entries.suffix(12).map { "\($0.level) \($0.message) \($0.metadata)" }
+                    let updates = fast.standardOutput.components(separatedBy: "event: update").count - 1
+                    Issue.record("no drop in 60 s; curl read \(updates) updates; the server's last log entries: \(said)")
+                    throw error
                 }
                 // The stalled browser, named by its address, for being stalled (3 s without
                 // taking an update: headroom for curl on a busy machine, which must never be dropped).
