@@ -191,8 +191,16 @@ start fuzz nice -n 19 bash deploy/fuzz.sh 20
 step "the fleet side's tests"
 FLEETCAST_TIER=fleet SWT_EXPERIMENTAL_MAXIMUM_PARALLELIZATION_WIDTH=16 swift test --skip-build "${build_flags[@]}"
 
-step "waiting for the ThreadSanitizer build"
+step "waiting for the ThreadSanitizer build and the Debian packages"
 finish tsan-build
+finish debs
+
+# The Debian packages' test (vehicle and fleet side: install, run the installed binaries, purge),
+# beside the agent's tests: it is light (56 processor-s in 70 s, measured), and they leave a core.
+# fleet-watch is not in the vehicle's package: the package test reads the installed agents with
+# the fleet side's debug build's.
+start package-test as_root_quietly env "PATH=$PATH" "FLEET_WATCH=$debug/fleet-watch" FLEETCAST_DEBS="$logs/debs.paths" \
+  bash deploy/package-test.sh
 
 # The agent's part and its tests: the hub, MQTT, the publisher, the agent, run here only, under
 # ThreadSanitizer. deploy/tsan.supp: the one runtime hand-over ThreadSanitizer cannot see (its
@@ -207,10 +215,6 @@ step "waiting for the fuzzers (deploy/fuzz.sh, 20 s per target)"
 finish fuzz
 sed -n '/^==> fuzz summary/,/^    (fuzz:/p' "$logs/fuzz.log" | grep -v '^    (fuzz:'
 
-step "waiting for the Debian packages"
-finish debs
-
-step "the Debian packages (vehicle and fleet side): install, run the installed binaries, purge"
-# fleet-watch is not in the vehicle's package: the package test reads the installed agents with
-# the fleet side's debug build's.
-as_root env "PATH=$PATH" "FLEET_WATCH=$debug/fleet-watch" FLEETCAST_DEBS="$logs/debs.paths" bash deploy/package-test.sh
+step "waiting for the Debian packages' test (deploy/package-test.sh)"
+finish package-test
+sed '$d' "$logs/package-test.log"
