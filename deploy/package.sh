@@ -23,10 +23,6 @@
 # (libmosquitto-dev, libyaml-dev, pkg-config). Prints the two packages' paths last, one a line:
 # the vehicle's, then the fleet side's.
 # FLEETCAST_DEB_SCRATCH: the build folder (default .build-deb; kept, so a rebuild is quick).
-# FLEETCAST_DEB_BUILD_ONLY=1: build the programs and stop (deploy/test.sh builds them while the
-# tests run, and packages them after); FLEETCAST_DEB_PRODUCTS: which (default "fleetcast-agent
-# fleet-watch"). FLEETCAST_DEB_BUILT=1: package what the build folder holds, without building
-# (deploy/test.sh, which built both).
 # FLEETCAST_DEB_LINK_FROM=DIR: nothing is built here; both programs are linked from the objects of
 # the debug build in DIR (.build/debug), statically with the Swift standard library (and
 # FoundationEssentials, or Foundation) as above, with the same linker flags (deploy/test.sh: its
@@ -53,18 +49,12 @@ build=(swift build -c release --static-swift-stdlib --scratch-path "$scratch" -X
        -Xswiftc -gnone "${link_flags[@]}")
 link_from=${FLEETCAST_DEB_LINK_FROM:-}
 
-if [ -z "${FLEETCAST_DEB_BUILT:-}" ] && [ -z "$link_from" ]; then
-  products=${FLEETCAST_DEB_PRODUCTS:-fleetcast-agent fleet-watch}
-  for product in $products; do
-    case $product in
-      fleetcast-agent) echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationEssentials)" >&2 ;;
-      fleet-watch) echo "==> building fleet-watch (release, static Swift stdlib and Foundation)" >&2 ;;
-      *) echo "package.sh: no program $product (fleetcast-agent, fleet-watch)" >&2; exit 2 ;;
-    esac
-    "${build[@]}" --product "$product" >&2
-  done
+if [ -z "$link_from" ]; then
+  echo "==> building fleetcast-agent (release, static Swift stdlib and FoundationEssentials)" >&2
+  "${build[@]}" --product fleetcast-agent >&2
+  echo "==> building fleet-watch (release, static Swift stdlib and Foundation)" >&2
+  "${build[@]}" --product fleet-watch >&2
 fi
-if [ -n "${FLEETCAST_DEB_BUILD_ONLY:-}" ]; then exit 0; fi
 
 # The programs linked from a debug build's objects (FLEETCAST_DEB_LINK_FROM): the link the package
 # manager makes for each, with -static-stdlib. The objects were compiled against the shared
