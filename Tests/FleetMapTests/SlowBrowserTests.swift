@@ -155,12 +155,19 @@ import Glibc
                 try await waitUntil("the subscription", timeout: .seconds(15)) {
                     memory.entries.contains { $0.message.description == "Subscribed to the fleet" }
                 }
-                let slow = try StalledClient(port: port)
-                stalled = slow
                 let fast = try TestProcess(
-                    "/usr/bin/curl", ["-sS", "-N", "--max-time", "60", "http://127.0.0.1:\(port)/events"], directory: broker.directory,
+                    "/usr/bin/curl", ["-sS", "-N", "--max-time", "180", "http://127.0.0.1:\(port)/events"], directory: broker.directory,
                     name: "reader")
                 reader = fast
+                // The stalled browser connects once the server holds the whole fleet: its snapshot
+                // alone (2,000 vehicles with their trails, about a megabyte) is more than the
+                // connection's buffers take, whatever rate the publisher manages beside the other
+                // suites (at a trickle of updates, the kernel took a minute of them unread).
+                try await waitUntil("the reader to see the last vehicle", timeout: .seconds(60), interval: .milliseconds(50)) {
+                    fast.standardOutput.contains(#""id":"v1999""#)
+                }
+                let slow = try StalledClient(port: port)
+                stalled = slow
                 do {
                     try await waitUntil("the stalled browser dropped", timeout: .seconds(60), interval: .milliseconds(50)) {
                         memory.entries.contains { $0.message.description == "Dropped a slow browser" }
