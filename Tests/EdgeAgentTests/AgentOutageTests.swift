@@ -196,85 +196,6 @@ struct AgentOutageTests {
     }
 
     @Test(
-        "link cut for 10 minutes of driving at 10 Hz (sim at 10x time), then restored: every fix and heading arrives, the retained fix is the newest, the backlog drains oldest first, and the agent reconnects within seconds"
-    )
-    func tenMinuteOutage() async throws {
-        let broker = try await TestBroker.start()
-        defer { Task { await broker.shutdown() } }
-        var proxy = try await TCPProxy(to: broker.port)
-        let port = proxy.port
-        let everything = try await MosquittoCLI.subscribe(
-            broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 300, extra: MosquittoCLI.hexOutput)
-        let state = try makeTemporaryDirectory(prefix: "agent-outage10")
-        let config = "\(state)/agent.yaml"
-        // Headings at QoS 1 too: a QoS 0 message counts as delivered once written to the socket,
-        // so one written into the connection as it dies is gone (MQTT's own rule).
-        try "qos:\n  heading: 1\noutbox:\n  drainRate: 1000\n".write(toFile: config, atomically: true, encoding: .utf8)
-        let agent = try TestProcess(
-            builtProduct("fleetcast-agent"),
-            [
-                "run", "--config", config, "--source", "sim:?rate=10&timeScale=10", "--vehicle", "v1",
-                "--broker", "mqtt://127.0.0.1:\(port)", "--state-dir", state,
-            ], directory: state, name: "agent", environment: agentEveryFixEnvironment)
-        try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Self.seqs(everything.messagesSoFar).count >= 50 }
-        await proxy.kill()
-        let cutAt = Self.seqs(everything.messagesSoFar).max() ?? 0
-        // 600 s of receiver time at 10 Hz: 6,000 fixes, each with its heading, stored for later.
-        try await waitUntil("6,000 records stored in the outage", timeout: .seconds(180), interval: .milliseconds(500)) {
-            Self.storedCount(state) >= 6_000
-        }
-        proxy = try await TCPProxy(port: port, to: broker.port)
-        let restoredAt = ContinuousClock.now
-        try await waitUntil("the link to be used again", timeout: .seconds(20)) {
-            Self.seqs(everything.messagesSoFar, topicSuffix: "/fix").contains { $0 > cutAt + 5_500 }
-        }
-        let reconnected = ContinuousClock.now - restoredAt
-        // Drained when every record of the outage (all numbered before the first live fix
-        // after the link came back) has arrived.
-        var firstLiveAfter = 0
-        try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
-            let lines = everything.messagesSoFar
-            guard let firstLive = Self.seqs(lines, topicSuffix: "/fix").first(where: { $0 > cutAt + 5_500 }) else { return false }
-            firstLiveAfter = firstLive
-            let delivered = Set(Self.seqs(lines))
-            return (1..<firstLive).allSatisfy { delivered.contains($0) }
-        }
-        let drained = ContinuousClock.now - restoredAt
-        agent.send(SIGTERM)
-        #expect(await agent.waitForExit() == 0)
-        try await Self.waitForOffline(everything)
-        let lines = everything.messagesSoFar
-        let delivered = Set(Self.seqs(lines))
-        #expect(firstLiveAfter - cutAt > 6_000, "the outage produced \(firstLiveAfter - cutAt) records")
-        // What did not arrive by the stop (records superseded while live fixes flowed, waiting
-        // for the drain) is kept in the store for the next run: nothing is lost.
-        let kept = try await OutboxStore.open(
-            directory: state, vehicle: VehicleID("v1")!, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
-        )
-        .storage.backlog(after: 0, limit: 100_000, maximumBytes: 1 << 30, excluding: []).map { Int($0.seq) }
-        let newest = try #require((delivered.union(kept)).max())
-        let missing = (1...newest).filter { !delivered.contains($0) && !kept.contains($0) }
-        #expect(missing.isEmpty, "every fix and heading arrived or waits in the store; missing \(missing.count): \(missing.prefix(20))")
-        let backlogSeqs = Self.seqs(lines, topicSuffix: "/backlog")
-        #expect(backlogSeqs.count >= 5_900, "the outage came as backlog: \(backlogSeqs.count)")
-        let joined = lines.filter { $0.hasPrefix("fleet/v1/backlog ") }.prefix(10).compactMap { MosquittoCLI.hexMessage($0) }
-            .flatMap { (try? FleetPayload.decodeBacklog($0.payload, vehicle: VehicleID("v1")!))?.events ?? [] }
-        #expect(
-            joined.filter { if case .fix(let f) = $0 { f.fix.heading != nil } else { false } }.count >= joined.count - 1,
-            "the backlog's fixes carry their headings: one record an instant")
-        #expect(backlogSeqs == backlogSeqs.sorted(), "oldest first")
-        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/fix", extra: MosquittoCLI.hexOutput))
-        #expect(Self.seqs([retained]).first == Self.seqs(lines, topicSuffix: "/fix").max(), "the retained fix is the newest")
-        // Bounds, not speed targets (fleetcast-bench drain measures those): the reconnect delay
-        // is capped at 5 s, and 6,000 events at 1,000/s take 6 s; the rest is margin for a
-        // loaded machine running this under ThreadSanitizer beside the other tests.
-        #expect(reconnected < .seconds(15), "reconnected \(reconnected) after the link came back")
-        #expect(drained < .seconds(120), "drained \(drained) after the link came back (6,000 events at 1,000/s)")
-        #expect(Self.statuses(lines).allSatisfy { ($0["dropped"] as? Int ?? 0) == 0 }, "nothing dropped")
-        await everything.stop()
-    }
-
-    @Test(
         "a 20 s outage at 10 Hz: every event arrives, and the backlog in full batches (at most one backlog message per 20 events), not a trickle of single events"
     )
     func twentySecondOutageDrainsInFullBatches() async throws {
@@ -362,5 +283,94 @@ struct AgentOutageTests {
         #expect(errors.first?.contains(storePath) == true, "naming the path")
         let aside = try FileManager.default.contentsOfDirectory(atPath: state).filter { $0.hasPrefix("v1.outbox.corrupt-") }
         #expect(aside.count == 1, "moved aside, not deleted")
+    }
+}
+
+/// The longest of the outages, a suite of its own: the others take their turns one by one
+/// ("Agent outage and crash", serialized), this one beside them, so the ThreadSanitizer run is
+/// bounded by the longer of the two (it was their sum). Each test has its own broker, link and
+/// state directory.
+@Suite("Agent outage of ten minutes")
+struct AgentLongOutageTests {
+    /// The outage tests' helpers.
+    typealias Outage = AgentOutageTests
+
+    @Test(
+        "link cut for 10 minutes of driving at 10 Hz (sim at 10x time), then restored: every fix and heading arrives, the retained fix is the newest, the backlog drains oldest first, and the agent reconnects within seconds"
+    )
+    func tenMinuteOutage() async throws {
+        let broker = try await TestBroker.start()
+        defer { Task { await broker.shutdown() } }
+        var proxy = try await TCPProxy(to: broker.port)
+        let port = proxy.port
+        let everything = try await MosquittoCLI.subscribe(
+            broker: broker, filter: "fleet/v1/#", count: 1_000_000, timeoutSeconds: 300, extra: MosquittoCLI.hexOutput)
+        let state = try makeTemporaryDirectory(prefix: "agent-outage10")
+        let config = "\(state)/agent.yaml"
+        // Headings at QoS 1 too: a QoS 0 message counts as delivered once written to the socket,
+        // so one written into the connection as it dies is gone (MQTT's own rule).
+        try "qos:\n  heading: 1\noutbox:\n  drainRate: 1000\n".write(toFile: config, atomically: true, encoding: .utf8)
+        let agent = try TestProcess(
+            builtProduct("fleetcast-agent"),
+            [
+                "run", "--config", config, "--source", "sim:?rate=10&timeScale=10", "--vehicle", "v1",
+                "--broker", "mqtt://127.0.0.1:\(port)", "--state-dir", state,
+            ], directory: state, name: "agent", environment: agentEveryFixEnvironment)
+        try await waitUntil("live fixes to arrive", timeout: .seconds(20)) { Outage.seqs(everything.messagesSoFar).count >= 50 }
+        await proxy.kill()
+        let cutAt = Outage.seqs(everything.messagesSoFar).max() ?? 0
+        // 600 s of receiver time at 10 Hz: 6,000 fixes, each with its heading, stored for later.
+        try await waitUntil("6,000 records stored in the outage", timeout: .seconds(180), interval: .milliseconds(500)) {
+            Outage.storedCount(state) >= 6_000
+        }
+        proxy = try await TCPProxy(port: port, to: broker.port)
+        let restoredAt = ContinuousClock.now
+        try await waitUntil("the link to be used again", timeout: .seconds(20)) {
+            Outage.seqs(everything.messagesSoFar, topicSuffix: "/fix").contains { $0 > cutAt + 5_500 }
+        }
+        let reconnected = ContinuousClock.now - restoredAt
+        // Drained when every record of the outage (all numbered before the first live fix
+        // after the link came back) has arrived.
+        var firstLiveAfter = 0
+        try await waitUntil("the backlog to drain", timeout: .seconds(60)) {
+            let lines = everything.messagesSoFar
+            guard let firstLive = Outage.seqs(lines, topicSuffix: "/fix").first(where: { $0 > cutAt + 5_500 }) else { return false }
+            firstLiveAfter = firstLive
+            let delivered = Set(Outage.seqs(lines))
+            return (1..<firstLive).allSatisfy { delivered.contains($0) }
+        }
+        let drained = ContinuousClock.now - restoredAt
+        agent.send(SIGTERM)
+        #expect(await agent.waitForExit() == 0)
+        try await Outage.waitForOffline(everything)
+        let lines = everything.messagesSoFar
+        let delivered = Set(Outage.seqs(lines))
+        #expect(firstLiveAfter - cutAt > 6_000, "the outage produced \(firstLiveAfter - cutAt) records")
+        // What did not arrive by the stop (records superseded while live fixes flowed, waiting
+        // for the drain) is kept in the store for the next run: nothing is lost.
+        let kept = try await OutboxStore.open(
+            directory: state, vehicle: VehicleID("v1")!, logger: Logger(label: "t") { _ in SwiftLogNoOpLogHandler() }
+        )
+        .storage.backlog(after: 0, limit: 100_000, maximumBytes: 1 << 30, excluding: []).map { Int($0.seq) }
+        let newest = try #require((delivered.union(kept)).max())
+        let missing = (1...newest).filter { !delivered.contains($0) && !kept.contains($0) }
+        #expect(missing.isEmpty, "every fix and heading arrived or waits in the store; missing \(missing.count): \(missing.prefix(20))")
+        let backlogSeqs = Outage.seqs(lines, topicSuffix: "/backlog")
+        #expect(backlogSeqs.count >= 5_900, "the outage came as backlog: \(backlogSeqs.count)")
+        let joined = lines.filter { $0.hasPrefix("fleet/v1/backlog ") }.prefix(10).compactMap { MosquittoCLI.hexMessage($0) }
+            .flatMap { (try? FleetPayload.decodeBacklog($0.payload, vehicle: VehicleID("v1")!))?.events ?? [] }
+        #expect(
+            joined.filter { if case .fix(let f) = $0 { f.fix.heading != nil } else { false } }.count >= joined.count - 1,
+            "the backlog's fixes carry their headings: one record an instant")
+        #expect(backlogSeqs == backlogSeqs.sorted(), "oldest first")
+        let retained = try #require(try await MosquittoCLI.retained(broker: broker, topic: "fleet/v1/fix", extra: MosquittoCLI.hexOutput))
+        #expect(Outage.seqs([retained]).first == Outage.seqs(lines, topicSuffix: "/fix").max(), "the retained fix is the newest")
+        // Bounds, not speed targets (fleetcast-bench drain measures those): the reconnect delay
+        // is capped at 5 s, and 6,000 events at 1,000/s take 6 s; the rest is margin for a
+        // loaded machine running this under ThreadSanitizer beside the other tests.
+        #expect(reconnected < .seconds(15), "reconnected \(reconnected) after the link came back")
+        #expect(drained < .seconds(120), "drained \(drained) after the link came back (6,000 events at 1,000/s)")
+        #expect(Outage.statuses(lines).allSatisfy { ($0["dropped"] as? Int ?? 0) == 0 }, "nothing dropped")
+        await everything.stop()
     }
 }
