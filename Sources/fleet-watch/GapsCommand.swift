@@ -1,6 +1,5 @@
 import ArgumentParser
 import FleetHistory
-import FleetHistoryCore
 import FleetProtocol
 import FleetcastCore
 import Foundation

@@ -1,5 +1,4 @@
 import FleetHistory
-import FleetHistoryCore
 import FleetcastTestSupport
 import Foundation
 import Testing

@@ -1,5 +1,4 @@
 import FleetHistory
-import FleetHistoryCore
 import FleetProtocol
 import FleetWatch
 import FleetcastTestSupport
