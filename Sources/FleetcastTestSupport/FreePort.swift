@@ -70,8 +70,9 @@ public enum FreePort {
 /// The path of an executable product of this package (`fleetcast-agent`, `fleet-watch`…): in
 /// the build directory the running tests were built into (`swift test` builds every product it
 /// declares), else in the first directory of `FLEETCAST_PRODUCT_PATH` (colon-separated) that
-/// holds it: the test command's builds that leave a program out run the one of its release build
-/// (deploy/test.sh). Where neither has it, the build directory's path (which does not exist).
+/// holds it: the test command's ThreadSanitizer build, which leaves fleet-watch out, runs the
+/// fleet side's debug build's (deploy/test.sh). Where neither has it, the build directory's path
+/// (which does not exist).
 public func builtProduct(_ name: String) -> String {
     let runner = URL(fileURLWithPath: CommandLine.arguments.first ?? ".").resolvingSymlinksInPath()
     var directory = runner.deletingLastPathComponent()
