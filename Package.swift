@@ -417,7 +417,7 @@ let fleetTests: [Target] = [
         name: "FleetMapTests",
         dependencies: [
             "FleetCore",
-            "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", "FleetHistory",
+            "FleetMap", "FleetWatch", "FleetProtocol", "GNSS", "MQTT", "FleetcastTestSupport", "FleetHistory", "FleetHistoryCore",
             postgresNIO,
             nioCore, .product(name: "NIOEmbedded", package: "swift-nio"),
             logging, inMemoryLogging,

@@ -1,4 +1,5 @@
 import FleetCore
+import FleetHistoryCore
 import FleetOperations
 import FleetProtocol
 import FleetcastCore

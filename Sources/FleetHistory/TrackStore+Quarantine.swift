@@ -70,9 +70,21 @@ extension TrackStore {
         return added
     }
 
+    /// How many messages are set aside, of `vehicle` or of all (``TrackReader/quarantinedCount(vehicle:)``).
+    public func quarantinedCount(vehicle: VehicleID? = nil) async throws -> Int {
+        try await reader.quarantinedCount(vehicle: vehicle)
+    }
+
+    /// The messages set aside, oldest first, at most `limit` (``TrackReader/quarantined(vehicle:limit:)``).
+    public func quarantined(vehicle: VehicleID? = nil, limit: Int = 1_000) async throws -> [QuarantinedMessage] {
+        try await reader.quarantined(vehicle: vehicle, limit: limit)
+    }
+}
+
+extension TrackReader {
     /// How many messages are set aside: of `vehicle`, or of all (0 in a database a recorder of
     /// schema 6 has not migrated yet).
-    public func quarantinedCount(vehicle: VehicleID? = nil) async throws -> Int {
+    package func quarantinedCount(vehicle: VehicleID? = nil) async throws -> Int {
         var count = 0
         var present = false
         for try await exists in try await client.query("SELECT to_regclass('fleetcast_quarantine') IS NOT NULL", logger: logger)
@@ -88,7 +100,7 @@ extension TrackStore {
     }
 
     /// The messages set aside, oldest first, at most `limit`: of `vehicle`, or of all.
-    public func quarantined(vehicle: VehicleID? = nil, limit: Int = 1_000) async throws -> [QuarantinedMessage] {
+    package func quarantined(vehicle: VehicleID? = nil, limit: Int = 1_000) async throws -> [QuarantinedMessage] {
         var messages: [QuarantinedMessage] = []
         let query: PostgresQuery = """
             SELECT vehicle, topic, reason, set_aside_at, rows, payload FROM fleetcast_quarantine

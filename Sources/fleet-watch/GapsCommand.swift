@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetHistory
+import FleetHistoryCore
 import FleetProtocol
 import FleetcastCore
 import Foundation

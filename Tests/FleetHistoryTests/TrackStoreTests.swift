@@ -1,4 +1,5 @@
 import FleetHistory
+import FleetHistoryCore
 import FleetProtocol
 import FleetWatch
 import FleetcastTestSupport

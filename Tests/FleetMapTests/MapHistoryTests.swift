@@ -1,4 +1,5 @@
 import FleetHistory
+import FleetHistoryCore
 import FleetProtocol
 import FleetcastTestSupport
 import Foundation

@@ -7,61 +7,6 @@ import GNSS
 import Logging
 import PostgresNIO
 
-/// Messages ``TrackStore/insert(_:)`` did not store because of their day, by reason; counted
-/// since the store was made (all copies of a store share the count). See ``HistoryAdmission``.
-public struct TrackRefusals: Sendable, Equatable {
-    /// Timed before the first day retention keeps (their day is dropped, or due to be).
-    public var olderThanRetention = 0
-    /// Timed more than ``HistoryAdmission/maximumDaysBehindWithoutRetention`` days before the
-    /// recorder's clock while history is kept for ever.
-    public var olderThanHorizon = 0
-    /// Timed more than ``TrackStore/maximumDaysAhead`` days after the recorder's clock (a
-    /// clock set ahead, or a forged time): their day gets no partition.
-    public var aheadOfClock = 0
-    /// Timed on a day without a partition while ``TrackStore/maximumPartitions`` already exist,
-    /// or outside years 1–9999.
-    public var noPartition = 0
-    /// Timed on a day without a partition while their vehicle had made its
-    /// ``HistoryAdmission/newPartitionsPerVehiclePerDay`` (a sender spreading its times over
-    /// thousands of days); the recorder sets their messages aside.
-    public var overVehicleBudget = 0
-
-    /// Counts of each.
-    public init(
-        olderThanRetention: Int = 0, olderThanHorizon: Int = 0, aheadOfClock: Int = 0, noPartition: Int = 0, overVehicleBudget: Int = 0
-    ) {
-        self.olderThanRetention = olderThanRetention
-        self.olderThanHorizon = olderThanHorizon
-        self.aheadOfClock = aheadOfClock
-        self.noPartition = noPartition
-        self.overVehicleBudget = overVehicleBudget
-    }
-
-    /// All of them.
-    public var total: Int { olderThanRetention + olderThanHorizon + aheadOfClock + noPartition + overVehicleBudget }
-
-    /// Counts `n` more of `verdict` (nothing for `.stored`).
-    mutating func count(_ verdict: HistoryAdmission.Verdict, _ n: Int = 1) {
-        switch verdict {
-        case .stored: break
-        case .olderThanRetention: olderThanRetention += n
-        case .olderThanHorizon: olderThanHorizon += n
-        case .aheadOfClock: aheadOfClock += n
-        case .noPartition: noPartition += n
-        case .overVehicleBudget: overVehicleBudget += n
-        }
-    }
-
-    /// Adds `other`'s counts.
-    mutating func add(_ other: TrackRefusals) {
-        olderThanRetention += other.olderThanRetention
-        olderThanHorizon += other.olderThanHorizon
-        aheadOfClock += other.aheadOfClock
-        noPartition += other.noPartition
-        overVehicleBudget += other.overVehicleBudget
-    }
-}
-
 /// What a ``TrackStore`` and its copies know of the daily partitions, under one lock: the
 /// days that have one, the first day retention keeps and the vehicles' budgets
 /// (``HistoryAdmission``), and what was refused.
@@ -80,23 +25,31 @@ final class TrackPartitionState: Sendable {
     let state = SanitizerVisibleMutex(State())
 }
 
-extension TrackStore {
+/// The daily partitions of the track history and its retention: which days have one, making
+/// those a batch needs (``HistoryAdmission``'s verdicts), the days made ahead, and dropping
+/// the days retention no longer keeps. One of the four parts of a ``TrackStore``.
+public struct TrackPartitions: Sendable {
+    let database: TrackDatabase
+    var client: PostgresClient { database.client }
+    var logger: Logger { database.logger }
+    var partitionState: TrackPartitionState { database.partitionState }
+
     /// The most days after the recorder's clock a message may be timed and still get its day's
     /// partition (``HistoryAdmission/maximumDaysAhead``).
-    public static let maximumDaysAhead = Int(HistoryAdmission.maximumDaysAhead)
+    package static let maximumDaysAhead = Int(HistoryAdmission.maximumDaysAhead)
 
     /// The most daily partitions of each table this store creates
     /// (``HistoryAdmission/maximumPartitions``).
-    public static let maximumPartitions = HistoryAdmission.maximumPartitions
+    package static let maximumPartitions = HistoryAdmission.maximumPartitions
 
     /// The most days made in one transaction: each takes about ten locks (two tables, their
     /// indexes, the parents), and PostgreSQL's default lock table holds 64 a transaction on
     /// average; a batch spread over a thousand days once exhausted it ("out of shared memory").
-    public static let partitionsPerTransaction = 4
+    package static let partitionsPerTransaction = 4
 
     /// The days created ahead at start and at each maintenance: today and the next three, so
     /// that midnight never waits for a partition.
-    public static let partitionsAhead = 3
+    package static let partitionsAhead = 3
 
     /// A constant key for the advisory lock held while partitions are made (for the
     /// transaction) or dropped (for the session: a concurrent detach runs outside any
@@ -110,13 +63,13 @@ extension TrackStore {
     static func partitionName(_ table: String, _ day: HistoryDay) -> String { "\(table)_p\(day.compact)" }
 
     /// What was refused so far (see ``TrackRefusals``).
-    public var refusals: TrackRefusals { partitionState.state.withLock { $0.refusals } }
+    package var refusals: TrackRefusals { partitionState.state.withLock { $0.refusals } }
 
     /// The first day kept by the retention this store last applied, if any.
-    public var keptFrom: HistoryDay? { partitionState.state.withLock { $0.admission.keptFrom } }
+    package var keptFrom: HistoryDay? { partitionState.state.withLock { $0.admission.keptFrom } }
 
     /// The days that have a partition of `fleetcast_fixes` (attached), from the catalog.
-    public func partitionDays() async throws -> Set<HistoryDay> {
+    package func partitionDays() async throws -> Set<HistoryDay> {
         var days = Set<HistoryDay>()
         let rows = try await client.query(
             """
@@ -239,7 +192,7 @@ extension TrackStore {
 
     /// Makes the partitions of yesterday, today and the next ``partitionsAhead`` days that are
     /// missing (a message timed at 23:59:59.9 on a receiver a little behind, and the days to come).
-    public func preparePartitions(now: UTCTimestamp) async throws {
+    package func preparePartitions(now: UTCTimestamp) async throws {
         let today = HistoryDay(now)
         _ = try await admit(Set((-1...Int64(Self.partitionsAhead)).map { Self.anyVehicle(today.adding($0)) }), now: now, force: true)
     }
@@ -249,7 +202,7 @@ extension TrackStore {
     /// and drops the partitions of the days before it, whole: each detached without blocking
     /// writes (`DETACH PARTITION … CONCURRENTLY`), then dropped. Returns the days dropped.
     @discardableResult
-    public func applyRetention(_ retention: HistoryRetention, now: UTCTimestamp) async throws -> [HistoryDay] {
+    package func applyRetention(_ retention: HistoryRetention, now: UTCTimestamp) async throws -> [HistoryDay] {
         guard let keptFrom = retention.keptFrom(now: now) else { return [] }
         partitionState.state.withLock { state in state.admission.keptFrom = max(state.admission.keptFrom ?? keptFrom, keptFrom) }
         // One connection, under the partitions' advisory lock for the session (a concurrent
@@ -305,149 +258,11 @@ extension TrackStore {
 
     /// The first instant retention keeps, as recorded by the last recorder that applied one;
     /// `nil` when none did.
-    public func retentionHorizon() async throws -> UTCTimestamp? {
+    package func retentionHorizon() async throws -> UTCTimestamp? {
         var horizon: UTCTimestamp?
         for try await keptFrom in try await client.query("SELECT kept_from FROM fleetcast_retention", logger: logger).decode(Date.self) {
             horizon = UTCTimestamp(keptFrom)
         }
         return horizon
-    }
-
-    // MARK: Moving the rows of schema 3
-
-    /// What ``moveUnpartitionedRows(chunk:now:)`` did.
-    public struct RowsMoved: Sendable, Equatable {
-        /// Rows now in the partitioned tables (a row that was there already, a duplicate, counts).
-        public var moved = 0
-        /// Rows older than retention keeps, or of a day no partition can have, not moved.
-        public var discarded = 0
-
-        /// Counts of each.
-        public init(moved: Int = 0, discarded: Int = 0) {
-            self.moved = moved
-            self.discarded = discarded
-        }
-    }
-
-    /// Whether the tables of schema 3 (renamed `…_unpartitioned` by the migration to 4) still
-    /// hold rows to move: (fixes, headings).
-    func unpartitionedTables() async throws -> (fixes: Bool, headings: Bool) {
-        var result = (fixes: false, headings: false)
-        for try await (fixes, headings) in try await client.query(
-            """
-            SELECT to_regclass('fleetcast_fixes_unpartitioned') IS NOT NULL, to_regclass('fleetcast_headings_unpartitioned') IS NOT NULL
-            """, logger: logger
-        ).decode((Bool, Bool).self) { result = (fixes, headings) }
-        return result
-    }
-
-    /// Moves the rows the migration to schema 4 left in `fleetcast_fixes_unpartitioned` and
-    /// `fleetcast_headings_unpartitioned` into the daily partitions, about `chunk` rows (a
-    /// 64th as many pages) per statement, each deleting its rows there and inserting them here
-    /// at once:
-    /// stopped at any moment (a kill, a restart, an outage), every row is in exactly one of the
-    /// two tables, which `track`, `vehicles` and `completeness` read together until the move
-    /// ends. Drops each table once empty. Returns `nil` when there was nothing to move.
-    ///
-    /// `maximumChunks` stops it early (as a kill would, between two statements), for tests.
-    public func moveUnpartitionedRows(chunk: Int = 50_000, now: UTCTimestamp, maximumChunks: Int = .max) async throws -> RowsMoved? {
-        let present = try await unpartitionedTables()
-        guard present.fixes || present.headings else { return nil }
-        var total = RowsMoved()
-        var chunks = 0
-        let firstYear = HistoryDay(year: 1, month: 1, day: 1)!
-        let keptFrom = Date(max(partitionState.state.withLock { $0.admission.keptFrom } ?? firstYear, firstYear).start)
-        // The last instant of year 9999: later ones cannot name a partition.
-        let end = Date(timeIntervalSince1970: 253_402_300_800)
-        for (table, placement, moving) in [
-            ("fleetcast_fixes", "time", present.fixes), ("fleetcast_headings", "coalesce(time, received_at)", present.headings),
-        ] where moving {
-            let source = "\(table)_unpartitioned"
-            if !partitionState.state.withLock({ $0.moveReady.contains(source) }) {
-                // The partitions of every day there, once (one pass over the table).
-                var days = Set<HistoryAdmission.VehicleDay>()
-                let dayRows = try await client.query(
-                    PostgresQuery(unsafeSQL: "SELECT DISTINCT floor(extract(epoch FROM \(placement)) / 86400)::bigint FROM \(source)"),
-                    logger: logger)
-                for try await day in dayRows.decode(Int64.self) { days.insert(Self.anyVehicle(HistoryDay(daysSince1970: day))) }
-                _ = try await admit(days, now: now, force: true)
-                partitionState.state.withLock { _ = $0.moveReady.insert(source) }
-            }
-            let columns =
-                table == "fleetcast_fixes"
-                ? "vehicle, run, seq, time, lat, lon, alt_hae, alt_msl, speed, track, climb, mode, sats, hdop, eph, epv, heading, mag_heading, heading_source, backlog, received_at"
-                : "vehicle, run, seq, time, heading, mag_heading, source, backlog, received_at"
-            let conflict = table == "fleetcast_fixes" ? "vehicle, run, seq, time" : "vehicle, run, seq, placed_at"
-            let insertColumns = table == "fleetcast_fixes" ? columns : columns + ", placed_at"
-            let selected = table == "fleetcast_fixes" ? columns : columns + ", coalesce(time, received_at)"
-            // Page range by page range (a TID range scan: each page is read once, however many
-            // rows before it are already moved; a call stopped by `maximumChunks` goes on at the
-            // page it reached), until the table is found empty and dropped.
-            let pagesPerChunk = Int64(max(1, chunk / 64))
-            while true {
-                var pages: Int64 = 0
-                for try await count in try await client.query(
-                    PostgresQuery(unsafeSQL: "SELECT pg_relation_size('\(source)') / current_setting('block_size')::bigint"),
-                    logger: logger
-                ).decode(Int64.self) { pages = count }
-                var page = partitionState.state.withLock { $0.movePage[source] ?? 0 }
-                while page < pages {
-                    guard chunks < maximumChunks else { return total }
-                    chunks += 1
-                    var bindings = PostgresBindings(capacity: 4)
-                    bindings.append(keptFrom)
-                    bindings.append(end)
-                    bindings.append("(\(page),0)")
-                    bindings.append("(\(page + pagesPerChunk),0)")
-                    let statement = PostgresQuery(
-                        unsafeSQL: """
-                            WITH moved AS (
-                                DELETE FROM \(source) WHERE ctid >= $3::tid AND ctid < $4::tid
-                                RETURNING \(columns)),
-                            kept AS (
-                                INSERT INTO \(table) (\(insertColumns)) SELECT \(selected) FROM moved
-                                WHERE \(placement) >= $1 AND \(placement) < $2
-                                ON CONFLICT (\(conflict)) DO NOTHING RETURNING 1)
-                            SELECT (SELECT count(*) FROM moved), (SELECT count(*) FROM moved WHERE \(placement) >= $1 AND \(placement) < $2),
-                                (SELECT count(*) FROM kept)
-                            """, binds: bindings)
-                    for try await (taken, admitted, _) in try await client.query(statement, logger: logger).decode(
-                        (Int64, Int64, Int64).self)
-                    {
-                        total.moved += Int(admitted)
-                        total.discarded += Int(taken - admitted)
-                    }
-                    page += pagesPerChunk
-                    partitionState.state.withLock { [page] in $0.movePage[source] = page }
-                }
-                partitionState.state.withLock { $0.movePage[source] = 0 }
-                if try await dropIfEmpty(source) { break }
-            }
-        }
-        return total
-    }
-
-    /// Drops `table` if it holds no row, under a lock that keeps another recorder's move from
-    /// adding to what is dropped; returns whether it is gone. (Two recorders may move at once:
-    /// each then finds part of its pages already moved by the other.)
-    private func dropIfEmpty(_ table: String) async throws -> Bool {
-        try await client.withTransaction(logger: logger) { connection in
-            guard try await tableExists(table, connection) else { return true }
-            try await connection.query(PostgresQuery(unsafeSQL: "LOCK TABLE \(table) IN ACCESS EXCLUSIVE MODE"), logger: logger)
-            var empty = false
-            for try await value in try await connection.query(
-                PostgresQuery(unsafeSQL: "SELECT NOT EXISTS (SELECT 1 FROM \(table))"), logger: logger
-            ).decode(Bool.self) { empty = value }
-            if empty { try await connection.query(PostgresQuery(unsafeSQL: "DROP TABLE \(table)"), logger: logger) }
-            return empty
-        }
-    }
-
-    private func tableExists(_ table: String, _ connection: PostgresConnection) async throws -> Bool {
-        var exists = false
-        for try await value in try await connection.query("SELECT to_regclass(\(table)) IS NOT NULL", logger: logger).decode(Bool.self) {
-            exists = value
-        }
-        return exists
     }
 }
