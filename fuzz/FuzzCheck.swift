@@ -113,3 +113,20 @@ func checkSaneHeading(_ h: Heading) {
 
 /// The vehicle the harnesses publish as.
 let fuzzVehicle = VehicleID("van-7")!
+
+/// Every event a decoder hands on is sane and survives the contract's payload round trip, as
+/// the agent publishes it (fixes numbered `fixSeq`, headings `headingSeq`).
+func checkEvents(_ events: [GNSSEvent], fixSeq: UInt64, headingSeq: UInt64) {
+    for event in events {
+        switch event {
+        case .fix(let fix):
+            checkSaneFix(fix)
+            checkFixRoundTrip(fix, vehicle: fuzzVehicle, seq: fixSeq)
+        case .heading(let heading):
+            checkSaneHeading(heading)
+            checkHeadingRoundTrip(heading, vehicle: fuzzVehicle, seq: headingSeq)
+        case .state:
+            break
+        }
+    }
+}

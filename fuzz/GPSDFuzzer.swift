@@ -19,17 +19,6 @@ public func fuzzGPSD(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         check(counted == 1 && after.objects >= 0, "a line not counted exactly once: \(before) → \(after)")
     }
 
-    for event in events {
-        switch event {
-        case .fix(let fix):
-            checkSaneFix(fix)
-            checkFixRoundTrip(fix, vehicle: fuzzVehicle, seq: 7)
-        case .heading(let heading):
-            checkSaneHeading(heading)
-            checkHeadingRoundTrip(heading, vehicle: fuzzVehicle, seq: 8)
-        case .state:
-            break
-        }
-    }
+    checkEvents(events, fixSeq: 7, headingSeq: 8)
     return 0
 }

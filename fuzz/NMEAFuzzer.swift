@@ -78,20 +78,7 @@ public func fuzzNMEA(_ data: UnsafePointer<UInt8>?, _ size: Int) -> CInt {
         check(chunkedEvents == events && chunkedStats == stats, "decoder: chunked input gives other events")
         check(stats.framingErrors == whole.errors, "decoder and framer disagree on framing errors")
 
-        // Every event is sane and survives the contract's payload round trip, as the agent
-        // publishes it.
-        for event in events {
-            switch event {
-            case .fix(let fix):
-                checkSaneFix(fix)
-                checkFixRoundTrip(fix, vehicle: fuzzVehicle, seq: 41)
-            case .heading(let heading):
-                checkSaneHeading(heading)
-                checkHeadingRoundTrip(heading, vehicle: fuzzVehicle, seq: 42)
-            case .state:
-                break
-            }
-        }
+        checkEvents(events, fixSeq: 41, headingSeq: 42)
     }
     return 0
 }

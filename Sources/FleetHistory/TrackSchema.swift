@@ -18,6 +18,19 @@ public struct TrackSchema: Sendable {
     /// The schema version this build writes and reads.
     package static let schemaVersion = migrations.count
 
+    /// A fix's measurements, as versions 1 and 4 both create them (history: never edited).
+    private static let fixColumns = """
+        lat double precision NOT NULL, lon double precision NOT NULL, alt_hae double precision, alt_msl double precision,
+        speed double precision, track double precision, climb double precision, mode smallint NOT NULL, sats smallint,
+        hdop double precision, eph double precision, epv double precision
+        """
+
+    /// A heading's columns after its time, as versions 1 and 4 both create them (history: never edited).
+    private static let headingColumns = """
+        heading double precision, mag_heading double precision, source text, backlog boolean NOT NULL,
+        received_at timestamptz NOT NULL DEFAULT now()
+        """
+
     /// Each version's statements, in order; version n is `migrations[n - 1]`. Only ever
     /// append: a database records the versions it has applied.
     static let migrations: [[String]] = [
@@ -27,18 +40,7 @@ public struct TrackSchema: Sendable {
                 vehicle text NOT NULL,
                 seq bigint NOT NULL,
                 time timestamptz NOT NULL,
-                lat double precision NOT NULL,
-                lon double precision NOT NULL,
-                alt_hae double precision,
-                alt_msl double precision,
-                speed double precision,
-                track double precision,
-                climb double precision,
-                mode smallint NOT NULL,
-                sats smallint,
-                hdop double precision,
-                eph double precision,
-                epv double precision,
+                \(fixColumns),
                 backlog boolean NOT NULL,
                 received_at timestamptz NOT NULL DEFAULT now(),
                 PRIMARY KEY (vehicle, seq)
@@ -50,11 +52,7 @@ public struct TrackSchema: Sendable {
                 vehicle text NOT NULL,
                 seq bigint NOT NULL,
                 time timestamptz,
-                heading double precision,
-                mag_heading double precision,
-                source text,
-                backlog boolean NOT NULL,
-                received_at timestamptz NOT NULL DEFAULT now(),
+                \(headingColumns),
                 PRIMARY KEY (vehicle, seq)
             )
             """,
@@ -96,18 +94,7 @@ public struct TrackSchema: Sendable {
                 run bigint NOT NULL,
                 seq bigint NOT NULL,
                 time timestamptz NOT NULL,
-                lat double precision NOT NULL,
-                lon double precision NOT NULL,
-                alt_hae double precision,
-                alt_msl double precision,
-                speed double precision,
-                track double precision,
-                climb double precision,
-                mode smallint NOT NULL,
-                sats smallint,
-                hdop double precision,
-                eph double precision,
-                epv double precision,
+                \(fixColumns),
                 heading double precision,
                 mag_heading double precision,
                 heading_source text,
@@ -124,11 +111,7 @@ public struct TrackSchema: Sendable {
                 seq bigint NOT NULL,
                 placed_at timestamptz NOT NULL,
                 time timestamptz,
-                heading double precision,
-                mag_heading double precision,
-                source text,
-                backlog boolean NOT NULL,
-                received_at timestamptz NOT NULL DEFAULT now(),
+                \(headingColumns),
                 PRIMARY KEY (vehicle, run, seq, placed_at)
             ) PARTITION BY RANGE (placed_at)
             """,

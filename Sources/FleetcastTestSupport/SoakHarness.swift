@@ -1,20 +1,5 @@
 import Foundation
 
-/// A seeded generator (SplitMix64): the same seed gives the same schedule.
-public struct SeededGenerator: RandomNumberGenerator {
-    private var state: UInt64
-    /// A generator whose sequence is that of `seed`.
-    public init(seed: UInt64) { state = seed }
-    /// The next number of the sequence.
-    public mutating func next() -> UInt64 {
-        state &+= 0x9E37_79B9_7F4A_7C15
-        var z = state
-        z = (z ^ (z >> 30)) &* 0xBF58_476D_1CE4_E5B9
-        z = (z ^ (z >> 27)) &* 0x94D0_49BB_1331_11EB
-        return z ^ (z >> 31)
-    }
-}
-
 /// The fleet under a seeded random schedule of faults, judged by an oracle of its own: what
 /// `fleetcast-bench soak` runs (see its documentation there and in docs/benchmarks.md). Real
 /// parts: mosquitto with persistence, the PostgreSQL given, built agents behind TCP proxies, two
@@ -50,7 +35,7 @@ public final class SoakHarness {
     /// that is not ours (to tell a loss between agent and broker from one between broker and
     /// recorders).
     var witness: TestProcess?
-    var generator: SeededGenerator
+    var generator: SplitMix64
     var faults: [Fault: Int] = [:]
     var stuck: [String] = []
     var checks = 0
@@ -66,7 +51,7 @@ public final class SoakHarness {
         self.say = say
         (self.postgres, self.database, self.broker, self.agentBinary) = (postgres, database, broker, agentBinary)
         self.directory = directory
-        self.generator = SeededGenerator(seed: seed)
+        self.generator = SplitMix64(seed: seed)
     }
 
     /// Starts everything for `count` agents of `agentBinary` (every fix, the default policy,

@@ -11,20 +11,9 @@ import NMEA
 /// event as contract JSON into a reused buffer; and `gpsdecode -j < file > /dev/null`
 /// (gpsd's own decoder, JSON out) when installed. Prints sentences/s for both and the ratio.
 func runDecodeBenchmark(arguments: [String]) async {
-    var folder = "Tests/NMEATests/Fixtures/gpsd"
-    var megabytes = 32
-    var runs = 3
-    var i = 0
-    while i < arguments.count {
-        let value = i + 1 < arguments.count ? arguments[i + 1] : ""
-        switch arguments[i] {
-        case "--fixtures": folder = value; i += 1
-        case "--megabytes": megabytes = Int(value) ?? megabytes; i += 1
-        case "--runs": runs = max(1, Int(value) ?? runs); i += 1
-        default: break
-        }
-        i += 1
-    }
+    let folder = stringOption(arguments, "--fixtures", "Tests/NMEATests/Fixtures/gpsd")
+    let megabytes = intOption(arguments, "--megabytes", 32)
+    let runs = intOption(arguments, "--runs", 3)
 
     let fm = FileManager.default
     let names = ((try? fm.contentsOfDirectory(atPath: folder)) ?? []).filter { $0.hasSuffix(".log") }.sorted()

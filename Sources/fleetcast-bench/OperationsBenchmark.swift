@@ -16,18 +16,8 @@ import Glibc
 ///   through the set's grid index, and, for comparison, every zone looked at for every fix.
 /// Prints fixes per second.
 func runOperationsBenchmark(arguments: [String]) async {
-    var fixes = 1_000_000
-    var runs = 3
-    var i = 0
-    while i < arguments.count {
-        let value = i + 1 < arguments.count ? arguments[i + 1] : ""
-        switch arguments[i] {
-        case "--fixes": fixes = max(2_000, Int(value) ?? fixes); i += 1
-        case "--runs": runs = max(1, Int(value) ?? runs); i += 1
-        default: break
-        }
-        i += 1
-    }
+    let fixes = max(2_000, intOption(arguments, "--fixes", 1_000_000))
+    let runs = intOption(arguments, "--runs", 3)
     let drive = GeneratedDrive.threeLegs()
     let lap = drive.samples.count
     var points: [TripPoint] = []
