@@ -7,14 +7,8 @@ import MQTT
 /// failing, in any order — or, in automatic mode, completes it itself after `latency` (a slow
 /// broker). It tracks how many sends are outstanding at once.
 package final class HoldingSender: MessageSending {
-    package struct Started: Sendable, Equatable {
-        package let topic: String
-        package let payload: [UInt8]
-        package let qos: MQTTQoS
-        package let retain: Bool
-        package var text: String { String(decoding: payload, as: UTF8.self) }
-        package var isStatus: Bool { topic.hasSuffix("/status") }
-    }
+    /// A send as it started.
+    package typealias Started = SentMessage
 
     package struct Refused: Error {}
 

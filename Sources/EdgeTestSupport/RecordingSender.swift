@@ -6,13 +6,8 @@ import MQTT
 /// A `MessageSending` that records what was sent, and can be made to fail (an absent broker)
 /// or to hold sends until released (a slow broker).
 package final class RecordingSender: MessageSending {
-    package struct Sent: Sendable, Equatable {
-        package let topic: String
-        package let payload: [UInt8]
-        package let qos: MQTTQoS
-        package let retain: Bool
-        package var text: String { String(decoding: payload, as: UTF8.self) }
-    }
+    /// A message the publisher tried to send.
+    package typealias Sent = SentMessage
 
     package struct Unreachable: Error {}
 

@@ -89,6 +89,77 @@ struct BrokerACLTests {
         lines.filter { $0.hasPrefix(topic + " ") }
     }
 
+    /// van-1 writes each of its contract topics (each must be accepted), each of `forbidden`
+    /// (each must be refused), then what `alsoTry` tries (the identity's own case), then its last
+    /// status; returns what a watcher of `fleet/#`, subscribed first, received: as many
+    /// messages as van-1 has topics, and one more.
+    static func van1Writes(
+        _ shipped: ShippedBroker, refusing forbidden: [String], sourceLocation: SourceLocation = #_sourceLocation,
+        alsoTry: () async throws -> Void
+    ) async throws -> [String] {
+        let own = contractTopics(van1)
+        let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: own.count + 1, timeoutSeconds: 30)
+        for topic in own {
+            expectAccepted(try await publish(shipped, as: "van-1", topic, "van-1 says"), "van-1 → \(topic)", sourceLocation: sourceLocation)
+        }
+        for topic in forbidden {
+            expectRefused(try await publish(shipped, as: "van-1", topic, "van-1 poses"), "van-1 → \(topic)", sourceLocation: sourceLocation)
+        }
+        try await alsoTry()
+        expectAccepted(try await publish(shipped, as: "van-1", topics.status(van1), "last"), "van-1's last", sourceLocation: sourceLocation)
+        return await watcher.messages()
+    }
+
+    /// A login the broker must refuse: `mosquitto_pub` publishing `message` with the options
+    /// `extra` fails to connect, saying `saying` on its stderr.
+    struct RefusedLogin {
+        let what: String
+        let message: String
+        let extra: [String]
+        let saying: String
+    }
+
+    /// Each of `refused` publishes to `topic` and is refused at the connection; then `user`, with
+    /// its own login, publishes `accepted` there, and a watcher of `fleet/#` subscribed first
+    /// receives that one message and nothing before it.
+    static func expectOnly(
+        _ user: String, _ accepted: String, on topic: String, refusing refused: [RefusedLogin], _ shipped: ShippedBroker,
+        sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: 1, timeoutSeconds: 30)
+        for login in refused {
+            let outcome = try await MosquittoCLI.attemptPublish(
+                broker: shipped.broker, topic: topic, message: login.message, extra: login.extra)
+            expectConnectionRefused(outcome, login.what, saying: login.saying, sourceLocation: sourceLocation)
+        }
+        expectAccepted(try await publish(shipped, as: user, topic, accepted), "\(user) \(accepted)", sourceLocation: sourceLocation)
+        #expect(await watcher.messages() == ["\(topic) \(accepted)"], sourceLocation: sourceLocation)
+    }
+
+    /// Starts the built `fleetcast-agent run` for van-1 on the simulator at 10 Hz, reporting
+    /// every fix, connected with `connection` (its broker and credentials), its state in the
+    /// test's files.
+    static func startAgent(_ shipped: ShippedBroker, _ connection: [String]) throws -> TestProcess {
+        try TestProcess(
+            builtProduct("fleetcast-agent"),
+            ["run", "--source", "sim:?rate=10", "--vehicle", "van-1"] + connection + ["--state-dir", shipped.files.path],
+            directory: shipped.files.path, name: "agent", environment: agentEveryFixEnvironment)
+    }
+
+    /// Whether the watcher's `received` has van-1 online and at least five of its fixes.
+    static func onlineWithFixes(_ received: [String]) -> Bool {
+        lines(received, on: "fleet/van-1/status").contains { json($0)?["state"] as? String == "online" }
+            && lines(received, on: "fleet/van-1/fix").count >= 5
+    }
+
+    /// Stops the agent with SIGTERM: it must exit 0 within 30 s.
+    static func expectCleanStop(_ agent: TestProcess, sourceLocation: SourceLocation = #_sourceLocation) async throws {
+        agent.send(SIGTERM)
+        #expect(
+            try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0,
+            "agent: \(agent.standardError.suffix(3000))", sourceLocation: sourceLocation)
+    }
+
     // MARK: - Passwords (fleetcast.conf)
 
     @Test(
@@ -96,29 +167,20 @@ struct BrokerACLTests {
     )
     func vehicleWritesOnlyItsOwnTopics() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
-            let own = Self.contractTopics(Self.van1)
-            let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: own.count + 1, timeoutSeconds: 30)
-
-            for topic in own {
-                Self.expectAccepted(try await Self.publish(shipped, as: "van-1", topic, "van-1 says"), "van-1 → \(topic)")
-            }
             let forbidden =
                 Self.contractTopics(Self.van2) + [
                     "fleet/van-2/check", "fleet/van-1/position", "fleet/van-1/fix/extra", "fleet/van-1", "fleet/watch-dispatch/fix",
                 ]
-            for topic in forbidden {
-                Self.expectRefused(try await Self.publish(shipped, as: "van-1", topic, "van-1 poses"), "van-1 → \(topic)")
+            let received = try await Self.van1Writes(shipped, refusing: forbidden) {
+                // (That a watcher cannot write a vehicle's topics: BrokerIdentityTests; its attempt here
+                // would take the observing watcher's connection, the client id being the user name.)
+                // MQTT 3.1.1 has no negative PUBACK: the broker acknowledges and drops the message.
+                let silent = try await MosquittoCLI.attemptPublish(
+                    broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 poses (3.1.1)", qos: 1,
+                    extra: shipped.login("van-1") + ["-V", "mqttv311"])
+                Self.expectAccepted(silent, "van-1 → van-2's fix with MQTT 3.1.1 (dropped by the broker)")
             }
-            // (That a watcher cannot write a vehicle's topics: BrokerIdentityTests; its attempt here
-            // would take the observing watcher's connection, the client id being the user name.)
-            // MQTT 3.1.1 has no negative PUBACK: the broker acknowledges and drops the message.
-            let silent = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 poses (3.1.1)", qos: 1,
-                extra: shipped.login("van-1") + ["-V", "mqttv311"])
-            Self.expectAccepted(silent, "van-1 → van-2's fix with MQTT 3.1.1 (dropped by the broker)")
-
-            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.topics.status(Self.van1), "last"), "van-1's last")
-            let received = await watcher.messages()
+            let own = Self.contractTopics(Self.van1)
             #expect(
                 received == own.map { "\($0) van-1 says" } + ["fleet/van-1/status last"], "broker log:\n\(shipped.broker.log.suffix(4000))")
         }
@@ -167,31 +229,25 @@ struct BrokerACLTests {
     @Test("passwords: anonymous clients, a wrong password, an unknown user and plain TCP are refused")
     func refusesWithoutValidCredentials() async throws {
         try await ShippedBroker.with(.passwords) { shipped in
-            let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: 1, timeoutSeconds: 30)
-            let fix = Self.topics.fix(Self.van1)
             let v5 = ["-V", "mqttv5"]
-
-            let anonymous = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "anonymous", extra: shipped.trustOnly + v5)
-            Self.expectConnectionRefused(anonymous, "no user name", saying: "Connection error: Not authorized")
-            let wrongPassword = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "wrong password",
-                extra: shipped.trustOnly + ["-u", "van-1", "-P", "not-the-password"] + v5)
-            Self.expectConnectionRefused(wrongPassword, "van-1 with a wrong password", saying: "Connection error: Not authorized")
-            let unknown = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "unknown", extra: shipped.trustOnly + ["-u", "van-9", "-P", "anything"] + v5)
-            Self.expectConnectionRefused(unknown, "an unknown user", saying: "Connection error: Not authorized")
-            let wrongPassword311 = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "wrong password 3.1.1",
-                extra: shipped.trustOnly + ["-u", "van-1", "-P", "nope", "-V", "mqttv311"])
-            Self.expectConnectionRefused(wrongPassword311, "van-1 with a wrong password, MQTT 3.1.1", saying: "not authorised")
-            // TLS only: the right password without TLS does not get in.
-            let plain = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "plain", extra: ["-u", "van-1", "-P", shipped.passwords["van-1"]!] + v5)
-            Self.expectConnectionRefused(plain, "van-1 over plain TCP", saying: "Error")
-
-            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", fix, "with its password"), "van-1 with its password")
-            #expect(await watcher.messages() == ["\(fix) with its password"])
+            let notAuthorized = "Connection error: Not authorized"
+            let refused = [
+                RefusedLogin(what: "no user name", message: "anonymous", extra: shipped.trustOnly + v5, saying: notAuthorized),
+                RefusedLogin(
+                    what: "van-1 with a wrong password", message: "wrong password",
+                    extra: shipped.trustOnly + ["-u", "van-1", "-P", "not-the-password"] + v5, saying: notAuthorized),
+                RefusedLogin(
+                    what: "an unknown user", message: "unknown", extra: shipped.trustOnly + ["-u", "van-9", "-P", "anything"] + v5,
+                    saying: notAuthorized),
+                RefusedLogin(
+                    what: "van-1 with a wrong password, MQTT 3.1.1", message: "wrong password 3.1.1",
+                    extra: shipped.trustOnly + ["-u", "van-1", "-P", "nope", "-V", "mqttv311"], saying: "not authorised"),
+                // TLS only: the right password without TLS does not get in.
+                RefusedLogin(
+                    what: "van-1 over plain TCP", message: "plain", extra: ["-u", "van-1", "-P", shipped.passwords["van-1"]!] + v5,
+                    saying: "Error"),
+            ]
+            try await Self.expectOnly("van-1", "with its password", on: Self.topics.fix(Self.van1), refusing: refused, shipped)
         }
     }
 
@@ -205,18 +261,15 @@ struct BrokerACLTests {
             let port = proxy.port
             let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: 100_000, timeoutSeconds: 120)
             let passwordFile = try shipped.files.createFile("van-1.password", shipped.passwords["van-1"]! + "\n", mode: 0o600)
-            let agent = try TestProcess(
-                builtProduct("fleetcast-agent"),
-                [
-                    "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://van-1@127.0.0.1:\(port)",
-                    "--ca-file", shipped.ca.certificateFile, "--password-file", passwordFile, "--state-dir", shipped.files.path,
-                ], directory: shipped.files.path, name: "agent", environment: agentEveryFixEnvironment)
+            let connection = [
+                "--broker", "mqtts://van-1@127.0.0.1:\(port)", "--ca-file", shipped.ca.certificateFile, "--password-file", passwordFile,
+            ]
+            let agent = try Self.startAgent(shipped, connection)
             defer { agent.send(SIGKILL) }
 
             try await Self.waitUntil("van-1 online with fixes and headings at the watcher", timeout: .seconds(30), agent: agent) {
                 let received = watcher.messagesSoFar
-                return Self.lines(received, on: "fleet/van-1/status").contains { Self.json($0)?["state"] as? String == "online" }
-                    && Self.lines(received, on: "fleet/van-1/fix").count >= 5
+                return Self.onlineWithFixes(received)
                     // The headings ride in their fixes (the first instant's too: nothing goes alone).
                     && Self.lines(received, on: "fleet/van-1/fix").contains { Self.json($0)?["heading"] != nil }
             }
@@ -229,10 +282,7 @@ struct BrokerACLTests {
             try await Self.waitUntil("van-1's backlog at the watcher", timeout: .seconds(40), agent: agent) {
                 !Self.lines(watcher.messagesSoFar, on: "fleet/van-1/backlog").isEmpty
             }
-            agent.send(SIGTERM)
-            #expect(
-                try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0,
-                "agent: \(agent.standardError.suffix(3000))")
+            try await Self.expectCleanStop(agent)
             try await Self.waitUntil("van-1's offline status at the watcher", timeout: .seconds(10), agent: agent) {
                 Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["reason"] as? String }
                     == "shutdown"
@@ -292,49 +342,34 @@ struct BrokerACLTests {
     @Test("certificates: van-1's certificate writes van-1's topics only, whatever user name it sends; the watcher's certificate reads them")
     func certificateWritesOnlyItsOwnTopics() async throws {
         try await ShippedBroker.with(.clientCertificates) { shipped in
-            let own = Self.contractTopics(Self.van1)
-            let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: own.count + 1, timeoutSeconds: 30)
-
-            for topic in own {
-                Self.expectAccepted(try await Self.publish(shipped, as: "van-1", topic, "van-1 says"), "van-1 → \(topic)")
+            let received = try await Self.van1Writes(shipped, refusing: Self.contractTopics(Self.van2)) {
+                // The certificate's common name is the user name; the one the client sends is ignored.
+                let claiming = try await MosquittoCLI.attemptPublish(
+                    broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 claims van-2", qos: 1,
+                    extra: shipped.login("van-1") + ["-u", "van-2", "-V", "mqttv5"])
+                Self.expectRefused(claiming, "van-1's certificate with user name van-2 → van-2's fix")
             }
-            for topic in Self.contractTopics(Self.van2) {
-                Self.expectRefused(try await Self.publish(shipped, as: "van-1", topic, "van-1 poses"), "van-1 → \(topic)")
-            }
-            // The certificate's common name is the user name; the one the client sends is ignored.
-            let claiming = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: Self.topics.fix(Self.van2), message: "van-1 claims van-2", qos: 1,
-                extra: shipped.login("van-1") + ["-u", "van-2", "-V", "mqttv5"])
-            Self.expectRefused(claiming, "van-1's certificate with user name van-2 → van-2's fix")
-
-            Self.expectAccepted(try await Self.publish(shipped, as: "van-1", Self.topics.status(Self.van1), "last"), "van-1's last")
-            #expect(await watcher.messages() == own.map { "\($0) van-1 says" } + ["fleet/van-1/status last"])
+            #expect(received == Self.contractTopics(Self.van1).map { "\($0) van-1 says" } + ["fleet/van-1/status last"])
         }
     }
 
     @Test("certificates: no certificate (with or without a password) and a certificate from another CA are refused")
     func certificateRequired() async throws {
         try await ShippedBroker.with(.clientCertificates) { shipped in
-            let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: 1, timeoutSeconds: 30)
-            let fix = Self.topics.fix(Self.van2)
             let v5 = ["-V", "mqttv5"]
-
-            let none = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "no certificate", extra: shipped.trustOnly + v5)
-            Self.expectConnectionRefused(none, "no certificate", saying: "Error")
-            let password = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "password", extra: shipped.trustOnly + ["-u", "van-2", "-P", "anything"] + v5)
-            Self.expectConnectionRefused(password, "a user name and password, no certificate", saying: "Error")
             // Anyone can make a certificate that says CN=van-2; only the fleet CA's count.
             let rogueCA = try await TestCertificateAuthority.make(named: "rogue-ca", in: shipped.files.path)
             let forged = try await rogueCA.issue(commonName: "van-2", fileName: "forged-van-2")
-            let rogue = try await MosquittoCLI.attemptPublish(
-                broker: shipped.broker, topic: fix, message: "forged",
-                extra: shipped.trustOnly + ["--cert", forged.certificateFile, "--key", forged.keyFile] + v5)
-            Self.expectConnectionRefused(rogue, "a certificate for van-2 from another CA", saying: "Error")
-
-            Self.expectAccepted(try await Self.publish(shipped, as: "van-2", fix, "with its certificate"), "van-2 with its certificate")
-            #expect(await watcher.messages() == ["\(fix) with its certificate"])
+            let refused = [
+                RefusedLogin(what: "no certificate", message: "no certificate", extra: shipped.trustOnly + v5, saying: "Error"),
+                RefusedLogin(
+                    what: "a user name and password, no certificate", message: "password",
+                    extra: shipped.trustOnly + ["-u", "van-2", "-P", "anything"] + v5, saying: "Error"),
+                RefusedLogin(
+                    what: "a certificate for van-2 from another CA", message: "forged",
+                    extra: shipped.trustOnly + ["--cert", forged.certificateFile, "--key", forged.keyFile] + v5, saying: "Error"),
+            ]
+            try await Self.expectOnly("van-2", "with its certificate", on: Self.topics.fix(Self.van2), refusing: refused, shipped)
             // What the broker's log says about them.
             #expect(shipped.broker.log.contains("peer did not return a certificate"))
             #expect(shipped.broker.log.contains("certificate verify failed"))
@@ -346,24 +381,18 @@ struct BrokerACLTests {
         try await ShippedBroker.with(.clientCertificates) { shipped in
             let watcher = try await shipped.subscribe(as: "watch+dispatch", "fleet/#", count: 100_000, timeoutSeconds: 60)
             let certificate = try #require(shipped.certificates["van-1"])
-            let agent = try TestProcess(
-                builtProduct("fleetcast-agent"),
+            let agent = try Self.startAgent(
+                shipped,
                 [
-                    "run", "--source", "sim:?rate=10", "--vehicle", "van-1", "--broker", "mqtts://127.0.0.1:\(shipped.broker.port)",
-                    "--ca-file", shipped.ca.certificateFile, "--cert-file", certificate.certificateFile, "--key-file", certificate.keyFile,
-                    "--state-dir", shipped.files.path,
-                ], directory: shipped.files.path, name: "agent", environment: agentEveryFixEnvironment)
+                    "--broker", "mqtts://127.0.0.1:\(shipped.broker.port)", "--ca-file", shipped.ca.certificateFile,
+                    "--cert-file", certificate.certificateFile, "--key-file", certificate.keyFile,
+                ])
             defer { agent.send(SIGKILL) }
 
             try await Self.waitUntil("van-1 online with fixes at the watcher", timeout: .seconds(30), agent: agent) {
-                let received = watcher.messagesSoFar
-                return Self.lines(received, on: "fleet/van-1/status").contains { Self.json($0)?["state"] as? String == "online" }
-                    && Self.lines(received, on: "fleet/van-1/fix").count >= 5
+                Self.onlineWithFixes(watcher.messagesSoFar)
             }
-            agent.send(SIGTERM)
-            #expect(
-                try await withTimeout(.seconds(30), "the agent to stop") { await agent.waitForExit() } == 0,
-                "agent: \(agent.standardError.suffix(3000))")
+            try await Self.expectCleanStop(agent)
             try await Self.waitUntil("van-1's offline status at the watcher", timeout: .seconds(10), agent: agent) {
                 Self.lines(watcher.messagesSoFar, on: "fleet/van-1/status").last.flatMap { Self.json($0)?["state"] as? String } == "offline"
             }

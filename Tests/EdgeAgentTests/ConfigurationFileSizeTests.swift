@@ -19,6 +19,18 @@ struct ConfigurationFileSizeTests {
         try #require(ftruncate(descriptor, off_t(size)) == 0, "ftruncate \(path)")
     }
 
+    /// Runs `body` with `agent.yaml`, a 600 MB sparse file, in a new temporary directory named
+    /// from `prefix` (removed afterwards): the directory and the file's path.
+    static func withSparseConfiguration(
+        prefix: String, _ body: (TemporaryDirectory, String) async throws -> Void
+    ) async throws {
+        let directory = try TemporaryDirectory(prefix: prefix)
+        defer { directory.remove() }
+        let path = directory.file("agent.yaml")
+        try makeSparseFile(path, size: 600_000_000)
+        try await body(directory, path)
+    }
+
     /// The problems of loading `path`, or `[]` when it loads.
     static func problems(_ path: String) async -> [String] {
         do {
@@ -31,18 +43,16 @@ struct ConfigurationFileSizeTests {
 
     @Test("a 600 MB sparse file is refused without being read, naming the file and the limit")
     func sparseFileRefused() async throws {
-        let directory = try TemporaryDirectory(prefix: "fleetcast-config-size")
-        defer { directory.remove() }
-        let path = directory.file("agent.yaml")
-        try Self.makeSparseFile(path, size: 600_000_000)
-        let clock = ContinuousClock()
-        let start = clock.now
-        let problems = await Self.problems(path)
-        #expect(clock.now - start < .seconds(1), "refused unread, not read and then measured")
-        #expect(
-            problems == [
-                "cannot read configuration file \(path): it has 600000000 bytes, more than the 1048576 (1 MiB) a configuration file may have; it was not read"
-            ])
+        try await Self.withSparseConfiguration(prefix: "fleetcast-config-size") { _, path in
+            let clock = ContinuousClock()
+            let start = clock.now
+            let problems = await Self.problems(path)
+            #expect(clock.now - start < .seconds(1), "refused unread, not read and then measured")
+            #expect(
+                problems == [
+                    "cannot read configuration file \(path): it has 600000000 bytes, more than the 1048576 (1 MiB) a configuration file may have; it was not read"
+                ])
+        }
     }
 
     @Test("1 MiB is taken, one byte more is not")
@@ -84,26 +94,25 @@ struct ConfigurationFileSizeTests {
 
     @Test("`fleetcast-agent run` on the sparse file: exit 78, the file and the limit named, and little memory used")
     func agentProcess() async throws {
-        let directory = try TemporaryDirectory(prefix: "fleetcast-config-size-agent")
-        defer { directory.remove() }
-        let path = directory.file("agent.yaml")
-        try Self.makeSparseFile(path, size: 600_000_000)
-        // GNU time's %M: the largest resident set, in KiB.
-        let process = try TestProcess(
-            "/usr/bin/time", ["-f", "maxrss-kib=%M", builtProduct("fleetcast-agent"), "run", "--config", path],
-            directory: directory.path, name: "run")
-        #expect(try await process.waitForExit(timeout: .seconds(60)) == 78)
-        let errors = process.standardError
-        #expect(
-            errors.contains("cannot read configuration file \(path): it has 600000000 bytes, more than the 1048576 (1 MiB)"), "\(errors)")
-        let rss = errors.split(separator: "\n").compactMap { $0.hasPrefix("maxrss-kib=") ? Int($0.dropFirst(11)) : nil }.last
-        let kib = try #require(rss, "\(errors)")
-        // Under ThreadSanitizer (where the test command runs the agent's tests, built in
-        // .build-tsan) the agent carries the sanitizer's shadow memory, about 5 MiB more here: the
-        // bound there is the one that tells a bounded read from the 634 MB of reading the whole
-        // file.
-        let sanitized = builtProduct("fleetcast-agent").contains(".build-tsan")
-        let limit = sanitized ? 256 << 10 : 64 << 10
-        #expect(kib < limit, "under \(sanitized ? "256 MiB (ThreadSanitizer)" : "the unit's MemoryMax=64M"): \(kib) KiB")
+        try await Self.withSparseConfiguration(prefix: "fleetcast-config-size-agent") { directory, path in
+            // GNU time's %M: the largest resident set, in KiB.
+            let process = try TestProcess(
+                "/usr/bin/time", ["-f", "maxrss-kib=%M", builtProduct("fleetcast-agent"), "run", "--config", path],
+                directory: directory.path, name: "run")
+            #expect(try await process.waitForExit(timeout: .seconds(60)) == 78)
+            let errors = process.standardError
+            #expect(
+                errors.contains("cannot read configuration file \(path): it has 600000000 bytes, more than the 1048576 (1 MiB)"),
+                "\(errors)")
+            let rss = errors.split(separator: "\n").compactMap { $0.hasPrefix("maxrss-kib=") ? Int($0.dropFirst(11)) : nil }.last
+            let kib = try #require(rss, "\(errors)")
+            // Under ThreadSanitizer (where the test command runs the agent's tests, built in
+            // .build-tsan) the agent carries the sanitizer's shadow memory, about 5 MiB more here: the
+            // bound there is the one that tells a bounded read from the 634 MB of reading the whole
+            // file.
+            let sanitized = builtProduct("fleetcast-agent").contains(".build-tsan")
+            let limit = sanitized ? 256 << 10 : 64 << 10
+            #expect(kib < limit, "under \(sanitized ? "256 MiB (ThreadSanitizer)" : "the unit's MemoryMax=64M"): \(kib) KiB")
+        }
     }
 }

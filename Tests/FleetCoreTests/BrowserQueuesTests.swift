@@ -12,6 +12,17 @@ struct BrowserQueuesTests {
         return try #require(id)
     }
 
+    /// Queues whose browsers may hold 100 changes and miss `stalledFlushes` flushes in a row.
+    static func stallLimited(_ stalledFlushes: Int) -> Queues {
+        Queues(limits: BrowserQueueLimits(maximumPending: 100, maximumStalledFlushes: stalledFlushes))
+    }
+
+    /// A change of van-7 and a flush the browser misses (it is not waiting): nobody is dropped.
+    func missFlush(_ queues: inout Queues, _ comment: Comment, sourceLocation: SourceLocation = #_sourceLocation) {
+        queues.enqueue("van-7")
+        #expect(queues.flush().drops.isEmpty, comment, sourceLocation: sourceLocation)
+    }
+
     /// The batches a flush hands out, by waiter.
     func batches(_ actions: Queues.FlushActions) -> [Int: [String]] {
         Dictionary(uniqueKeysWithValues: actions.deliveries.map { ($0.waiter, $0.batch) })
@@ -93,25 +104,20 @@ struct BrowserQueuesTests {
     }
 
     @Test func aBrowserThatMissesTooManyFlushesInARowIsDropped() throws {
-        var queues = Queues(limits: BrowserQueueLimits(maximumPending: 100, maximumStalledFlushes: 3))
+        var queues = Self.stallLimited(3)
         let id = try add(&queues)
-        for flush in 1...3 {
-            queues.enqueue("van-7")
-            #expect(queues.flush().drops.isEmpty, "flush \(flush)")
-        }
+        for flush in 1...3 { missFlush(&queues, "flush \(flush)") }
         queues.enqueue("van-7")
         #expect(queues.flush().drops == [Queues.Drop(id: id, reason: .stalled, pending: 1)])
         #expect(queues.count == 0)
     }
 
     @Test func takingABatchResetsTheStallCount() throws {
-        var queues = Queues(limits: BrowserQueueLimits(maximumPending: 100, maximumStalledFlushes: 2))
+        var queues = Self.stallLimited(2)
         let id = try add(&queues)
         for round in 1...5 {
-            queues.enqueue("van-7")
-            #expect(queues.flush().drops.isEmpty, "round \(round)")
-            queues.enqueue("van-7")
-            #expect(queues.flush().drops.isEmpty, "round \(round)")
+            missFlush(&queues, "round \(round)")
+            missFlush(&queues, "round \(round)")
             // The writer catches up: it takes the due batch at once.
             guard case .deliver(["van-7"]) = queues.next(id, waiter: round) else { Issue.record("round \(round)"); return }
         }

@@ -77,6 +77,20 @@ struct CompactBatchTests {
         }
     }
 
+    /// deploy/decode-compact-batch.py run on `payload` (written to a new temporary directory
+    /// named from `prefix`), which must exit 0 within 30 s; the ended process, its output read.
+    func decodeInPython(
+        _ payload: [UInt8], prefix: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws -> TestProcess {
+        let directory = try makeTemporaryDirectory(prefix: prefix)
+        let file = "\(directory)/batch.bin"
+        try Data(payload).write(to: URL(fileURLWithPath: file))
+        let python = try TestProcess(
+            "/usr/bin/python3", [RepositoryPath.of("deploy/decode-compact-batch.py"), file], directory: directory, name: "decode")
+        #expect(try await python.waitForExitOrStop(timeout: .seconds(30)) == 0, "\(python.standardError)", sourceLocation: sourceLocation)
+        return python
+    }
+
     @Test("a compact batch decodes to exactly what the JSON form of its events decodes to, absent fields, gaps and all")
     func sameAsJSON() throws {
         let events = drive(30)
@@ -109,12 +123,7 @@ struct CompactBatchTests {
     func pythonDecoderAgrees() async throws {
         let events = drive(30)
         let payload = compact(events)
-        let directory = try makeTemporaryDirectory(prefix: "compact-batch")
-        let file = "\(directory)/batch.bin"
-        try Data(payload).write(to: URL(fileURLWithPath: file))
-        let python = try TestProcess(
-            "/usr/bin/python3", [RepositoryPath.of("deploy/decode-compact-batch.py"), file], directory: directory, name: "decode")
-        #expect(try await python.waitForExitOrStop(timeout: .seconds(30)) == 0, "\(python.standardError)")
+        let python = try await decodeInPython(payload, prefix: "compact-batch")
         let lines = python.standardOutput.split(separator: "\n").map { Array($0.utf8) }
         let viaPython = try lines.map { line -> FleetPayload.BacklogEvent in
             line.starts(with: Array(#"{"kind":"fix""#.utf8))
@@ -131,12 +140,7 @@ struct CompactBatchTests {
     func pythonDecoderAgreesOnEveryField() async throws {
         let events = drive(40)
         let payload = compact(events)
-        let directory = try makeTemporaryDirectory(prefix: "compact-fields")
-        let file = "\(directory)/batch.bin"
-        try Data(payload).write(to: URL(fileURLWithPath: file))
-        let python = try TestProcess(
-            "/usr/bin/python3", [RepositoryPath.of("deploy/decode-compact-batch.py"), file], directory: directory, name: "decode")
-        #expect(try await python.waitForExitOrStop(timeout: .seconds(30)) == 0, "\(python.standardError)")
+        let python = try await decodeInPython(payload, prefix: "compact-fields")
         func object(_ bytes: [UInt8]) -> NSDictionary? {
             (try? JSONSerialization.jsonObject(with: Data(bytes))) as? NSDictionary
         }

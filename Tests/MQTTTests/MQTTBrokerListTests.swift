@@ -18,18 +18,9 @@ import Glibc
 
         init() throws {
             let fd = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
-            var address = sockaddr_in()
-            address.sin_family = sa_family_t(AF_INET)
-            address.sin_addr.s_addr = inet_addr("127.0.0.1")
-            var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-            let bound = withUnsafeMutablePointer(to: &address) {
-                $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                    bind(fd, $0, length) == 0 && listen(fd, 8) == 0 && getsockname(fd, $0, &length) == 0
-                }
-            }
-            guard bound else { throw TestSupportError.system("listen", errno) }
+            guard let port = bindToFreeLoopbackPort(fd), listen(fd, 8) == 0 else { throw TestSupportError.system("listen", errno) }
             self.fd = fd
-            self.port = Int(UInt16(bigEndian: address.sin_port))
+            self.port = port
         }
 
         func close() { _ = Glibc.close(fd) }

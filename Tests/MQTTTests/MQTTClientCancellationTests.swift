@@ -146,17 +146,8 @@ import Musl
         let listener = socket(AF_INET, Int32(SOCK_STREAM.rawValue), 0)
         try #require(listener >= 0)
         defer { close(listener) }
-        var address = sockaddr_in()
-        address.sin_family = sa_family_t(AF_INET)
-        address.sin_addr.s_addr = inet_addr("127.0.0.1")
-        var length = socklen_t(MemoryLayout<sockaddr_in>.size)
-        let bound = withUnsafeMutablePointer(to: &address) {
-            $0.withMemoryRebound(to: sockaddr.self, capacity: 1) {
-                bind(listener, $0, length) == 0 && getsockname(listener, $0, &length) == 0
-            }
-        }
-        try #require(bound && listen(listener, 4) == 0)
-        let port = Int(UInt16(bigEndian: address.sin_port))
+        let port = try #require(bindToFreeLoopbackPort(listener))
+        try #require(listen(listener, 4) == 0)
 
         let client = try MQTTClient(
             configuration: MQTTConfiguration(broker: BrokerURL(host: "127.0.0.1", port: port), clientID: uniqueClientID("silent")),

@@ -5,18 +5,32 @@ import Testing
 /// The hub with real tasks: many subscribers, cancellation, slow subscribers, source lifecycle.
 @Suite("Hub broadcasting", .timeLimit(.minutes(1)))
 struct HubTests {
+    /// A hub over a probed source that produces at once (no interval) but waits for its gate,
+    /// closed until the test opens it: `count` values, or a failure after `failAfter`.
+    static func gatedHub(
+        count: Int? = nil, failAfter: Int? = nil
+    ) -> (hub: Hub<Int>, counts: Watched<SourceCounts>, gate: Watched<Bool>) {
+        let counts = Watched(SourceCounts())
+        let gate = Watched(false)
+        let hub = Hub(source: ProbedSource(counts: counts, interval: .zero, count: count, failAfter: failAfter, gate: gate))
+        return (hub, counts, gate)
+    }
+
+    /// Every value of `subscription`, to its end.
+    static func values(of subscription: HubSubscription<Int>) async throws -> [Int] {
+        var seen: [Int] = []
+        for try await value in subscription {
+            seen.append(value)
+        }
+        return seen
+    }
+
     @Test("100 concurrent unbounded subscribers each see every value, in order")
     func hundredSubscribersSeeTheSameValues() async throws {
         let hub = Hub<Int>()
         let subscriptions = (0..<100).map { _ in hub.subscribe(bufferingPolicy: .unbounded) }
         let consumers = subscriptions.map { subscription in
-            Task {
-                var seen: [Int] = []
-                for try await value in subscription {
-                    seen.append(value)
-                }
-                return seen
-            }
+            Task { try await Self.values(of: subscription) }
         }
         let producer = Task {
             for value in 0..<2_000 {
@@ -34,19 +48,13 @@ struct HubTests {
 
     @Test("subscribers subscribing from their own tasks to a source all get its values")
     func subscribersFromManyTasks() async throws {
-        let counts = Watched(SourceCounts())
-        let gate = Watched(false)
-        let hub = Hub(source: ProbedSource(counts: counts, interval: .zero, count: 500, gate: gate))
+        let (hub, counts, gate) = Self.gatedHub(count: 500)
         let subscribed = Watched(0)
         let consumers = (0..<20).map { _ in
             Task {
                 let subscription = hub.subscribe()
                 subscribed.update { $0 += 1 }
-                var seen: [Int] = []
-                for try await value in subscription {
-                    seen.append(value)
-                }
-                return seen
+                return try await Self.values(of: subscription)
             }
         }
         #expect(await subscribed.wait { $0 == 20 })
@@ -72,13 +80,7 @@ struct HubTests {
         }
         let others = (0..<5).map { _ in hub.subscribe() }
         let otherTasks = others.map { subscription in
-            Task {
-                var seen: [Int] = []
-                for try await value in subscription {
-                    seen.append(value)
-                }
-                return seen
-            }
+            Task { try await Self.values(of: subscription) }
         }
         hub.yield(0)
         #expect(await firstValueSeen.wait { $0 })
@@ -99,18 +101,10 @@ struct HubTests {
 
     @Test("a newest(1) subscriber that never reads stalls neither the source nor the others")
     func slowSubscriberDoesNotStall() async throws {
-        let counts = Watched(SourceCounts())
-        let gate = Watched(false)
-        let hub = Hub(source: ProbedSource(counts: counts, interval: .zero, count: 5_000, gate: gate))
+        let (hub, counts, gate) = Self.gatedHub(count: 5_000)
         let sleeper = hub.subscribe(bufferingPolicy: .newest(1))
         let reader = hub.subscribe(bufferingPolicy: .unbounded)
-        let readerTask = Task {
-            var seen: [Int] = []
-            for try await value in reader {
-                seen.append(value)
-            }
-            return seen
-        }
+        let readerTask = Task { try await Self.values(of: reader) }
         gate.update { $0 = true }
         // The source runs to its end and the reader gets everything while the sleeper never reads.
         #expect(try await readerTask.value == Array(0..<5_000))
@@ -135,10 +129,7 @@ struct HubTests {
         #expect(subscription.statistics?.dropped == 7)
         #expect(subscription.statistics?.buffered == 3)
         hub.finish()
-        var seen: [Int] = []
-        for try await value in subscription {
-            seen.append(value)
-        }
+        let seen = try await Self.values(of: subscription)
         #expect(seen == [1, 2, 3])
     }
 
@@ -191,9 +182,7 @@ struct HubTests {
 
     @Test("a failing source: every subscriber gets the error once; the next subscriber restarts it")
     func failingSourceReachesEverySubscriber() async throws {
-        let counts = Watched(SourceCounts())
-        let gate = Watched(false)
-        let hub = Hub(source: ProbedSource(counts: counts, interval: .zero, failAfter: 3, gate: gate))
+        let (hub, counts, gate) = Self.gatedHub(failAfter: 3)
         let subscriptions = (0..<10).map { index in
             hub.subscribe(bufferingPolicy: index.isMultiple(of: 2) ? .unbounded : .newest(8))
         }
