@@ -12,20 +12,32 @@ import Testing
 /// holds what `fleet-watch record` writes, over `/api/track` and drawn by the page in headless
 /// Chromium when the user picks a time range.
 @Suite(.serialized) struct MapHistoryTests {
-    /// A database with the track schema and 50 fixes of van-1, one a second, the last a minute ago.
-    static func recordedTrack(_ postgres: TestPostgres) async throws -> (database: String, first: UTCTimestamp) {
+    /// A new database with the track schema, holding the records `makeRecords` makes from the
+    /// time once the database exists (milliseconds since 1970).
+    static func trackDatabase(
+        _ postgres: TestPostgres, holding makeRecords: (_ now: Int64) -> [TrackRecord]
+    ) async throws -> String {
         let database = try await postgres.createDatabase()
         let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
         let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
         let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
-        let now = Int64(Date().timeIntervalSince1970) * 1000
-        let first = UTCTimestamp(millisecondsSince1970: now - 110_000)
+        let records = makeRecords(Int64(Date().timeIntervalSince1970) * 1000)
         try await withThrowingTaskGroup(of: Void.self) { group in
             group.addTask { await client.run() }
             defer { group.cancelAll() }
             let store = TrackStore(client: client, logger: logger)
             try await store.migrate()
-            let records = (0..<50).map { i in
+            try await store.insert(records)
+        }
+        return database
+    }
+
+    /// A database with the track schema and 50 fixes of van-1, one a second, the last a minute ago.
+    static func recordedTrack(_ postgres: TestPostgres) async throws -> (database: String, first: UTCTimestamp) {
+        var first = UTCTimestamp(millisecondsSince1970: 0)
+        let database = try await trackDatabase(postgres) { now in
+            first = UTCTimestamp(millisecondsSince1970: now - 110_000)
+            return (0..<50).map { i in
                 TrackRecord(
                     vehicle: VehicleID("van-1")!, seq: UInt64(i + 1),
                     payload: .fix(
@@ -33,9 +45,73 @@ import Testing
                             time: UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + Int64(i) * 1000),
                             latitude: 48.80 + Double(i) * 0.0001, longitude: 2.30, mode: .threeD)))
             }
-            try await store.insert(records)
         }
         return (database, first)
+    }
+
+    /// `fleet-watch serve` reading the history in `database` (the password in a file of the
+    /// server's own: a URL with it is refused, `ps` shows it) with `extraArguments`, for `body`;
+    /// stopped after it, whether it throws or not.
+    static func withHistoryServer(
+        _ broker: TestBroker, postgres: TestPostgres, database: String, extraArguments: [String] = [],
+        sourceLocation: SourceLocation = #_sourceLocation, _ body: (FleetMapServeTests.Fleet) async throws -> Void
+    ) async throws {
+        let passwordFile = "\(broker.directory)/postgres.password"
+        #expect(
+            FileManager.default.createFile(
+                atPath: passwordFile, contents: Data((postgres.password ?? "").utf8), attributes: [.posixPermissions: 0o600]),
+            sourceLocation: sourceLocation)
+        let fleet = try await FleetMapServeTests.startFleet(
+            broker,
+            extraArguments: [
+                "--postgres", "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable",
+                "--postgres-password-file", passwordFile,
+            ] + extraArguments)
+        do {
+            try await body(fleet)
+        } catch {
+            await fleet.stop()
+            throw error
+        }
+        await fleet.stop()
+    }
+
+    /// `/api/<api>` of `fleet` asked for van-1 from `until` back to `since`: a 400.
+    static func expectReversedRangeRefused(
+        _ fleet: FleetMapServeTests.Fleet, api: String, since: String, until: String, sourceLocation: SourceLocation = #_sourceLocation
+    ) async throws {
+        let (_, code) = try await FleetMapServeTests.curl(
+            ["-o", "/dev/null", "-w", "%{http_code}", "\(fleet.url)/api/\(api)?vehicle=van-1&since=\(until)&until=\(since)"],
+            directory: fleet.broker.directory)
+        #expect(code == "400", sourceLocation: sourceLocation)
+    }
+
+    /// `fleet`'s page in headless Chromium, once van-1 is listed with its history form: van-1
+    /// selected and the form's button `button` clicked, then `body`, then no script error;
+    /// Chromium stopped after it, whether it throws or not.
+    static func withHistoryPage(
+        _ fleet: FleetMapServeTests.Fleet, broker: TestBroker, clicking button: String,
+        sourceLocation: SourceLocation = #_sourceLocation, _ body: (DevToolsPage) async throws -> Void
+    ) async throws {
+        let (chrome, page) = try await FleetMapServeTests.openLivePage(fleet, broker: broker)
+        do {
+            try await waitUntil("van-1 listed with its history form", timeout: .seconds(60), interval: .milliseconds(100)) {
+                (try? page.evaluate(
+                    """
+                    (() => { const li = document.querySelector('#list li[data-vehicle="van-1"]');
+                      if (!li || document.getElementById("history").hidden) return "no";
+                      li.click(); document.getElementById("\(button)").click(); return "yes"; })()
+                    """)) == "yes"
+            }
+            try await body(page)
+            let scriptErrors = try page.scriptErrors()
+            #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)", sourceLocation: sourceLocation)
+        } catch {
+            page.recordScriptErrors(sourceLocation: sourceLocation)
+            await chrome.stop(grace: .seconds(1))
+            throw error
+        }
+        await chrome.stop(grace: .seconds(1))
     }
 
     @Test(
@@ -46,18 +122,7 @@ import Testing
         try await withPostgres { postgres in
             let (database, first) = try await Self.recordedTrack(postgres)
             try await withBroker { broker in
-                // The password in a file of the server's own (a URL with it is refused: `ps` shows it).
-                let passwordFile = "\(broker.directory)/postgres.password"
-                #expect(
-                    FileManager.default.createFile(
-                        atPath: passwordFile, contents: Data((postgres.password ?? "").utf8), attributes: [.posixPermissions: 0o600]))
-                let fleet = try await FleetMapServeTests.startFleet(
-                    broker,
-                    extraArguments: [
-                        "--postgres", "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable",
-                        "--postgres-password-file", passwordFile,
-                    ])
-                do {
+                try await Self.withHistoryServer(broker, postgres: postgres, database: database) { fleet in
                     // Over HTTP: the fixes of the range, oldest first, flat; a bad query is a 400.
                     let since = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 10_000).iso8601
                     let until = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 20_000).iso8601
@@ -69,22 +134,10 @@ import Testing
                     #expect(points.count == 10 * 3, "seconds 10 to 19")
                     #expect(points.first == 48.801 && points[2] == Double(first.millisecondsSince1970 + 10_000))
                     #expect(track["truncated"] as? Bool == false)
-                    let (_, code) = try await FleetMapServeTests.curl(
-                        ["-o", "/dev/null", "-w", "%{http_code}", "\(fleet.url)/api/track?vehicle=van-1&since=\(until)&until=\(since)"],
-                        directory: broker.directory)
-                    #expect(code == "400")
+                    try await Self.expectReversedRangeRefused(fleet, api: "track", since: since, until: until)
 
                     // In the page: select van-1, show its track over the default range (the last two hours).
-                    let (chrome, page) = try await FleetMapServeTests.openLivePage(fleet, broker: broker)
-                    do {
-                        try await waitUntil("van-1 listed with its history form", timeout: .seconds(60), interval: .milliseconds(100)) {
-                            (try? page.evaluate(
-                                """
-                                (() => { const li = document.querySelector('#list li[data-vehicle="van-1"]');
-                                  if (!li || document.getElementById("history").hidden) return "no";
-                                  li.click(); document.getElementById("history-show").click(); return "yes"; })()
-                                """)) == "yes"
-                        }
+                    try await Self.withHistoryPage(fleet, broker: broker, clicking: "history-show") { page in
                         try await waitUntil("the recorded track drawn", timeout: .seconds(30), interval: .milliseconds(100)) {
                             try page.evaluate(#"document.body.getAttribute("data-history-points") || """#) == "50"
                         }
@@ -92,19 +145,8 @@ import Testing
                         #expect(try page.evaluate(#"document.getElementById("history-status").textContent"#) == "50 fixes")
                         _ = try page.evaluate(#"(() => { document.getElementById("history-clear").click(); return ""; })()"#)
                         #expect(try page.evaluate(#"String(document.body.hasAttribute("data-history-points"))"#) == "false")
-                        let scriptErrors = try page.scriptErrors()
-                        #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)")
-                    } catch {
-                        page.recordScriptErrors()
-                        await chrome.stop(grace: .seconds(1))
-                        throw error
                     }
-                    await chrome.stop(grace: .seconds(1))
-                } catch {
-                    await fleet.stop()
-                    throw error
                 }
-                await fleet.stop()
             }
         }
     }
@@ -112,28 +154,17 @@ import Testing
     /// A database holding the generated 29-minute drive (issue 34) as van-1's fixes, begun 90
     /// minutes ago, and nothing derived yet: `/api/trips` derives it from the fixes.
     static func recordedDrive(_ postgres: TestPostgres) async throws -> String {
-        let database = try await postgres.createDatabase()
-        let location = try PostgresLocation(parsing: postgres.url(database: database) + "?sslmode=disable")
-        let logger = Logger(label: "test") { _ in SwiftLogNoOpLogHandler() }
-        let client = PostgresClient(configuration: location.clientConfiguration, backgroundLogger: logger)
-        let now = Int64(Date().timeIntervalSince1970) * 1000
-        let drive = GeneratedDrive.threeLegs(start: UTCTimestamp(millisecondsSince1970: now - now % 1000 - 90 * 60_000))
-        try await withThrowingTaskGroup(of: Void.self) { group in
-            group.addTask { await client.run() }
-            defer { group.cancelAll() }
-            let store = TrackStore(client: client, logger: logger)
-            try await store.migrate()
-            try await store.insert(
-                drive.samples.enumerated().map { index, sample in
-                    TrackRecord(
-                        vehicle: VehicleID("van-1")!, seq: UInt64(index + 1),
-                        payload: .fix(
-                            Fix(
-                                time: sample.time, latitude: sample.latitude, longitude: sample.longitude, speed: sample.speed,
-                                mode: .threeD)))
-                })
+        try await trackDatabase(postgres) { now in
+            let drive = GeneratedDrive.threeLegs(start: UTCTimestamp(millisecondsSince1970: now - now % 1000 - 90 * 60_000))
+            return drive.samples.enumerated().map { index, sample in
+                TrackRecord(
+                    vehicle: VehicleID("van-1")!, seq: UInt64(index + 1),
+                    payload: .fix(
+                        Fix(
+                            time: sample.time, latitude: sample.latitude, longitude: sample.longitude, speed: sample.speed,
+                            mode: .threeD)))
+            }
         }
-        return database
     }
 
     @Test(
@@ -144,19 +175,11 @@ import Testing
         try await withPostgres { postgres in
             let database = try await Self.recordedDrive(postgres)
             try await withBroker { broker in
-                let passwordFile = "\(broker.directory)/postgres.password"
-                #expect(
-                    FileManager.default.createFile(
-                        atPath: passwordFile, contents: Data((postgres.password ?? "").utf8), attributes: [.posixPermissions: 0o600]))
                 let zonesFile = "\(broker.directory)/zones.geojson"
                 try GeneratedDrive.depotAndCustomerZones.write(toFile: zonesFile, atomically: true, encoding: .utf8)
-                let fleet = try await FleetMapServeTests.startFleet(
-                    broker,
-                    extraArguments: [
-                        "--postgres", "postgres://\(postgres.user)@127.0.0.1:\(postgres.port)/\(database)?sslmode=disable",
-                        "--postgres-password-file", passwordFile, "--zones", zonesFile,
-                    ])
-                do {
+                try await Self.withHistoryServer(
+                    broker, postgres: postgres, database: database, extraArguments: ["--zones", zonesFile]
+                ) { fleet in
                     // Over HTTP: the drive's five segments, the last trip open; the zones.
                     let since = UTCTimestamp(millisecondsSince1970: Int64(Date().timeIntervalSince1970 * 1000) - 3 * 3_600_000).iso8601
                     let until = UTCTimestamp.wallClockNow.iso8601
@@ -167,23 +190,11 @@ import Testing
                     #expect(segments.map { $0["kind"] as? String ?? "?" } == ["trip", "stop", "trip", "stop", "trip"], "\(body)")
                     let (_, zones) = try await FleetMapServeTests.curl(["\(fleet.url)/api/zones"], directory: broker.directory)
                     #expect(zones.contains(#""name":"Depot","polygon":"#) && zones.contains(#""name":"Customer","circle":"#), "\(zones)")
-                    let (_, code) = try await FleetMapServeTests.curl(
-                        ["-o", "/dev/null", "-w", "%{http_code}", "\(fleet.url)/api/trips?vehicle=van-1&since=\(until)&until=\(since)"],
-                        directory: broker.directory)
-                    #expect(code == "400")
+                    try await Self.expectReversedRangeRefused(fleet, api: "trips", since: since, until: until)
 
                     // In the page: van-1's trips of the last two hours, listed and marked; the
                     // zones drawn; the first trip played.
-                    let (chrome, page) = try await FleetMapServeTests.openLivePage(fleet, broker: broker)
-                    do {
-                        try await waitUntil("van-1 listed with its history form", timeout: .seconds(60), interval: .milliseconds(100)) {
-                            (try? page.evaluate(
-                                """
-                                (() => { const li = document.querySelector('#list li[data-vehicle="van-1"]');
-                                  if (!li || document.getElementById("history").hidden) return "no";
-                                  li.click(); document.getElementById("history-trips").click(); return "yes"; })()
-                                """)) == "yes"
-                        }
+                    try await Self.withHistoryPage(fleet, broker: broker, clicking: "history-trips") { page in
                         try await waitUntil("the trips listed", timeout: .seconds(30), interval: .milliseconds(100)) {
                             try page.evaluate(#"document.body.getAttribute("data-trips") || """#) == "3"
                         }
@@ -215,19 +226,8 @@ import Testing
                         if let path = ProcessInfo.processInfo.environment["FLEETCAST_SCREENSHOT"] {
                             try png.write(to: URL(fileURLWithPath: path))
                         }
-                        let scriptErrors = try page.scriptErrors()
-                        #expect(scriptErrors.isEmpty, "the page's script reported errors: \(scriptErrors)")
-                    } catch {
-                        page.recordScriptErrors()
-                        await chrome.stop(grace: .seconds(1))
-                        throw error
                     }
-                    await chrome.stop(grace: .seconds(1))
-                } catch {
-                    await fleet.stop()
-                    throw error
                 }
-                await fleet.stop()
             }
         }
     }

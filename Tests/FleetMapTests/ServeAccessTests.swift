@@ -107,16 +107,29 @@ import Testing
             builtProduct("fleet-watch"), ["serve", "--broker", broker.url, "--tiles", "none"] + arguments,
             directory: broker.directory, name: "serve-\(UUID().uuidString.prefix(8))")
         do {
-            try await waitUntil("fleet-watch serve to listen", timeout: .seconds(20), interval: .milliseconds(50)) {
-                if !server.isRunning { throw TestSupportError.processFailed(server.commandLine, status: -1, output: server.standardError) }
-                return server.standardError.contains("Serving the live map")
-            }
+            try await waitUntilServeListens(server)
+        } catch {
+            await agent.stop()
+            throw error
+        }
+        return (agent, server)
+    }
+
+    /// ``start(_:port:arguments:)``, then `body` with the server; the server and the agent are
+    /// stopped after it, whether it throws or not.
+    static func withServer(
+        _ broker: TestBroker, port: Int, arguments: [String], _ body: (_ server: TestProcess) async throws -> Void
+    ) async throws {
+        let (agent, server) = try await start(broker, port: port, arguments: arguments)
+        do {
+            try await body(server)
         } catch {
             await server.stop()
             await agent.stop()
             throw error
         }
-        return (agent, server)
+        await server.stop()
+        await agent.stop()
     }
 
     @Test func overHTTPSOnlyAllowedHostsAndAuthenticatedUsersOrTokensSeeTheFleet() async throws {
@@ -130,14 +143,14 @@ import Testing
             try "# the nightly export\n\(Self.token)\n".write(toFile: "\(directory)/tokens", atomically: true, encoding: .utf8)
             for file in ["users", "tokens"] { chmod("\(directory)/\(file)", 0o600) }
             let port = try FreePort.next()
-            let (agent, server) = try await Self.start(
+            try await Self.withServer(
                 broker, port: port,
                 arguments: [
                     "--listen", "127.0.0.1:\(port)", "--allowed-host", "fleet.example", "--users-file", "\(directory)/users",
                     "--token-file", "\(directory)/tokens", "--tls-certificate", certificate.certificateFile, "--tls-key",
                     certificate.keyFile,
-                ])
-            do {
+                ]
+            ) { server in
                 let url = "https://localhost:\(port)"
                 let tls = ["--cacert", authority.certificateFile]
                 #expect(server.standardError.contains("http.address=https://127.0.0.1:\(port)/"), "\(server.standardError)")
@@ -187,13 +200,7 @@ import Testing
                 // No secret in the log.
                 for secret in [Self.password, Self.token] { #expect(!server.standardError.contains(secret)) }
                 #expect(server.isRunning)
-            } catch {
-                await server.stop()
-                await agent.stop()
-                throw error
             }
-            await server.stop()
-            await agent.stop()
         }
     }
 
@@ -201,8 +208,7 @@ import Testing
         try await withBroker { broker in
             let directory = broker.directory
             let port = try FreePort.next()
-            let (agent, server) = try await Self.start(broker, port: port, arguments: ["--listen", "0.0.0.0:\(port)"])
-            do {
+            try await Self.withServer(broker, port: port, arguments: ["--listen", "0.0.0.0:\(port)"]) { server in
                 #expect(server.standardError.contains("without authentication on a non-loopback address"), "\(server.standardError)")
                 let url = "http://127.0.0.1:\(port)/api/vehicles"
                 #expect(try await Self.curl([url], directory: directory).status == "200")
@@ -222,13 +228,7 @@ import Testing
                 let escape = try await Self.curl(["-H", "Host: rebind\u{1B}]0;owned\u{07}.example", url], directory: directory)
                 #expect(["400", "421"].contains(escape.status))
                 #expect(!server.standardError.contains("\u{1B}") && !server.standardError.contains("\u{07}"))
-            } catch {
-                await server.stop()
-                await agent.stop()
-                throw error
             }
-            await server.stop()
-            await agent.stop()
         }
     }
 

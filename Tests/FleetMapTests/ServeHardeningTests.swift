@@ -26,15 +26,7 @@ import Glibc
             builtProduct("fleet-watch"),
             ["serve", "--broker", broker.url, "--listen", "127.0.0.1:\(port)", "--tiles", "none"] + arguments,
             directory: broker.directory, name: "serve-\(UUID().uuidString.prefix(8))")
-        do {
-            try await waitUntil("fleet-watch serve to listen", timeout: .seconds(20), interval: .milliseconds(50)) {
-                if !server.isRunning { throw TestSupportError.processFailed(server.commandLine, status: -1, output: server.standardError) }
-                return server.standardError.contains("Serving the live map")
-            }
-        } catch {
-            await server.stop()
-            throw error
-        }
+        try await waitUntilServeListens(server)
         return (server, "http://127.0.0.1:\(port)")
     }
 

@@ -29,14 +29,48 @@ import Testing
         try #require(try jsonObject(payload)[key] as? Double)
     }
 
-    @Test func aFloodingVehicleDoesNotCrowdOutTheOthersAndEndsOnItsNewestFix() async throws {
+    /// A broker; `fleet-watch bridge --to owntracks --owntracks-user acme` on it (its processes
+    /// named after `name`); a subscriber recording `owntracks/acme/#` for `recording` seconds at
+    /// most; and a publisher connected as `publisher`: for `body`, the bridge killed after it.
+    func withOwnTracksBridge(
+        _ name: String, recording: Int, publisher: String,
+        _ body: (TestBroker, _ recorder: MosquittoCLI.Subscriber, _ bridge: TestProcess, _ client: MQTTClient) async throws -> Void
+    ) async throws {
         try await withBroker { broker in
             let recorder = try await MosquittoCLI.subscribe(
-                broker: broker, filter: "owntracks/acme/#", count: 10_000_000, timeoutSeconds: 120)
-            let bridge = try await cli.startBridge(["--to", "owntracks", "--owntracks-user", "acme"], broker: broker, name: "bridge-flood")
+                broker: broker, filter: "owntracks/acme/#", count: 10_000_000, timeoutSeconds: recording)
+            let bridge = try await cli.startBridge(["--to", "owntracks", "--owntracks-user", "acme"], broker: broker, name: name)
             defer { bridge.send(SIGKILL) }
-            let client = try await connectPublisher(broker, id: "flood-agents")
+            let client = try await connectPublisher(broker, id: publisher)
+            try await body(broker, recorder, bridge, client)
+        }
+    }
 
+    /// Runs `flood` beside the vehicle "steady" publishing `steadyFixes` fixes with `client`, one
+    /// a second of `clock` from `start` (latitudes 20, 20.001, …), until both are done.
+    func publish(
+        steadyFixes: Int, with client: MQTTClient, clock: ContinuousClock, from start: ContinuousClock.Instant,
+        beside flood: @escaping @Sendable () async throws -> Void
+    ) async throws {
+        try await withThrowingTaskGroup(of: Void.self) { group in
+            group.addTask { try await flood() }
+            group.addTask {
+                for k in 0..<steadyFixes {
+                    let fix = Fix(
+                        time: UTCTimestamp(millisecondsSince1970: base + Int64(k) * 1000), latitude: 20 + Double(k) * 0.001,
+                        longitude: 5, mode: .threeD)
+                    try await client.publish(
+                        topic: "fleet/steady/fix", payload: FleetPayload.encode(fix, vehicle: "steady", seq: UInt64(k + 1)),
+                        qos: .atLeastOnce)
+                    try await clock.sleep(until: start + .seconds(k + 1))
+                }
+            }
+            try await group.waitForAll()
+        }
+    }
+
+    @Test func aFloodingVehicleDoesNotCrowdOutTheOthersAndEndsOnItsNewestFix() async throws {
+        try await withOwnTracksBridge("bridge-flood", recording: 120, publisher: "flood-agents") { broker, recorder, bridge, client in
             // 20 s: "flood" sends 40 live batches a second of 100 fixes each (4,000 fixes a second;
             // the review measured 10,000 on a faster machine), "steady" one fix a second. The flood's fixes are
             // 50 ms apart in their own time (20 Hz: a batch of denser ones is refused whole as
@@ -46,35 +80,21 @@ import Testing
             let steadyFixes = 20
             let clock = ContinuousClock()
             let start = clock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    var seq: UInt64 = 0
-                    for batch in 0..<batches {
-                        var writer = FleetPayload.CompactBatchWriter(vehicle: VehicleID("flood")!, run: 1)
-                        for _ in 0..<fixesPerBatch {
-                            seq += 1
-                            let fix = Fix(
-                                time: UTCTimestamp(millisecondsSince1970: base + Int64(seq) * 50), latitude: 10 + Double(seq) * 1e-6,
-                                longitude: 5, mode: .threeD)
-                            let appended = writer.append(fix, seq: seq)
-                            #expect(appended)
-                        }
-                        try await client.publish(topic: "fleet/flood/batch", payload: writer.finish(), qos: .atLeastOnce)
-                        try await clock.sleep(until: start + .milliseconds(25 * (batch + 1)))
-                    }
-                }
-                group.addTask {
-                    for k in 0..<steadyFixes {
+            try await publish(steadyFixes: steadyFixes, with: client, clock: clock, from: start) {
+                var seq: UInt64 = 0
+                for batch in 0..<batches {
+                    var writer = FleetPayload.CompactBatchWriter(vehicle: VehicleID("flood")!, run: 1)
+                    for _ in 0..<fixesPerBatch {
+                        seq += 1
                         let fix = Fix(
-                            time: UTCTimestamp(millisecondsSince1970: base + Int64(k) * 1000), latitude: 20 + Double(k) * 0.001,
+                            time: UTCTimestamp(millisecondsSince1970: base + Int64(seq) * 50), latitude: 10 + Double(seq) * 1e-6,
                             longitude: 5, mode: .threeD)
-                        try await client.publish(
-                            topic: "fleet/steady/fix", payload: FleetPayload.encode(fix, vehicle: "steady", seq: UInt64(k + 1)),
-                            qos: .atLeastOnce)
-                        try await clock.sleep(until: start + .seconds(k + 1))
+                        let appended = writer.append(fix, seq: seq)
+                        #expect(appended)
                     }
+                    try await client.publish(topic: "fleet/flood/batch", payload: writer.finish(), qos: .atLeastOnce)
+                    try await clock.sleep(until: start + .milliseconds(25 * (batch + 1)))
                 }
-                try await group.waitForAll()
             }
             let sent = clock.now - start
             let lastFloodLatitude = 10 + Double(batches * fixesPerBatch) * 1e-6
@@ -123,12 +143,7 @@ import Testing
     /// every copy as a new message, and the flood keeps its pace (made as it went, in the tests'
     /// debug build, 400 batches took four times the 10 s they are sent in).
     @Test func implausibleBatchesAreSkippedWithOneWarningAndTheOthersGetThrough() async throws {
-        try await withBroker { broker in
-            let recorder = try await MosquittoCLI.subscribe(
-                broker: broker, filter: "owntracks/acme/#", count: 10_000_000, timeoutSeconds: 90)
-            let bridge = try await cli.startBridge(["--to", "owntracks", "--owntracks-user", "acme"], broker: broker, name: "bridge-hog")
-            defer { bridge.send(SIGKILL) }
-            let client = try await connectPublisher(broker, id: "hog-agents")
+        try await withOwnTracksBridge("bridge-hog", recording: 90, publisher: "hog-agents") { _, recorder, bridge, client in
             let steadyFixes = 10
             var seq: UInt64 = 0
             let batches = (0..<40).map { _ in
@@ -143,25 +158,11 @@ import Testing
             }
             let clock = ContinuousClock()
             let start = clock.now
-            try await withThrowingTaskGroup(of: Void.self) { group in
-                group.addTask {
-                    for batch in 0..<(40 * steadyFixes) {
-                        try await client.publish(topic: "fleet/hog/batch", payload: batches[batch % batches.count], qos: .atLeastOnce)
-                        try await clock.sleep(until: start + .milliseconds(25 * (batch + 1)))
-                    }
+            try await publish(steadyFixes: steadyFixes, with: client, clock: clock, from: start) {
+                for batch in 0..<(40 * steadyFixes) {
+                    try await client.publish(topic: "fleet/hog/batch", payload: batches[batch % batches.count], qos: .atLeastOnce)
+                    try await clock.sleep(until: start + .milliseconds(25 * (batch + 1)))
                 }
-                group.addTask {
-                    for k in 0..<steadyFixes {
-                        let fix = Fix(
-                            time: UTCTimestamp(millisecondsSince1970: base + Int64(k) * 1000), latitude: 20 + Double(k) * 0.001,
-                            longitude: 5, mode: .threeD)
-                        try await client.publish(
-                            topic: "fleet/steady/fix", payload: FleetPayload.encode(fix, vehicle: "steady", seq: UInt64(k + 1)),
-                            qos: .atLeastOnce)
-                        try await clock.sleep(until: start + .seconds(k + 1))
-                    }
-                }
-                try await group.waitForAll()
             }
             try? await waitUntil("the steady vehicle's fixes bridged", timeout: .seconds(30)) {
                 cli.payloads(recorder, on: "owntracks/acme/steady").count >= steadyFixes

@@ -49,6 +49,27 @@ import Testing
         return (status, process.standardOutput, process.standardError)
     }
 
+    /// Starts fleet-watch with `arguments` (live, not `--once`) and waits (20 s at most) until it
+    /// says it has subscribed to the fleet; kills it when it does not get there. The caller kills
+    /// it in the end.
+    func startSubscribed(
+        _ arguments: [String], directory: String, name: String, environment: [String: String] = [:]
+    ) async throws -> TestProcess {
+        let process = try TestProcess(Self.executable, arguments, directory: directory, name: name, environment: environment)
+        do {
+            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
+                if !process.isRunning {
+                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
+                }
+                return process.standardError.contains("Subscribed to the fleet")
+            }
+        } catch {
+            process.send(SIGKILL)
+            throw error
+        }
+        return process
+    }
+
     @Test func oncePrintsTheRetainedSnapshotAndExits() async throws {
         try await withBroker { broker in
             try await publishRetainedFleet(broker)
@@ -112,16 +133,9 @@ import Testing
 
     @Test func liveJSONLinesFollowThePublishedMessages() async throws {
         try await withBroker { broker in
-            let process = try TestProcess(
-                Self.executable, ["--broker", broker.url, "--json", "--log-level", "debug"],
-                directory: broker.directory, name: "fleet-watch-live")
+            let process = try await startSubscribed(
+                ["--broker", broker.url, "--json", "--log-level", "debug"], directory: broker.directory, name: "fleet-watch-live")
             defer { process.send(SIGKILL) }
-            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
-                if !process.isRunning {
-                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
-                }
-                return process.standardError.contains("Subscribed to the fleet")
-            }
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 1, lat: 1))
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 3, lat: 3))
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/heading", message: "[1,2]")
@@ -147,16 +161,10 @@ import Testing
         do {
             try await security.addUser("watcher", password: "pw", subscribe: ["fleet/#"])
             let url = "mqtt://watcher@127.0.0.1:\(security.broker.port)"
-            let process = try TestProcess(
-                Self.executable, ["--broker", url, "--json"], directory: security.broker.directory,
-                name: "fleet-watch-refused", environment: ["FLEETCAST_PASSWORD": "pw"])
+            let process = try await startSubscribed(
+                ["--broker", url, "--json"], directory: security.broker.directory, name: "fleet-watch-refused",
+                environment: ["FLEETCAST_PASSWORD": "pw"])
             defer { process.send(SIGKILL) }
-            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
-                if !process.isRunning {
-                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
-                }
-                return process.standardError.contains("Subscribed to the fleet")
-            }
             try await security.control(["removeRoleACL", "watcher", "subscribePattern", "fleet/#"])
             let status = try await withTimeout(.seconds(30), "fleet-watch to exit after the refusal") { await process.waitForExit() }
             #expect(status != 0)
@@ -195,16 +203,9 @@ import Testing
 
     @Test func liveJSONPrintsEachBacklogEntryAsItsOwnLine() async throws {
         try await withBroker { broker in
-            let process = try TestProcess(
-                Self.executable, ["--broker", broker.url, "--json", "--log-level", "debug"],
-                directory: broker.directory, name: "fleet-watch-backlog")
+            let process = try await startSubscribed(
+                ["--broker", broker.url, "--json", "--log-level", "debug"], directory: broker.directory, name: "fleet-watch-backlog")
             defer { process.send(SIGKILL) }
-            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
-                if !process.isRunning {
-                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
-                }
-                return process.standardError.contains("Subscribed to the fleet")
-            }
             // The newest fix live (retained, as the agent sends it), then the backlog 5...9
             // oldest first: fixes 5, 6, a heading 7, fixes 8, 9 — and one bad entry after 5.
             try await MosquittoCLI.publish(
@@ -232,16 +233,9 @@ import Testing
 
     @Test func withoutATerminalOrJSONEventsArePlainLines() async throws {
         try await withBroker { broker in
-            let process = try TestProcess(
-                Self.executable, ["--broker", broker.url, "--vehicle", "van-7"],
-                directory: broker.directory, name: "fleet-watch-plain")
+            let process = try await startSubscribed(
+                ["--broker", broker.url, "--vehicle", "van-7"], directory: broker.directory, name: "fleet-watch-plain")
             defer { process.send(SIGKILL) }
-            try await waitUntil("fleet-watch to subscribe", timeout: .seconds(20)) {
-                if !process.isRunning {
-                    throw TestSupportError.processFailed(process.commandLine, status: -1, output: process.standardError)
-                }
-                return process.standardError.contains("Subscribed to the fleet")
-            }
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/bus-1/fix", message: fixJSON("bus-1", seq: 1, lat: 1))
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/fix", message: fixJSON("van-7", seq: 2, lat: 2))
             try await MosquittoCLI.publish(broker: broker, topic: "fleet/van-7/status", message: #"{"v":1,"state":"offline"}"#)
