@@ -24,19 +24,11 @@ public final class AgentInstanceLock: Sendable {
         (directory.hasSuffix("/") ? String(directory.dropLast()) : directory) + "/\(vehicle.rawValue).lock"
     }
 
-    /// What ``acquire(directory:vehicle:)`` found.
-    public enum Acquisition: Sendable {
-        /// This process holds the lock until the value is released (deinit).
-        case acquired(AgentInstanceLock)
-        /// Another process holds it: an agent runs for this vehicle.
-        case heldByAnother(path: String)
-        /// The lock file cannot be made or locked (a read-only state directory, say): nothing is
-        /// known either way.
-        case unavailable(path: String, reason: String)
-        /// Something other than a regular file is in the lock file's place (a symbolic link,
-        /// which could point the agent at a file of someone else's): it must not run.
-        case refused(path: String, reason: String)
-    }
+    /// What ``acquire(directory:vehicle:)`` found: the lock, or that another process holds
+    /// it (an agent runs for this vehicle), that it cannot be known (a read-only state
+    /// directory, say), or that something other than a regular file is in its place (a
+    /// symbolic link, which could point the agent at a file of someone else's: it must not run).
+    public typealias Acquisition = FileLockAcquisition<AgentInstanceLock>
 
     /// The lock held (``ExclusiveFileLock``); let go on deinit.
     private let lock: ExclusiveFileLock
@@ -53,12 +45,8 @@ public final class AgentInstanceLock: Sendable {
     /// FIFO put there cannot hang it): a link in its place, dangling or not, is ``Acquisition/refused(path:reason:)``,
     /// and so is anything but a regular file (checked with `fstat` on the descriptor opened).
     public static func acquire(directory: String, vehicle: VehicleID) -> Acquisition {
-        switch ExclusiveFileLock.acquire(path: path(directory: directory, vehicle: vehicle)) {
-        case .acquired(let lock): .acquired(AgentInstanceLock(lock))
-        case .heldByAnother(let path): .heldByAnother(path: path)
-        case .unavailable(let path, let reason): .unavailable(path: path, reason: reason)
-        case .refused(let path, let reason):
-            .refused(path: path, reason: reason == ExclusiveFileLock.symbolicLinkReason ? symbolicLinkReason : reason)
+        ExclusiveFileLock.acquire(path: path(directory: directory, vehicle: vehicle)).map(AgentInstanceLock.init) {
+            $0 == ExclusiveFileLock.symbolicLinkReason ? symbolicLinkReason : $0
         }
     }
 

@@ -16,16 +16,7 @@ import Darwin
 /// file (checked with `fstat` on the descriptor opened).
 public final class ExclusiveFileLock: Sendable {
     /// What ``acquire(path:)`` found.
-    public enum Acquisition: Sendable {
-        /// This process holds the lock until the value is released (deinit).
-        case acquired(ExclusiveFileLock)
-        /// Another process holds it.
-        case heldByAnother(path: String)
-        /// The lock file cannot be made or locked (a read-only directory, say): nothing is known.
-        case unavailable(path: String, reason: String)
-        /// Something other than a regular file is in the lock file's place.
-        case refused(path: String, reason: String)
-    }
+    public typealias Acquisition = FileLockAcquisition<ExclusiveFileLock>
 
     /// The open lock file's descriptor; closed (and the lock let go) on deinit.
     private let descriptor: Int32
@@ -67,5 +58,31 @@ public final class ExclusiveFileLock: Sendable {
         var info = stat()
         guard fstat(descriptor, &info) == 0 else { return String(cString: strerror(errno)) }
         return info.st_mode & S_IFMT == S_IFREG ? nil : "it is not a regular file; remove it and check who put it there"
+    }
+}
+
+/// What taking an exclusive lock file found: the lock (`Lock`, held until it is released), or
+/// why not. One set of outcomes for ``ExclusiveFileLock`` and the locks built on it.
+public enum FileLockAcquisition<Lock: Sendable>: Sendable {
+    /// This process holds the lock until the value is released (deinit).
+    case acquired(Lock)
+    /// Another process holds it.
+    case heldByAnother(path: String)
+    /// The lock file cannot be made or locked (a read-only directory, say): nothing is known.
+    case unavailable(path: String, reason: String)
+    /// Something other than a regular file is in the lock file's place.
+    case refused(path: String, reason: String)
+
+    /// The same outcome with the lock held as `transform` makes it, and a refusal's reason as
+    /// `reason` words it.
+    public func map<Other: Sendable>(
+        _ transform: (Lock) -> Other, reason: (String) -> String = { $0 }
+    ) -> FileLockAcquisition<Other> {
+        switch self {
+        case .acquired(let lock): .acquired(transform(lock))
+        case .heldByAnother(let path): .heldByAnother(path: path)
+        case .unavailable(let path, let why): .unavailable(path: path, reason: why)
+        case .refused(let path, let why): .refused(path: path, reason: reason(why))
+        }
     }
 }
