@@ -93,16 +93,12 @@ public struct FleetBridge<Translator: FleetBridgeTranslator>: Service {
     /// the subscription fails (thrown) or the task is cancelled; the client then shuts down,
     /// flushing what is still unacknowledged for up to 2 s.
     public func run() async throws {
-        let client: MQTTClient
-        do {
-            // A stop while the broker is still unreachable ends the wait: nothing was received.
-            client = try await cancelWhenGracefulShutdown { [publishing, logger] in
-                try await MQTTClient.connectRetrying(configuration: publishing, logger: logger)
-            }
-        } catch is CancellationError where Task.isShuttingDownGracefully {
-            logger.info("Bridge stopped before the broker could be reached; nothing was received")
-            return
-        }
+        // A stop while the broker is still unreachable ends the wait: nothing was received.
+        guard
+            let client = try await reachedUnlessStopped(
+                logger: logger, stopped: "Bridge stopped before the broker could be reached; nothing was received",
+                { [publishing, logger] in try await MQTTClient.connectRetrying(configuration: publishing, logger: logger) })
+        else { return }
         logger.info(
             "Bridging the fleet",
             metadata: [

@@ -96,19 +96,17 @@ public struct FleetRecorder: Service {
     /// fails (throws) or the task is cancelled (throws `CancellationError`; what was received
     /// and not yet written is lost, and logged).
     public func run() async throws {
-        do {
-            // A stop while PostgreSQL is still unreachable ends the wait: nothing was received.
-            try await cancelWhenGracefulShutdown { [self] in
-                // Reached first within the attempt limit (an outage is named once); the migration
-                // itself may rebuild a big table's key, and gets an hour.
-                try await retrying("reach PostgreSQL") { try await store.ping() }
-                _ = try await retrying("migrate the track schema", limit: .seconds(3600)) { try await store.migrate() }
-                try await maintainPartitions()
-            }
-        } catch is CancellationError where Task.isShuttingDownGracefully {
-            logger.info("Recorder stopped before PostgreSQL could be reached; nothing was received")
-            return
+        // A stop while PostgreSQL is still unreachable ends the wait: nothing was received.
+        let reached: Void? = try await reachedUnlessStopped(
+            logger: logger, stopped: "Recorder stopped before PostgreSQL could be reached; nothing was received"
+        ) { [self] in
+            // Reached first within the attempt limit (an outage is named once); the migration
+            // itself may rebuild a big table's key, and gets an hour.
+            try await retrying("reach PostgreSQL") { try await store.ping() }
+            _ = try await retrying("migrate the track schema", limit: .seconds(3600)) { try await store.migrate() }
+            try await maintainPartitions()
         }
+        guard reached != nil else { return }
         logger.info(
             "Recording the fleet into PostgreSQL",
             metadata: [

@@ -1,4 +1,5 @@
 import FleetHistory
+import FleetWatch
 import FleetcastCore
 import Logging
 import MQTT
@@ -58,11 +59,12 @@ final class ZoneAnnouncer: Service, Sendable {
     func run() async throws {
         let client: MQTTClient
         do {
-            client = try await cancelWhenGracefulShutdown { [configuration, logger] in
-                try await MQTTClient.connectRetrying(configuration: configuration, logger: logger)
-            }
-        } catch is CancellationError where Task.isShuttingDownGracefully {
-            return
+            guard
+                let reached = try await reachedUnlessStopped(
+                    logger: logger, stopped: "Zone events not published: the recorder stopped before the broker could be reached",
+                    { [configuration, logger] in try await MQTTClient.connectRetrying(configuration: configuration, logger: logger) })
+            else { return }
+            client = reached
         } catch {
             logger.error(
                 "Zone events cannot be published (the recorder goes on; they are stored): check the broker's ACL and the -pub user",

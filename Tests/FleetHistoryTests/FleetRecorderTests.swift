@@ -169,6 +169,9 @@ import Testing
                 #expect(clock.now - stopping < .seconds(10), "not the 25 s graceful-shutdown limit")
                 #expect(noDatabase.standardError.components(separatedBy: "PostgreSQL cannot be written to").count == 2, "named once")
                 #expect(noDatabase.standardError.contains("\(closedPort)"), "the log names where it tried")
+                #expect(
+                    noDatabase.standardError.contains("Recorder stopped before PostgreSQL could be reached; nothing was received"),
+                    "the stop says that nothing was lost")
 
                 // The broker unreachable: the same.
                 let database = try await postgres.createDatabase()
