@@ -28,19 +28,23 @@ func documented<T: Comparable>(_ value: T?, _ range: ClosedRange<T>) -> T? {
     value.flatMap { range.contains($0) ? $0 : nil }
 }
 
+/// `decode(payload)` for a payload the encoder wrote: it must decode (a failure stops the run).
+func decodedOwn<Decoded>(_ kind: String, _ payload: [UInt8], _ decode: ([UInt8]) throws -> Decoded) -> Decoded {
+    do {
+        return try decode(payload)
+    } catch {
+        check(false, "an encoded \(kind) does not decode: \(error) in \(String(decoding: payload, as: UTF8.self))")
+        fatalError()
+    }
+}
+
 /// A fix written as a contract payload and read back (`FleetPayload.encode` then `decodeFix`)
 /// is the same fix, to the payload's precision, and writing the read-back fix again gives
 /// the same bytes. Every fix a decoder hands on must pass: the agent publishes it this way.
 @discardableResult
 func checkFixRoundTrip(_ fix: Fix, vehicle: VehicleID, seq: UInt64?) -> DecodedFix {
     let first = FleetPayload.encode(fix, vehicle: vehicle.rawValue, seq: seq)
-    let back: DecodedFix
-    do {
-        back = try FleetPayload.decodeFix(first, vehicle: vehicle)
-    } catch {
-        check(false, "an encoded fix does not decode: \(error) in \(String(decoding: first, as: UTF8.self))")
-        fatalError()
-    }
+    let back = decodedOwn("fix", first) { try FleetPayload.decodeFix($0, vehicle: vehicle) }
     let f = back.fix
     check(back.vehicle == vehicle && back.seq == seq, "vehicle or seq changed in a round trip")
     check(f.time == fix.time && f.mode == fix.mode && f.quality == fix.quality
@@ -68,13 +72,7 @@ func checkFixRoundTrip(_ fix: Fix, vehicle: VehicleID, seq: UInt64?) -> DecodedF
 @discardableResult
 func checkHeadingRoundTrip(_ heading: Heading, vehicle: VehicleID, seq: UInt64?) -> DecodedHeading {
     let first = FleetPayload.encode(heading, vehicle: vehicle.rawValue, seq: seq)
-    let back: DecodedHeading
-    do {
-        back = try FleetPayload.decodeHeading(first, vehicle: vehicle)
-    } catch {
-        check(false, "an encoded heading does not decode: \(error) in \(String(decoding: first, as: UTF8.self))")
-        fatalError()
-    }
+    let back = decodedOwn("heading", first) { try FleetPayload.decodeHeading($0, vehicle: vehicle) }
     let h = back.heading
     check(back.vehicle == vehicle && back.seq == seq && h.time == heading.time && h.source == heading.source,
           "vehicle, seq, time or source changed in a round trip: \(heading) → \(h)")
