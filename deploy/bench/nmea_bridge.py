@@ -12,8 +12,8 @@ import json
 import sys
 import time
 
-import paho.mqtt.client as mqtt
 import pynmea2
+from paho_common import connected_client, seconds_until_published
 
 
 def main():
@@ -21,13 +21,7 @@ def main():
     vehicle = sys.argv[4] if len(sys.argv) > 4 else "py"
     inflight = int(sys.argv[5]) if len(sys.argv) > 5 else 100
     topic = f"fleet/{vehicle}/fix"
-    # paho-mqtt 2 wants the callback API named; 1.6 (Debian 12's python3-paho-mqtt) has none.
-    api = (mqtt.CallbackAPIVersion.VERSION2,) if hasattr(mqtt, "CallbackAPIVersion") else ()
-    client = mqtt.Client(*api, client_id=f"py-bridge-{vehicle}", protocol=mqtt.MQTTv5)
-    client.max_inflight_messages_set(inflight)
-    client.max_queued_messages_set(0)
-    client.connect(host, port)
-    client.loop_start()
+    client = connected_client(f"py-bridge-{vehicle}", host, port, inflight)
     seq, last_gga, infos = 0, None, []
     start = time.perf_counter()
     with open(path, encoding="ascii", errors="replace") as f:
@@ -52,11 +46,7 @@ def main():
                     fix["sats"] = int(last_gga.num_sats or 0)
                     fix["mode"] = 3
                 infos.append(client.publish(topic, json.dumps(fix), qos=1, retain=True))
-    for info in infos:
-        info.wait_for_publish(timeout=120)
-    elapsed = time.perf_counter() - start
-    client.disconnect()
-    client.loop_stop()
+    elapsed = seconds_until_published(client, infos, start, timeout=120)
     print(f"fixes/s {seq / elapsed:.0f} fixes {seq}")
 
 
