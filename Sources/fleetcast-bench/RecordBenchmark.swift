@@ -199,20 +199,7 @@ private func measureMigration(_ postgres: TestPostgres, rows: Int) async throws 
     let database = try await postgres.createDatabase()
     _ = try await postgres.psql(
         """
-        CREATE TABLE fleetcast_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
-        INSERT INTO fleetcast_schema (version) VALUES (1), (2), (3);
-        CREATE TABLE fleetcast_fixes (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz NOT NULL,
-            lat double precision NOT NULL, lon double precision NOT NULL, alt_hae double precision, alt_msl double precision,
-            speed double precision, track double precision, climb double precision, mode smallint NOT NULL, sats smallint,
-            hdop double precision, eph double precision, epv double precision, backlog boolean NOT NULL,
-            received_at timestamptz NOT NULL DEFAULT now(), run bigint NOT NULL DEFAULT 0, heading double precision,
-            mag_heading double precision, heading_source text, CONSTRAINT fleetcast_fixes_pkey PRIMARY KEY (vehicle, run, seq));
-        CREATE INDEX fleetcast_fixes_vehicle_time ON fleetcast_fixes (vehicle, time);
-        CREATE TABLE fleetcast_headings (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz,
-            heading double precision, mag_heading double precision, source text, backlog boolean NOT NULL,
-            received_at timestamptz NOT NULL DEFAULT now(), run bigint NOT NULL DEFAULT 0,
-            CONSTRAINT fleetcast_headings_pkey PRIMARY KEY (vehicle, run, seq));
-        CREATE INDEX fleetcast_headings_vehicle_time ON fleetcast_headings (vehicle, time);
+        \(OldTrackSchema.sql(version: 3))
         INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, alt_msl, speed, track, mode, sats, eph, backlog)
             SELECT 'bench-' || (i % 100), 1, i, to_timestamp(1795000000 + i * \(864_000.0 / Double(max(1, rows)))), 52.37, 4.89, 2.1,
                 13.9, 87.5, 3, 11, 2.3, false

@@ -181,20 +181,7 @@ import Testing
             // three days, with headings timed and untimed.
             _ = try await postgres.psql(
                 """
-                CREATE TABLE fleetcast_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
-                INSERT INTO fleetcast_schema (version) VALUES (1), (2);
-                CREATE TABLE fleetcast_fixes (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz NOT NULL,
-                    lat double precision NOT NULL, lon double precision NOT NULL, alt_hae double precision, alt_msl double precision,
-                    speed double precision, track double precision, climb double precision, mode smallint NOT NULL, sats smallint,
-                    hdop double precision, eph double precision, epv double precision, backlog boolean NOT NULL,
-                    received_at timestamptz NOT NULL DEFAULT now(), run bigint NOT NULL DEFAULT 0,
-                    CONSTRAINT fleetcast_fixes_pkey PRIMARY KEY (vehicle, run, seq));
-                CREATE INDEX fleetcast_fixes_vehicle_time ON fleetcast_fixes (vehicle, time);
-                CREATE TABLE fleetcast_headings (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz,
-                    heading double precision, mag_heading double precision, source text, backlog boolean NOT NULL,
-                    received_at timestamptz NOT NULL DEFAULT now(), run bigint NOT NULL DEFAULT 0,
-                    CONSTRAINT fleetcast_headings_pkey PRIMARY KEY (vehicle, run, seq));
-                CREATE INDEX fleetcast_headings_vehicle_time ON fleetcast_headings (vehicle, time);
+                \(OldTrackSchema.sql(version: 2))
                 INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, mode, backlog)
                     SELECT 'van-' || v, 7, s, to_timestamp(1795651200 + s * 60), 52.5, 13.4, 3, false
                     FROM generate_series(1, 3) v, generate_series(1, 4000) s WHERE s % 10 <> 0;

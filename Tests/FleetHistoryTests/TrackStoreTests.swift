@@ -121,18 +121,7 @@ func fix(_ vehicle: String, seq: UInt64, run: UInt64 = 0, second: Int64, latitud
             // The schema and rows of the first version, as an earlier fleet-watch left them.
             _ = try await postgres.psql(
                 """
-                CREATE TABLE fleetcast_schema (version integer PRIMARY KEY, applied_at timestamptz NOT NULL DEFAULT now());
-                INSERT INTO fleetcast_schema (version) VALUES (1);
-                CREATE TABLE fleetcast_fixes (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz NOT NULL,
-                    lat double precision NOT NULL, lon double precision NOT NULL, alt_hae double precision, alt_msl double precision,
-                    speed double precision, track double precision, climb double precision, mode smallint NOT NULL, sats smallint,
-                    hdop double precision, eph double precision, epv double precision, backlog boolean NOT NULL,
-                    received_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (vehicle, seq));
-                CREATE INDEX fleetcast_fixes_vehicle_time ON fleetcast_fixes (vehicle, time);
-                CREATE TABLE fleetcast_headings (vehicle text NOT NULL, seq bigint NOT NULL, time timestamptz,
-                    heading double precision, mag_heading double precision, source text, backlog boolean NOT NULL,
-                    received_at timestamptz NOT NULL DEFAULT now(), PRIMARY KEY (vehicle, seq));
-                CREATE INDEX fleetcast_headings_vehicle_time ON fleetcast_headings (vehicle, time);
+                \(OldTrackSchema.sql(version: 1))
                 INSERT INTO fleetcast_fixes (vehicle, seq, time, lat, lon, mode, backlog)
                     SELECT 'van-1', s, to_timestamp(1795000000 + s), 52.5, 13.4, 3, false FROM generate_series(1, 40) s;
                 """, database: database)
