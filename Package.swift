@@ -93,7 +93,9 @@ let pureModules: [Target] = [
     ),
     // Test support shared by the MQTT, agent and fleet-watch tests: a real mosquitto
     // broker on a free loopback port, CLI clients, free ports, bounded waits.
-    .target(name: "FleetcastTestSupport", dependencies: ["FleetcastCore", "GNSS", "MQTTCore"], path: "Sources/FleetcastTestSupport"),
+    .target(
+        name: "FleetcastTestSupport", dependencies: ["FleetcastCore", "GNSS", "FleetProtocol", "MQTTCore"],
+        path: "Sources/FleetcastTestSupport"),
 ]
 /// The pure modules only the fleet side uses (left out of the ThreadSanitizer build).
 let pureFleetModules: [Target] = [

@@ -1,4 +1,3 @@
-import FleetProtocol
 import FleetcastTestSupport
 import Foundation
 import GNSS
@@ -42,11 +41,8 @@ func runServeBenchmark(arguments: [String]) async {
                 seq += 1
                 let time = UTCTimestamp.wallClockNow
                 for n in 0..<vehicles {
-                    let fix = Fix(
-                        time: time, latitude: 48 + Double(n) / 10_000 + Double(seq) / 100_000, longitude: 2 + Double(n) / 20_000,
-                        speed: 10, track: Double(seq % 360), mode: .threeD, satellitesUsed: 9)
-                    try await publisher.publish(
-                        topic: "fleet/v\(n)/fix", payload: FleetPayload.encode(fix, vehicle: "v\(n)", seq: seq), qos: .atMostOnce)
+                    let (topic, payload) = MovingFleet.fix(vehicle: n, round: seq, time: time)
+                    try await publisher.publish(topic: topic, payload: payload, qos: .atMostOnce)
                 }
                 try await Task.sleep(for: .seconds(1))
             }

@@ -1,5 +1,4 @@
 import FleetMap
-import FleetProtocol
 import FleetWatch
 import FleetcastTestSupport
 import Foundation
@@ -136,11 +135,9 @@ import Glibc
                 while !Task.isCancelled {
                     seq += 1
                     for n in 0..<2000 {
-                        let fix = Fix(
-                            time: UTCTimestamp(millisecondsSince1970: 1_790_000_000_000 + Int64(seq) * 100),
-                            latitude: 48 + Double(n) / 10_000 + Double(seq) / 100_000, longitude: 2, speed: 10, mode: .threeD)
-                        try await publisher.publish(
-                            topic: "fleet/v\(n)/fix", payload: FleetPayload.encode(fix, vehicle: "v\(n)", seq: seq), qos: .atMostOnce)
+                        let time = UTCTimestamp(millisecondsSince1970: 1_790_000_000_000 + Int64(seq) * 100)
+                        let (topic, payload) = MovingFleet.fix(vehicle: n, round: seq, time: time)
+                        try await publisher.publish(topic: topic, payload: payload, qos: .atMostOnce)
                     }
                     // Four rounds a second: every flush still finds the stalled browser's queue
                     // full, and the machine keeps a core for the suites running beside this one.
