@@ -35,8 +35,7 @@ struct GapsCommand: AsyncParsableCommand {
 
     @OptionGroup var database: PostgresOptions
 
-    @Option(help: "Only this vehicle.")
-    var vehicle: String?
+    @OptionGroup var only: VehicleFilterOption
 
     @OptionGroup var range: TimeRangeOptions
 
@@ -52,9 +51,6 @@ struct GapsCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        if let vehicle {
-            do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
-        }
         guard connectTimeout.isFinite, connectTimeout > 0, connectTimeout <= 3600 else {
             throw ValidationError("--connect-timeout: more than 0 and at most 3600 seconds")
         }
@@ -64,7 +60,7 @@ struct GapsCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let location = try database.location(logger: logger)
         let (from, to) = try range.bounds()
-        let vehicle = try vehicle.map { try VehicleID(validating: $0) }
+        let vehicle = try only.id
         let report: CompletenessReport
         do {
             report = try await PostgresOptions.withTrackStore(

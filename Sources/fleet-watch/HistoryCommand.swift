@@ -23,8 +23,7 @@ struct HistoryCommand: AsyncParsableCommand {
 
     @OptionGroup var database: PostgresOptions
 
-    @Option(help: "The vehicle.")
-    var vehicle: String
+    @OptionGroup var vehicle: VehicleOption
 
     @OptionGroup var range: TimeRangeOptions
 
@@ -37,7 +36,6 @@ struct HistoryCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
         let (from, to) = try track()
         guard from < to else {
             throw ValidationError(range.until == nil ? "--since must be before now (--until's default)" : "--since must be before --until")
@@ -54,7 +52,7 @@ struct HistoryCommand: AsyncParsableCommand {
     func run() async throws {
         let logger = logging.makeLogger()
         let location = try database.location(logger: logger)
-        let vehicle = try VehicleID(validating: vehicle)
+        let vehicle = try self.vehicle.id
         let (from, to) = try track()
 
         let handle: FileHandle

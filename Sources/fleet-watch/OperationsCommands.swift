@@ -66,8 +66,7 @@ struct TripsCommand: AsyncParsableCommand {
 
     @OptionGroup var database: PostgresOptions
 
-    @Option(help: "The vehicle.")
-    var vehicle: String
+    @OptionGroup var vehicle: VehicleOption
 
     @OptionGroup var range: TimeRangeOptions
 
@@ -79,13 +78,12 @@ struct TripsCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
         _ = try operationsRange(range)
     }
 
     func run() async throws {
         let logger = logging.makeLogger()
-        let vehicle = try VehicleID(validating: vehicle)
+        let vehicle = try self.vehicle.id
         let (from, to) = try operationsRange(range)
         let rules = tripRules.rules
         let listed = try await reading(database, logger, what: "the trips") { store in
@@ -109,8 +107,7 @@ struct ZoneEventsCommand: AsyncParsableCommand {
 
     @OptionGroup var database: PostgresOptions
 
-    @Option(help: "Only this vehicle.")
-    var vehicle: String?
+    @OptionGroup var only: VehicleFilterOption
 
     @OptionGroup var range: TimeRangeOptions
 
@@ -120,9 +117,6 @@ struct ZoneEventsCommand: AsyncParsableCommand {
     @OptionGroup var logging: LoggingOptions
 
     func validate() throws {
-        if let vehicle {
-            do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
-        }
         _ = try operationsRange(range)
     }
 
@@ -130,7 +124,7 @@ struct ZoneEventsCommand: AsyncParsableCommand {
         let logger = logging.makeLogger()
         let (from, to) = try operationsRange(range)
         let events = try await reading(database, logger, what: "the zone events") { store in
-            try await store.zoneEvents(vehicle: vehicle, since: from, until: to)
+            try await store.zoneEvents(vehicle: only.vehicle, since: from, until: to)
         }
         writeLines(OperationsOutput.zoneEvents(events, format: format))
     }
@@ -153,8 +147,7 @@ struct ReportCommand: AsyncParsableCommand {
     @Option(help: "The day, YYYY-MM-DD (UTC).")
     var day: String
 
-    @Option(help: "Only this vehicle.")
-    var vehicle: String?
+    @OptionGroup var only: VehicleFilterOption
 
     @Option(help: "text, json or csv.")
     var format: OperationsFormat = .text
@@ -165,9 +158,6 @@ struct ReportCommand: AsyncParsableCommand {
 
     func validate() throws {
         _ = try bounds()
-        if let vehicle {
-            do { _ = try VehicleID(validating: vehicle) } catch { throw ValidationError(error.description) }
-        }
     }
 
     private func bounds() throws -> (UTCTimestamp, UTCTimestamp) {
@@ -182,8 +172,8 @@ struct ReportCommand: AsyncParsableCommand {
         let (start, end) = try bounds()
         let rules = tripRules.rules
         let reports = try await reading(database, logger, what: "the day") { store in
-            var vehicles = vehicle.map { [$0] } ?? []
-            if vehicle == nil { vehicles = try await store.vehicles(since: start, until: end) }
+            var vehicles = only.vehicle.map { [$0] } ?? []
+            if only.vehicle == nil { vehicles = try await store.vehicles(since: start, until: end) }
             var reports: [(vehicle: String, report: DailyReport)] = []
             for name in vehicles {
                 // An id this build would not accept (stored by another) is left out, not fatal.
