@@ -13,4 +13,23 @@ public enum MovingFleet {
             longitude: 2 + Double(vehicle) / 20_000, speed: 10, track: Double(round % 360), mode: .threeD, satellitesUsed: 9)
         return ("fleet/v\(vehicle)/fix", FleetPayload.encode(fix, vehicle: "v\(vehicle)", seq: round))
     }
+
+    /// Publishes the fleet of `vehicles` round after round through `send` (topic, payload), a
+    /// pause of `pause` after each round, until cancelled or `send` throws; round k's fixes are
+    /// timed `time(k)`.
+    public static func publish(
+        vehicles: Int, pausing pause: Duration, time: (UInt64) -> UTCTimestamp,
+        _ send: (_ topic: String, _ payload: [UInt8]) async throws -> Void
+    ) async throws {
+        var round: UInt64 = 0
+        while !Task.isCancelled {
+            round += 1
+            let roundTime = time(round)
+            for vehicle in 0..<vehicles {
+                let (topic, payload) = fix(vehicle: vehicle, round: round, time: roundTime)
+                try await send(topic, payload)
+            }
+            try await Task.sleep(for: pause)
+        }
+    }
 }

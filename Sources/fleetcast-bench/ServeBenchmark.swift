@@ -36,15 +36,8 @@ func runServeBenchmark(arguments: [String]) async {
             logger: Logger(label: "bench"))
         try await publisher.connect()
         let publishing = Task {
-            var seq: UInt64 = 0
-            while !Task.isCancelled {
-                seq += 1
-                let time = UTCTimestamp.wallClockNow
-                for n in 0..<vehicles {
-                    let (topic, payload) = MovingFleet.fix(vehicle: n, round: seq, time: time)
-                    try await publisher.publish(topic: topic, payload: payload, qos: .atMostOnce)
-                }
-                try await Task.sleep(for: .seconds(1))
+            try await MovingFleet.publish(vehicles: vehicles, pausing: .seconds(1), time: { _ in .wallClockNow }) {
+                try await publisher.publish(topic: $0, payload: $1, qos: .atMostOnce)
             }
         }
         try await Task.sleep(for: .seconds(5))

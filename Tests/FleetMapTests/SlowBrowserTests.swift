@@ -128,21 +128,14 @@ import Glibc
                     broker: BrokerURL(host: broker.host, port: broker.port), clientID: "fleet-\(UUID().uuidString.prefix(8))"),
                 logger: Logger(label: "publisher"))
             try await publisher.connect()
-            // 2,000 vehicles moving, four rounds a second: each update event carries hundreds of
-            // kilobytes.
+            // 2,000 vehicles moving, each update event hundreds of kilobytes, up to four rounds a
+            // second (a pause of 250 ms after each): every flush still finds the stalled
+            // browser's queue full, and the machine keeps a core for the suites beside this one.
             let publishing = Task {
-                var seq: UInt64 = 0
-                while !Task.isCancelled {
-                    seq += 1
-                    for n in 0..<2000 {
-                        let time = UTCTimestamp(millisecondsSince1970: 1_790_000_000_000 + Int64(seq) * 100)
-                        let (topic, payload) = MovingFleet.fix(vehicle: n, round: seq, time: time)
-                        try await publisher.publish(topic: topic, payload: payload, qos: .atMostOnce)
-                    }
-                    // Four rounds a second: every flush still finds the stalled browser's queue
-                    // full, and the machine keeps a core for the suites running beside this one.
-                    try await Task.sleep(for: .milliseconds(250))
-                }
+                try await MovingFleet.publish(
+                    vehicles: 2000, pausing: .milliseconds(250),
+                    time: { UTCTimestamp(millisecondsSince1970: 1_790_000_000_000 + Int64($0) * 100) }
+                ) { try await publisher.publish(topic: $0, payload: $1, qos: .atMostOnce) }
             }
             var stalled: StalledClient?
             var reader: TestProcess?
