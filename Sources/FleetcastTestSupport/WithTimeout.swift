@@ -1,3 +1,5 @@
+import FleetcastCore
+
 /// Runs `body`, throwing ``TestSupportError/timedOut(_:_:)`` if it has not finished within
 /// `timeout`; `body` is then cancelled.
 ///
@@ -9,70 +11,10 @@ public func withTimeout<T: Sendable>(
     _ what: String = "an operation",
     _ body: @escaping @Sendable () async throws -> T
 ) async throws -> T {
-    let race = TimeoutRace<T>()
-    return try await withTaskCancellationHandler {
-        let work = Task {
-            do { race.finish(.success(try await body())) } catch { race.finish(.failure(error)) }
-        }
-        let timer = Task {
-            // Cancelled when the body finishes first.
-            guard (try? await Task.sleep(for: timeout)) != nil else { return }
-            race.finish(.failure(TestSupportError.timedOut(what, timeout)))
-        }
-        race.track(work, timer)
-        return try await race.outcome()
-    } onCancel: {
-        race.finish(.failure(CancellationError()))
-    }
-}
-
-/// One ``withTimeout(_:_:_:)``: the first of body, timer and cancellation to finish decides
-/// the outcome; the others are cancelled.
-private final class TimeoutRace<T: Sendable>: Sendable {
-    private struct State {
-        var result: Result<T, any Error>?
-        var continuation: CheckedContinuation<T, any Error>?
-        var tasks: [Task<Void, Never>] = []
-    }
-
-    private let state = Locked(State())
-
-    /// Records the outcome unless one is already recorded; resumes the waiter and cancels
-    /// the tasks that lost.
-    func finish(_ result: Result<T, any Error>) {
-        let (continuation, tasks) = state.withLock { s -> (CheckedContinuation<T, any Error>?, [Task<Void, Never>]) in
-            guard s.result == nil else { return (nil, []) }
-            s.result = result
-            defer {
-                s.continuation = nil
-                s.tasks = []
-            }
-            return (s.continuation, s.tasks)
-        }
-        tasks.forEach { $0.cancel() }
-        continuation?.resume(with: result)
-    }
-
-    /// Keeps the tasks to cancel when the race is decided (at once if it already is).
-    func track(_ tasks: Task<Void, Never>...) {
-        let decided = state.withLock { s in
-            if s.result == nil { s.tasks += tasks }
-            return s.result != nil
-        }
-        if decided { tasks.forEach { $0.cancel() } }
-    }
-
-    /// Waits for the outcome.
-    func outcome() async throws -> T {
-        try await withCheckedThrowingContinuation { (c: CheckedContinuation<T, any Error>) in
-            let decided = state.withLock { s -> Result<T, any Error>? in
-                if let result = s.result { return result }
-                s.continuation = c
-                return nil
-            }
-            if let decided { c.resume(with: decided) }
-        }
-    }
+    // Wrapped once more, so that a body returning nil is not taken for the time running out.
+    let outcome: T?? = try await withTimeLimitLeavingBehind(timeout) { Optional.some(try await body()) }
+    guard case .some(.some(let value)) = outcome else { throw TestSupportError.timedOut(what, timeout) }
+    return value
 }
 
 /// Polls `condition` every `interval` until it holds; throws ``TestSupportError/timedOut(_:_:)``
