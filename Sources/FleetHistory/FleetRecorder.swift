@@ -419,7 +419,11 @@ public struct FleetRecorder: Service {
         var failures = 0
         while true {
             do {
-                guard let value = try await withTimeLimit(limit, operation) else {
+                // A query to a server that stopped answering (frozen, or its host gone) is not
+                // cancelled in flight: it is left behind, and the attempt ends at its limit all
+                // the same. Every write is idempotent (what the abandoned attempt still commits,
+                // the next one finds there), and a stop ends the wait at once.
+                guard let value = try await withTimeLimitLeavingBehind(limit, operation) else {
                     throw NoAnswer(limit: limit)
                 }
                 if failures > 0 {

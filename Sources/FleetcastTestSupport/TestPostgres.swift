@@ -177,6 +177,34 @@ public final class TestPostgres: Sendable {
         _ = try? await process.waitForExit(timeout: .seconds(10))
     }
 
+    /// Freezes the server (SIGSTOP to each of its processes): its connections stay open and it
+    /// answers nothing, as a hung host would, until ``resume()``. (Each backend is a session
+    /// of its own, so the server's process group does not reach them.)
+    public func pause() {
+        for pid in serverProcesses() { Foundation.kill(pid, SIGSTOP) }
+    }
+
+    /// Lets a ``pause()``d server run on.
+    public func resume() {
+        for pid in serverProcesses().reversed() { Foundation.kill(pid, SIGCONT) }
+    }
+
+    /// The postmaster (its pid file's first line) and then every process it started, from
+    /// /proc (a process's parent is the fourth field of its `stat`, after the name's `)`).
+    private func serverProcesses() -> [pid_t] {
+        guard let pidFile = try? String(contentsOfFile: "\(directory)/data/postmaster.pid", encoding: .utf8),
+            let first = pidFile.split(separator: "\n").first, let postmaster = pid_t(first)
+        else { return [] }
+        let children = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry -> pid_t? in
+            guard let pid = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
+                let close = stat.lastIndex(of: ")")
+            else { return nil }
+            let fields = stat[stat.index(after: close)...].split(separator: " ")
+            return fields.count > 1 && pid_t(fields[1]) == postmaster ? pid : nil
+        }
+        return [postmaster] + children
+    }
+
     /// Stops the server (fast shutdown), keeping its data: an outage, until ``start()``.
     public func stop() async {
         process.send(SIGINT, toGroup: true)
@@ -207,6 +235,7 @@ public final class TestPostgres: Sendable {
 
     /// Stops the server (SIGINT: PostgreSQL's fast shutdown) and removes its directory.
     public func shutdown() async {
+        resume()  // a paused server would not act on SIGINT
         process.send(SIGINT, toGroup: true)
         if (try? await process.waitForExit(timeout: .seconds(10))) == nil { process.send(SIGKILL, toGroup: true) }
         try? FileManager.default.removeItem(atPath: directory)

@@ -192,6 +192,53 @@ import Testing
         }
     }
 
+    @Test func aDatabaseThatStopsAnsweringIsNamedWithinTheAttemptLimitAndNothingIsLost() async throws {
+        let directory = try TemporaryDirectory(prefix: "fleetcast-record-frozen")
+        defer { directory.remove() }
+        try await withBroker { broker in
+            try await withPostgres { postgres in
+                let database = try await postgres.createDatabase()
+                let recorder = try Self.startRecorder(
+                    "recorder-frozen", broker: broker, postgres: postgres, database: database, directory: directory)
+                try await Self.waitForLog(recorder, "Subscribed to the fleet")
+                let agent = try Self.startAgent("van-f", broker: broker, directory: directory)
+                try await waitUntil("van-f's first rows", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    (try await Self.rows(postgres, database)["van-f"]?.count ?? 0) >= 10
+                }
+
+                // PostgreSQL freezes, as a hung host would: its connections stay open, no query
+                // is answered, nothing is refused. The write in flight is never answered.
+                let seqAtFreeze = try await Self.lastPublishedSeq("van-f", broker: broker)
+                postgres.pause()
+                let clock = ContinuousClock()
+                let frozen = clock.now
+                try await Self.waitForLog(
+                    recorder, "PostgreSQL cannot be written to; retrying, and events wait in memory", timeout: .seconds(60))
+                #expect(clock.now - frozen < .seconds(30), "named at the 5 s attempt limit, not once the server answers again")
+                try await waitUntil("the fleet to drive on meanwhile", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    try await Self.lastPublishedSeq("van-f", broker: broker) >= seqAtFreeze + 20
+                }
+                postgres.resume()
+                try await Self.waitForLog(recorder, "PostgreSQL is back", timeout: .seconds(60))
+
+                agent.send(SIGTERM)
+                #expect(try await agent.waitForExit(timeout: .seconds(20)) == 0)
+                let last = try await Self.lastPublishedSeq("van-f", broker: broker)
+                try await waitUntil("van-f's last message stored", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    (try await Self.rows(postgres, database)["van-f"]?.last ?? 0) >= last
+                }
+                recorder.send(SIGTERM)
+                #expect(try await recorder.waitForExit(timeout: .seconds(30)) == 0, "\(recorder.standardError)")
+                // Every message once: what the abandoned write still committed after the thaw, the
+                // next attempt found there.
+                let r = try #require(try await Self.rows(postgres, database)["van-f"])
+                #expect(r.count == r.last - r.first + 1, "seq \(r.first)…\(r.last) but \(r.count) rows")
+                #expect(r.last == last, "the last message the agent sent")
+                #expect(recorder.standardError.components(separatedBy: "PostgreSQL cannot be written to").count == 2, "named once")
+            }
+        }
+    }
+
     /// Waits until the share group has stored the whole burst and every vehicle's messages up
     /// to the last one it published, without a gap: 180 s at most (one recorder may still work
     /// through its share of a 20,000-message burst on a machine loaded by the other suites).
