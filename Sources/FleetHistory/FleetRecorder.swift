@@ -1,6 +1,7 @@
 import AsyncAlgorithms
 import FleetCore
 import FleetHistoryCore
+import FleetOperations
 import FleetProtocol
 import FleetWatch
 import FleetcastCore
@@ -477,20 +478,6 @@ func isUnavailable(_ error: any Error) -> Bool {
     if state.hasPrefix("53") { return state != "53200" }
     return ["08", "57", "58", "40", "55", "F0", "XX"].contains(where: { state.hasPrefix($0) })
         || ["25006", "42501", "42P01"].contains(state)
-}
-
-/// What the recorder has named once per vehicle: each kind of refusal, and the messages set
-/// aside. At most ``maximumVehicles`` vehicles a kind are named; past them the final summary
-/// counts the rest (a thousand forged vehicles cannot flood the log).
-struct RecorderWarnings {
-    static let maximumVehicles = 1_000
-    private var said: [String: Set<String>] = [:]
-
-    /// Whether `kind` is to be said for `vehicle` now (the first time, and within the bound).
-    mutating func first(_ kind: String, _ vehicle: String) -> Bool {
-        guard (said[kind]?.count ?? 0) < Self.maximumVehicles else { return false }
-        return said[kind, default: []].insert(vehicle).inserted
-    }
 }
 
 /// An attempt PostgreSQL did not answer in time (unreachable: the pool is still trying to

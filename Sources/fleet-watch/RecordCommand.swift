@@ -1,6 +1,7 @@
 import ArgumentParser
 import FleetHistory
 import FleetHistoryCore
+import FleetOperations
 import FleetWatch
 import FleetcastCore
 import Foundation

@@ -1,5 +1,6 @@
 import FleetCore
 import FleetHistory
+import FleetOperations
 import FleetWatch
 import JSONEscaping
 import ServiceLifecycle

@@ -1,4 +1,5 @@
 import FleetHistory
+import FleetOperations
 import FleetWatch
 import FleetcastCore
 import Logging
