@@ -62,6 +62,9 @@ public struct TrackStore: Sendable {
     public static let maximumPartitions = TrackPartitions.maximumPartitions
     /// Points per page of a track (``TrackReader/trackChunk``).
     public static let trackChunk = TrackReader.trackChunk
+    /// The days of partitions one statement of the completeness check reads at most
+    /// (``TrackReader/completenessSpanPartitions``).
+    public static let completenessSpanPartitions = TrackReader.completenessSpanPartitions
 
     /// The tables and their migrations.
     package let schema: TrackSchema

@@ -88,3 +88,85 @@ public struct CompletenessReport: Sendable, Equatable {
     /// Messages held in all, fixes and headings, over every run checked.
     public var held: UInt128 { runs.reduce(0) { $0 + UInt128($1.held) } }
 }
+
+/// The numbers held, as the spans of a completeness check read them (FleetHistory's
+/// `TrackReader.completeness(vehicle:since:until:)`): per vehicle and run, runs of consecutive
+/// numbers, joined where they touch or overlap, and the rows counted. Memory: one entry per
+/// run of numbers read.
+package struct HeldNumbers {
+    private struct Key: Hashable, Comparable {
+        var vehicle: String
+        var run: UInt64
+        static func < (a: Key, b: Key) -> Bool { (a.vehicle, a.run) < (b.vehicle, b.run) }
+    }
+    private var islands: [Key: [(first: UInt64, last: UInt64)]] = [:]
+    private var rows: [Key: UInt64] = [:]
+
+    /// Nothing held yet.
+    package init() {}
+
+    /// `count` rows numbered `first…last` (every number between held) of `vehicle`'s `run`, as
+    /// PostgreSQL's `bigint` columns give them (a negative value, which no recorder writes, is
+    /// taken as 0).
+    package mutating func add(vehicle: String, run: Int64, first: Int64, last: Int64, count: Int64) {
+        let key = Key(vehicle: vehicle, run: UInt64(clamping: run))
+        let (low, high) = (UInt64(clamping: first), UInt64(clamping: last))
+        islands[key, default: []].append((min(low, high), max(low, high)))
+        rows[key, default: 0] &+= UInt64(clamping: count)
+    }
+
+    /// Each run's summary, and the holes between what is held, by vehicle, run and `seq`.
+    package func report() -> (runs: [SequenceRunSummary], gaps: [SequenceGap]) {
+        var runs: [SequenceRunSummary] = []
+        var gaps: [SequenceGap] = []
+        for key in islands.keys.sorted() {
+            let sorted = islands[key, default: []].sorted { $0.first < $1.first }
+            guard var current = sorted.first else { continue }
+            let lowest = current.first
+            for next in sorted.dropFirst() {
+                // Overlapping or touching (next.first is current.last + 1): one run of numbers.
+                // Otherwise next.first ≥ current.last + 2, so neither bound below wraps.
+                if next.first <= current.last || next.first - current.last == 1 {
+                    current.last = max(current.last, next.last)
+                } else {
+                    gaps.append(SequenceGap(vehicle: key.vehicle, run: key.run, first: current.last + 1, last: next.first - 1))
+                    current = next
+                }
+            }
+            runs.append(
+                SequenceRunSummary(vehicle: key.vehicle, run: key.run, first: lowest, last: current.last, held: rows[key, default: 0]))
+        }
+        return (runs, gaps)
+    }
+}
+
+/// One statement's part of a completeness check: the rows timed in `[lower, upper)`, the
+/// ``index``-th of ``count`` spans. One statement over every partition holds a lock per
+/// partition and index until its transaction ends, more than PostgreSQL's lock table takes at
+/// its defaults; a span reads at most a bounded number of days' partitions.
+package struct CompletenessSpan: Sendable, Equatable {
+    package var index: Int
+    package var count: Int
+    package var lower: UTCTimestamp
+    package var upper: UTCTimestamp
+
+    /// The `index`-th of `count` spans, `[lower, upper)`.
+    package init(index: Int, count: Int, lower: UTCTimestamp, upper: UTCTimestamp) {
+        (self.index, self.count, self.lower, self.upper) = (index, count, lower, upper)
+    }
+
+    /// `[lower, upper)` cut into spans of at most `days` of the `partitions` (in order) each, the
+    /// first from `lower` and the last to `upper` (whatever lies outside every partition is in
+    /// one of the two); one span when no partition lies within.
+    package static func cut(
+        _ partitions: [HistoryDay], into days: Int, from lower: UTCTimestamp, to upper: UTCTimestamp
+    ) -> [CompletenessSpan] {
+        let inside = partitions.filter { $0.adding(1).start > lower && $0.start < upper }
+        var starts = stride(from: 0, to: inside.count, by: max(1, days)).map { inside[$0].start }
+        if starts.isEmpty { starts = [lower] } else { starts[0] = lower }
+        return starts.indices.map { index in
+            CompletenessSpan(
+                index: index, count: starts.count, lower: starts[index], upper: index + 1 < starts.count ? starts[index + 1] : upper)
+        }
+    }
+}

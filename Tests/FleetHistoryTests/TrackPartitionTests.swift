@@ -304,4 +304,61 @@ import Testing
             }
         }
     }
+
+    /// Ten years of a fleet's history at PostgreSQL's defaults (`max_locks_per_transaction` 64):
+    /// 3,650 daily partitions of each table and a fix a day of one vehicle, three days of them
+    /// missing. One statement over all of them failed with "out of shared memory" (SQLSTATE
+    /// 53200) at about 3,000; the check reads them in spans, in one snapshot, and is exact.
+    @Test func gapsAnswersOverTenYearsOfDailyPartitionsAtPostgreSQLsDefaults() async throws {
+        try await withPostgres { postgres in
+            let database = try await postgres.createDatabase()
+            try await withStore(postgres, database: database, now: { Self.noon }) { store, _ in
+                try await store.migrate()
+                try await store.insert([Self.fix("seed", seq: 1, day: 0)])
+                // Made by the server, a day a transaction (as the recorder makes them: never
+                // all at once), each day's fix with it; seq 1 is the first day. A year a call:
+                // each new partition costs a little more than the one before.
+                let first = Self.today.adding(-3_649)
+                for year in 0..<10 {
+                    let (from, to) = (first.adding(Int64(year) * 365), first.adding(Int64(year) * 365 + 364))
+                    _ = try await postgres.psql(
+                        """
+                        DO $$
+                        DECLARE d date; n int;
+                        BEGIN
+                          FOR d IN SELECT generate_series(to_date('\(from.compact)', 'YYYYMMDD'), to_date('\(to.compact)', 'YYYYMMDD'), interval '1 day')::date LOOP
+                            n := d - to_date('\(first.compact)', 'YYYYMMDD') + 1;
+                            EXECUTE format('CREATE TABLE IF NOT EXISTS fleetcast_fixes_p%s PARTITION OF fleetcast_fixes FOR VALUES FROM (%L) TO (%L)',
+                              to_char(d, 'YYYYMMDD'), d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+                            EXECUTE format('CREATE TABLE IF NOT EXISTS fleetcast_headings_p%s PARTITION OF fleetcast_headings FOR VALUES FROM (%L) TO (%L)',
+                              to_char(d, 'YYYYMMDD'), d::timestamp AT TIME ZONE 'UTC', (d + 1)::timestamp AT TIME ZONE 'UTC');
+                            IF n NOT BETWEEN 1000 AND 1002 THEN
+                              INSERT INTO fleetcast_fixes (vehicle, run, seq, time, lat, lon, mode, backlog)
+                                VALUES ('van-1', 1, n, (d::timestamp AT TIME ZONE 'UTC') + interval '12 hours', 52.5, 13.4, 3, false);
+                            END IF;
+                            COMMIT;
+                          END LOOP;
+                        END $$
+                        """, database: database)
+                }
+                // (Each block a call of its own: several statements in one `psql -c` are one
+                // transaction, where a block may not commit.)
+                _ = try await postgres.psql("ANALYZE fleetcast_fixes", database: database)
+                #expect(try await store.partitionDays().count >= 3_650)
+                let missing = [SequenceGap(vehicle: "van-1", run: 1, first: 1000, last: 1002)]
+                let fleet = try await store.completeness()
+                #expect(fleet.gaps == missing, "\(fleet.gaps)")
+                #expect(fleet.held == 3_650 - 3 + 1)
+                let one = try await store.completeness(vehicle: VehicleID("van-1")!)
+                #expect(one.gaps == missing && one.held == 3_647, "\(one)")
+                #expect(one.runs == [SequenceRunSummary(vehicle: "van-1", run: 1, first: 1, last: 3_650, held: 3_647)])
+                // A window of 200 days around the hole: its own partitions, the same hole.
+                let windowed = try await store.completeness(
+                    vehicle: VehicleID("van-1")!, since: first.adding(900).start, until: first.adding(1_100).start)
+                #expect(windowed.gaps == missing && windowed.held == 197, "\(windowed)")
+                let plan = try await store.completenessPlan()
+                #expect(plan.contains("-- span 19 of 19"), "\(plan.prefix(2000))")
+            }
+        }
+    }
 }
