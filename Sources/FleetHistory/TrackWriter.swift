@@ -72,7 +72,6 @@ public struct TrackWriter: Sendable {
             case .heading: headings.append((day, record))
             }
         }
-        if refused.total > 0 { database.partitionState.state.withLock { $0.refusals.add(refused) } }
         let placement = Date(now)
         // While the rows of schema 3 are being moved, a message stored there is not stored
         // again here (its copy would be read twice until the move ends, and an untimed
@@ -97,6 +96,9 @@ public struct TrackWriter: Sendable {
             database.partitionState.state.withLock { $0.admission.known = nil }
             throw error
         }
+        // Counted once the write is done: an attempt that fails (an outage, each retry of it)
+        // counts nothing, the one that succeeds counts its refusals.
+        if refused.total > 0 { database.partitionState.state.withLock { $0.refusals.add(refused) } }
         return outcome
     }
 

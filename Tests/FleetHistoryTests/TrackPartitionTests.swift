@@ -72,6 +72,26 @@ import Testing
         ).split(separator: "\n").map(String.init)
     }
 
+    @Test func aRefusedRecordIsCountedOnceWhenItsWriteFailsAndIsRetried() async throws {
+        try await withPostgres { postgres in
+            let database = try await postgres.createDatabase()
+            try await withStore(postgres, database: database, now: { Self.noon }) { store, _ in
+                try await store.migrate()
+                try await store.preparePartitions(now: Self.noon)
+                // Today's fix and one five days ahead of the clock (refused). Another recorder's
+                // retention dropped today's partition meanwhile, unknown to this one: the write
+                // fails (no partition for its row), and the recorder retries it.
+                let batch = [Self.fix("van-1", seq: 1, day: 0), Self.fix("van-1", seq: 2, day: 5)]
+                _ = try await postgres.psql("DROP TABLE fleetcast_fixes_p\(Self.today.compact)", database: database)
+                await #expect(throws: (any Error).self) { try await store.write(batch) }
+                #expect(store.refusals.total == 0, "a failed attempt counts nothing")
+                let outcome = try await store.write(batch)
+                #expect(outcome.new == 1, "the day made again, its fix stored")
+                #expect(store.refusals == TrackRefusals(olderThanRetention: 0, aheadOfClock: 1, noPartition: 0), "counted once")
+            }
+        }
+    }
+
     @Test func bothTablesArePartitionedByDayMadeAheadAndOnDemandWithinLimits() async throws {
         try await withPostgres { postgres in
             let database = try await postgres.createDatabase()
