@@ -150,11 +150,6 @@ package struct CompletenessSpan: Sendable, Equatable {
     package var lower: UTCTimestamp
     package var upper: UTCTimestamp
 
-    /// The `index`-th of `count` spans, `[lower, upper)`.
-    package init(index: Int, count: Int, lower: UTCTimestamp, upper: UTCTimestamp) {
-        (self.index, self.count, self.lower, self.upper) = (index, count, lower, upper)
-    }
-
     /// `[lower, upper)` cut into spans of at most `days` of the `partitions` (in order) each, the
     /// first from `lower` and the last to `upper` (whatever lies outside every partition is in
     /// one of the two); one span when no partition lies within.
