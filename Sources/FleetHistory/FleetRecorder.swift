@@ -104,7 +104,7 @@ public struct FleetRecorder: Service {
             // Reached first within the attempt limit (an outage is named once); the migration
             // itself may rebuild a big table's key, and gets an hour.
             try await retrying("reach PostgreSQL") { try await store.ping() }
-            _ = try await retrying("migrate the track schema", limit: .seconds(3600)) { try await store.migrate() }
+            _ = try await retrying("migrate the track schema", limit: .seconds(3600), leavingBehind: false) { try await store.migrate() }
             try await maintainPartitions()
         }
         guard reached != nil else { return }
@@ -239,7 +239,8 @@ public struct FleetRecorder: Service {
             guard !toDerive.isEmpty else { return }
             let records = toDerive
             toDerive.removeAll(keepingCapacity: true)
-            try await operations?.process(records, retrying: { what, step in try await retrying(what, step) }, bounded: bounded)
+            // Awaited, never left behind: what an abandoned attempt stored would go unannounced.
+            try await operations?.process(records, retrying: { try await retrying($0, leavingBehind: false, $1) }, bounded: bounded)
         }
         let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
         for try await deliveries in batches {
@@ -412,19 +413,23 @@ public struct FleetRecorder: Service {
     /// With `poison`, a failure that is not PostgreSQL being unreachable or unable to work
     /// (``isUnavailable(_:)``: a refusal of these rows, which another attempt would meet again)
     /// throws ``PoisonWrite`` at once.
+    /// An attempt is given up at its limit even while PostgreSQL holds it unanswered, unless
+    /// `leavingBehind` is false (work whose late finish is not harmless: then it is awaited).
     private func retrying<T: Sendable>(
-        _ what: String, limit: Duration? = nil, poison: Bool = false, _ operation: @escaping @Sendable () async throws -> T
+        _ what: String, limit: Duration? = nil, poison: Bool = false, leavingBehind: Bool = true,
+        _ operation: @escaping @Sendable () async throws -> T
     ) async throws -> T {
         let limit = limit ?? options.attemptTimeout
         var backoff = options.backoff
         var failures = 0
         while true {
             do {
-                // A query to a server that stopped answering (frozen, or its host gone) is not
-                // cancelled in flight: it is left behind, and the attempt ends at its limit all
-                // the same. Every write is idempotent (what the abandoned attempt still commits,
-                // the next one finds there), and a stop ends the wait at once.
-                guard let value = try await withTimeLimitLeavingBehind(limit, operation) else {
+                // A query to a server that stopped answering is not cancelled in flight: it is left
+                // behind, and the attempt ends at its limit all the same. Every write is idempotent
+                // (what the abandoned attempt still commits, the next finds), and a stop ends the wait.
+                let attempt =
+                    leavingBehind ? try await withTimeLimitLeavingBehind(limit, operation) : try await withTimeLimit(limit, operation)
+                guard let value = attempt else {
                     throw NoAnswer(limit: limit)
                 }
                 if failures > 0 {
