@@ -32,9 +32,9 @@ extension TrackReader {
     /// `since`, from the later of the two). The report says from when
     /// (``CompletenessReport/retainedFrom``).
     ///
-    /// Read in spans of ``completenessSpanPartitions`` days (the rows of schema 3 not yet
-    /// moved into the partitions in the first and the last), linear in the rows checked: each
-    /// span gives its runs of consecutive numbers held, which are joined here.
+    /// Read in spans of ``completenessSpanPartitions`` days: each gives its runs of consecutive
+    /// numbers held, joined here. While schema 3's rows are being moved, every span also reads
+    /// the tables they are still in (no pruning there): linear in the rows, once a span.
     package func completeness(
         vehicle: VehicleID? = nil, since: UTCTimestamp? = nil, until: UTCTimestamp? = nil
     ) async throws

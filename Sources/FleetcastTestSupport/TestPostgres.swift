@@ -181,7 +181,11 @@ public final class TestPostgres: Sendable {
     /// answers nothing, as a hung host would, until ``resume()``. (Each backend is a session
     /// of its own, so the server's process group does not reach them.)
     public func pause() {
-        for pid in serverProcesses() { Foundation.kill(pid, SIGSTOP) }
+        // The postmaster first: stopped, it starts no process that the list would miss.
+        let processes = serverProcesses()
+        guard let postmaster = processes.first else { return }
+        Foundation.kill(postmaster, SIGSTOP)
+        for pid in serverProcesses().dropFirst() { Foundation.kill(pid, SIGSTOP) }
     }
 
     /// Lets a ``pause()``d server run on.
@@ -207,6 +211,7 @@ public final class TestPostgres: Sendable {
 
     /// Stops the server (fast shutdown), keeping its data: an outage, until ``start()``.
     public func stop() async {
+        resume()  // a paused server would not act on SIGINT
         process.send(SIGINT, toGroup: true)
         if (try? await process.waitForExit(timeout: .seconds(10))) == nil { process.send(SIGKILL, toGroup: true) }
     }
