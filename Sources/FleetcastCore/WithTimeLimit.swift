@@ -2,9 +2,10 @@
 /// (then `body` is cancelled, and awaited: it must honour cancellation promptly, as every wait
 /// built on `Task.sleep`, task-cancellation handlers or async sequences does).
 ///
-/// The one way Fleetcast bounds a wait (a drain, a flush, an acknowledgement, a back-off that
+/// The way Fleetcast bounds a wait (a drain, a flush, an acknowledgement, a back-off that
 /// ends early): a task group racing `body` against `Task.sleep(for: limit)` on the continuous
-/// clock. Cancelling the calling task cancels both.
+/// clock. Cancelling the calling task cancels both. For work that may not honour cancellation,
+/// ``withTimeLimitLeavingBehind(_:_:)``.
 ///
 /// - Parameters:
 ///   - limit: the longest wait (a `Duration`).

@@ -182,31 +182,36 @@ public final class TestPostgres: Sendable {
     /// of its own, so the server's process group does not reach them.)
     public func pause() {
         // The postmaster first: stopped, it starts no process that the list would miss.
-        let processes = serverProcesses()
-        guard let postmaster = processes.first else { return }
+        guard let postmaster = postmasterPID() else { return }
         Foundation.kill(postmaster, SIGSTOP)
-        for pid in serverProcesses().dropFirst() { Foundation.kill(pid, SIGSTOP) }
+        for pid in children(of: postmaster) { Foundation.kill(pid, SIGSTOP) }
     }
 
     /// Lets a ``pause()``d server run on.
     public func resume() {
-        for pid in serverProcesses().reversed() { Foundation.kill(pid, SIGCONT) }
+        guard let postmaster = postmasterPID() else { return }
+        for pid in children(of: postmaster) { Foundation.kill(pid, SIGCONT) }
+        Foundation.kill(postmaster, SIGCONT)
     }
 
-    /// The postmaster (its pid file's first line) and then every process it started, from
-    /// /proc (a process's parent is the fourth field of its `stat`, after the name's `)`).
-    private func serverProcesses() -> [pid_t] {
+    /// The postmaster's pid: its pid file's first line.
+    private func postmasterPID() -> pid_t? {
         guard let pidFile = try? String(contentsOfFile: "\(directory)/data/postmaster.pid", encoding: .utf8),
-            let first = pidFile.split(separator: "\n").first, let postmaster = pid_t(first)
-        else { return [] }
-        let children = ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry -> pid_t? in
+            let first = pidFile.split(separator: "\n").first
+        else { return nil }
+        return pid_t(first)
+    }
+
+    /// The processes `parent` started, from /proc (a process's parent is the fourth field of
+    /// its `stat`, after the name's `)`).
+    private func children(of parent: pid_t) -> [pid_t] {
+        ((try? FileManager.default.contentsOfDirectory(atPath: "/proc")) ?? []).compactMap { entry -> pid_t? in
             guard let pid = pid_t(entry), let stat = try? String(contentsOfFile: "/proc/\(entry)/stat", encoding: .utf8),
                 let close = stat.lastIndex(of: ")")
             else { return nil }
             let fields = stat[stat.index(after: close)...].split(separator: " ")
-            return fields.count > 1 && pid_t(fields[1]) == postmaster ? pid : nil
+            return fields.count > 1 && pid_t(fields[1]) == parent ? pid : nil
         }
-        return [postmaster] + children
     }
 
     /// Stops the server (fast shutdown), keeping its data: an outage, until ``start()``.
