@@ -1,5 +1,6 @@
 import ArgumentParser
 import FleetHistory
+import FleetHistoryCore
 import FleetcastCore
 import Foundation
 import Logging

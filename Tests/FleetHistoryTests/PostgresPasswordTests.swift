@@ -1,4 +1,5 @@
 import FleetHistory
+import FleetHistoryCore
 import FleetcastTestSupport
 import Foundation
 import Testing
