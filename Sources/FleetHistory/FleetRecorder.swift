@@ -98,14 +98,21 @@ public struct FleetRecorder: Service {
     /// and not yet written is lost, and logged).
     public func run() async throws {
         // A stop while PostgreSQL is still unreachable ends the wait: nothing was received.
-        let reached: Void? = try await reachedUnlessStopped(
-            logger: logger, stopped: "Recorder stopped before PostgreSQL could be reached; nothing was received"
-        ) { [self] in
-            // Reached first within the attempt limit (an outage is named once); the migration
-            // itself may rebuild a big table's key, and gets an hour.
-            try await retrying("reach PostgreSQL") { try await store.ping() }
-            _ = try await retrying("migrate the track schema", limit: .seconds(3600), leavingBehind: false) { try await store.migrate() }
-            try await maintainPartitions()
+        let stopped: Logger.Message = "Recorder stopped before PostgreSQL could be reached; nothing was received"
+        let reached: Void?
+        do {
+            reached = try await reachedUnlessStopped(logger: logger, stopped: stopped) { [self] in
+                // Reached first within the attempt limit (an outage is named once); the migration
+                // itself may rebuild a big table's key, and gets an hour.
+                try await retrying("reach PostgreSQL") { try await store.ping() }
+                _ = try await retrying("migrate the track schema", limit: .seconds(3600), leavingBehind: false) {
+                    try await store.migrate()
+                }
+                try await maintainPartitions()
+            }
+        } catch is StoppedUnwritten {
+            logger.info(stopped)
+            return
         }
         guard reached != nil else { return }
         logger.info(
@@ -133,6 +140,8 @@ public struct FleetRecorder: Service {
         var setAside = (messages: 0, rows: 0)
         /// Messages neither stored nor newly set aside (the quarantine held them already, or was full).
         var notKept = 0
+        /// Rows held when a stop came during an outage: not acknowledged (``StoppedUnwritten``).
+        var unwrittenRows = 0
         var operations = options.operations.map { RecorderOperations(settings: $0, store: store, logger: logger) }
         var toDerive: [TrackRecord] = []
         /// A step run once within `limit` (a rebuild: never retried).
@@ -205,6 +214,10 @@ public struct FleetRecorder: Service {
                 try await write(records[..<cut], owners: owners[..<cut], of: deliveries)
                 try await write(records[cut...], owners: owners[cut...], of: deliveries)
                 return
+            } catch let stop as StoppedUnwritten {
+                // Said once, in the stop's summary.
+                unwrittenRows += records.count
+                throw stop
             } catch {
                 // Not acknowledged: the broker sends them again to the next recorder of the session.
                 logger.warning("Rows received but not written; the broker keeps them", metadata: ["rows": "\(records.count)"])
@@ -243,66 +256,79 @@ public struct FleetRecorder: Service {
             try await operations?.process(records, retrying: { try await retrying($0, leavingBehind: false, $1) }, bounded: bounded)
         }
         let batches = subscriber.deliveries().chunks(ofCount: options.batchSize, or: .repeating(every: options.flushInterval))
-        for try await deliveries in batches {
-            var records: [TrackRecord] = []
-            var owners: [Int] = []
-            records.reserveCapacity(min(deliveries.count, options.maximumRowsPerWrite))
-            // Round-robin by vehicle: one vehicle's thousand messages do not go before another's one.
-            var prefix = WrittenPrefix(count: deliveries.count)
-            var inWrite: [Int] = []
-            for index in FairBatchOrder.roundRobin(deliveries.map { $0.vehicle?.rawValue ?? "" }) {
-                let delivery = deliveries[index]
-                inWrite.append(index)
-                // Decoded one message at a time: what is held is bytes, and one write's rows.
-                for event in delivery.events {
-                    switch TrackRecord.from(event) {
-                    case .success(let record):
-                        records.append(record)
-                        owners.append(index)
-                    case .failure(.notAPosition):
-                        // A malformed or implausible message is counted and named once per
-                        // vehicle; a status is simply not history.
-                        malformed.note(event, topics: subscriber.options.topics, logger: logger)
-                    case .failure(let skip):
-                        skipped[skip, default: 0] += 1
-                        if skipped[skip] == 1 {
-                            logger.warning(
-                                "A message cannot be recorded; such messages are counted and skipped",
-                                metadata: ["vehicle": "\(event.vehicle?.rawValue ?? "")", "reason": "\(skip)"])
+        var unwritten: StoppedUnwritten?
+        do {
+            for try await deliveries in batches {
+                var records: [TrackRecord] = []
+                var owners: [Int] = []
+                records.reserveCapacity(min(deliveries.count, options.maximumRowsPerWrite))
+                // Round-robin by vehicle: one vehicle's thousand messages do not go before another's one.
+                var prefix = WrittenPrefix(count: deliveries.count)
+                var inWrite: [Int] = []
+                for index in FairBatchOrder.roundRobin(deliveries.map { $0.vehicle?.rawValue ?? "" }) {
+                    let delivery = deliveries[index]
+                    inWrite.append(index)
+                    // Decoded one message at a time: what is held is bytes, and one write's rows.
+                    for event in delivery.events {
+                        switch TrackRecord.from(event) {
+                        case .success(let record):
+                            records.append(record)
+                            owners.append(index)
+                        case .failure(.notAPosition):
+                            // A malformed or implausible message is counted and named once per
+                            // vehicle; a status is simply not history.
+                            malformed.note(event, topics: subscriber.options.topics, logger: logger)
+                        case .failure(let skip):
+                            skipped[skip, default: 0] += 1
+                            if skipped[skip] == 1 {
+                                logger.warning(
+                                    "A message cannot be recorded; such messages are counted and skipped",
+                                    metadata: ["vehicle": "\(event.vehicle?.rawValue ?? "")", "reason": "\(skip)"])
+                            }
                         }
                     }
+                    if records.count >= options.maximumRowsPerWrite {
+                        // A part of the batch, committed: the broker may forget what of the batch's
+                        // start is now all written.
+                        received += records.count
+                        try await write(records[...], owners: owners[...], of: deliveries)
+                        records.removeAll(keepingCapacity: true)
+                        owners.removeAll(keepingCapacity: true)
+                        if let through = prefix.markWritten(inWrite) { deliveries[through].acknowledge() }
+                        inWrite.removeAll(keepingCapacity: true)
+                        try await deriveOperations()
+                    }
                 }
-                if records.count >= options.maximumRowsPerWrite {
-                    // A part of the batch, committed: the broker may forget what of the batch's
-                    // start is now all written.
+                if !records.isEmpty {
                     received += records.count
                     try await write(records[...], owners: owners[...], of: deliveries)
-                    records.removeAll(keepingCapacity: true)
-                    owners.removeAll(keepingCapacity: true)
-                    if let through = prefix.markWritten(inWrite) { deliveries[through].acknowledge() }
-                    inWrite.removeAll(keepingCapacity: true)
-                    try await deriveOperations()
                 }
+                // Committed (or nothing to keep): the broker may forget these messages now.
+                deliveries.last?.acknowledge()
+                try await deriveOperations()
             }
-            if !records.isEmpty {
-                received += records.count
-                try await write(records[...], owners: owners[...], of: deliveries)
-            }
-            // Committed (or nothing to keep): the broker may forget these messages now.
-            deliveries.last?.acknowledge()
-            try await deriveOperations()
+            try await operations?.finish(bounded: bounded)
+        } catch let stop as StoppedUnwritten {
+            // Not acknowledged: the broker sends what was held to the next start of this session.
+            unwritten = stop
         }
-        try await operations?.finish(bounded: bounded)
         let refused = store.refusals.total
-        logger.info(
-            "Recorder stopped; everything received is written",
-            metadata: [
-                "rows.received": "\(received)", "rows.new": "\(written)",
-                "rows.duplicate": "\(max(0, received - written - refused - setAside.rows))", "rows.refused": "\(refused)",
-                "messages.set_aside": "\(setAside.messages)", "rows.set_aside": "\(setAside.rows)",
-                "messages.not_kept": "\(notKept)",
-                "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed.count)",
-            ])
+        var summary: Logger.Metadata = [
+            "rows.received": "\(received)", "rows.new": "\(written)",
+            "rows.duplicate": "\(max(0, received - written - refused - setAside.rows - unwrittenRows))", "rows.refused": "\(refused)",
+            "messages.set_aside": "\(setAside.messages)", "rows.set_aside": "\(setAside.rows)",
+            "messages.not_kept": "\(notKept)",
+            "messages.skipped": "\(skipped.values.reduce(0, +))", "messages.malformed": "\(malformed.count)",
+        ]
+        if let unwritten {
+            summary["rows.unwritten"] = "\(unwrittenRows)"
+            summary["postgres.task"] = "\(unwritten.task)"
+            logger.warning(
+                "Recorder stopped while PostgreSQL could not be written to; what it held is not acknowledged, and the broker sends it again at the next start",
+                metadata: summary)
+        } else {
+            logger.info("Recorder stopped; everything received is written", metadata: summary)
+        }
         if let operations {
             logger.info(
                 "Trips, stops and zone events derived",
@@ -407,8 +433,9 @@ public struct FleetRecorder: Service {
 
     /// Runs `operation` until it succeeds, waiting ``Options/backoff`` between attempts;
     /// logs the first failure (warning) and the recovery (notice), each once. Throws
-    /// `CancellationError` when the task is cancelled, and ``TrackStore/NewerSchema`` at once
-    /// (retrying cannot mend it).
+    /// `CancellationError` when the task is cancelled, ``StoppedUnwritten`` when a graceful
+    /// shutdown comes while it fails (a stop does not wait out an outage), and
+    /// ``TrackStore/NewerSchema`` at once (retrying cannot mend it).
     ///
     /// With `poison`, a failure that is not PostgreSQL being unreachable or unable to work
     /// (``isUnavailable(_:)``: a refusal of these rows, which another attempt would meet again)
@@ -452,10 +479,22 @@ public struct FleetRecorder: Service {
                         "PostgreSQL cannot be written to; retrying, and events wait in memory",
                         metadata: ["postgres.task": "\(what)", "error": "\(describePostgresError(error))"])
                 }
-                try await Task.sleep(for: backoff.next())
+                // A stop does not wait for the outage to end: what is held was never
+                // acknowledged, so the broker keeps it for the next start. The wait ends early too.
+                _ = try? await cancelWhenGracefulShutdown { [delay = backoff.next()] in try await Task.sleep(for: delay) }
+                try Task.checkCancellation()
+                if Task.isShuttingDownGracefully { throw StoppedUnwritten(task: what) }
             }
         }
     }
+}
+
+/// A graceful stop that came while PostgreSQL could not be written to: what the recorder held
+/// is left unacknowledged, for the broker to send again at the next start.
+struct StoppedUnwritten: Error, CustomStringConvertible {
+    /// What was being retried.
+    let task: String
+    var description: String { "stopped while PostgreSQL could not \(task)" }
 }
 
 /// A write PostgreSQL refused for a reason of its rows (not its being unreachable): tried

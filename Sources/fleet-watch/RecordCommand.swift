@@ -152,6 +152,11 @@ struct RecordCommand: AsyncParsableCommand {
                     ],
                 readiness: readiness, status: "recording \(subscriber.filters.joined(separator: " ")) into \(location)",
                 gracePeriod: .seconds(25), logger: logger)
+        } catch is CancellationError {
+            // Past the grace period (a step that awaits a PostgreSQL that stopped answering).
+            logger.error(
+                "record did not stop within 25 s and was cut short; what it had not acknowledged, the broker sends again at the next start")
+            throw ExitCode.failure
         } catch {
             logger.error("record failed", metadata: ["error": "\(error)"])
             throw ExitCode.failure

@@ -238,6 +238,52 @@ import Testing
         }
     }
 
+    @Test func aStopWhilePostgreSQLIsFrozenExitsZeroAndTheBrokerKeepsWhatWasHeld() async throws {
+        let directory = try TemporaryDirectory(prefix: "fleetcast-record-frozen-stop")
+        defer { directory.remove() }
+        try await withBroker { broker in
+            try await withPostgres { postgres in
+                let database = try await postgres.createDatabase()
+                let recorder = try Self.startRecorder(
+                    "recorder-frozen-stop", broker: broker, postgres: postgres, database: database, directory: directory)
+                try await Self.waitForLog(recorder, "Subscribed to the fleet")
+                let agent = try Self.startAgent("van-t", broker: broker, directory: directory)
+                try await waitUntil("van-t's first rows", timeout: .seconds(30), interval: .milliseconds(200)) {
+                    (try await Self.rows(postgres, database)["van-t"]?.count ?? 0) >= 10
+                }
+                // Frozen, as a hung host is; then the operator stops the recorder (systemd's
+                // TimeoutStopSec is 30 s, then SIGKILL). The stop does not wait out the outage.
+                postgres.pause()
+                try await Self.waitForLog(
+                    recorder, "PostgreSQL cannot be written to; retrying, and events wait in memory", timeout: .seconds(90))
+                recorder.send(SIGTERM)
+                let status = try await recorder.waitForExit(timeout: .seconds(30))
+                postgres.resume()
+                #expect(status == 0, "a requested stop, within the unit's stop timeout: \(recorder.standardError)")
+                #expect(
+                    recorder.standardError.contains(
+                        "Recorder stopped while PostgreSQL could not be written to; what it held is not acknowledged"),
+                    "the stop says what became of what it held")
+                #expect(!recorder.standardError.contains("record failed"))
+
+                // Started again under the same client id: the broker sends what was held.
+                let again = try Self.startRecorder(
+                    "recorder-frozen-stop", broker: broker, postgres: postgres, database: database, directory: directory)
+                agent.send(SIGTERM)
+                #expect(try await agent.waitForExit(timeout: .seconds(20)) == 0)
+                let last = try await Self.lastPublishedSeq("van-t", broker: broker)
+                try await waitUntil("van-t's last message stored", timeout: .seconds(60), interval: .milliseconds(200)) {
+                    (try await Self.rows(postgres, database)["van-t"]?.last ?? 0) >= last
+                }
+                again.send(SIGTERM)
+                #expect(try await again.waitForExit(timeout: .seconds(30)) == 0, "\(again.standardError)")
+                let r = try #require(try await Self.rows(postgres, database)["van-t"])
+                #expect(r.count == r.last - r.first + 1, "seq \(r.first)…\(r.last) but \(r.count) rows")
+                #expect(r.last == last, "the last message the agent sent")
+            }
+        }
+    }
+
     /// Waits until the share group has stored the whole burst and every vehicle's messages up
     /// to the last one it published, without a gap: 180 s at most (one recorder may still work
     /// through its share of a 20,000-message burst on a machine loaded by the other suites).
