@@ -5,8 +5,12 @@ import Hummingbird
 /// The reads of the recorded history that `serve` answers (`/api/track`, `/api/trips`):
 /// unauthenticated by default, and each one a PostgreSQL query, so bounded as a whole: at most
 /// ``limit`` at once (one more is answered 503 at once, with `Retry-After: 1`, and not queued),
-/// each given ``deadline`` (then 503; the query is cancelled). Twenty parallel requests for trips
-/// once took 12.5 s each, and any number could be made.
+/// each given ``deadline`` (then 503 at once; the query is cancelled). Twenty parallel requests
+/// for trips once took 12.5 s each, and any number could be made.
+///
+/// A read keeps its place until it really ends, not until its answer: postgres-nio does not
+/// cancel a query in flight, so a PostgreSQL that stopped answering holds it, and the requests
+/// given up on at the deadline cannot pile up queries behind the cap.
 final class HistoryReadGate: Sendable {
     /// Reads at once: 4 (PostgreSQL's pool has more connections; the recorder needs some).
     static let defaultLimit = 4
@@ -32,8 +36,11 @@ final class HistoryReadGate: Sendable {
         guard entered else {
             throw HTTPError(.serviceUnavailable, headers: [.retryAfter: "1"], message: "too many history reads at once; retry")
         }
-        defer { running.withLock { $0 -= 1 } }
-        guard let value = try await withTimeLimit(deadline, read) else {
+        let value = try await withTimeLimitLeavingBehind(deadline) { [self] in
+            defer { running.withLock { $0 -= 1 } }
+            return try await read()
+        }
+        guard let value else {
             throw HTTPError(.serviceUnavailable, message: "the history did not answer in time")
         }
         return value

@@ -151,6 +151,47 @@ import Testing
         }
     }
 
+    @Test func historyReadsAnswer503AtTheirDeadlineWhilePostgreSQLIsFrozenAndTheCapHolds() async throws {
+        try await withPostgres { postgres in
+            let (database, first) = try await Self.recordedTrack(postgres)
+            try await withBroker { broker in
+                try await Self.withHistoryServer(broker, postgres: postgres, database: database) { fleet in
+                    let until = UTCTimestamp(millisecondsSince1970: first.millisecondsSince1970 + 60_000).iso8601
+                    let url = "\(fleet.url)/api/track?vehicle=van-1&since=\(first.iso8601)&until=\(until)"
+                    /// The status and the body of one request; curl gives up after 40 s ("000").
+                    @Sendable func ask() async throws -> (code: String, body: String) {
+                        let (_, out) = try await FleetMapServeTests.curl(
+                            ["--max-time", "40", "-w", "\n%{http_code}", url], directory: broker.directory, timeout: .seconds(60))
+                        return (String(out.split(separator: "\n").last ?? ""), out)
+                    }
+                    #expect(try await ask().code == "200")
+
+                    // Frozen, as a hung host is: no query is answered, none is refused.
+                    postgres.pause()
+                    defer { postgres.resume() }
+                    // Five at once: four reads get their deadline (10 s), then 503; the fifth is
+                    // refused at once. Before, the four waited as long as the server did.
+                    let answers = try await withThrowingTaskGroup(of: (code: String, body: String).self) { group in
+                        for _ in 0..<5 { group.addTask { try await ask() } }
+                        return try await group.reduce(into: []) { $0.append($1) }
+                    }
+                    #expect(answers.map(\.code) == Array(repeating: "503", count: 5), "\(answers)")
+                    #expect(answers.filter { $0.body.contains("did not answer in time") }.count == 4, "\(answers)")
+                    #expect(answers.filter { $0.body.contains("too many history reads") }.count == 1, "\(answers)")
+                    // Still frozen: the next read is answered too (its own deadline, or the cap
+                    // while queries given up on are still held), never left hanging.
+                    let meanwhile = try await ask()
+                    #expect(meanwhile.code == "503", "\(meanwhile)")
+
+                    postgres.resume()
+                    try await waitUntil("the track served again", timeout: .seconds(60), interval: .milliseconds(500)) {
+                        try await ask().code == "200"
+                    }
+                }
+            }
+        }
+    }
+
     /// A database holding the generated 29-minute drive (issue 34) as van-1's fixes, begun 90
     /// minutes ago, and nothing derived yet: `/api/trips` derives it from the fixes.
     static func recordedDrive(_ postgres: TestPostgres) async throws -> String {
