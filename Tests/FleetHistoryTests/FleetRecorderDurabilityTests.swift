@@ -216,6 +216,16 @@ import Testing
                 recorder = try FleetRecorderTests.startRecorder(
                     "recorder-k", broker: broker, postgres: postgres, database: database, directory: directory)
                 try await Self.waitForLog(recorder, "Subscribed to the fleet")
+                // Back under its client id, it stores again: what waited in its session, then live.
+                let atRestart = try await storedCount()
+                do {
+                    try await waitUntil("the restarted recorder storing again", timeout: .seconds(60), interval: .milliseconds(200)) {
+                        try await storedCount() >= atRestart + 40
+                    }
+                } catch {
+                    Issue.record("\(error)\nrecorder: \(recorder.standardError.suffix(2000))\nbroker: \(broker.log.suffix(3000))")
+                    throw error
+                }
 
                 // PostgreSQL stopped for 8 s while the fleet drives.
                 let beforeOutage = try await storedCount()
