@@ -219,15 +219,21 @@ package final class MQTTCallbackContext: Sendable {
 
     // MARK: errors
 
+    /// Whether a failed connect or loop step is the TLS layer's (the code, `errno` on a TLS
+    /// connection, or OpenSSL in libmosquitto's recent error lines).
+    func isTLSFailure(code: Int32, errnoValue: Int32) -> Bool {
+        let (log, index) = shared.withLock { ($0.client.errorLog, $0.client.brokerIndex) }
+        return code == MOSQ_ERR_TLS.rawValue || code == MOSQ_ERR_TLS_HANDSHAKE.rawValue
+            || (brokerAddress(index).usesTLS && errnoValue == EPROTO) || log.contains(where: { $0.contains("OpenSSL") })
+    }
+
     /// Explains a failed connect, reconnect or loop step from the libmosquitto code, `errno`
     /// and libmosquitto's recent error log lines (which name TLS verification failures).
     func connectError(code: Int32, errnoValue: Int32) -> MQTTError {
         let (log, index) = shared.withLock { ($0.client.errorLog, $0.client.brokerIndex) }
         let broker = brokerAddress(index)
         let joined = log.joined(separator: "; ")
-        if code == MOSQ_ERR_TLS.rawValue || code == MOSQ_ERR_TLS_HANDSHAKE.rawValue || (broker.usesTLS && errnoValue == EPROTO)
-            || log.contains(where: { $0.contains("OpenSSL") })
-        {
+        if isTLSFailure(code: code, errnoValue: errnoValue) {
             if log.contains(where: { $0.lowercased().contains("host name verification failed") }) {
                 return .tlsHostnameMismatch(host: broker.host)
             }

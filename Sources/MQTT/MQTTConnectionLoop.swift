@@ -116,6 +116,23 @@ enum MQTTConnectionLoop {
                 context.logger.notice(
                     "MQTT broker does not speak MQTT 5; connecting with MQTT 3.1.1 (set the protocol to 3.1.1 to skip this step)",
                     metadata: ["mqtt.error": "\(error)"])
+            } else if !connectionUp, !context.isTLSFailure(code: rc, errnoValue: savedErrno) {
+                // Closed (or timed out) after CONNECT and before any CONNACK: how RabbitMQ and
+                // amqtt answer MQTT 5. Not a TLS failure, which says nothing of the version.
+                let (changed, fallbacks) = context.shared.withLock {
+                    ($0.client.closedBeforeConnack() ? $0.client.protocolVersion : nil, $0.client.fallbacksOnClose)
+                }
+                if changed == .v311 {
+                    context.logger.log(
+                        level: fallbacks == 1 ? .notice : .debug,
+                        "MQTT broker closed the connection before answering an MQTT 5 CONNECT; connecting with MQTT 3.1.1 (set the protocol to 3.1.1 to skip this step)",
+                        metadata: ["mqtt.broker": "\(context.brokerAddress(context.shared.withLock { $0.client.brokerIndex }))"])
+                } else if changed == .v5 {
+                    // Each attempt while a proxy in front of a broker that is down closes them: debug.
+                    context.logger.debug(
+                        "MQTT broker closed the connection before answering MQTT 3.1.1 too; the version was not the cause, trying MQTT 5 again",
+                        metadata: ["mqtt.error": "\(error)"])
+                }
             }
             let (reconnect, isNews, actions) = context.shared.withLock { $0.client.connectionLost(error) }
             actions.run()

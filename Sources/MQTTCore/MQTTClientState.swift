@@ -84,13 +84,24 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     // MARK: storage
 
     /// The protocol spoken now: `.v5` or `.v311`, never `.auto` (which speaks 5 until a broker
-    /// refuses it, then 3.1.1 for the client's life).
+    /// refuses it, then 3.1.1 for the client's life; see ``closedBeforeConnack()`` for a close).
     package private(set) var protocolVersion: MQTTProtocolVersion
     /// The client was configured `.auto`: a refusal of MQTT 5 for its version falls back.
     let fallsBack: Bool
     /// A CONNACK just refused MQTT 5 for its version: the close that follows is not a loss,
     /// and the next attempt, at once, speaks 3.1.1.
     var fallingBack = false
+    /// 3.1.1 was chosen because an MQTT 5 attempt closed before any CONNACK
+    /// (``closedBeforeConnack()``), and no CONNACK has come since: a 3.1.1 attempt closed the
+    /// same way says the version was not the cause, and the client speaks 5 again.
+    var fellBackOnClose = false
+    /// Connected with 3.1.1 after such a close: a close is a weaker sign than a refusal (a TCP
+    /// proxy or load balancer in front of a broker that is down closes the same way), so the
+    /// next connection tries MQTT 5 again first instead of keeping 3.1.1 for the client's life.
+    var probesFiveAgain = false
+    /// How many times an MQTT 5 attempt's close before its CONNACK turned the client to 3.1.1:
+    /// the loop says the first at notice, the rest (one a reconnection to such a broker) at debug.
+    package private(set) var fallbacksOnClose = 0
     let sentCredentials: Bool
     /// How many broker addresses the client has (the nodes of one broker service).
     let brokerCount: Int
@@ -302,6 +313,9 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         if reasonCode == 0x84 || reasonCode == 1, refusedVersion5() {
             return ([], actions, true)
         }
+        // Answered: whatever the version spoken, the broker speaks it.
+        if fellBackOnClose, reasonCode == 0 { probesFiveAgain = true }
+        fellBackOnClose = false
         if reasonCode == 0 {
             switch phase {
             case .connecting(let ack):
@@ -352,6 +366,28 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         guard fallsBack, protocolVersion == .v5, awaitsConnack || isConnectedPhase else { return false }
         protocolVersion = .v311
         fallingBack = true
+        return true
+    }
+
+    /// The connection of an attempt closed before any CONNACK, after the TCP (and TLS)
+    /// connection was made: the broker closed it, or did not answer within the CONNACK
+    /// timeout. Under `.auto` on MQTT 5 that is how brokers that speak only 3.1.1 answer an
+    /// MQTT 5 CONNECT (RabbitMQ 3.10 closes at once, amqtt 0.12 after 10 s), so the client
+    /// falls back as for a refusal (``refusedVersion5()``): the next attempt goes at once with
+    /// 3.1.1. If that attempt closes the same way, the version was not the cause: the client
+    /// speaks 5 again, and waits its backoff. Connected with 3.1.1 so, the client tries 5
+    /// first again after the next loss (``probesFiveAgain``). Returns whether the protocol
+    /// changed.
+    package mutating func closedBeforeConnack() -> Bool {
+        guard awaitsConnack else { return false }
+        if fellBackOnClose, protocolVersion == .v311 {
+            protocolVersion = .v5
+            fellBackOnClose = false
+            return true
+        }
+        guard refusedVersion5() else { return false }
+        fellBackOnClose = true
+        fallbacksOnClose += 1
         return true
     }
 
@@ -407,6 +443,10 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         case .connected:
             phase = .reconnecting(attempt: 0, refused: false)
             transition(to: .disconnected(reason: error.description), &actions)
+            if probesFiveAgain {
+                probesFiveAgain = false
+                protocolVersion = .v5
+            }
             return (true, true, actions)
         case .reconnecting(let attempt, let refused):
             if !refused { transition(to: .disconnected(reason: error.description), &actions) }

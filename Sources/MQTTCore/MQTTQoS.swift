@@ -16,7 +16,9 @@ public enum MQTTProtocolVersion: Sendable, Hashable, CustomStringConvertible {
     /// MQTT 5 first; when a broker refuses it for its version (MQTT 5 reason code 0x84, or the
     /// MQTT 3.1.1 return code 1 that a 3.1.1-only broker such as NATS or RabbitMQ answers), the
     /// client connects again at once with 3.1.1, says so once in the log, and keeps 3.1.1 for
-    /// its life (every reconnect and fail-over). The default.
+    /// its life (every reconnect and fail-over). A close before any CONNACK (RabbitMQ, amqtt)
+    /// falls back the same way, but MQTT 5 is tried first again after each later loss. The
+    /// default.
     case auto
     /// MQTT 5.0 only: reason codes, properties, content type, message expiry.
     case v5

@@ -149,6 +149,45 @@ import Testing
         #expect(!fixedFellBack, "a protocol set to 5 never falls back")
     }
 
+    @Test func aCloseBeforeAnyConnackFallsBackTo311AtOnceAndA311CloseTurnsBackTo5() {
+        // RabbitMQ 3.10 closes an MQTT 5 CONNECT without a CONNACK; amqtt 0.12 after 10 s.
+        var state = State(protocolVersion: .auto, sentCredentials: false)
+        _ = state.startConnect("connect", cancelled: false)
+        let fellBack = state.closedBeforeConnack()
+        #expect(fellBack)
+        #expect(state.protocolVersion == .v311)
+        let lost = state.connectionLost(.connectionLost(reason: "closed before CONNACK"))
+        #expect(lost.reconnect && !lost.isNews, "the close is the answer, not a loss to report")
+        #expect(Outcome(lost.actions).failed.isEmpty, "the first connect goes on")
+        #expect(state.willReconnect { _ in .seconds(5) }.delay == .zero, "3.1.1 at once")
+        // 3.1.1 closed the same way: the version was not the cause.
+        let back = state.closedBeforeConnack()
+        #expect(back)
+        #expect(state.protocolVersion == .v5)
+        // A 3.1.1 CONNACK: connected with 3.1.1.
+        var settled = State(protocolVersion: .auto, sentCredentials: false)
+        _ = settled.startConnect("connect", cancelled: false)
+        _ = settled.closedBeforeConnack()
+        _ = settled.connectionLost(.connectionLost(reason: "closed before CONNACK"))
+        _ = settled.willReconnect { _ in .seconds(1) }
+        #expect(Outcome(settled.connack(reasonCode: 0).actions).succeeded == ["connect"])
+        _ = settled.connectionLost(.connectionLost(reason: "node restarted"))
+        _ = settled.willReconnect { _ in .seconds(1) }
+        // A close is a weaker sign than a refusal (a proxy before a broker that is down closes
+        // so too): after a loss, MQTT 5 is tried first again, and the same close falls back.
+        #expect(settled.protocolVersion == .v5, "MQTT 5 first again after the loss")
+        let again = settled.closedBeforeConnack()
+        #expect(again)
+        #expect(settled.protocolVersion == .v311)
+        #expect(settled.fallbacksOnClose == 2, "the loop says only the first at notice")
+        // A protocol set to 5 never changes.
+        var five = State(protocolVersion: .v5, sentCredentials: false)
+        _ = five.startConnect("connect", cancelled: false)
+        let fixed = five.closedBeforeConnack()
+        #expect(!fixed)
+        #expect(five.protocolVersion == .v5)
+    }
+
     @Test func aBusyNodeMovesTheFirstConnectOnToTheNextButABadPasswordDoesNot() {
         var state = State(protocolVersion: .v5, sentCredentials: true, brokerCount: 2, firstBroker: 0)
         _ = state.startConnect("connect", cancelled: false)
