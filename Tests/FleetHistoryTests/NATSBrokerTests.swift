@@ -31,13 +31,14 @@ struct NATSBrokerTests {
             directory: directory.path, name: name, environment: ["PGPASSWORD": postgres.password ?? ""])
     }
 
-    /// The `seq` of `vehicle`'s retained fix or heading, the higher: its last message.
-    static func lastRetainedSeq(_ vehicle: String, node: TestNATS.Node, directory: TemporaryDirectory) async throws -> Int {
+    /// The `seq` of `vehicle`'s retained fix or heading on the MQTT 3.1.1 broker at `port`, the
+    /// higher: its last message.
+    static func lastRetainedSeq(_ vehicle: String, port: Int, directory: TemporaryDirectory) async throws -> Int {
         let name = "retained-\(UUID().uuidString)"
         let process = try TestProcess(
             "/usr/bin/mosquitto_sub",
             [
-                "-V", "311", "-h", "127.0.0.1", "-p", "\(node.mqttPort)", "-t", "fleet/\(vehicle)/fix", "-t", "fleet/\(vehicle)/heading",
+                "-V", "311", "-h", "127.0.0.1", "-p", "\(port)", "-t", "fleet/\(vehicle)/fix", "-t", "fleet/\(vehicle)/heading",
                 "-C", "2", "-W", "5",
             ],
             directory: directory.path, name: name)
@@ -97,7 +98,7 @@ struct NATSBrokerTests {
                 #expect(agent.standardError.components(separatedBy: fallback).count == 2, "said once: \(agent.standardError)")
                 #expect(recorder.standardError.contains(fallback), "\(recorder.standardError)")
 
-                let last = try await Self.lastRetainedSeq("van-n", node: nats.nodes[0], directory: directory)
+                let last = try await Self.lastRetainedSeq("van-n", port: nats.nodes[0].mqttPort, directory: directory)
                 #expect(last >= 90, "a 10 s drive at 10 Hz, one message an instant: \(last) messages")
                 let fixes = try await Self.expectWhole("van-n", last: last, postgres: postgres, database: database)
                 #expect(fixes >= 90, "\(fixes) fixes in 10 s at 10 Hz")
@@ -166,7 +167,7 @@ struct NATSBrokerTests {
                 agent.send(SIGTERM)
                 #expect(try await agent.waitForExit(timeout: .seconds(60)) == 0, "\(agent.standardError)")
 
-                let last = try await Self.lastRetainedSeq("van-c", node: nats.nodes[0], directory: directory)
+                let last = try await Self.lastRetainedSeq("van-c", port: nats.nodes[0].mqttPort, directory: directory)
                 #expect(last >= 850, "a 90 s drive at 10 Hz, one message an instant: \(last) messages")
                 let fixes = try await Self.expectWhole("van-c", last: last, postgres: postgres, database: database)
                 #expect(fixes >= 850, "\(fixes) fixes in 90 s at 10 Hz")
