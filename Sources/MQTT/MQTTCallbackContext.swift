@@ -85,9 +85,22 @@ package final class MQTTCallbackContext: Sendable {
     // MARK: callbacks (libmosquitto's thread; never block)
 
     func onConnect(_ mosq: OpaquePointer?, reasonCode: Int32) {
-        let (restore, actions, fellBack, v5, broker) = shared.withLock {
+        let (restore, actions, fellBack, v5, broker, afterClose) = shared.withLock {
+            let before = $0.client.connectionsAfterClose
             let answer = $0.client.connack(reasonCode: reasonCode)
-            return (answer.restore, answer.actions, answer.fellBack, $0.client.protocolVersion == .v5, $0.client.brokerIndex)
+            let after = $0.client.connectionsAfterClose
+            return (
+                answer.restore, answer.actions, answer.fellBack, $0.client.protocolVersion == .v5, $0.client.brokerIndex,
+                after > before ? after : 0
+            )
+        }
+        if afterClose > 0 {
+            // Said when 3.1.1 is accepted, not at each close (a proxy in front of a broker that is
+            // down closes alike); once per client, then at each reconnection at debug.
+            logger.log(
+                level: afterClose == 1 ? .notice : .debug,
+                "MQTT broker closed the connection before answering an MQTT 5 CONNECT and accepted MQTT 3.1.1; connected with 3.1.1 (set the protocol to 3.1.1 to skip this step)",
+                metadata: ["mqtt.node": "\(brokerAddress(broker))"])
         }
         if fellBack {
             // Once per client: it speaks 3.1.1 from now on.

@@ -119,19 +119,13 @@ enum MQTTConnectionLoop {
             } else if !connectionUp, !context.isTLSFailure(code: rc, errnoValue: savedErrno) {
                 // Closed (or timed out) after CONNECT and before any CONNACK: how RabbitMQ and
                 // amqtt answer MQTT 5. Not a TLS failure, which says nothing of the version.
-                let (changed, fallbacks) = context.shared.withLock {
-                    ($0.client.closedBeforeConnack() ? $0.client.protocolVersion : nil, $0.client.fallbacksOnClose)
-                }
-                if changed == .v311 {
-                    context.logger.log(
-                        level: fallbacks == 1 ? .notice : .debug,
-                        "MQTT broker closed the connection before answering an MQTT 5 CONNECT; connecting with MQTT 3.1.1 (set the protocol to 3.1.1 to skip this step)",
-                        metadata: ["mqtt.broker": "\(context.brokerAddress(context.shared.withLock { $0.client.brokerIndex }))"])
-                } else if changed == .v5 {
-                    // Each attempt while a proxy in front of a broker that is down closes them: debug.
+                let changed = context.shared.withLock { $0.client.closedBeforeConnack() ? $0.client.protocolVersion : nil }
+                // At debug: a proxy in front of a broker that is down closes alike, attempt after
+                // attempt. A 3.1.1 connection made so is said at notice (``onConnect``).
+                if let changed {
                     context.logger.debug(
-                        "MQTT broker closed the connection before answering MQTT 3.1.1 too; the version was not the cause, trying MQTT 5 again",
-                        metadata: ["mqtt.error": "\(error)"])
+                        "MQTT broker closed the connection before any CONNACK; trying the other protocol version",
+                        metadata: ["mqtt.protocol": "\(changed == .v5 ? "5" : "3.1.1")", "mqtt.error": "\(error)"])
                 }
             }
             let (reconnect, isNews, actions) = context.shared.withLock { $0.client.connectionLost(error) }

@@ -99,9 +99,9 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// proxy or load balancer in front of a broker that is down closes the same way), so the
     /// next connection tries MQTT 5 again first instead of keeping 3.1.1 for the client's life.
     var probesFiveAgain = false
-    /// How many times an MQTT 5 attempt's close before its CONNACK turned the client to 3.1.1:
-    /// the loop says the first at notice, the rest (one a reconnection to such a broker) at debug.
-    package private(set) var fallbacksOnClose = 0
+    /// Connections made with 3.1.1 after an MQTT 5 attempt closed before its CONNACK: the first
+    /// is said at notice, the rest (one a reconnection to such a broker) at debug.
+    package private(set) var connectionsAfterClose = 0
     let sentCredentials: Bool
     /// How many broker addresses the client has (the nodes of one broker service).
     let brokerCount: Int
@@ -313,8 +313,17 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         if reasonCode == 0x84 || reasonCode == 1, refusedVersion5() {
             return ([], actions, true)
         }
-        // Answered: whatever the version spoken, the broker speaks it.
-        if fellBackOnClose, reasonCode == 0 { probesFiveAgain = true }
+        // Answered after a fallback on a close: accepted, the broker speaks 3.1.1 (5 is tried
+        // first again after the next loss); refused (a broker coming up behind a proxy, a bad
+        // password), it says nothing of MQTT 5, and the next attempt speaks 5 again.
+        if fellBackOnClose {
+            if reasonCode == 0 {
+                probesFiveAgain = true
+                connectionsAfterClose += 1
+            } else {
+                protocolVersion = .v5
+            }
+        }
         fellBackOnClose = false
         if reasonCode == 0 {
             switch phase {
@@ -387,7 +396,6 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         }
         guard refusedVersion5() else { return false }
         fellBackOnClose = true
-        fallbacksOnClose += 1
         return true
     }
 

@@ -179,7 +179,20 @@ import Testing
         let again = settled.closedBeforeConnack()
         #expect(again)
         #expect(settled.protocolVersion == .v311)
-        #expect(settled.fallbacksOnClose == 2, "the loop says only the first at notice")
+        _ = settled.connectionLost(.connectionLost(reason: "closed before CONNACK"))
+        _ = settled.willReconnect { _ in .seconds(1) }
+        _ = settled.connack(reasonCode: 0)
+        #expect(settled.connectionsAfterClose == 2, "the client says only the first at notice")
+        // Refused in 3.1.1 after such a close (a broker coming up behind a proxy, a bad
+        // password): that says nothing of MQTT 5, and the next attempt speaks 5 again.
+        var refused = State(protocolVersion: .auto, sentCredentials: true)
+        _ = refused.startConnect("connect", cancelled: false)
+        _ = refused.closedBeforeConnack()
+        _ = refused.connectionLost(.connectionLost(reason: "closed before CONNACK"))
+        _ = refused.willReconnect { _ in .seconds(1) }
+        #expect(!refused.connack(reasonCode: 3).fellBack)
+        #expect(refused.protocolVersion == .v5, "not kept on 3.1.1 by a refusal")
+        #expect(refused.connectionsAfterClose == 0)
         // A protocol set to 5 never changes.
         var five = State(protocolVersion: .v5, sentCredentials: false)
         _ = five.startConnect("connect", cancelled: false)
