@@ -137,6 +137,7 @@ install_test_packages() {
       /usr/bin/python3 -m venv .build/amqtt &&
       .build/amqtt/bin/pip install --quiet --disable-pip-version-check "amqtt==$amqtt_version" || return 1
   fi
+  [ -x .build/amqtt/bin/amqtt ] || { echo "amqtt was not installed into .build/amqtt" >&2; return 1; }
   echo "amqtt $amqtt_version"
 }
 start packages install_test_packages

@@ -58,6 +58,10 @@ public struct FleetRecorder: Service {
         public var retention: HistoryRetention = .forever
         /// Rows moved per statement from the tables of schema 3 into the partitions.
         public var moveChunk: Int = 50_000
+        /// How long a write failing after a graceful stop began is still retried (8 s of the
+        /// 25 s a stop may take): a blip is ridden out, an outage is not waited for (what is
+        /// held stays unacknowledged, for the broker to send again at the next start).
+        public var stopRetryWindow: Duration = .seconds(8)
         /// Trips, stops and zone events derived as fixes are recorded (`--zones` and the trip
         /// rules), or nothing.
         package var operations: OperationsSettings?
@@ -93,9 +97,10 @@ public struct FleetRecorder: Service {
     }
 
     /// Migrates the schema (retrying while PostgreSQL is unreachable), then records until a
-    /// graceful shutdown (returns once everything received is written), the subscription
-    /// fails (throws) or the task is cancelled (throws `CancellationError`; what was received
-    /// and not yet written is lost, and logged).
+    /// graceful shutdown (returns once everything received is written, or, when PostgreSQL
+    /// cannot be written to, once ``Options/stopRetryWindow`` has passed: what is held is left
+    /// unacknowledged, and the summary says so), the subscription fails (throws) or the task
+    /// is cancelled (throws `CancellationError`; what was not yet written stays unacknowledged).
     public func run() async throws {
         // A stop while PostgreSQL is still unreachable ends the wait: nothing was received.
         let stopped: Logger.Message = "Recorder stopped before PostgreSQL could be reached; nothing was received"
@@ -159,6 +164,10 @@ public struct FleetRecorder: Service {
                 added = try await retrying("set a message aside", poison: true) { [store] in
                     try await store.setAside(vehicle: vehicle, topic: delivery.topic, payload: delivery.payload, reason: reason, rows: rows)
                 }
+            } catch let stop as StoppedUnwritten {
+                // Not acknowledged either: counted with what the stop left unwritten.
+                unwrittenRows += rows
+                throw stop
             } catch let failure as PoisonWrite {
                 notKept += 1
                 logger.error(
@@ -433,8 +442,8 @@ public struct FleetRecorder: Service {
 
     /// Runs `operation` until it succeeds, waiting ``Options/backoff`` between attempts;
     /// logs the first failure (warning) and the recovery (notice), each once. Throws
-    /// `CancellationError` when the task is cancelled, ``StoppedUnwritten`` when a graceful
-    /// shutdown comes while it fails (a stop does not wait out an outage), and
+    /// `CancellationError` when the task is cancelled, ``StoppedUnwritten`` when it still fails
+    /// ``Options/stopRetryWindow`` into a graceful shutdown (a stop does not wait out an outage), and
     /// ``TrackStore/NewerSchema`` at once (retrying cannot mend it).
     ///
     /// With `poison`, a failure that is not PostgreSQL being unreachable or unable to work
@@ -449,6 +458,8 @@ public struct FleetRecorder: Service {
         let limit = limit ?? options.attemptTimeout
         var backoff = options.backoff
         var failures = 0
+        /// When a failure was first met after a graceful stop began.
+        var stoppingSince: ContinuousClock.Instant?
         while true {
             do {
                 // A query to a server that stopped answering is not cancelled in flight: it is left
@@ -479,11 +490,19 @@ public struct FleetRecorder: Service {
                         "PostgreSQL cannot be written to; retrying, and events wait in memory",
                         metadata: ["postgres.task": "\(what)", "error": "\(describePostgresError(error))"])
                 }
-                // A stop does not wait for the outage to end: what is held was never
-                // acknowledged, so the broker keeps it for the next start. The wait ends early too.
-                _ = try? await cancelWhenGracefulShutdown { [delay = backoff.next()] in try await Task.sleep(for: delay) }
-                try Task.checkCancellation()
-                if Task.isShuttingDownGracefully { throw StoppedUnwritten(task: what) }
+                // A stop does not wait for an outage to end: past ``Options/stopRetryWindow`` what
+                // is held, never acknowledged, is left for the broker to send at the next start.
+                let delay = backoff.next()
+                if Task.isShuttingDownGracefully {
+                    let since = stoppingSince ?? .now
+                    stoppingSince = since
+                    guard ContinuousClock.now + delay < since + options.stopRetryWindow else { throw StoppedUnwritten(task: what) }
+                    try await Task.sleep(for: delay)
+                } else {
+                    // The wait ends early at a stop; the next attempt is then within the window.
+                    _ = try? await cancelWhenGracefulShutdown { try await Task.sleep(for: delay) }
+                    try Task.checkCancellation()
+                }
             }
         }
     }

@@ -5,7 +5,7 @@ import Hummingbird
 /// The reads of the recorded history that `serve` answers (`/api/track`, `/api/trips`):
 /// unauthenticated by default, and each one a PostgreSQL query, so bounded as a whole: at most
 /// ``limit`` at once (one more is answered 503 at once, with `Retry-After: 1`, and not queued),
-/// each given ``deadline`` (then 503 at once; the query is cancelled). Twenty parallel requests
+/// each given ``deadline`` (then 503 at once; the read is given up on). Twenty parallel requests
 /// for trips once took 12.5 s each, and any number could be made.
 ///
 /// A read keeps its place until it really ends, not until its answer: postgres-nio does not

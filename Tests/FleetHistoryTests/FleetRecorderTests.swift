@@ -254,12 +254,19 @@ import Testing
                 // Frozen, as a hung host is; then the operator stops the recorder (systemd's
                 // TimeoutStopSec is 30 s, then SIGKILL). The stop does not wait out the outage.
                 postgres.pause()
+                var frozen = true
+                defer { if frozen { postgres.resume() } }
                 try await Self.waitForLog(
                     recorder, "PostgreSQL cannot be written to; retrying, and events wait in memory", timeout: .seconds(90))
                 recorder.send(SIGTERM)
                 let status = try await recorder.waitForExit(timeout: .seconds(30))
                 postgres.resume()
+                frozen = false
                 #expect(status == 0, "a requested stop, within the unit's stop timeout: \(recorder.standardError)")
+                let unwritten = recorder.standardError.range(of: #"rows.unwritten=[0-9]+"#, options: .regularExpression).map {
+                    Int(recorder.standardError[$0].dropFirst(15)) ?? 0
+                }
+                #expect((unwritten ?? 0) > 0, "what it held, counted: \(recorder.standardError)")
                 #expect(
                     recorder.standardError.contains(
                         "Recorder stopped while PostgreSQL could not be written to; what it held is not acknowledged"),
