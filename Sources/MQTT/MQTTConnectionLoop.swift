@@ -109,7 +109,7 @@ enum MQTTConnectionLoop {
             let error = context.connectError(code: rc, errnoValue: savedErrno)
             context.shared.withLock { $0.traffic.connectionEnded() }
             if rc == MOSQ_ERR_MALFORMED_PACKET.rawValue || rc == MOSQ_ERR_PROTOCOL.rawValue,
-                context.shared.withLock({ $0.client.awaitsConnack && $0.client.refusedVersion5() })
+                context.shared.withLock({ $0.client.versionUnanswered && $0.client.refusedVersion5() })
             {
                 // libmosquitto ≥ 2.0.12 reads a 3.1.1-only broker's CONNACK (code 1, no
                 // properties) as a malformed MQTT 5 packet, without calling on_connect.

@@ -99,6 +99,10 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// proxy or load balancer in front of a broker that is down closes the same way), so the
     /// next connection tries MQTT 5 again first instead of keeping 3.1.1 for the client's life.
     var probesFiveAgain = false
+    /// A CONNACK of any kind arrived on the current attempt: what ends the attempt afterwards
+    /// (libmosquitto returns `MOSQ_ERR_PROTOCOL` after an MQTT 5 refusal of 0x80 or more) says
+    /// nothing of the protocol version (``versionUnanswered``).
+    package private(set) var connackReceived = false
     /// Connections made with 3.1.1 after an MQTT 5 attempt closed before its CONNACK: the first
     /// is said at notice, the rest (one a reconnection to such a broker) at debug.
     package private(set) var connectionsAfterClose = 0
@@ -298,6 +302,7 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// The loop starts a connection attempt: libmosquitto's error lines from before are stale.
     package mutating func connectAttemptStarts() {
         errorLog.removeAll()
+        connackReceived = false
     }
 
     /// A CONNACK arrived. On success, returns the filters to subscribe again (with their QoS
@@ -310,6 +315,7 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         reasonCode: Int32
     ) -> (restore: [(filter: String, qos: MQTTQoS, identifier: UInt32)], actions: Actions, fellBack: Bool) {
         var actions = Actions()
+        defer { connackReceived = true }
         if reasonCode == 0x84 || reasonCode == 1, refusedVersion5() {
             return ([], actions, true)
         }
@@ -388,7 +394,7 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     /// first again after the next loss (``probesFiveAgain``). Returns whether the protocol
     /// changed.
     package mutating func closedBeforeConnack() -> Bool {
-        guard awaitsConnack else { return false }
+        guard versionUnanswered else { return false }
         if fellBackOnClose, protocolVersion == .v311 {
             protocolVersion = .v5
             fellBackOnClose = false
@@ -398,6 +404,11 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         fellBackOnClose = true
         return true
     }
+
+    /// A CONNACK is awaited and none has come on this attempt: only then can the way the
+    /// attempt ends (a close, a packet libmosquitto cannot read) be taken for an answer about
+    /// the protocol version.
+    package var versionUnanswered: Bool { awaitsConnack && !connackReceived }
 
     private var isConnectedPhase: Bool {
         if case .connected = phase { true } else { false }
@@ -409,6 +420,8 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
     package mutating func connectionLost(_ error: MQTTError) -> (reconnect: Bool, isNews: Bool, actions: Actions) {
         var actions = Actions()
         epoch &+= 1
+        // The attempt is over: the next one is unanswered until its CONNACK.
+        connackReceived = false
         for (mid, pending) in pendingPublishes where pending.qos == .atMostOnce {
             pendingPublishes[mid] = nil
             actions.fail.append((pending.ack, .connectionLost(reason: error.description)))

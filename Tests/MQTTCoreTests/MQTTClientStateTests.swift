@@ -201,6 +201,28 @@ import Testing
         #expect(five.protocolVersion == .v5)
     }
 
+    @Test func aRefusalDuringAReconnectSaysNothingOfTheVersion() {
+        // libmosquitto calls on_connect with an MQTT 5 refusal of 0x80 or more, then returns
+        // MOSQ_ERR_PROTOCOL from its loop: the loop must not read that as a 3.1.1 broker.
+        var state = State(protocolVersion: .auto, sentCredentials: true)
+        _ = state.startConnect("connect", cancelled: false)
+        _ = state.connack(reasonCode: 0)
+        _ = state.connectionLost(.connectionLost(reason: "node restarted"))
+        _ = state.willReconnect { _ in .seconds(1) }
+        state.connectAttemptStarts()
+        #expect(state.versionUnanswered, "a reconnect awaits its CONNACK")
+        #expect(!state.connack(reasonCode: 0x86).fellBack, "bad user name or password")
+        #expect(!state.versionUnanswered, "answered: the protocol error that follows is not about the version")
+        let closed = state.closedBeforeConnack()
+        #expect(!closed)
+        #expect(state.protocolVersion == .v5)
+        // The next attempt is unanswered again.
+        _ = state.connectionLost(.connectionLost(reason: "refused"))
+        _ = state.willReconnect { _ in .seconds(1) }
+        state.connectAttemptStarts()
+        #expect(state.versionUnanswered)
+    }
+
     @Test func aBusyNodeMovesTheFirstConnectOnToTheNextButABadPasswordDoesNot() {
         var state = State(protocolVersion: .v5, sentCredentials: true, brokerCount: 2, firstBroker: 0)
         _ = state.startConnect("connect", cancelled: false)
