@@ -354,9 +354,11 @@ package struct MQTTClientState<Ack, Sink, Observer, Waiter> {
         }
         let error = MQTTError.connack(reasonCode: reasonCode, version: protocolVersion, sentCredentials: sentCredentials)
         switch phase {
-        case .connecting where firstConnectTriesLeft > 0 && error.isWorthRetrying:
-            // A node that is busy or unavailable: the close that follows moves the first
-            // connect on to the next node (every retry of a new client would start here again).
+        case .connecting where firstConnectTriesLeft > 0:
+            // Any refusal by one node (busy, unavailable, or refusing the login: a node whose
+            // authentication is broken): the close that follows moves the first connect on to
+            // the next node. Only the last node's refusal ends it. (The first node is chosen by
+            // the client id, so a node that refused for good would hold its share of a fleet.)
             break
         case .connecting(let ack):
             failConnect(ack, error, &actions)

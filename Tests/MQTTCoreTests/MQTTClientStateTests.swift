@@ -223,13 +223,19 @@ import Testing
         #expect(state.versionUnanswered)
     }
 
-    @Test func aBusyNodeMovesTheFirstConnectOnToTheNextButABadPasswordDoesNot() {
-        var state = State(protocolVersion: .v5, sentCredentials: true, brokerCount: 2, firstBroker: 0)
+    @Test func anyRefusalMovesTheFirstConnectOnToTheNextNodeAndTheLastOneEndsIt() {
+        var state = State(protocolVersion: .v5, sentCredentials: true, brokerCount: 3, firstBroker: 0)
         _ = state.startConnect("connect", cancelled: false)
         #expect(Outcome(state.connack(reasonCode: 0x89).actions).failed.isEmpty, "server busy: not the end of the connect")
         #expect(state.connectionLost(.connectionLost(reason: "closed after the refusal")).reconnect)
         _ = state.willReconnect { _ in .seconds(5) }
         #expect(state.brokerIndex == 1)
+        // A node refusing the login (its authentication broken) is passed too.
+        #expect(Outcome(state.connack(reasonCode: 0x87).actions).failed.isEmpty, "not authorized by one node")
+        #expect(state.connectionLost(.connectionLost(reason: "closed after the refusal")).reconnect)
+        #expect(state.willReconnect { _ in .seconds(5) }.delay == .zero, "the next node at once")
+        #expect(state.brokerIndex == 2)
+        // Every node refused: the last refusal is the connect's error.
         #expect(Outcome(state.connack(reasonCode: 0x86).actions).failed["connect"]?.code == .badUserNameOrPassword)
     }
 

@@ -59,6 +59,21 @@ import Glibc
         }
     }
 
+    @Test func aFirstConnectGoesPastANodeThatRefusesTheLogin() async throws {
+        try await withBroker { live in
+            // A node whose authentication refuses this client (anonymous, where it wants users).
+            try await withBroker(.init(users: ["someone-else": "secret"])) { refusing in
+                let good = try BrokerURL(parsing: live.url)
+                let bad = try BrokerURL(parsing: refusing.url)
+                let configuration = Self.configuration([bad, good], first: bad, id: uniqueClientID("refused"))
+                let client = try MQTTClient(configuration: configuration, logger: quietLogger)
+                try await withTimeout(.seconds(15), "the connect past a node refusing the login") { try await client.connect() }
+                try await client.publish(topic: "list/t", string: "through the node that accepts", qos: .atLeastOnce)
+                await client.shutdown()
+            }
+        }
+    }
+
     @Test func aFirstConnectFailsOnceEveryNodeFailed() async throws {
         let dead = try (0..<3).map { _ in BrokerURL(host: "127.0.0.1", port: try FreePort.next()) }
         let client = try MQTTClient(
